@@ -1,0 +1,42 @@
+# memoryui — `make run` serves the app, `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test bench bench-quick migrate clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.bench-installed: requirements.txt requirements-dev.txt bench/requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	touch $@
+
+migrate: $(VENV)/.runtime-installed
+	$(BIN)/python manage.py migrate --noinput
+
+run: migrate
+	$(BIN)/python manage.py bootstrap
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+test: $(VENV)/.dev-installed $(VENV)/.bench-installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.bench-installed
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-quick: $(VENV)/.bench-installed
+	$(BIN)/python bench/run.py --quick
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,59 @@
+"""Domain errors raised by the store and the reads.
+
+Each carries a stable machine code, a sentence a person can act on, and the
+field it is about (when there is one). The API and the views map them to 4xx
+answers in one place; nothing below them knows about HTTP.
+"""
+
+
+class StoreError(Exception):
+    code = "store_error"
+    status = 400
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code:
+            self.code = code
+
+    def as_dict(self) -> dict:
+        error = {"code": self.code, "message": self.message}
+        if self.field:
+            error["field"] = self.field
+        return error
+
+
+class NotFound(StoreError):
+    code = "not_found"
+    status = 404
+
+
+class InvalidMessage(StoreError):
+    code = "invalid_message"
+    status = 422
+
+
+class MessageTooLarge(StoreError):
+    code = "message_too_large"
+    status = 413
+
+
+class PositionOutOfRange(StoreError):
+    code = "position_out_of_range"
+    status = 422
+
+
+class CheckpointBeforeLatest(StoreError):
+    code = "checkpoint_before_latest"
+    status = 409
+
+
+class Conflict(StoreError):
+    code = "conflict"
+    status = 409
+
+
+class InvalidInput(StoreError):
+    code = "invalid_input"
+    status = 422

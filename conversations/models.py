@@ -1,0 +1,228 @@
+"""The conversation log: tables and their read QuerySets.
+
+Writes go through `conversations.store`; nothing here writes. The database
+itself refuses updates of messages and checkpoints and deletes outside the
+store's deletion path (see migration 0002).
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from .errors import NotFound
+
+
+def parse_conversation_id(value) -> uuid.UUID:
+    """A conversation id from a URL or a request; malformed means not found."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value).strip())
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"conversation {str(value)[:80]!r} not found (not a conversation id)", field="id") from None
+
+
+class ConversationQuerySet(models.QuerySet):
+    def live(self):
+        """Conversations not being deleted (a half-finished prune hides its victims)."""
+        return self.filter(deleting=False)
+
+    def get_live(self, conversation_id) -> "Conversation":
+        cid = parse_conversation_id(conversation_id)
+        try:
+            return self.live().get(pk=cid)
+        except Conversation.DoesNotExist:
+            raise NotFound(f"conversation {cid} not found", field="id") from None
+
+    def with_checkpoint_flag(self):
+        return self.annotate(
+            has_checkpoint=Exists(Checkpoint.objects.filter(conversation=OuterRef("pk")))
+        )
+
+    def with_fork_count(self):
+        forks = (
+            Conversation.objects.filter(parent_id=OuterRef("pk"), deleting=False)
+            .order_by()
+            .values("parent_id")
+            .annotate(n=models.Count("pk"))
+            .values("n")
+        )
+        return self.annotate(fork_count=models.functions.Coalesce(models.Subquery(forks), 0))
+
+    def about(self, subject: str):
+        return self.filter(subject=subject)
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    title = models.CharField(max_length=300, blank=True, default="")
+    # Whom the conversation is about: what deletion requests and facts key on.
+    subject = models.CharField(max_length=300, blank=True, default="", db_index=True)
+    meta = models.JSONField(default=dict, blank=True)
+    # Lineage as plain values, not foreign keys: a fork outlives its parent.
+    parent_id = models.UUIDField(null=True, blank=True, db_index=True)
+    forked_from_position = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+    pinned = models.BooleanField(default=False)
+    # The next position the store will assign; equals the number of messages.
+    next_position = models.BigIntegerField(default=0)
+    # Set by the store's deletion path, in the same transaction as the deletes;
+    # the database refuses to delete messages of a conversation without it.
+    deleting = models.BooleanField(default=False)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["-last_activity_at", "-id"], name="conversation_activity_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(next_position__gte=0), name="conversation_next_position_nonneg"
+            ),
+        ]
+
+    def __str__(self):
+        return self.title or str(self.id)
+
+    @property
+    def message_count(self) -> int:
+        return self.next_position
+
+    def latest_checkpoint(self):
+        return Checkpoint.objects.latest_for(self.pk)
+
+    def lineage(self) -> list["Conversation | None"]:
+        """Ancestors from the root down to the parent; a pruned ancestor ends the walk."""
+        chain = []
+        parent_id = self.parent_id
+        seen = {self.pk}
+        while parent_id and parent_id not in seen:
+            seen.add(parent_id)
+            parent = Conversation.objects.live().filter(pk=parent_id).first()
+            if parent is None:
+                break
+            chain.append(parent)
+            parent_id = parent.parent_id
+        chain.reverse()
+        return chain
+
+    @property
+    def parent_missing(self) -> bool:
+        return bool(self.parent_id) and not Conversation.objects.live().filter(pk=self.parent_id).exists()
+
+
+class MessageQuerySet(models.QuerySet):
+    def of(self, conversation_id):
+        return self.filter(conversation_id=conversation_id)
+
+    def page(self, conversation_id, *, after: int = -1, limit: int | None = None, until: int | None = None):
+        """Keyset page by position: rows with position > after (and <= until)."""
+        qs = self.filter(conversation_id=conversation_id, position__gt=after)
+        if until is not None:
+            qs = qs.filter(position__lte=until)
+        qs = qs.order_by("position")
+        return qs[:limit] if limit is not None else qs
+
+
+class Message(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.DO_NOTHING, related_name="messages", db_index=False
+    )
+    position = models.BigIntegerField()
+    kind = models.CharField(max_length=16)
+    # The message exactly as first encoded; reads return these bytes.
+    content = models.TextField()
+    created_at = models.DateTimeField()
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "position"], name="message_position_unique"),
+            models.CheckConstraint(condition=models.Q(position__gte=0), name="message_position_nonneg"),
+        ]
+
+    def __str__(self):
+        return f"{self.conversation_id}#{self.position} {self.kind}"
+
+
+class CheckpointQuerySet(models.QuerySet):
+    def of(self, conversation_id):
+        return self.filter(conversation_id=conversation_id)
+
+    def latest_for(self, conversation_id, *, at_or_before: int | None = None, created_before=None):
+        qs = self.filter(conversation_id=conversation_id)
+        if at_or_before is not None:
+            qs = qs.filter(message_position__lte=at_or_before)
+        if created_before is not None:
+            qs = qs.filter(created_at__lt=created_before)
+        return qs.order_by("-message_position", "-id").first()
+
+
+class Checkpoint(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.DO_NOTHING, related_name="checkpoints", db_index=False
+    )
+    # The summary stands in for positions 0..message_position.
+    message_position = models.BigIntegerField()
+    summary = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+
+    objects = CheckpointQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["conversation", "message_position"], name="checkpoint_conv_pos_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(message_position__gte=0), name="checkpoint_position_nonneg"
+            ),
+        ]
+
+
+class ApiKey(models.Model):
+    """An agent's credential. Only a hash of the secret is kept; it is shown once."""
+
+    SCOPES = ("read", "write", "admin", "facts:read", "facts:write")
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    # The first characters of the key, to find the row without scanning hashes.
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """What people and keys did. Append-only in the database; holds ids, counts and
+    hashes, never message or fact text."""
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.CharField(max_length=200)  # "user:alice", "key:ci-agent", "system"
+    action = models.CharField(max_length=64, db_index=True)
+    target_type = models.CharField(max_length=64, blank=True, default="")
+    target_id = models.CharField(max_length=200, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]

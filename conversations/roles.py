@@ -1,0 +1,44 @@
+"""The three roles of DESIGN.md, as Django groups.
+
+Permissions are checked in views and API handlers through these helpers, never
+only in templates.
+"""
+
+from django.contrib.auth.models import Group
+
+AUDITOR, REVIEWER, ADMIN = "auditor", "reviewer", "admin"
+ROLES = (AUDITOR, REVIEWER, ADMIN)
+
+
+def roles_of(user) -> set[str]:
+    if not user or not user.is_authenticated or not user.is_active:
+        return set()
+    if user.is_superuser:
+        return set(ROLES)
+    names = getattr(user, "_memoryui_roles", None)
+    if names is None:
+        names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        user._memoryui_roles = names
+    return names
+
+
+def is_admin(user) -> bool:
+    return ADMIN in roles_of(user)
+
+
+def can_read_conversations(user) -> bool:
+    return bool(roles_of(user))
+
+
+def can_review_facts(user) -> bool:
+    return bool(roles_of(user) & {REVIEWER, ADMIN})
+
+
+def assign_role(user, role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    group, _ = Group.objects.get_or_create(name=role)
+    user.groups.remove(*Group.objects.filter(name__in=ROLES).exclude(pk=group.pk))
+    user.groups.add(group)
+    if hasattr(user, "_memoryui_roles"):
+        del user._memoryui_roles

@@ -1,0 +1,255 @@
+"""The message schema of DESIGN.md: one tagged union, discriminated by `kind`.
+
+A message is validated and encoded once, by `encode_message`; the encoded text
+is what the store keeps and what every read returns, byte for byte.
+"""
+
+import json
+from typing import Annotated, Any, Literal, Union
+
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+
+from .errors import InvalidMessage, MessageTooLarge
+
+CHAT_KINDS = ("user", "assistant", "tool", "system")
+JOURNAL_KINDS = ("note", "thought", "heard", "said", "did", "woke")
+KINDS = CHAT_KINDS + JOURNAL_KINDS
+
+
+def _not_blank(value: str, what: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{what} must not be blank")
+    return value
+
+
+class _Strict(BaseModel):
+    # Unknown fields are an error: a typo in a field name must not be silently dropped.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TextBlock(_Strict):
+    type: Literal["text"]
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, v: str) -> str:
+        return _not_blank(v, "text")
+
+
+class OtherBlock(BaseModel):
+    """A non-text content block (image, document, …), kept as given."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+
+    @field_validator("type")
+    @classmethod
+    def _type_not_text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("content block type must not be blank")
+        if v == "text":
+            raise ValueError("a text block needs non-blank text")
+        return v
+
+
+Content = Union[str, list[Annotated[Union[TextBlock, OtherBlock], Field(union_mode="left_to_right")]]]
+
+
+def _check_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return _not_blank(content, "content")
+    if isinstance(content, list) and not content:
+        raise ValueError("content must not be an empty list")
+    return content
+
+
+class ToolCall(_Strict):
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class _Message(_Strict):
+    meta: dict[str, Any] | None = None
+
+
+class UserMessage(_Message):
+    kind: Literal["user"]
+    content: Content
+
+    _content = field_validator("content")(classmethod(lambda cls, v: _check_content(v)))
+
+
+class AssistantMessage(_Message):
+    kind: Literal["assistant"]
+    content: Content | None = None
+    tool_calls: list[ToolCall] | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self):
+        # An assistant turn may be only tool calls; otherwise it needs text.
+        if self.tool_calls:
+            if isinstance(self.content, list) and not self.content:
+                raise ValueError("content must not be an empty list")
+            return self
+        if self.content is None:
+            raise ValueError("an assistant message needs content or tool_calls")
+        _check_content(self.content)
+        return self
+
+
+class ToolMessage(_Message):
+    kind: Literal["tool"]
+    tool_call_id: str = Field(min_length=1)
+    name: str | None = None
+    content: Content
+    is_error: bool | None = None
+
+    _content = field_validator("content")(classmethod(lambda cls, v: _check_content(v)))
+
+
+class SystemMessage(_Message):
+    kind: Literal["system"]
+    content: Content
+
+    _content = field_validator("content")(classmethod(lambda cls, v: _check_content(v)))
+
+
+class _JournalMessage(_Message):
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, v: str) -> str:
+        return _not_blank(v, "text")
+
+
+class NoteMessage(_JournalMessage):
+    kind: Literal["note"]
+
+
+class ThoughtMessage(_JournalMessage):
+    kind: Literal["thought"]
+
+
+class HeardMessage(_JournalMessage):
+    kind: Literal["heard"]
+
+
+class SaidMessage(_JournalMessage):
+    kind: Literal["said"]
+
+
+class DidMessage(_JournalMessage):
+    kind: Literal["did"]
+
+
+class WokeMessage(_JournalMessage):
+    kind: Literal["woke"]
+
+
+Message = Annotated[
+    Union[
+        UserMessage,
+        AssistantMessage,
+        ToolMessage,
+        SystemMessage,
+        NoteMessage,
+        ThoughtMessage,
+        HeardMessage,
+        SaidMessage,
+        DidMessage,
+        WokeMessage,
+    ],
+    Field(discriminator="kind"),
+]
+
+message_adapter: TypeAdapter = TypeAdapter(Message)
+
+
+def describe_validation_error(exc: ValidationError) -> tuple[str, str | None]:
+    """One sentence naming what is wrong, and the dotted field it is about."""
+    parts = []
+    first_field = None
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err.get("loc", ())]
+        # The discriminator puts the kind name first in the location; drop it.
+        if loc and loc[0] in KINDS:
+            loc = loc[1:]
+        field = ".".join(loc) or None
+        if err.get("type") == "union_tag_invalid":
+            msg = f"unknown kind {err.get('input', {}).get('kind')!r}; expected one of {', '.join(KINDS)}"
+            field = "kind"
+        elif err.get("type") == "union_tag_not_found":
+            msg = "missing 'kind'; expected one of " + ", ".join(KINDS)
+            field = "kind"
+        elif err.get("type") == "extra_forbidden":
+            msg = f"unknown field {field!r}"
+        else:
+            text = err.get("msg", "invalid").removeprefix("Value error, ")
+            msg = f"{field}: {text}" if field else text
+        if first_field is None:
+            first_field = field
+        parts.append(msg)
+    return "; ".join(parts), first_field
+
+
+def max_message_bytes() -> int:
+    return int(getattr(settings, "MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
+
+
+def validate_message(data: Any):
+    """Validate a dict, a JSON string/bytes or a model into a Message model."""
+    try:
+        if isinstance(data, BaseModel):
+            data = data.model_dump(mode="json", exclude_none=True)
+        if isinstance(data, (str, bytes, bytearray)):
+            try:
+                data = json.loads(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise InvalidMessage(f"message is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise InvalidMessage("a message must be a JSON object with a 'kind'")
+        return message_adapter.validate_python(data)
+    except ValidationError as exc:
+        text, field = describe_validation_error(exc)
+        raise InvalidMessage(f"invalid message: {text}", field=field) from None
+
+
+def encode_message(data: Any) -> tuple[str, str]:
+    """Validate once and encode once: returns (kind, encoded text).
+
+    The encoding is compact JSON with keys in schema order and no null fields, so
+    the same message always encodes to the same text.
+    """
+    model = validate_message(data)
+    text = message_adapter.dump_json(model, exclude_none=True).decode()
+    size = len(text.encode())
+    limit = max_message_bytes()
+    if size > limit:
+        raise MessageTooLarge(
+            f"message is {size} bytes encoded; the limit is {limit} bytes", field="content"
+        )
+    return model.kind, text
+
+
+def decode_message(text: str):
+    """Decode stored text back into a model; raises InvalidMessage when it no longer decodes."""
+    try:
+        return message_adapter.validate_json(text)
+    except ValidationError as exc:
+        raise InvalidMessage(describe_validation_error(exc)[0]) from None
+
+
+def message_text(model) -> str:
+    """The readable text of a message: journal text, string content or joined text blocks."""
+    if hasattr(model, "text"):
+        return model.text
+    content = getattr(model, "content", None)
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock))

@@ -1,0 +1,261 @@
+"""Every write to the conversation log, one transaction each.
+
+Views, API handlers and commands call these functions; nothing else writes
+messages or checkpoints. Each function validates first, writes inside one
+`transaction.atomic()`, returns model instances, and raises the domain errors of
+`conversations.errors`. The database backs the rules up (migration 0002): a
+message row can be inserted, never updated, and deleted only on the
+conversation-deletion path below.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, PositionOutOfRange
+from .models import AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
+from .schema import encode_message, max_message_bytes
+
+log = logging.getLogger("memoryui.store")
+
+TITLE_MAX = Conversation._meta.get_field("title").max_length
+SUBJECT_MAX = Conversation._meta.get_field("subject").max_length
+
+_conversation_table = Conversation._meta.db_table
+_message_table = Message._meta.db_table
+_checkpoint_table = Checkpoint._meta.db_table
+
+
+def _db_uuid(value):
+    return Conversation._meta.pk.get_db_prep_value(value, connection)
+
+
+def _db_datetime(value):
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def _clean_text(value, *, field: str, max_length: int, required: bool = False) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{field} must not be blank", field=field)
+    if len(value) > max_length:
+        raise InvalidInput(f"{field} is {len(value)} characters; at most {max_length}", field=field)
+    return value
+
+
+def _lock_conversation(conversation_id) -> Conversation:
+    """The live conversation, locked for the rest of the transaction.
+
+    PostgreSQL takes a row lock; SQLite already holds the database write lock
+    (IMMEDIATE transactions), so the plain read is as good as a lock there.
+    """
+    qs = Conversation.objects
+    if connection.vendor != "sqlite":
+        qs = qs.select_for_update()
+    return qs.get_live(conversation_id)
+
+
+def create_conversation(*, title: str = "", subject: str = "", meta: dict | None = None) -> Conversation:
+    title = _clean_text(title, field="title", max_length=TITLE_MAX)
+    subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
+    if meta is not None and not isinstance(meta, dict):
+        raise InvalidInput("meta must be a JSON object", field="meta")
+    with transaction.atomic():
+        return Conversation.objects.create(title=title, subject=subject, meta=meta or {})
+
+
+def append_message(*, conversation_id, message, expected_position: int | None = None) -> int:
+    """Append one message and return the position the store gave it.
+
+    The position comes from the conversation's counter, bumped with
+    UPDATE … RETURNING in the same transaction as the insert: under PostgreSQL the
+    row lock, under SQLite the IMMEDIATE write lock, make concurrent appends
+    queue, so positions stay 0..n-1 with no gap and no duplicate.
+    """
+    kind, text = encode_message(message)
+    cid = parse_conversation_id(conversation_id)
+    now = timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {_conversation_table} SET next_position = next_position + 1, "
+                "last_activity_at = %s WHERE id = %s AND NOT deleting RETURNING next_position",
+                [_db_datetime(now), _db_uuid(cid)],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                # Raising inside atomic() rolls back; nothing was changed anyway.
+                Conversation.objects.get_live(cid)
+            position = row[0] - 1
+            if expected_position is not None and expected_position != position:
+                raise Conflict(
+                    f"expected the next position to be {expected_position}, but it is {position}: "
+                    "another writer appended first; read the conversation again",
+                    field="expected_position",
+                    code="position_conflict",
+                )
+            cursor.execute(
+                f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [_db_uuid(cid), position, kind, text, _db_datetime(now)],
+            )
+    return position
+
+
+def _check_position(conversation: Conversation, position, *, field: str = "position") -> int:
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise InvalidInput(f"{field} must be an integer", field=field)
+    last = conversation.next_position - 1
+    if position < 0 or position > last:
+        where = "the conversation has no messages" if last < 0 else f"it must be between 0 and {last}"
+        raise PositionOutOfRange(f"{field} {position} is out of range: {where}", field=field)
+    return position
+
+
+def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: str = "") -> Checkpoint:
+    """Fold positions 0..position into `summary`. Deletes and changes nothing else."""
+    if not isinstance(summary, str) or not summary.strip():
+        raise InvalidInput("summary must not be blank", field="summary")
+    if len(summary.encode()) > max_message_bytes():
+        raise InvalidInput(
+            f"summary is over the {max_message_bytes()}-byte message limit", field="summary"
+        )
+    with transaction.atomic():
+        conversation = _lock_conversation(conversation_id)
+        _check_position(conversation, position)
+        latest = Checkpoint.objects.latest_for(conversation.pk)
+        if latest is not None and position < latest.message_position:
+            raise CheckpointBeforeLatest(
+                f"position {position} is before the latest checkpoint at position "
+                f"{latest.message_position}; a checkpoint can only move the fold forward",
+                field="position",
+            )
+        checkpoint = Checkpoint.objects.create(
+            conversation=conversation,
+            message_position=position,
+            summary=summary,
+            created_by=str(created_by)[:200],
+        )
+        Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=checkpoint.created_at)
+    return checkpoint
+
+
+def fork_conversation(*, conversation_id, position: int, title: str | None = None) -> Conversation:
+    """Copy rows 0..position into a new child conversation, in one transaction.
+
+    The rows are copied by the database (INSERT … SELECT) with the same bytes and
+    timestamps; the latest checkpoint at or before `position` comes along, and the
+    lineage is recorded. The parent is not touched.
+    """
+    with transaction.atomic():
+        parent = _lock_conversation(conversation_id)
+        _check_position(parent, position)
+        if title is None or not str(title).strip():
+            title = f"{parent.title or 'Untitled'} (fork at {position})"[:TITLE_MAX]
+        title = _clean_text(title, field="title", max_length=TITLE_MAX)
+        now = timezone.now()
+        child = Conversation.objects.create(
+            title=title,
+            subject=parent.subject,
+            meta=parent.meta,
+            parent_id=parent.pk,
+            forked_from_position=position,
+            created_at=now,
+            last_activity_at=now,
+            next_position=position + 1,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
+                f"SELECT %s, position, kind, content, created_at FROM {_message_table} "
+                "WHERE conversation_id = %s AND position <= %s ORDER BY position",
+                [_db_uuid(child.pk), _db_uuid(parent.pk), position],
+            )
+            copied = cursor.rowcount
+        if copied != position + 1:
+            raise Conflict(f"fork copied {copied} rows, expected {position + 1}; nothing was written")
+        checkpoint = Checkpoint.objects.latest_for(parent.pk, at_or_before=position)
+        if checkpoint is not None:
+            Checkpoint.objects.create(
+                conversation=child,
+                message_position=checkpoint.message_position,
+                summary=checkpoint.summary,
+                created_at=checkpoint.created_at,
+                created_by=checkpoint.created_by,
+            )
+    return child
+
+
+@dataclass(frozen=True)
+class Deleted:
+    conversation_id: str
+    messages: int
+    checkpoints: int
+
+
+def mark_deleting(conversation_ids) -> None:
+    """Hide conversations from every read and open the database's delete guard.
+
+    Committed on its own by pruning, so a prune killed halfway leaves
+    conversations that are hidden and can be finished by running it again.
+    """
+    ids = [_db_uuid(parse_conversation_id(c)) for c in conversation_ids]
+    if not ids:
+        return
+    with transaction.atomic():
+        Conversation.objects.filter(pk__in=ids).update(deleting=True)
+
+
+def delete_conversation(*, conversation_id) -> Deleted:
+    """Remove a conversation, its messages and its checkpoints, in one transaction.
+
+    The only path (with pruning) that removes message rows. Forks keep their own
+    copies and survive; they show their parent as removed.
+    """
+    cid = parse_conversation_id(conversation_id)
+    with transaction.atomic():
+        qs = Conversation.objects.filter(pk=cid)
+        if connection.vendor != "sqlite":
+            qs = qs.select_for_update()
+        if not qs.exists():
+            Conversation.objects.get_live(cid)  # raises NotFound
+        qs.update(deleting=True)
+        deleted = _delete_rows(cid)
+    return deleted
+
+
+def _delete_rows(cid) -> Deleted:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {_message_table} WHERE conversation_id = %s", [_db_uuid(cid)])
+        messages = cursor.rowcount
+        cursor.execute(f"DELETE FROM {_checkpoint_table} WHERE conversation_id = %s", [_db_uuid(cid)])
+        checkpoints = cursor.rowcount
+        cursor.execute(f"DELETE FROM {_conversation_table} WHERE id = %s AND deleting", [_db_uuid(cid)])
+    return Deleted(conversation_id=str(cid), messages=messages, checkpoints=checkpoints)
+
+
+def set_pinned(*, conversation_id, pinned: bool) -> Conversation:
+    with transaction.atomic():
+        conversation = _lock_conversation(conversation_id)
+        Conversation.objects.filter(pk=conversation.pk).update(pinned=bool(pinned))
+        conversation.pinned = bool(pinned)
+    return conversation
+
+
+def record_audit(*, actor: str, action: str, target_type: str = "", target_id: str = "", detail=None) -> AuditEvent:
+    """Append one audit event. Callers pass ids, counts and hashes, never content."""
+    with transaction.atomic():
+        return AuditEvent.objects.create(
+            actor=str(actor)[:200],
+            action=action,
+            target_type=target_type,
+            target_id=str(target_id)[:200],
+            detail=detail or {},
+        )
+

@@ -1,0 +1,176 @@
+"""Settings for memoryui, read from environment variables with safe defaults.
+
+DATABASE_URL     PostgreSQL (postgres:///name) or SQLite (sqlite:////abs/path);
+                 unset: the embedded SQLite database under the data folder.
+SECRET_KEY       unset: generated once and kept in the data folder.
+DEBUG            "1"/"true" turns it on; off by default.
+ALLOWED_HOSTS    comma-separated; default 127.0.0.1,localhost.
+MEMORYUI_DATA_DIR  where the embedded database and the secret key live (default ./data).
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+DATA_DIR = Path(os.environ.get("MEMORYUI_DATA_DIR", BASE_DIR / "data")).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        # Written with 0600 before the key goes in, so it is never world-readable.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_flag("DEBUG")
+ALLOWED_HOSTS = [
+    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "ninja",
+    "conversations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "memoryui.urls"
+WSGI_APPLICATION = "memoryui.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite is opened with the durability and reclaim settings DESIGN.md asks for.
+# auto_vacuum only takes effect before the first table exists, so it comes first:
+# on a new file it is set before migrate creates anything.
+SQLITE_PRAGMAS = (
+    "PRAGMA auto_vacuum=INCREMENTAL;"
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=FULL;"
+    "PRAGMA foreign_keys=ON;"
+    "PRAGMA secure_delete=ON;"
+    "PRAGMA busy_timeout=30000;"
+)
+SQLITE_OPTIONS = {
+    "init_command": SQLITE_PRAGMAS,
+    # BEGIN IMMEDIATE takes the write lock up front, so two writers queue on the
+    # busy timeout instead of one failing with "database is locked" on upgrade.
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+}
+
+
+def _database() -> dict:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        db = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    else:
+        db = {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "memoryui.sqlite3"}
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        db["OPTIONS"] = {**SQLITE_OPTIONS, **db.get("OPTIONS", {})}
+        # Tests use a file, not :memory:, so several processes can share it.
+        db["TEST"] = {
+            "NAME": os.environ.get("MEMORYUI_TEST_DB")
+            or str(DATA_DIR / f"test-{os.getpid()}.sqlite3")
+        }
+        db["CONN_MAX_AGE"] = 0
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise serves from the finders; it only needs the folder
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Largest encoded message the store accepts (DESIGN.md: 1 MiB by default).
+MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
+# Request bodies may carry one full-size message plus its JSON envelope.
+DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_MESSAGE_BYTES * 2 + 64 * 1024
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "memoryui": {"handlers": ["console"], "level": os.environ.get("MEMORYUI_LOG_LEVEL", "INFO")},
+    },
+}

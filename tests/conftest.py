@@ -1,0 +1,109 @@
+import os
+import shutil
+
+import pytest
+from django.db import connection, transaction
+
+# Playwright's sync API runs an event loop in the test thread; the ORM calls the
+# tests make around it are still synchronous and safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+CHROMIUM = os.environ.get("MEMORYUI_CHROMIUM", "/usr/bin/chromium")
+
+
+def skip_or_fail(reason: str):
+    """Outside CI a missing tool skips a test loudly; in CI nothing may skip."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: this may not be skipped)", pytrace=False)
+    pytest.skip(reason)
+
+
+def purge_sqlite_guarded_tables():
+    """Empty every table on SQLite, around the append-only triggers.
+
+    Django's flush after a transactional test issues plain DELETEs, which the
+    database's guards refuse (as they should). Drop the triggers, empty the
+    tables and put the triggers back, all in one transaction, so the flush that
+    follows finds nothing to delete. PostgreSQL flushes with TRUNCATE, which row
+    triggers do not see, so it needs none of this.
+    """
+    if connection.vendor != "sqlite":
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            triggers = cursor.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND sql IS NOT NULL"
+            ).fetchall()
+            for name, _ in triggers:
+                cursor.execute(f'DROP TRIGGER "{name}"')
+            tables = [
+                t for t in connection.introspection.django_table_names(only_existing=True, include_views=False)
+            ]
+            cursor.execute("PRAGMA defer_foreign_keys = ON")
+            for table in tables:
+                cursor.execute(f'DELETE FROM "{table}"')
+            for _, sql in triggers:
+                cursor.execute(sql)
+
+
+@pytest.fixture(autouse=True)
+def _purge_after_transactional_tests(request):
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (
+        "transactional_db" in request.fixturenames
+        or "live_server" in request.fixturenames
+        or (marker is not None and marker.kwargs.get("transaction"))
+    )
+    if not transactional:
+        yield
+        return
+    # Requesting the db helper here makes this fixture's teardown run before
+    # pytest-django's flush.
+    request.getfixturevalue("_django_db_helper")
+    yield
+    purge_sqlite_guarded_tables()
+
+
+@pytest.fixture
+def chromium_path():
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        skip_or_fail("Chromium is not installed (apt-get install -y chromium)")
+    return CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+
+
+@pytest.fixture(scope="session")
+def _playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("playwright is not installed (pip install -r requirements-dev.txt)")
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture
+def browser(_playwright, chromium_path):
+    browser = _playwright.chromium.launch(
+        executable_path=chromium_path,
+        headless=True,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    )
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    context.close()
