@@ -8,14 +8,17 @@ message row can be inserted, never updated, and deleted only on the
 conversation-deletion path below.
 """
 
+import hashlib
+import hmac
 import logging
+import secrets
 from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, PositionOutOfRange
-from .models import AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
+from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange
+from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .schema import encode_message, max_message_bytes
 
 log = logging.getLogger("memoryui.store")
@@ -259,3 +262,61 @@ def record_audit(*, actor: str, action: str, target_type: str = "", target_id: s
             detail=detail or {},
         )
 
+
+
+def create_api_key(*, name: str, scopes, created_by: str = "") -> tuple[ApiKey, str]:
+    """Create an API key; returns the row and the secret, which is never stored."""
+    name = _clean_text(name, field="name", max_length=200, required=True)
+    if isinstance(scopes, str):
+        scopes = scopes.replace(",", " ").split()
+    scopes = sorted(set(scopes or []))
+    unknown = [s for s in scopes if s not in ApiKey.SCOPES]
+    if unknown:
+        raise InvalidInput(
+            f"unknown scope {', '.join(unknown)}; expected some of {', '.join(ApiKey.SCOPES)}", field="scopes"
+        )
+    if not scopes:
+        raise InvalidInput("an API key needs at least one scope", field="scopes")
+    prefix = secrets.token_hex(4)
+    secret = f"mui_{prefix}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        key = ApiKey.objects.create(
+            name=name, prefix=prefix, key_hash=hash_api_key(secret), scopes=scopes, created_by=str(created_by)[:200]
+        )
+        record_audit(actor=created_by or "system", action="api_key.created", target_type="api_key",
+                     target_id=str(key.pk), detail={"scopes": scopes, "prefix": prefix})
+    return key, secret
+
+
+def revoke_api_key(*, key_id, revoked_by: str = "") -> ApiKey:
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(pk=key_id).first() if connection.vendor != "sqlite" \
+            else ApiKey.objects.filter(pk=key_id).first()
+        if key is None:
+            raise NotFound(f"API key {key_id} not found", field="id")
+        if key.revoked_at is None:
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+            record_audit(actor=revoked_by or "system", action="api_key.revoked", target_type="api_key",
+                         target_id=str(key.pk), detail={"prefix": key.prefix})
+    return key
+
+
+def hash_api_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def authenticate_api_key(secret: str) -> ApiKey | None:
+    """The active key for a presented secret, or None. Compares hashes in constant time."""
+    if not isinstance(secret, str) or not secret.startswith("mui_") or secret.count("_") < 2:
+        return None
+    prefix = secret.split("_", 2)[1]
+    key = ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
+    if key is None or not hmac.compare_digest(key.key_hash, hash_api_key(secret)):
+        return None
+    now = timezone.now()
+    # Touch last use at most once a minute: a hot agent must not write on every read.
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key

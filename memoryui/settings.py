@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "template_partials",
     "ninja",
     "conversations",
+    "conversations.facts",
+    "conversations.retention",
 ]
 
 MIDDLEWARE = [
@@ -87,6 +89,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "conversations.context_processors.roles",
             ],
         },
     },

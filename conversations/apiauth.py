@@ -1,0 +1,66 @@
+"""How the API knows who is calling, and what they may do.
+
+Agents send `Authorization: Bearer <key>`; the key's scopes decide. A person
+logged in to the pages may use the API from the same browser session (with
+CSRF protection on writes, as ninja does) with the scopes of their role.
+"""
+
+from ninja.security import HttpBearer, SessionAuth
+
+from . import store
+from .models import ApiKey
+from .roles import ADMIN, REVIEWER, roles_of
+
+
+class ScopeError(Exception):
+    """A known caller without the scope an operation needs (403)."""
+
+
+class ApiKeyAuth(HttpBearer):
+    def authenticate(self, request, token):
+        key = store.authenticate_api_key(token)
+        if key is not None:
+            request.api_key = key
+        return key
+
+
+class SessionReadAuth(SessionAuth):
+    """Session auth that only admits users holding one of the three roles."""
+
+    def authenticate(self, request, key):
+        user = super().authenticate(request, key)
+        if user and roles_of(user):
+            return user
+        return None
+
+
+def scopes_of(request) -> set[str]:
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        scopes = set(auth.scopes)
+        if "admin" in scopes:
+            scopes |= {"read", "write"}
+        return scopes
+    roles = roles_of(auth)
+    scopes = {"read"} if roles else set()
+    if roles & {REVIEWER, ADMIN}:
+        scopes.add("facts:read")
+    if ADMIN in roles:
+        scopes |= {"write", "admin", "facts:write"}
+    return scopes
+
+
+def require_scope(request, scope: str) -> None:
+    if scope not in scopes_of(request):
+        raise ScopeError(f"this operation needs the '{scope}' scope")
+
+
+def actor_of(request) -> str:
+    """Who did it, for audit and created_by fields: 'key:<name>' or 'user:<username>'."""
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return f"key:{auth.name}"
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return f"user:{user.get_username()}"
+    return "anonymous"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FactsConfig(AppConfig):
+    name = "conversations.facts"
+    label = "facts"

@@ -1,0 +1,87 @@
+"""The one NinjaAPI of the project, mounted at /api/v1/.
+
+Each app contributes a Router; domain errors are mapped to the one JSON error
+shape here, once: {"error": {"code": …, "message": …, "field": …}}.
+"""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from conversations.apiauth import ApiKeyAuth, SessionReadAuth, ScopeError
+from conversations.errors import StoreError
+
+api = NinjaAPI(
+    title="memoryui",
+    version="1",
+    description="The append-only memory of LLM agents: conversations, messages, checkpoints, forks, facts.",
+    urls_namespace="api",
+    auth=[ApiKeyAuth(), SessionReadAuth()],
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+def error_response(request, status: int, code: str, message: str, field: str | None = None):
+    error = {"code": code, "message": message}
+    if field:
+        error["field"] = field
+    return api.create_response(request, {"error": error}, status=status)
+
+
+@api.exception_handler(StoreError)
+def _store_error(request, exc: StoreError):
+    return error_response(request, exc.status, exc.code, exc.message, exc.field)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request, exc: ValidationError):
+    errors = exc.errors or []
+    parts, field = [], None
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "payload", "form")]
+        name = ".".join(loc)
+        field = field or name or None
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{name}: {msg}" if name else msg)
+    return error_response(request, 422, "invalid_input", "; ".join(parts) or "invalid input", field)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    return error_response(
+        request, 401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'"
+    )
+
+
+@api.exception_handler(ScopeError)
+def _missing_scope(request, exc: ScopeError):
+    return error_response(request, 403, "forbidden", str(exc))
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request, exc):
+    return error_response(request, 403, "forbidden", str(exc) or "not allowed")
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return error_response(request, 404, "not_found", str(exc) or "not found")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    code = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
+            405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "invalid_input"}.get(
+        exc.status_code, "error")
+    return error_response(request, exc.status_code, code, str(exc))
+
+
+from conversations.api import router as conversations_router  # noqa: E402
+from conversations.facts.api import router as facts_router  # noqa: E402
+from conversations.retention.api import router as retention_router  # noqa: E402
+
+api.add_router("", conversations_router)
+api.add_router("", facts_router)
+api.add_router("", retention_router)
