@@ -43,6 +43,16 @@ def purge_sqlite_guarded_tables():
             cursor.execute("PRAGMA defer_foreign_keys = ON")
             for table in tables:
                 cursor.execute(f'DELETE FROM "{table}"')
+            # FTS5 indexes are not model tables; with their sync triggers dropped
+            # they would keep entries for the rows just deleted.
+            fts = cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'"
+            ).fetchall()
+            for (name,) in fts:
+                try:
+                    cursor.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'delete-all\')')
+                except Exception:  # an FTS5 table that stores its own content
+                    cursor.execute(f'DELETE FROM "{name}"')
             for _, sql in triggers:
                 cursor.execute(sql)
 

@@ -1,0 +1,487 @@
+"""Every write to long-term facts, one transaction each — and recall, which writes.
+
+Views, API handlers and commands call these functions; nothing else writes facts.
+Each validates first, writes inside one `transaction.atomic()`, returns model
+instances, and raises the domain errors of `conversations.errors`, so bad input
+writes nothing. The database backs the rules up (facts migration 0002): events
+are append-only, a fact's words are never updated, facts are deleted only by
+erasure.
+
+Decisions the issue left open (documented here, tested in tests/test_facts_*):
+- expiry: `propose_fact` sets `expires_at = recorded_at + MEMORYUI_FACT_RETENTION_DAYS`
+  (default 365) unless the caller passes `expires_at` or `retention_days`. Recall
+  filters on `expires_at` directly, so an expired fact is never recalled even
+  before its `expired` event exists; the event is written by `expire_due()`, run
+  by `manage.py expire_facts` and lazily whenever a person opens a facts page.
+- edit-and-approve and supersede create a new *approved* fact about the same
+  subject; the old one gets `superseded_by`, `superseded_at` and a `superseded`
+  event. A superseded proposal stays `proposed` in status but leaves the queue.
+- keeping a forgetting candidate writes a `kept` event and resets
+  `last_accessed_at` to now (t restarts; the access count — recalls by agents —
+  is unchanged), so it drops off the candidates list until it decays again.
+- min–max normalisation: a component that is equal for every candidate (one
+  candidate, no query, equal importance) is 0 for all: it does not distinguish
+  them, so it adds nothing.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOfRange
+from conversations.models import Conversation, parse_conversation_id
+from conversations.store import record_audit
+
+from .models import APPROVED, CATEGORIES, PROPOSED, REJECTED, Fact, FactAccess, FactEvent
+
+SUBJECT_MAX = Fact._meta.get_field("subject").max_length
+TEXT_MAX = 4000
+REASON_MAX = 2000
+RECALL_LIMIT_MAX = 100
+
+
+def setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+def recall_weights() -> tuple[float, float, float]:
+    """(recency, importance, relevance) from MEMORYUI_RECALL_WEIGHTS, default 1 each."""
+    weights = setting("MEMORYUI_RECALL_WEIGHTS", None) or {}
+    return (
+        float(weights.get("recency", 1.0)),
+        float(weights.get("importance", 1.0)),
+        float(weights.get("relevance", 1.0)),
+    )
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _clean_text(value, *, field: str, max_length: int, required: bool = True) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{field} must not be blank", field=field)
+    if len(value) > max_length:
+        raise InvalidInput(f"{field} is {len(value)} characters; at most {max_length}", field=field)
+    return value
+
+
+def clean_subject(value) -> str:
+    return _clean_text(value, field="subject", max_length=SUBJECT_MAX)
+
+
+def clean_category(value) -> str:
+    if value not in CATEGORIES:
+        raise InvalidInput(
+            f"category {str(value)[:40]!r} is unknown; expected one of {', '.join(CATEGORIES)}", field="category"
+        )
+    return value
+
+
+def clean_importance(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("importance must be a whole number from 1 to 10", field="importance")
+    if not 1 <= value <= 10:
+        raise InvalidInput(f"importance {value} is outside 1–10", field="importance")
+    return value
+
+
+def _clean_datetime(value, *, field: str, default=None):
+    if value is None:
+        return default
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{field} must be a date and time", field=field)
+    if timezone.is_naive(value):
+        raise InvalidInput(f"{field} needs a time zone (e.g. 2026-01-31T12:00:00Z)", field=field)
+    return value
+
+
+def _check_source(conversation_id, position):
+    if conversation_id is None and position is None:
+        return None, None
+    if conversation_id is None or position is None:
+        field = "source_position" if position is None else "source_conversation_id"
+        raise InvalidInput("give both the source conversation and the source position, or neither", field=field)
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise InvalidInput("source_position must be an integer", field="source_position")
+    try:
+        conversation = Conversation.objects.get_live(conversation_id)
+    except NotFound as exc:
+        raise NotFound(exc.message, field="source_conversation_id") from None
+    if not 0 <= position < conversation.next_position:
+        where = ("the conversation has no messages" if conversation.next_position == 0
+                 else f"it must be between 0 and {conversation.next_position - 1}")
+        raise PositionOutOfRange(f"source_position {position} does not exist: {where}", field="source_position")
+    return conversation.pk, position
+
+
+def _locked_fact(fact_id) -> Fact:
+    if isinstance(fact_id, bool) or not isinstance(fact_id, int):
+        try:
+            fact_id = int(str(fact_id))
+        except ValueError:
+            raise NotFound(f"fact {str(fact_id)[:40]!r} not found", field="id") from None
+    qs = Fact.objects.exclude(status="erasing")
+    if connection.vendor != "sqlite":
+        qs = qs.select_for_update()
+    fact = qs.filter(pk=fact_id).first()
+    if fact is None:
+        raise NotFound(f"fact {fact_id} not found", field="id")
+    return fact
+
+
+def _require_pending(fact: Fact):
+    if fact.status != PROPOSED or fact.superseded_by_id:
+        state = "superseded" if fact.superseded_by_id else fact.status
+        raise Conflict(f"fact {fact.pk} is {state}, not proposed: only a proposal can be reviewed",
+                       code="not_proposed")
+
+
+def _event(fact: Fact, kind: str, actor: str, *, at=None, reason: str = "", detail=None) -> FactEvent:
+    return FactEvent.objects.create(
+        fact=fact, kind=kind, at=at or timezone.now(), actor=str(actor)[:200], reason=reason, detail=detail or {}
+    )
+
+
+def _audit(actor, action, fact: Fact, detail=None):
+    # Ids only: the audit log never holds fact text or the subject's name.
+    record_audit(actor=actor, action=action, target_type="fact", target_id=str(fact.pk), detail=detail or {})
+
+
+# ---------------------------------------------------------------- writes
+
+
+def propose_fact(*, subject, text, category="other", importance, created_by: str,
+                 source_conversation_id=None, source_position=None, valid_from=None,
+                 expires_at=None, retention_days=None) -> Fact:
+    """Record what an agent believes about a subject, as a proposal for a person."""
+    subject = clean_subject(subject)
+    text = _clean_text(text, field="text", max_length=TEXT_MAX)
+    category = clean_category(category)
+    importance = clean_importance(importance)
+    now = timezone.now()
+    valid_from = _clean_datetime(valid_from, field="valid_from", default=now)
+    expires_at = _clean_datetime(expires_at, field="expires_at")
+    if retention_days is not None:
+        if expires_at is not None:
+            raise InvalidInput("give expires_at or retention_days, not both", field="retention_days")
+        if isinstance(retention_days, bool) or not isinstance(retention_days, int) or retention_days < 1:
+            raise InvalidInput("retention_days must be a whole number of days, 1 or more", field="retention_days")
+    if expires_at is None:
+        days = retention_days or int(setting("MEMORYUI_FACT_RETENTION_DAYS", 365))
+        expires_at = now + timedelta(days=days)
+    if expires_at <= now:
+        raise InvalidInput("expires_at must be in the future", field="expires_at")
+    with transaction.atomic():
+        conversation_id, position = _check_source(source_conversation_id, source_position)
+        fact = Fact.objects.create(
+            subject=subject, text=text, category=category, importance=importance, status=PROPOSED,
+            valid_from=valid_from, recorded_at=now, expires_at=expires_at,
+            source_conversation_id=conversation_id, source_position=position, created_by=str(created_by)[:200],
+        )
+        _event(fact, "proposed", created_by, at=now)
+    return fact
+
+
+def approve_fact(*, fact_id, actor: str) -> Fact:
+    with transaction.atomic():
+        fact = _locked_fact(fact_id)
+        _require_pending(fact)
+        now = timezone.now()
+        Fact.objects.filter(pk=fact.pk).update(status=APPROVED, reviewed_at=now, reviewed_by=str(actor)[:200])
+        fact.status, fact.reviewed_at, fact.reviewed_by = APPROVED, now, str(actor)[:200]
+        _event(fact, "approved", actor, at=now)
+        _audit(actor, "fact.approved", fact)
+    return fact
+
+
+def reject_fact(*, fact_id, actor: str, reason) -> Fact:
+    reason = _clean_text(reason, field="reason", max_length=REASON_MAX)
+    with transaction.atomic():
+        fact = _locked_fact(fact_id)
+        _require_pending(fact)
+        now = timezone.now()
+        Fact.objects.filter(pk=fact.pk).update(
+            status=REJECTED, reviewed_at=now, reviewed_by=str(actor)[:200], reason=reason
+        )
+        fact.status, fact.reviewed_at, fact.reason = REJECTED, now, reason
+        _event(fact, "rejected", actor, at=now, reason=reason)
+        _audit(actor, "fact.rejected", fact)
+    return fact
+
+
+def _replace(old: Fact, *, actor, text, category, importance, valid_from, reason, now) -> Fact:
+    text = _clean_text(text, field="text", max_length=TEXT_MAX)
+    category = clean_category(old.category if category is None else category)
+    importance = clean_importance(old.importance if importance is None else importance)
+    valid_from = _clean_datetime(valid_from, field="valid_from", default=old.valid_from)
+    new = Fact.objects.create(
+        subject=old.subject, text=text, category=category, importance=importance, status=APPROVED,
+        valid_from=valid_from, recorded_at=now, reviewed_at=now, reviewed_by=str(actor)[:200],
+        expires_at=max(old.expires_at, now + timedelta(days=1)) if old.expires_at else None,
+        source_conversation_id=old.source_conversation_id, source_position=old.source_position,
+        created_by=str(actor)[:200],
+    )
+    _event(new, "approved", actor, at=now, reason=reason, detail={"supersedes": old.pk})
+    Fact.objects.filter(pk=old.pk).update(superseded_by=new, superseded_at=now, reason=reason)
+    old.superseded_by, old.superseded_at, old.reason = new, now, reason
+    _event(old, "superseded", actor, at=now, reason=reason, detail={"superseded_by": new.pk})
+    return new
+
+
+def edit_and_approve(*, fact_id, actor: str, text, category=None, importance=None, valid_from=None,
+                     reason: str = "") -> Fact:
+    """Approve a proposal with corrected words: a new approved fact supersedes it
+    (the proposal's own text is never changed). Returns the new fact."""
+    reason = _clean_text(reason, field="reason", max_length=REASON_MAX, required=False) or "edited on review"
+    with transaction.atomic():
+        old = _locked_fact(fact_id)
+        _require_pending(old)
+        new = _replace(old, actor=actor, text=text, category=category, importance=importance,
+                       valid_from=valid_from, reason=reason, now=timezone.now())
+        _audit(actor, "fact.edited_and_approved", old, {"new_fact": new.pk})
+    return new
+
+
+def supersede_fact(*, fact_id, actor: str, text, category=None, importance=None, valid_from=None,
+                   reason) -> Fact:
+    """Replace an approved, current fact with a corrected one. Returns the new fact."""
+    reason = _clean_text(reason, field="reason", max_length=REASON_MAX)
+    with transaction.atomic():
+        old = _locked_fact(fact_id)
+        if old.status != APPROVED or old.superseded_by_id or old.invalidated_recorded_at:
+            raise Conflict(f"fact {old.pk} is {old.state()}: only a current approved fact can be superseded",
+                           code="not_current")
+        new = _replace(old, actor=actor, text=text, category=category, importance=importance,
+                       valid_from=valid_from, reason=reason, now=timezone.now())
+        _audit(actor, "fact.superseded", old, {"new_fact": new.pk})
+    return new
+
+
+def invalidate_fact(*, fact_id, actor: str, reason, invalid_at=None) -> Fact:
+    """The world changed: the fact stopped being true at `invalid_at` (default now).
+    It stays on record and drops out of recall from that moment."""
+    reason = _clean_text(reason, field="reason", max_length=REASON_MAX)
+    now = timezone.now()
+    invalid_at = _clean_datetime(invalid_at, field="invalid_at", default=now)
+    with transaction.atomic():
+        fact = _locked_fact(fact_id)
+        if fact.invalidated_recorded_at is not None:
+            raise Conflict(f"fact {fact.pk} was already invalidated", code="already_invalidated")
+        if fact.status != APPROVED or fact.superseded_by_id:
+            raise Conflict(f"fact {fact.pk} is {fact.state()}: only an approved, current fact can be invalidated",
+                           code="not_current")
+        if invalid_at < fact.valid_from:
+            raise InvalidInput("invalid_at is before the fact became valid (valid_from)", field="invalid_at")
+        Fact.objects.filter(pk=fact.pk).update(invalid_at=invalid_at, invalidated_recorded_at=now, reason=reason)
+        fact.invalid_at, fact.invalidated_recorded_at, fact.reason = invalid_at, now, reason
+        _event(fact, "invalidated", actor, at=now, reason=reason, detail={"invalid_at": invalid_at.isoformat()})
+        _audit(actor, "fact.invalidated", fact)
+    return fact
+
+
+def keep_fact(*, fact_id, actor: str) -> Fact:
+    """A person decided a forgetting candidate is still worth remembering."""
+    with transaction.atomic():
+        fact = _locked_fact(fact_id)
+        if fact.state() != "current":
+            raise Conflict(f"fact {fact.pk} is {fact.state()}: only a current fact can be kept", code="not_current")
+        now = timezone.now()
+        Fact.objects.filter(pk=fact.pk).update(last_accessed_at=now)
+        fact.last_accessed_at = now
+        _event(fact, "kept", actor, at=now)
+        _audit(actor, "fact.kept", fact)
+    return fact
+
+
+def record_access(*, actor: str, subject: str, view: str = "subject") -> FactAccess:
+    """A person opened a subject's facts. Written before the page renders them."""
+    with transaction.atomic():
+        return FactAccess.objects.create(actor=str(actor)[:200], subject=str(subject)[:SUBJECT_MAX],
+                                         view=str(view)[:100])
+
+
+def expire_due(*, now=None, subject: str | None = None, actor: str = "system") -> int:
+    """Write the `expired` event for every fact past its expiry that has none yet.
+    Idempotent; returns how many facts it marked."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        qs = Fact.objects.due_to_expire(now)
+        if subject is not None:
+            qs = qs.about(subject)
+        due = list(qs.values_list("id", "expires_at"))
+        if not due:
+            return 0
+        ids = [pk for pk, _ in due]
+        Fact.objects.filter(pk__in=ids, expiry_recorded_at__isnull=True).update(expiry_recorded_at=now)
+        FactEvent.objects.bulk_create(
+            FactEvent(fact_id=pk, kind="expired", at=now, actor=actor, detail={"expires_at": exp.isoformat()})
+            for pk, exp in due
+        )
+    return len(due)
+
+
+# ---------------------------------------------------------------- recall
+
+
+class ScoreParts(NamedTuple):
+    """Each component min–max normalised over the candidates, in [0, 1]."""
+
+    recency: float
+    importance: float
+    relevance: float
+
+
+@dataclass(frozen=True)
+class Recalled:
+    fact: Fact
+    score: float
+    parts: ScoreParts
+
+
+def normalise(values: list[float]) -> list[float]:
+    """Min–max to [0, 1]; all equal (or one value) → all 0: it ranks nothing."""
+    if not values:
+        return []
+    lo, hi = min(values), max(values)
+    if hi - lo <= 1e-12:
+        return [0.0] * len(values)
+    return [(v - lo) / (hi - lo) for v in values]
+
+
+def recency_of(last_reference: datetime, now: datetime) -> float:
+    """0.995 ^ hours since the fact was last recalled (or recorded)."""
+    hours = max(0.0, (now - last_reference).total_seconds() / 3600.0)
+    return 0.995 ** hours
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of a free-text query; everything else (quotes, operators) is dropped,
+    so no query can be an FTS syntax error."""
+    return _WORD.findall(query or "")[:32]
+
+
+def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
+    """fact id → full-text rank (higher is better) for this subject's approved facts
+    matching any term. Facts that match nothing are absent (rank 0)."""
+    if not terms:
+        return {}
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            match = " OR ".join(f'"{t}"' for t in terms)
+            # bm25() is lower-is-better (negative); negated so higher is better.
+            cursor.execute(
+                "SELECT f.id, -bm25(facts_fact_fts) FROM facts_fact_fts "
+                "JOIN facts_fact f ON f.id = facts_fact_fts.rowid "
+                "WHERE facts_fact_fts MATCH %s AND f.subject = %s AND f.status = 'approved'",
+                [match, subject],
+            )
+        else:
+            # plainto_tsquery ANDs the words; any-word matching ranks better for recall.
+            cursor.execute(
+                "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q) "
+                "SELECT f.id, ts_rank(to_tsvector('english', f.text), q.q) FROM facts_fact f, q "
+                "WHERE f.subject = %s AND f.status = 'approved' AND to_tsvector('english', f.text) @@ q.q",
+                [" ".join(terms), subject],
+            )
+        return {pk: float(rank) for pk, rank in cursor.fetchall()}
+
+
+def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = None,
+           actor: str = "system") -> list[Recalled]:
+    """The best `limit` facts an agent may use about `subject`, best first.
+
+    Candidates: approved, valid now (valid_from <= now < invalid_at), not expired,
+    not superseded. score = w_r·recency + w_i·importance + w_v·relevance, where
+    recency = 0.995^hours since last access (or since recorded), importance =
+    importance/10, relevance = the database's full-text rank against `query`
+    (SQLite FTS5 bm25, negated; PostgreSQL ts_rank), each min–max normalised over
+    the candidates; weights from MEMORYUI_RECALL_WEIGHTS (default 1 each).
+
+    Returns a list of `Recalled(fact, score, parts)` where `parts` is
+    `ScoreParts(recency, importance, relevance)`, the normalised components.
+    Recall reinforces: each returned fact gets access_count + 1,
+    last_accessed_at = now and a `recalled` event, in the same transaction.
+    """
+    subject = clean_subject(subject)
+    if query is None:
+        query = ""
+    if not isinstance(query, str):
+        raise InvalidInput("query must be a string", field="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
+        raise InvalidInput(f"limit must be a whole number from 1 to {RECALL_LIMIT_MAX}", field="limit")
+    now = _clean_datetime(now, field="now", default=timezone.now())
+    w_r, w_i, w_v = recall_weights()
+    with transaction.atomic():
+        rows = list(
+            Fact.objects.recallable(now).about(subject)
+            .values_list("id", "importance", "recorded_at", "last_accessed_at")
+        )
+        if not rows:
+            return []
+        ranks = _relevance(subject, query_terms(query))
+        ids = [r[0] for r in rows]
+        recency = normalise([recency_of(r[3] or r[2], now) for r in rows])
+        importance = normalise([r[1] / 10.0 for r in rows])
+        relevance = normalise([ranks.get(pk, 0.0) for pk in ids])
+        scored = sorted(
+            (
+                (w_r * recency[i] + w_i * importance[i] + w_v * relevance[i], ids[i],
+                 ScoreParts(recency[i], importance[i], relevance[i]))
+                for i in range(len(ids))
+            ),
+            key=lambda s: (-s[0], -s[1]),
+        )[:limit]
+        top = [pk for _, pk, _ in scored]
+        Fact.objects.filter(pk__in=top).update(access_count=F("access_count") + 1, last_accessed_at=now)
+        FactEvent.objects.bulk_create(
+            FactEvent(fact_id=pk, kind="recalled", at=now, actor=str(actor)[:200],
+                      detail={"score": round(score, 6)})
+            for score, pk, _ in scored
+        )
+        facts = Fact.objects.in_bulk(top)
+    return [Recalled(facts[pk], score, parts) for score, pk, parts in scored]
+
+
+# ---------------------------------------------------------------- forgetting
+
+
+def retention_of(fact: Fact, now: datetime) -> float:
+    """MemoryBank's R = exp(−t / S): t in days since last access (or recorded),
+    S = 1 + access count, capped at MEMORYUI_FACT_STRENGTH_CAP."""
+    t = max(0.0, (now - (fact.last_accessed_at or fact.recorded_at)).total_seconds() / 86400.0)
+    strength = min(1 + fact.access_count, float(setting("MEMORYUI_FACT_STRENGTH_CAP", 30)))
+    return math.exp(-t / strength)
+
+
+def forgetting_candidates(*, now=None, limit: int = 200) -> list[tuple[Fact, float]]:
+    """Current approved facts whose retention fell under MEMORYUI_FORGET_THRESHOLD,
+    weakest first. Read only: a person decides (invalidate or keep)."""
+    now = now or timezone.now()
+    threshold = float(setting("MEMORYUI_FORGET_THRESHOLD", 0.05))
+    # With S >= 1, R < threshold needs at least t > −ln(threshold) days: skip the
+    # recently used in SQL and compute R only for the rest.
+    min_days = -math.log(threshold) if 0 < threshold < 1 else 0.0
+    cutoff = now - timedelta(days=min_days)
+    qs = Fact.objects.recallable(now).filter(recorded_at__lte=cutoff).exclude(last_accessed_at__gt=cutoff)
+    found = []
+    for fact in qs.iterator(chunk_size=2000):
+        r = retention_of(fact, now)
+        if r < threshold:
+            found.append((fact, r))
+    found.sort(key=lambda fr: (fr[1], fr[0].pk))
+    return found[:limit]
