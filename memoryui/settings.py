@@ -166,6 +166,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 
 # Largest encoded message the store accepts (DESIGN.md: 1 MiB by default).
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
+# Days of inactivity after which `manage.py prune` removes an unpinned conversation.
+MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))
 # Request bodies may carry one full-size message plus its JSON envelope.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_MESSAGE_BYTES * 2 + 64 * 1024
 

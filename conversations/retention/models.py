@@ -1,1 +1,96 @@
-from django.db import models  # noqa: F401
+"""What retention did: prune runs (with their progress) and deletion receipts.
+
+A receipt is proof, so the database keeps it append-only (migration 0002 of
+this app), like the audit log. It holds ids, counts and hashes, never a
+subject or a message text.
+"""
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+
+class PruneRun(models.Model):
+    RUNNING, FINISHED, FAILED = "running", "finished", "failed"
+    STATUSES = [(RUNNING, "running"), (FINISHED, "finished"), (FAILED, "failed")]
+
+    id = models.BigAutoField(primary_key=True)
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    actor = models.CharField(max_length=200)
+    older_than_days = models.IntegerField()
+    cutoff = models.DateTimeField()
+    batch_size = models.IntegerField()
+    status = models.CharField(max_length=16, choices=STATUSES, default=RUNNING)
+    # Progress, updated after every batch so the page can show it while it runs.
+    total_rows = models.BigIntegerField(default=0)
+    done_rows = models.BigIntegerField(default=0)
+    conversations = models.BigIntegerField(default=0)
+    messages = models.BigIntegerField(default=0)
+    checkpoints = models.BigIntegerField(default=0)
+    resumed = models.BigIntegerField(default=0)
+    bytes_before = models.BigIntegerField(default=0)
+    bytes_after = models.BigIntegerField(null=True, blank=True)
+    # Conversation ids (not personal data); capped so a huge run stays a small row.
+    conversation_ids = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    @property
+    def percent(self) -> int:
+        if not self.total_rows:
+            return 100 if self.status != self.RUNNING else 0
+        return min(100, int(self.done_rows * 100 / self.total_rows))
+
+    @property
+    def bytes_freed(self) -> int | None:
+        if self.bytes_after is None:
+            return None
+        return self.bytes_before - self.bytes_after
+
+
+class ReceiptQuerySet(models.QuerySet):
+    def newest_first(self):
+        return self.order_by("-created_at", "-id")
+
+
+class DeletionReceipt(models.Model):
+    """The record that a deletion request was carried out and checked."""
+
+    # The request id: generated when the request is executed.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.CharField(max_length=200)
+    # "subject" (a deletion request) or "conversation" (one conversation from its page).
+    kind = models.CharField(max_length=16)
+    # SHA-256 of the UTF-8 subject; empty when no subject was given.
+    subject_sha256 = models.CharField(max_length=64, blank=True, default="")
+    conversation_ids = models.JSONField(default=list)
+    counts = models.JSONField(default=dict)
+    verification = models.JSONField(default=dict)
+
+    objects = ReceiptQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def verified(self) -> bool:
+        return self.verification.get("status") == "verified"
+
+    def as_document(self) -> dict:
+        """The receipt as the JSON a person downloads: no subject, no text."""
+        return {
+            "request_id": str(self.id),
+            "created_at": self.created_at.isoformat(),
+            "actor": self.actor,
+            "kind": self.kind,
+            "subject_sha256": self.subject_sha256 or None,
+            "conversation_ids": self.conversation_ids,
+            "counts": self.counts,
+            "verification": self.verification,
+        }

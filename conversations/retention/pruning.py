@@ -1,0 +1,346 @@
+"""Age-based pruning that gives the disk back.
+
+A conversation is pruned when its last activity is older than the retention
+period and it is not pinned. Agents keep appending while a prune runs, so no
+transaction here holds the write lock for long:
+
+1. the victims are marked `deleting` in small transactions (hidden from every
+   read from then on; the database's delete guard opens for them);
+2. their messages, then checkpoints, are deleted `batch_size` rows per
+   transaction, then the conversation rows;
+3. the freed space goes back to the file system: on SQLite an incremental
+   vacuum in steps and `wal_checkpoint(TRUNCATE)`; on PostgreSQL `VACUUM`.
+
+A prune killed halfway leaves conversations that are marked `deleting`: hidden
+and consistent. The next prune picks them up whatever their age and finishes
+them. Forks hold their own copies and survive their parent.
+"""
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations import store
+from conversations.errors import InvalidInput
+from conversations.models import Checkpoint, Conversation, Message
+
+from . import disk
+from .models import PruneRun
+
+MAX_DAYS = 36500
+MAX_BATCH = 100_000
+# Conversations per IN (…) list: small enough for every database's parameter limit.
+ID_CHUNK = 500
+# Conversation ids kept on the run's row; the count is always exact.
+RUN_IDS_KEPT = 10_000
+# SQLite pages given back per incremental-vacuum step (4 MiB with 4 KiB pages):
+# each step is one short write transaction, so appends never queue for long.
+VACUUM_PAGES_PER_STEP = 1024
+# Rough on-disk cost of a row besides its text (row header, ids, index entries).
+ROW_OVERHEAD_BYTES = {"message": 120, "checkpoint": 120, "conversation": 300}
+
+Progress = Callable[[int, int], None]
+
+
+def default_retention_days() -> int:
+    return int(getattr(settings, "MEMORYUI_RETENTION_DAYS", 90))
+
+
+@dataclass
+class PruneResult:
+    conversations: int
+    messages: int
+    checkpoints: int
+    bytes_before: int
+    bytes_after: int
+    # Dry runs: roughly how many bytes the rows take (text plus row overhead).
+    estimated_bytes: int
+    conversation_ids: list[str]
+    dry_run: bool
+    older_than_days: int
+    cutoff: datetime
+    # Conversations a previous, interrupted prune had already marked.
+    resumed: int = 0
+    run_id: int | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_freed(self) -> int:
+        return self.bytes_before - self.bytes_after
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["cutoff"] = self.cutoff.isoformat()
+        data["bytes_freed"] = self.bytes_freed
+        return data
+
+
+def check_days(days) -> int:
+    if isinstance(days, bool) or not isinstance(days, int):
+        try:
+            days = int(str(days).strip())
+        except (TypeError, ValueError):
+            raise InvalidInput("older_than_days must be a whole number of days", field="older_than_days") from None
+    if days < 1 or days > MAX_DAYS:
+        raise InvalidInput(f"older_than_days must be between 1 and {MAX_DAYS}", field="older_than_days")
+    return days
+
+
+def check_batch_size(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InvalidInput(f"batch_size must be a whole number between 1 and {MAX_BATCH}", field="batch_size")
+    return batch_size
+
+
+def candidates(cutoff: datetime):
+    """Conversations a prune at `cutoff` removes: old and unpinned, or left marked by an interrupted prune."""
+    return Conversation.objects.filter(Q(last_activity_at__lt=cutoff, pinned=False) | Q(deleting=True))
+
+
+def _chunks(items: list, size: int = ID_CHUNK):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _db_ids(ids) -> list:
+    return [Conversation._meta.pk.get_db_prep_value(i, connection) for i in ids]
+
+
+def _count_rows(ids: list) -> tuple[int, int]:
+    messages = checkpoints = 0
+    for chunk in _chunks(ids):
+        messages += Message.objects.filter(conversation_id__in=chunk).count()
+        checkpoints += Checkpoint.objects.filter(conversation_id__in=chunk).count()
+    return messages, checkpoints
+
+
+def _estimate_bytes(ids: list) -> int:
+    octets = "LENGTH(CAST({} AS BLOB))" if connection.vendor == "sqlite" else "octet_length({})"
+    total = 0
+    with connection.cursor() as cursor:
+        for chunk in _chunks(ids):
+            marks = ", ".join(["%s"] * len(chunk))
+            params = _db_ids(chunk)
+            cursor.execute(
+                f"SELECT COUNT(*), COALESCE(SUM({octets.format('content')}), 0) FROM {Message._meta.db_table} "
+                f"WHERE conversation_id IN ({marks})", params)
+            n, text = cursor.fetchone()
+            total += int(text) + n * ROW_OVERHEAD_BYTES["message"]
+            cursor.execute(
+                f"SELECT COUNT(*), COALESCE(SUM({octets.format('summary')}), 0) FROM {Checkpoint._meta.db_table} "
+                f"WHERE conversation_id IN ({marks})", params)
+            n, text = cursor.fetchone()
+            total += int(text) + n * ROW_OVERHEAD_BYTES["checkpoint"]
+    return total + len(ids) * ROW_OVERHEAD_BYTES["conversation"]
+
+
+def _mark_victims(ids: list, cutoff: datetime) -> None:
+    """Mark in small transactions, re-checking age and pin: an agent may have
+    appended (or a person pinned) since the candidates were read."""
+    for chunk in _chunks(ids):
+        with transaction.atomic():
+            Conversation.objects.filter(
+                pk__in=chunk, last_activity_at__lt=cutoff, pinned=False, deleting=False
+            ).update(deleting=True)
+
+
+def _delete_batch(table: str, ids: list, limit: int) -> int:
+    """Delete up to `limit` rows of `table` belonging to the marked conversations `ids`, in one transaction."""
+    marks = ", ".join(["%s"] * len(ids))
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "
+                f"WHERE conversation_id IN ({marks}) LIMIT %s)",
+                [*_db_ids(ids), limit],
+            )
+            return cursor.rowcount
+
+
+def _delete_conversation_rows(ids: list) -> int:
+    marks = ", ".join(["%s"] * len(ids))
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {Conversation._meta.db_table} WHERE id IN ({marks}) AND deleting", _db_ids(ids)
+            )
+            return cursor.rowcount
+
+
+def reclaim_space(*, full: bool = False) -> list[str]:
+    """Give freed pages back to the file system; returns notes on what could not be done.
+
+    `full` (erasure) runs a full VACUUM on SQLite and VACUUM FULL on PostgreSQL,
+    which rewrites everything and blocks writers meanwhile; pruning uses the
+    incremental forms, which do not.
+    """
+    notes: list[str] = []
+    if connection.in_atomic_block:
+        # VACUUM and checkpoints cannot run inside a transaction; the caller's
+        # transaction (a test, or an outer atomic) owns the connection.
+        return ["space not reclaimed: called inside a transaction"]
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            if full:
+                cursor.execute("VACUUM")
+            else:
+                mode = cursor.execute("PRAGMA auto_vacuum").fetchone()[0]
+                if mode == 2:
+                    _incremental_vacuum(cursor)
+                else:
+                    notes.append(
+                        "this SQLite file was created without auto_vacuum=INCREMENTAL: freed pages are reused "
+                        "but the file does not shrink until a full VACUUM"
+                    )
+            busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                notes.append("the WAL could not be truncated: another connection was reading; it shrinks later")
+    else:
+        tables = [Message._meta.db_table, Checkpoint._meta.db_table, Conversation._meta.db_table]
+        with connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute(f"VACUUM {'(FULL, ANALYZE)' if full else '(ANALYZE)'} {table}")
+        if not full:
+            notes.append("PostgreSQL: VACUUM makes the freed space reusable inside the tables; "
+                         "the files shrink only where whole pages at their end were freed")
+    return notes
+
+
+def _incremental_vacuum(cursor) -> None:
+    previous = None
+    while True:
+        free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
+        if free == 0 or (previous is not None and free >= previous):
+            return
+        previous = free
+        # Each step of the pragma frees pages; fetching the rows runs it to the end.
+        cursor.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES_PER_STEP})").fetchall()
+
+
+def prune_older_than(
+    *,
+    days: int,
+    dry_run: bool = False,
+    batch_size: int = 5000,
+    progress: Progress | None = None,
+    actor: str = "system",
+) -> PruneResult:
+    """Prune conversations inactive for more than `days` days (see the module docstring).
+
+    `progress(done_rows, total_rows)` is called after every batch. A dry run
+    changes nothing and fills `estimated_bytes` instead of measuring.
+    """
+    days = check_days(days)
+    batch_size = check_batch_size(batch_size)
+    started = time.monotonic()
+    cutoff = timezone.now() - timedelta(days=days)
+    bytes_before = disk.database_bytes()
+
+    if dry_run:
+        ids = list(candidates(cutoff).order_by("last_activity_at", "id").values_list("pk", flat=True))
+        messages, checkpoints = _count_rows(ids)
+        return PruneResult(
+            conversations=len(ids), messages=messages, checkpoints=checkpoints,
+            bytes_before=bytes_before, bytes_after=bytes_before, estimated_bytes=_estimate_bytes(ids),
+            conversation_ids=[str(i) for i in ids], dry_run=True, older_than_days=days, cutoff=cutoff,
+            resumed=Conversation.objects.filter(deleting=True).count(), seconds=time.monotonic() - started,
+        )
+
+    run = _start_run(actor=actor, days=days, cutoff=cutoff, batch_size=batch_size, bytes_before=bytes_before)
+    try:
+        result = _run(run, cutoff=cutoff, batch_size=batch_size, progress=progress)
+    except BaseException as exc:  # KeyboardInterrupt too: the run row must not stay "running"
+        _fail_run(run, exc)
+        raise
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _start_run(*, actor, days, cutoff, batch_size, bytes_before) -> PruneRun:
+    with transaction.atomic():
+        run = PruneRun.objects.create(
+            actor=str(actor)[:200], older_than_days=days, cutoff=cutoff, batch_size=batch_size,
+            bytes_before=bytes_before,
+        )
+        store.record_audit(actor=actor, action="prune.started", target_type="prune_run", target_id=str(run.pk),
+                           detail={"older_than_days": days, "cutoff": cutoff.isoformat(), "batch_size": batch_size})
+    return run
+
+
+def _update_run(run: PruneRun, **fields) -> None:
+    for name, value in fields.items():
+        setattr(run, name, value)
+    with transaction.atomic():
+        PruneRun.objects.filter(pk=run.pk).update(**fields)
+
+
+def _fail_run(run: PruneRun, exc: BaseException) -> None:
+    message = f"{type(exc).__name__}: {exc}"[:2000]
+    try:
+        _update_run(run, status=PruneRun.FAILED, finished_at=timezone.now(), error=message)
+        store.record_audit(actor=run.actor, action="prune.failed", target_type="prune_run", target_id=str(run.pk),
+                           detail={"conversations": run.conversations, "messages": run.messages,
+                                   "checkpoints": run.checkpoints, "error": type(exc).__name__})
+    except Exception:  # the database itself may be what failed; the original error matters more
+        pass
+
+
+def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None) -> PruneResult:
+    resumed = Conversation.objects.filter(deleting=True).count()
+    _mark_victims(list(candidates(cutoff).filter(deleting=False).values_list("pk", flat=True)), cutoff)
+    victims = list(Conversation.objects.filter(deleting=True).order_by("last_activity_at", "id")
+                   .values_list("pk", flat=True))
+    messages_total, checkpoints_total = _count_rows(victims)
+    total = messages_total + checkpoints_total + len(victims)
+    _update_run(run, total_rows=total, resumed=resumed,
+                conversation_ids=[str(v) for v in victims[:RUN_IDS_KEPT]])
+    if progress:
+        progress(0, total)
+
+    done = messages = checkpoints = conversations = 0
+    for chunk in _chunks(victims):
+        for table in (Message._meta.db_table, Checkpoint._meta.db_table):
+            while True:
+                n = _delete_batch(table, chunk, batch_size)
+                if table == Message._meta.db_table:
+                    messages += n
+                else:
+                    checkpoints += n
+                done += n
+                if n:
+                    _update_run(run, done_rows=done, messages=messages, checkpoints=checkpoints)
+                    if progress:
+                        progress(done, total)
+                if n < batch_size:
+                    break
+        n = _delete_conversation_rows(chunk)
+        conversations += n
+        done += n
+        _update_run(run, done_rows=done, conversations=conversations)
+        if progress:
+            progress(done, total)
+
+    notes = reclaim_space()
+    bytes_after = disk.database_bytes()
+    if len(victims) > RUN_IDS_KEPT:
+        notes.append(f"the run page lists the first {RUN_IDS_KEPT} of {len(victims)} conversation ids")
+    _update_run(run, status=PruneRun.FINISHED, finished_at=timezone.now(), bytes_after=bytes_after, notes=notes)
+    store.record_audit(
+        actor=run.actor, action="prune.finished", target_type="prune_run", target_id=str(run.pk),
+        detail={"older_than_days": run.older_than_days, "conversations": conversations, "messages": messages,
+                "checkpoints": checkpoints, "resumed": resumed, "bytes_before": run.bytes_before,
+                "bytes_after": bytes_after},
+    )
+    return PruneResult(
+        conversations=conversations, messages=messages, checkpoints=checkpoints,
+        bytes_before=run.bytes_before, bytes_after=bytes_after, estimated_bytes=0,
+        conversation_ids=[str(v) for v in victims], dry_run=False, older_than_days=run.older_than_days,
+        cutoff=cutoff, resumed=resumed, run_id=run.pk, notes=notes,
+    )
