@@ -2,6 +2,12 @@ from django.urls import path
 
 from . import views
 
+# Ids are taken as strings and parsed in the views, so a malformed id is a 404 page, not a 500.
 urlpatterns = [
     path("", views.index, name="index"),
+    path("conversations/<str:conversation_id>/", views.conversation, name="conversation"),
+    path("conversations/<str:conversation_id>/saw/<int:position>/", views.model_saw, name="model_saw"),
+    path("conversations/<str:conversation_id>/fork/<int:position>/", views.fork, name="fork"),
+    path("conversations/<str:conversation_id>/checkpoint/<int:position>/", views.checkpoint, name="checkpoint"),
+    path("conversations/<str:conversation_id>/export.<str:fmt>", views.export, name="export"),
 ]

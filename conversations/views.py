@@ -1,12 +1,438 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+"""The pages people use to audit conversations.
 
-from .models import Conversation
+Function views: parse the request, make one read or one store call, render.
+Permissions are checked here (`_reader`, `_admin_only`), never only in templates.
+A page answers htmx with just the fragment whose element id the request targets
+(`_render`); every other request, history restores included, gets the whole page.
+"""
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef, Q
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_http_methods
+
+from . import store
+from .errors import NotFound, StoreError
+from .export import FORMATS, export_stream
+from .models import Checkpoint, Conversation, parse_conversation_id
+from .reads import active_before, list_active, read_rows
+from .roles import can_read_conversations, is_admin
+from .schema import KINDS
+
+LIST_PAGE = 50
+ROW_PAGE = 100
+# Rows shown above a permalinked position, so it is seen in its context.
+PERMALINK_CONTEXT = 3
+TREE_LIMIT = 200
+# Positions are BIGINT; anything larger cannot exist and must not reach the database.
+MAX_POSITION = 2**62
+
+
+# ---- helpers -------------------------------------------------------------
+
+
+def _reader(view):
+    """Login required (anonymous → login page); a user with no role gets 403."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not can_read_conversations(request.user):
+            raise PermissionDenied("Your account has no role: ask an admin for auditor, reviewer or admin.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _actor(request) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def _conversation_or_404(conversation_id) -> Conversation:
+    try:
+        return Conversation.objects.get_live(parse_conversation_id(conversation_id))
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
+def _position_or_404(conversation: Conversation, position: int) -> int:
+    if position >= conversation.next_position:
+        raise Http404(f"position {position} does not exist in this conversation")
+    return position
+
+
+def _render(request, template, context, *, fragments=(), status=200):
+    """The fragment named after the element htmx targets, or the whole page."""
+    target = request.htmx.target if request.htmx else None
+    name = f"{template}#{target}" if target and target in fragments else template
+    response = render(request, name, context, status=status)
+    # Same URL, different body for htmx: caches must key on the headers too.
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+class BadParameter(Exception):
+    def __init__(self, field, message):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def _int_param(request, name, *, default=None, minimum=0, maximum=MAX_POSITION):
+    raw = request.GET.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadParameter(name, f"{name} must be a whole number, not {raw[:40]!r}") from None
+    if value < minimum or value > maximum:
+        raise BadParameter(name, f"{name} must be between {minimum} and {maximum}")
+    return value
+
+
+def _bad_request(request, exc: BadParameter):
+    response = render(request, "conversations/bad_request.html", {"error": exc}, status=400)
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+# ---- the list --------------------------------------------------------------
+
+
+def _encode_cursor(conversation) -> str:
+    raw = f"{conversation.last_activity_at.isoformat()}|{conversation.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(value: str):
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        at, cid = raw.split("|", 1)
+        at = datetime.fromisoformat(at)
+        if timezone.is_naive(at):
+            raise ValueError("naive")
+        return at, parse_conversation_id(cid)
+    except (ValueError, binascii.Error, UnicodeDecodeError, NotFound):
+        raise BadParameter("cursor", "cursor is not one this page made; start again from the first page") from None
+
+
+LIST_FLAGS = {
+    "forks": "has forks",
+    "forked": "forked from another",
+    "checkpoint": "has a checkpoint",
+    "pinned": "pinned",
+}
 
 
 @require_GET
-@login_required
+@_reader
 def index(request):
-    conversations = Conversation.objects.live().order_by("-last_activity_at", "-id")[:100]
-    return render(request, "conversations/index.html", {"conversations": conversations})
+    try:
+        older = _int_param(request, "older", minimum=1, maximum=36500)
+        cursor = request.GET.get("cursor", "").strip()
+        after = _decode_cursor(cursor) if cursor else None
+    except BadParameter as exc:
+        return _bad_request(request, exc)
+    q = " ".join(request.GET.get("q", "").split())[:300]
+    flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
+
+    live_children = Conversation.objects.live().filter(parent_id=OuterRef("pk"))
+    qs = Conversation.objects.live().with_checkpoint_flag().with_fork_count()
+    if q:
+        match = Q(title__icontains=q) | Q(subject__icontains=q)
+        try:
+            match |= Q(pk=parse_conversation_id(q))
+        except NotFound:
+            pass
+        qs = qs.filter(match)
+    if "forks" in flags:
+        qs = qs.filter(Exists(live_children))
+    if "forked" in flags:
+        qs = qs.filter(parent_id__isnull=False)
+    if "checkpoint" in flags:
+        qs = qs.filter(has_checkpoint=True)
+    if "pinned" in flags:
+        qs = qs.filter(pinned=True)
+    if older:
+        qs = qs.filter(last_activity_at__lt=timezone.now() - timedelta(days=older))
+    if after:
+        at, cid = after
+        qs = qs.filter(Q(last_activity_at__lt=at) | Q(last_activity_at=at, pk__lt=cid))
+    # Keyset, newest activity first; one row more than shown says whether there is a next page.
+    rows = list(qs.order_by("-last_activity_at", "-id")[: LIST_PAGE + 1])
+    more_url = None
+    if len(rows) > LIST_PAGE:
+        rows = rows[:LIST_PAGE]
+        params = {k: v for k, v in request.GET.items() if k != "cursor" and v}
+        more_url = "?" + urlencode({**params, "cursor": _encode_cursor(rows[-1])})
+    filtered = bool(q or flags or older)
+    return _render(
+        request,
+        "conversations/index.html",
+        {
+            "conversations": rows,
+            "more_url": more_url,
+            "q": q,
+            "flags": flags,
+            "flag_choices": LIST_FLAGS.items(),
+            "older": older or "",
+            "filtered": filtered,
+            "first_page": after is None,
+        },
+        fragments=("conversation-list", "conversation-list-more"),
+    )
+
+
+# ---- one conversation ------------------------------------------------------
+
+
+@dataclass
+class Marker:
+    """A checkpoint drawn between rows: the fold (latest) or an earlier one."""
+
+    checkpoint: Checkpoint
+    is_fold: bool
+    is_marker = True
+
+
+def _interleave(items, checkpoints, latest, *, upto):
+    """Rows with checkpoint markers placed right after the position they fold.
+
+    `upto` is the last position this page covers (None: to the end), so a marker
+    is drawn exactly once across pages even when a kind filter hides its row.
+    """
+    marks = sorted(
+        (cp for cp in checkpoints if upto is None or cp.message_position <= upto),
+        key=lambda cp: (cp.message_position, cp.pk),
+    )
+    out, i = [], 0
+    for item in items:
+        while i < len(marks) and marks[i].message_position < item.position:
+            out.append(Marker(marks[i], latest is not None and marks[i].pk == latest.pk))
+            i += 1
+        out.append(item)
+    out.extend(Marker(cp, latest is not None and cp.pk == latest.pk) for cp in marks[i:])
+    return out
+
+
+def _kinds_param(request):
+    kinds = [k for k in request.GET.getlist("kind") if k in KINDS]
+    return sorted(set(kinds), key=KINDS.index)
+
+
+def _query(kinds, **extra):
+    params = [("kind", k) for k in kinds] + [(k, v) for k, v in extra.items() if v is not None]
+    return "?" + urlencode(params) if params else "?"
+
+
+def _descendants(conversation):
+    """The fork tree under a conversation, one query per generation, at most TREE_LIMIT nodes."""
+    children_of, frontier, total, truncated = {}, [conversation.pk], 0, False
+    while frontier and not truncated:
+        level = list(
+            Conversation.objects.live()
+            .filter(parent_id__in=frontier)
+            .order_by("created_at", "id")
+            .only("id", "title", "parent_id", "forked_from_position", "next_position", "created_at")[
+                : TREE_LIMIT - total + 1
+            ]
+        )
+        if total + len(level) > TREE_LIMIT:
+            level, truncated = level[: TREE_LIMIT - total], True
+        total += len(level)
+        for child in level:
+            children_of.setdefault(child.parent_id, []).append(child)
+        frontier = [c.pk for c in level]
+
+    def build(node):
+        return {"conversation": node, "children": [build(c) for c in children_of.get(node.pk, [])]}
+
+    return build(conversation), total, truncated
+
+
+@require_GET
+@_reader
+def conversation(request, conversation_id):
+    convo = _conversation_or_404(conversation_id)
+    kinds = _kinds_param(request)
+    last = convo.next_position - 1
+    try:
+        at = _int_param(request, "at")
+        after = _int_param(request, "after", minimum=-1, default=-1)
+        active_after = _int_param(request, "active_after", minimum=-1)
+    except BadParameter as exc:
+        return _bad_request(request, exc)
+    if at is not None:
+        at = min(at, max(last, 0))
+        after = max(-1, at - 1 - PERMALINK_CONTEXT)
+    after = min(after, last)
+
+    checkpoints = list(Checkpoint.objects.of(convo.pk).order_by("message_position", "id"))
+    latest = max(checkpoints, key=lambda cp: (cp.message_position, cp.pk)) if checkpoints else None
+    target = request.htmx.target if request.htmx else None
+
+    context = {
+        "conversation": convo,
+        "kinds": kinds,
+        "all_kinds": KINDS,
+        "checkpoints": checkpoints,
+        "latest": latest,
+        "at": at,
+        "is_admin": is_admin(request.user),
+        "fold": latest.message_position if latest else -1,
+    }
+    if target != "active-more":
+        page = read_rows(convo.pk, after=after, limit=ROW_PAGE, kinds=kinds, include_broken=True)
+        upto = page.next_after
+        context["record"] = _interleave(page.items, checkpoints, latest, upto=upto)
+        # Markers before this page's first row were drawn on an earlier page.
+        context["record"] = [e for e in context["record"]
+                             if not getattr(e, "is_marker", False) or e.checkpoint.message_position > after]
+        context["record_more"] = _query(kinds, after=page.next_after) if page.next_after is not None else None
+        context["record_after"] = after
+        context["record_earlier"] = (
+            _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None) if after > -1 else None
+        )
+    if target in (None, "views", "active-more"):
+        view = list_active(convo.pk, after=active_after, limit=ROW_PAGE, kinds=kinds, include_broken=True)
+        context["active"] = view
+        context["active_first_page"] = active_after is None or active_after <= context["fold"]
+        context["active_more"] = (
+            _query(kinds, active_after=view.page.next_after) if view.page.next_after is not None else None
+        )
+    if target is None:
+        context["lineage"] = convo.lineage()
+        context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
+        context["fork_count"] = sum(1 for _ in context["tree"]["children"])
+    return _render(
+        request,
+        "conversations/conversation.html",
+        context,
+        fragments=("views", "record-more", "active-more"),
+    )
+
+
+@require_GET
+@_reader
+def model_saw(request, conversation_id, position):
+    convo = _conversation_or_404(conversation_id)
+    _position_or_404(convo, position)
+    try:
+        after = _int_param(request, "after", minimum=-1)
+    except BadParameter as exc:
+        return _bad_request(request, exc)
+    view = active_before(convo.pk, position, after=after, limit=ROW_PAGE, include_broken=True)
+    row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
+    first_page = after is None or after <= (view.checkpoint.message_position if view.checkpoint else -1)
+    return _render(
+        request,
+        "conversations/model_saw.html",
+        {
+            "conversation": convo,
+            "position": position,
+            "row": row,
+            "view": view,
+            "first_page": first_page,
+            "more_url": f"?after={view.page.next_after}" if view.page.next_after is not None else None,
+        },
+        fragments=("saw-more",),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@_reader
+def fork(request, conversation_id, position):
+    """GET: a confirmation form (never writes). POST: fork and land on the child."""
+    convo = _conversation_or_404(conversation_id)
+    _position_or_404(convo, position)
+    error, status, title = None, 200, ""
+    if request.method == "POST":
+        title = request.POST.get("title", "")
+        try:
+            child = store.fork_conversation(conversation_id=convo.pk, position=position, title=title or None)
+        except NotFound as exc:
+            raise Http404(exc.message) from None
+        except StoreError as exc:
+            error, status = exc, exc.status
+        else:
+            store.record_audit(
+                actor=_actor(request), action="conversation.forked", target_type="conversation",
+                target_id=str(child.pk),
+                detail={"parent_id": str(convo.pk), "position": position, "messages": child.next_position},
+            )
+            return redirect("conversation", conversation_id=child.pk)
+    row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
+    return render(
+        request,
+        "conversations/fork.html",
+        {"conversation": convo, "position": position, "row": row, "error": error, "title": title},
+        status=status,
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@_reader
+def checkpoint(request, conversation_id, position):
+    """Admins fold positions 0..position into a summary they write."""
+    if not is_admin(request.user):
+        raise PermissionDenied("Only admins may create checkpoints.")
+    convo = _conversation_or_404(conversation_id)
+    _position_or_404(convo, position)
+    latest = convo.latest_checkpoint()
+    error, status, summary = None, 200, ""
+    if request.method == "POST":
+        summary = request.POST.get("summary", "")
+        try:
+            cp = store.checkpoint_at(
+                conversation_id=convo.pk, position=position, summary=summary, created_by=_actor(request)
+            )
+        except NotFound as exc:
+            raise Http404(exc.message) from None
+        except StoreError as exc:
+            error, status = exc, exc.status
+        else:
+            store.record_audit(
+                actor=_actor(request), action="conversation.checkpointed", target_type="conversation",
+                target_id=str(convo.pk), detail={"checkpoint_id": cp.pk, "position": position},
+            )
+            return redirect(reverse("conversation", args=[convo.pk]) + f"?at={position}#p{position}")
+    row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
+    return render(
+        request,
+        "conversations/checkpoint.html",
+        {"conversation": convo, "position": position, "row": row, "error": error, "summary": summary,
+         "latest": latest},
+        status=status,
+    )
+
+
+@require_GET
+@_reader
+def export(request, conversation_id, fmt):
+    if fmt not in FORMATS:
+        raise Http404(f"unknown export format; expected one of {', '.join(FORMATS)}")
+    convo = _conversation_or_404(conversation_id)
+    try:
+        stream = export_stream(convo.pk, fmt)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+    store.record_audit(
+        actor=_actor(request), action="conversation.exported", target_type="conversation",
+        target_id=str(convo.pk), detail={"format": fmt, "messages": convo.next_position},
+    )
+    response = StreamingHttpResponse(stream.chunks, content_type=stream.content_type)
+    response["Content-Disposition"] = f'attachment; filename="{stream.filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+

@@ -1,0 +1,258 @@
+"""Streamed exports of one conversation: JSON, JSONL and Markdown.
+
+Used by the pages (`views.export`) and the API (`GET /api/v1/conversations/{id}/export`),
+so nothing here knows about HTTP. Messages are read in keyset batches by position and
+written out as they come: a million-message conversation exports in the memory of one
+batch. The export is a snapshot of the rows that existed when it started (positions
+below the `next_position` read up front), so an agent appending meanwhile cannot make
+the file inconsistent with its own header.
+"""
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import InvalidInput
+from .models import Checkpoint, Conversation, Message
+from .reads import decode_row
+from .schema import TextBlock
+
+BATCH = 2000
+# Chunks are flushed at about this size: small enough to stream, large enough
+# that a million rows are not a million writes to the socket.
+FLUSH_CHARS = 64 * 1024
+
+FORMATS = {
+    "json": ("application/json; charset=utf-8", "json"),
+    "jsonl": ("application/x-ndjson; charset=utf-8", "jsonl"),
+    "markdown": ("text/markdown; charset=utf-8", "md"),
+}
+
+
+@dataclass
+class ExportStream:
+    chunks: Iterator[str]
+    content_type: str
+    filename: str
+
+
+def export_stream(conversation_id, fmt: str) -> ExportStream:
+    """An export of one conversation; raises NotFound or InvalidInput(field="format") at once,
+    before anything is streamed, so callers can still answer with a clean 4xx."""
+    if fmt not in FORMATS:
+        raise InvalidInput(
+            f"unknown export format {str(fmt)[:40]!r}; expected one of {', '.join(FORMATS)}", field="format"
+        )
+    conversation = Conversation.objects.get_live(conversation_id)
+    content_type, ext = FORMATS[fmt]
+    writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
+    return ExportStream(
+        chunks=_buffered(writer(conversation)),
+        content_type=content_type,
+        filename=f"conversation-{conversation.pk}.{ext}",
+    )
+
+
+def _buffered(parts: Iterator[str]) -> Iterator[str]:
+    buf, size = [], 0
+    for part in parts:
+        buf.append(part)
+        size += len(part)
+        if size >= FLUSH_CHARS:
+            yield "".join(buf)
+            buf, size = [], 0
+    if buf:
+        yield "".join(buf)
+
+
+def _rows(conversation: Conversation):
+    """(position, kind, created_at, raw, StoredMessage) for every row, in keyset batches."""
+    last = conversation.next_position - 1
+    after = -1
+    while after < last:
+        batch = list(
+            Message.objects.page(conversation.pk, after=after, until=last, limit=BATCH).values_list(
+                "position", "kind", "created_at", "content"
+            )
+        )
+        if not batch:
+            return
+        for position, kind, created_at, raw in batch:
+            yield decode_row(conversation.pk, position, kind, created_at, raw)
+        after = batch[-1][0]
+
+
+def _lineage(conversation: Conversation) -> list[dict]:
+    return [
+        {"id": str(c.pk), "title": c.title, "forked_from_position": c.forked_from_position}
+        for c in conversation.lineage()
+    ]
+
+
+def _conversation_dict(conversation: Conversation) -> dict:
+    return {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "subject": conversation.subject,
+        "meta": conversation.meta,
+        "created_at": conversation.created_at.isoformat(),
+        "last_activity_at": conversation.last_activity_at.isoformat(),
+        "pinned": conversation.pinned,
+        "message_count": conversation.next_position,
+        "parent_id": str(conversation.parent_id) if conversation.parent_id else None,
+        "forked_from_position": conversation.forked_from_position,
+        "parent_missing": conversation.parent_missing,
+        "lineage": _lineage(conversation),
+    }
+
+
+def _checkpoints(conversation: Conversation) -> list[Checkpoint]:
+    return list(Checkpoint.objects.of(conversation.pk).order_by("message_position", "id"))
+
+
+def _checkpoint_dict(cp: Checkpoint) -> dict:
+    return {
+        "id": cp.pk,
+        "message_position": cp.message_position,
+        "summary": cp.summary,
+        "created_at": cp.created_at.isoformat(),
+        "created_by": cp.created_by,
+    }
+
+
+def _message_dict(item) -> dict:
+    out = {"position": item.position, "kind": item.kind, "created_at": item.created_at.isoformat()}
+    if item.ok:
+        out["message"] = item.as_json()
+    else:
+        out["message"] = None
+        out["raw"] = item.raw
+        out["broken"] = True
+    return out
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_chunks(conversation: Conversation) -> Iterator[str]:
+    header = {
+        "conversation": _conversation_dict(conversation),
+        "checkpoints": [_checkpoint_dict(cp) for cp in _checkpoints(conversation)],
+    }
+    # The header is written whole and the messages array is opened by hand, so
+    # the file is one JSON document without holding the messages in memory.
+    yield _dumps(header)[:-1] + ', "messages": ['
+    first = True
+    for item in _rows(conversation):
+        yield ("\n" if first else ",\n") + _dumps(_message_dict(item))
+        first = False
+    yield "\n]}\n"
+
+
+def _jsonl_chunks(conversation: Conversation) -> Iterator[str]:
+    for item in _rows(conversation):
+        yield _dumps(_message_dict(item)) + "\n"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced block longer than any run of backticks inside, so content cannot close it."""
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}\n"
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines() or [""]) + "\n"
+
+
+def _content_blocks(model) -> str:
+    """Text content as a quote; non-text blocks named, not dumped."""
+    content = getattr(model, "content", None)
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return _quote(content)
+    out = []
+    for block in content:
+        if isinstance(block, TextBlock):
+            out.append(_quote(block.text))
+        else:
+            out.append(f"*[{block.type} block]*\n")
+    return "\n".join(out)
+
+
+def _markdown_message(item) -> str:
+    head = f"### #{item.position} · {item.kind} · {item.created_at.isoformat()}\n\n"
+    if not item.ok:
+        return head + "**Broken row: it no longer decodes.** Stored text:\n\n" + _fence(item.raw) + "\n"
+    model = item.message
+    parts = []
+    if hasattr(model, "text"):
+        parts.append(_quote(model.text))
+    if model.kind == "tool":
+        flag = " — **error**" if model.is_error else ""
+        parts.append(f"Result of `{model.name or '?'}` (call `{model.tool_call_id}`){flag}:\n")
+        content = model.content
+        if isinstance(content, str):
+            parts.append(_fence(_pretty_if_json(content)))
+        else:
+            parts.append(_content_blocks(model))
+    else:
+        body = _content_blocks(model)
+        if body:
+            parts.append(body)
+    for call in getattr(model, "tool_calls", None) or []:
+        args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, indent=2,
+                                                                                  ensure_ascii=False)
+        parts.append(f"Tool call `{call.name}` (id `{call.id}`):\n\n" + _fence(args, "json"))
+    return head + "\n".join(parts) + "\n"
+
+
+def _pretty_if_json(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _markdown_chunks(conversation: Conversation) -> Iterator[str]:
+    checkpoints = _checkpoints(conversation)
+    latest = max(checkpoints, key=lambda cp: (cp.message_position, cp.pk)) if checkpoints else None
+    by_position: dict[int, list[Checkpoint]] = {}
+    for cp in checkpoints:
+        by_position.setdefault(cp.message_position, []).append(cp)
+
+    title = " ".join((conversation.title or "Untitled conversation").split())
+    yield f"# {title}\n\n"
+    yield f"- Conversation: `{conversation.pk}`\n"
+    if conversation.subject:
+        yield f"- Subject: `{conversation.subject}`\n"
+    yield f"- Messages: {conversation.next_position}\n"
+    yield f"- Created: {conversation.created_at.isoformat()}; last activity: {conversation.last_activity_at.isoformat()}\n"
+    lineage = _lineage(conversation)
+    if conversation.parent_id:
+        chain = " → ".join(f"{(a['title'] or a['id'])} (`{a['id']}`)" for a in lineage)
+        pruned = "parent pruned; " if conversation.parent_missing else ""
+        yield (f"- Forked at position {conversation.forked_from_position} from `{conversation.parent_id}`"
+               f" ({pruned}lineage: {chain or 'unavailable'})\n")
+    if latest is not None:
+        yield (f"- Fold: the latest checkpoint stands for positions 0–{latest.message_position}; "
+               "the model receives its summary, then the messages after it.\n")
+    if len(checkpoints) > 1:
+        yield f"- Earlier checkpoints at positions: {', '.join(str(cp.message_position) for cp in checkpoints if cp is not latest)}\n"
+    yield "\n---\n\n"
+    for item in _rows(conversation):
+        yield _markdown_message(item)
+        for cp in by_position.get(item.position, ()):
+            if cp is latest:
+                yield (f"---\n\n## ▼ Fold: checkpoint at position {cp.message_position}\n\n"
+                       f"Everything above is folded into this summary (created {cp.created_at.isoformat()}"
+                       f"{' by ' + cp.created_by if cp.created_by else ''}); the model sees it, then the "
+                       "messages below.\n\n" + _quote(cp.summary) + "\n---\n\n")
+            else:
+                yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
+                       + _quote(cp.summary) + "\n")

@@ -1,0 +1,136 @@
+import json
+import uuid
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from conversations import export, store
+from conversations.errors import InvalidInput, NotFound
+from conversations.models import AuditEvent, Message
+from conversations.roles import AUDITOR, assign_role
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conversation():
+    c = store.create_conversation(title="Refund <b>48213</b>", subject="cust:7")
+    for message in [
+        {"kind": "system", "content": "Be kind."},
+        {"kind": "user", "content": "My blender is cracked."},
+        {"kind": "assistant", "content": "Looking it up.",
+         "tool_calls": [{"id": "c1", "name": "lookup_order", "arguments": {"order_id": "48213"}}]},
+        {"kind": "tool", "tool_call_id": "c1", "name": "lookup_order", "content": '{"price": 149}', "is_error": True},
+        {"kind": "thought", "text": "Refund it."},
+        {"kind": "assistant", "content": "Refunded ```code``` done."},
+    ]:
+        store.append_message(conversation_id=c.pk, message=message)
+    store.checkpoint_at(conversation_id=c.pk, position=1, summary="Early summary", created_by="user:x")
+    store.checkpoint_at(conversation_id=c.pk, position=3, summary="Customer wants a refund.", created_by="user:x")
+    return c
+
+
+def _text(stream):
+    return "".join(stream.chunks)
+
+
+def test_it_exports_json_with_conversation_checkpoints_and_messages(conversation):
+    stream = export.export_stream(conversation.pk, "json")
+    assert stream.content_type.startswith("application/json")
+    assert stream.filename == f"conversation-{conversation.pk}.json"
+    data = json.loads(_text(stream))
+    assert data["conversation"]["id"] == str(conversation.pk)
+    assert data["conversation"]["title"] == "Refund <b>48213</b>"
+    assert data["conversation"]["lineage"] == []
+    assert [cp["message_position"] for cp in data["checkpoints"]] == [1, 3]
+    assert [m["position"] for m in data["messages"]] == [0, 1, 2, 3, 4, 5]
+    assert data["messages"][3]["message"]["is_error"] is True
+    assert data["messages"][2]["message"]["tool_calls"][0]["arguments"] == {"order_id": "48213"}
+
+
+def test_it_exports_jsonl_one_message_per_line(conversation):
+    stream = export.export_stream(str(conversation.pk), "jsonl")
+    lines = _text(stream).splitlines()
+    assert len(lines) == 6
+    assert json.loads(lines[4]) == {
+        "position": 4, "kind": "thought", "created_at": json.loads(lines[4])["created_at"],
+        "message": {"kind": "thought", "text": "Refund it."},
+    }
+    assert stream.filename.endswith(".jsonl")
+
+
+def test_it_exports_markdown_with_the_fold_marked(conversation):
+    stream = export.export_stream(conversation.pk, "markdown")
+    text = _text(stream)
+    assert stream.content_type.startswith("text/markdown")
+    assert stream.filename.endswith(".md")
+    assert text.startswith("# Refund <b>48213</b>")
+    assert "Fold: checkpoint at position 3" in text
+    assert "Earlier checkpoint at position 1" in text
+    # The fold is drawn after row 3 and before row 4.
+    assert text.index("### #3 ") < text.index("Fold: checkpoint at position 3") < text.index("### #4 ")
+    assert "Tool call `lookup_order`" in text and '"order_id": "48213"' in text
+    assert "**error**" in text
+
+
+def test_it_exports_lineage_of_a_fork(conversation):
+    child = store.fork_conversation(conversation_id=conversation.pk, position=2, title="child")
+    data = json.loads(_text(export.export_stream(child.pk, "json")))
+    assert data["conversation"]["parent_id"] == str(conversation.pk)
+    assert data["conversation"]["forked_from_position"] == 2
+    assert data["conversation"]["lineage"][0]["id"] == str(conversation.pk)
+    assert len(data["messages"]) == 3
+    assert "Forked at position 2" in _text(export.export_stream(child.pk, "markdown"))
+
+
+def test_it_rejects_unknown_formats_and_ids(conversation):
+    with pytest.raises(InvalidInput) as exc:
+        export.export_stream(conversation.pk, "csv")
+    assert exc.value.field == "format"
+    with pytest.raises(NotFound):
+        export.export_stream(uuid.uuid4(), "json")
+    with pytest.raises(NotFound):
+        export.export_stream("not-a-uuid", "json")
+
+
+def test_it_reads_in_keyset_batches(conversation, monkeypatch, django_assert_max_num_queries):
+    monkeypatch.setattr(export, "BATCH", 2)
+    stream = export.export_stream(conversation.pk, "jsonl")
+    with django_assert_max_num_queries(5):
+        lines = _text(stream).splitlines()
+    assert [json.loads(line)["position"] for line in lines] == [0, 1, 2, 3, 4, 5]
+
+
+def test_it_exports_a_broken_row_as_a_marked_hole(conversation):
+    # The database refuses updates of message rows, so damage one the way a
+    # schema change would: insert a row the current schema no longer accepts.
+    pos = store.append_message(conversation_id=conversation.pk, message={"kind": "note", "text": "x"})
+    assert pos == 6
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE conversations_conversation SET next_position = 8 WHERE id = %s",
+                       [conversation._meta.pk.get_db_prep_value(conversation.pk, connection)])
+    Message.objects.create(conversation=conversation, position=7, kind="legacy",
+                           content='{"kind": "legacy", "body": "<script>x</script>"}',
+                           created_at=conversation.created_at)
+    lines = [json.loads(line) for line in _text(export.export_stream(conversation.pk, "jsonl")).splitlines()]
+    assert lines[-1]["broken"] is True and lines[-1]["message"] is None
+    assert lines[-1]["raw"] == '{"kind": "legacy", "body": "<script>x</script>"}'
+    assert "Broken row" in _text(export.export_stream(conversation.pk, "markdown"))
+
+
+def test_it_streams_from_the_page_with_a_filename(client, conversation):
+    user = get_user_model().objects.create_user("aud", password="pw-aud-123456")
+    assign_role(user, AUDITOR)
+    client.force_login(user)
+    for fmt, ext in [("json", "json"), ("jsonl", "jsonl"), ("markdown", "md")]:
+        response = client.get(f"/conversations/{conversation.pk}/export.{fmt}")
+        assert response.status_code == 200
+        assert response.streaming
+        assert f'filename="conversation-{conversation.pk}.{ext}"' in response["Content-Disposition"]
+        body = b"".join(response.streaming_content).decode()
+        assert "lookup_order" in body
+    assert AuditEvent.objects.filter(action="conversation.exported").count() == 3
+    detail = AuditEvent.objects.filter(action="conversation.exported").first().detail
+    assert "Refund" not in json.dumps(detail)
+    assert client.get(f"/conversations/{conversation.pk}/export.csv").status_code == 404
