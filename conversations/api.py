@@ -1,5 +1,748 @@
-"""The conversations part of the agent API (issue: Agent API)."""
+"""The conversations part of the agent API: every store operation over JSON.
 
-from ninja import Router
+Handlers parse, check the caller's scope, make one store call or read, and
+answer. Request bodies are read here rather than by ninja so that every kind of
+bad body gets its own clear 4xx (wrong content type 415, not JSON 400, too big
+413, wrong shape 422) and so that a message reaches the store exactly as the
+agent sent it: the store validates and encodes it once, and every read returns
+that stored text decoded. Responses are built here as plain JSON for the same
+reason; the schemas below document them (schemathesis checks that they agree).
+"""
+
+import base64
+import json
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+from django.core.exceptions import RequestDataTooBig
+from django.db.models import Q
+from django.http import JsonResponse, StreamingHttpResponse
+from django.http.request import RawPostDataException
+from ninja import Field, Path, Query, Router, Schema
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+
+from . import reads, store
+from .apiauth import actor_of, require_scope
+from .errors import InvalidInput, StoreError
+from .export import export_stream
+from .models import Checkpoint, Conversation, parse_conversation_id
+from .schema import Message, SystemMessage, describe_validation_error, message_adapter
 
 router = Router(tags=["conversations"])
+
+# Positions are 64-bit in the database; a larger number can only be a mistake,
+# and must be refused before it reaches a driver that cannot bind it.
+MAX_POSITION = 2**63 - 1
+CONVERSATION_PAGE = 50
+CONVERSATION_PAGE_MAX = 200
+MESSAGE_PAGE = 100
+MESSAGE_PAGE_MAX = reads.MAX_PAGE
+
+
+# -- errors only the HTTP layer knows -------------------------------------------------
+
+
+class BadRequest(StoreError):
+    code = "bad_request"
+    status = 400
+
+
+class BodyTooLarge(StoreError):
+    code = "body_too_large"
+    status = 413
+
+
+class UnsupportedMediaType(StoreError):
+    code = "unsupported_media_type"
+    status = 415
+
+
+# -- documented shapes ----------------------------------------------------------------
+
+
+class ErrorDetail(Schema):
+    code: str = Field(..., examples=["position_out_of_range"])
+    message: str = Field(..., examples=["position 9 is out of range: it must be between 0 and 3"])
+    field: str | None = Field(None, examples=["position"])
+
+
+class ErrorOut(Schema):
+    error: ErrorDetail
+
+
+class LineageItem(Schema):
+    id: uuid.UUID
+    title: str
+    forked_from_position: int | None
+
+
+class CheckpointOut(Schema):
+    id: int
+    position: int = Field(..., description="The summary stands in for positions 0..position.")
+    summary: str
+    created_at: datetime
+    created_by: str
+
+
+class ConversationSummary(Schema):
+    id: uuid.UUID
+    title: str
+    subject: str
+    created_at: datetime
+    last_activity_at: datetime
+    message_count: int
+    pinned: bool
+    parent_id: uuid.UUID | None
+    forked_from_position: int | None
+    url: str
+
+
+class ConversationOut(ConversationSummary):
+    meta: dict[str, Any]
+    next_position: int = Field(..., description="The position the next appended message will get.")
+    lineage: list[LineageItem] = Field(..., description="Ancestors from the root down to the parent.")
+    parent_missing: bool = Field(..., description="The parent was deleted or pruned; this fork survives it.")
+    fork_count: int
+    checkpoint_count: int
+    latest_checkpoint: CheckpointOut | None
+
+
+class ConversationPage(Schema):
+    items: list[ConversationSummary]
+    next: str | None = Field(..., description="Opaque cursor of the next page; null on the last page.")
+    next_url: str | None
+
+
+class MessageItem(Schema):
+    position: int
+    kind: str
+    message: Message = Field(..., description="The stored message, exactly as it was encoded once.")
+    created_at: datetime
+
+
+class MessagePage(Schema):
+    items: list[MessageItem]
+    skipped: list[int] = Field(..., description="Positions of stored rows that no longer decode.")
+    next: int | None = Field(..., description="Pass as `after` for the next page; null on the last page.")
+    next_url: str | None
+    next_position: int = Field(..., description="The position the next append will get (read before the page).")
+
+
+class ActiveCheckpoint(Schema):
+    position: int
+    summary: str
+    created_at: datetime
+
+
+class ActiveOut(MessagePage):
+    checkpoint: ActiveCheckpoint | None
+    handoff: SystemMessage | None = Field(
+        ..., description="The checkpoint's summary as one system message, to send before `items`."
+    )
+
+
+class AppendOut(Schema):
+    position: int
+    kind: str
+
+
+class CheckpointList(Schema):
+    items: list[CheckpointOut]
+
+
+class DeletedOut(Schema):
+    deleted: uuid.UUID
+    messages: int
+    checkpoints: int
+
+
+# -- request bodies (strict: a typo or a wrong type is an error, never coerced) --------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateConversationIn(_Body):
+    title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
+    subject: StrictStr | None = Field(
+        None, max_length=store.SUBJECT_MAX, description="Whom the conversation is about, e.g. `customer:42`."
+    )
+    meta: dict[str, Any] | None = None
+
+
+class CheckpointIn(_Body):
+    position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
+    summary: StrictStr = Field(..., min_length=1)
+
+
+class ForkIn(_Body):
+    position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
+    title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def _respond(data, status: int = 200) -> JsonResponse:
+    return JsonResponse(data, status=status, safe=False, json_dumps_params={"ensure_ascii": False})
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_strings(data, *, allow_nul: bool) -> None:
+    """Refuse text the databases cannot store: lone surrogates anywhere, NUL where
+    it would land in a text column (a message is stored as escaped JSON, so it may
+    carry one)."""
+    stack = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, where))
+                stack.append((item, f"{where}.{key}" if where else str(key)))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}.{i}" if where else str(i)) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidInput("text contains an unpaired surrogate (not valid Unicode)",
+                                   field=where or None) from None
+            if not allow_nul and "\x00" in value:
+                raise InvalidInput("text must not contain NUL characters", field=where or None)
+
+
+def _json_body(request, *, allow_nul: bool = False) -> dict:
+    content_type = (request.content_type or "").lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"send the body as JSON with 'Content-Type: application/json' (got {content_type[:80]!r})",
+            field="body",
+        )
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise BodyTooLarge("the request body is larger than this server accepts", field="body") from None
+    except RawPostDataException:
+        raise UnsupportedMediaType("the body was read as a form; send it as application/json", field="body") from None
+    if not raw.strip():
+        raise BadRequest("the request body is empty; send a JSON object", field="body", code="invalid_json")
+    try:
+        data = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}", field="body", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"the request body must be a JSON object, not {type(data).__name__}", field="body")
+    _check_strings(data, allow_nul=allow_nul)
+    return data
+
+
+def _parse(model: type[BaseModel], data: dict):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        text, field = describe_validation_error(exc)
+        raise InvalidInput(text, field=field) from None
+
+
+def _check_query_text(value: str | None, field: str) -> None:
+    if value is not None and "\x00" in value:
+        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
+
+
+def _url(request, path: str) -> str:
+    return request.build_absolute_uri(path)
+
+
+def _conversation_path(conversation_id) -> str:
+    return f"/api/v1/conversations/{conversation_id}"
+
+
+def _summary(c: Conversation, request) -> dict:
+    return {
+        "id": str(c.pk),
+        "title": c.title,
+        "subject": c.subject,
+        "created_at": _iso(c.created_at),
+        "last_activity_at": _iso(c.last_activity_at),
+        "message_count": c.next_position,
+        "pinned": c.pinned,
+        "parent_id": str(c.parent_id) if c.parent_id else None,
+        "forked_from_position": c.forked_from_position,
+        "url": _url(request, _conversation_path(c.pk)),
+    }
+
+
+def _checkpoint(cp: Checkpoint) -> dict:
+    return {
+        "id": cp.pk,
+        "position": cp.message_position,
+        "summary": cp.summary,
+        "created_at": _iso(cp.created_at),
+        "created_by": cp.created_by,
+    }
+
+
+def _detail(conversation_id, request) -> dict:
+    c = Conversation.objects.with_fork_count().get_live(conversation_id)
+    latest = c.latest_checkpoint()
+    return {
+        **_summary(c, request),
+        "meta": c.meta,
+        "next_position": c.next_position,
+        "lineage": [
+            {"id": str(a.pk), "title": a.title, "forked_from_position": a.forked_from_position}
+            for a in c.lineage()
+        ],
+        "parent_missing": c.parent_missing,
+        "fork_count": c.fork_count,
+        "checkpoint_count": Checkpoint.objects.of(c.pk).count(),
+        "latest_checkpoint": _checkpoint(latest) if latest else None,
+    }
+
+
+def _item(item: reads.StoredMessage) -> dict:
+    return {
+        "position": item.position,
+        "kind": item.kind,
+        "message": item.as_json(),
+        "created_at": _iso(item.created_at),
+    }
+
+
+def _page(request, page: reads.Page, *, next_position: int, limit: int) -> dict:
+    next_url = None
+    if page.next_after is not None:
+        next_url = _url(request, f"{request.path}?{urlencode({'after': page.next_after, 'limit': limit})}")
+    return {
+        "items": [_item(i) for i in page.items],
+        "skipped": page.skipped,
+        "next": page.next_after,
+        "next_url": next_url,
+        "next_position": next_position,
+    }
+
+
+_ORDER_FIELDS = {"recent": "last_activity_at", "created": "created_at"}
+
+
+def _encode_cursor(order: str, at: datetime, pk) -> str:
+    raw = json.dumps([order, at.isoformat(), uuid.UUID(str(pk)).hex], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        got_order, at, pk = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        at, pk = datetime.fromisoformat(at), uuid.UUID(pk)
+        if got_order != order or at.tzinfo is None:
+            raise ValueError("cursor of another listing")
+    except (ValueError, TypeError, UnicodeError, AttributeError):
+        raise BadRequest(
+            "cursor is not one this API gave out for this order; pass the 'next' value of the previous page unchanged",
+            field="cursor", code="invalid_cursor",
+        ) from None
+    return at, pk
+
+
+# -- documentation helpers ------------------------------------------------------------
+
+EXAMPLE_ID = "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88"
+EXAMPLE_TIME = "2026-05-04T09:30:12.512301Z"
+
+
+def _errors(*codes: int) -> dict:
+    return {code: ErrorOut for code in (401, 403, *codes)}
+
+
+def _json_body_doc(schema: dict, examples: dict, description: str = "") -> dict:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"application/json": {"schema": schema, "examples": examples}},
+        }
+    }
+
+
+def _example(status: int, value) -> dict:
+    return {"responses": {status: {"content": {"application/json": {"example": value}}}}}
+
+
+def _merge(*parts: dict) -> dict:
+    out: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = _merge(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
+def _inline_schema(model: type[BaseModel]) -> dict:
+    return model.model_json_schema(ref_template="#/components/schemas/{model}")
+
+
+def _message_schema() -> dict:
+    # The union's members are registered as components through MessageItem's
+    # response schema; the request body refers to them instead of copying them.
+    schema = message_adapter.json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return schema
+
+
+EXAMPLE_SUMMARY = {
+    "id": EXAMPLE_ID,
+    "title": "Refund for order 7",
+    "subject": "customer:42",
+    "created_at": EXAMPLE_TIME,
+    "last_activity_at": EXAMPLE_TIME,
+    "message_count": 4,
+    "pinned": False,
+    "parent_id": None,
+    "forked_from_position": None,
+    "url": f"http://127.0.0.1:8000/api/v1/conversations/{EXAMPLE_ID}",
+}
+EXAMPLE_CHECKPOINT = {
+    "id": 12,
+    "position": 3,
+    "summary": "The customer wants a refund for order 7; the tool confirmed it was delivered late.",
+    "created_at": EXAMPLE_TIME,
+    "created_by": "key:support-agent",
+}
+EXAMPLE_DETAIL = {
+    **EXAMPLE_SUMMARY,
+    "meta": {"agent": "support-bot", "model": "example-model-1"},
+    "next_position": 4,
+    "lineage": [],
+    "parent_missing": False,
+    "fork_count": 0,
+    "checkpoint_count": 1,
+    "latest_checkpoint": EXAMPLE_CHECKPOINT,
+}
+EXAMPLE_MESSAGES = [
+    {"position": 4, "kind": "user", "message": {"kind": "user", "content": "Any news on my refund?"},
+     "created_at": EXAMPLE_TIME},
+    {"position": 5, "kind": "assistant", "message": {
+        "kind": "assistant", "content": "Let me check.",
+        "tool_calls": [{"id": "call_1", "name": "refund_status", "arguments": {"order": 7}}],
+        "meta": {"model": "example-model-1", "usage": {"input_tokens": 812, "output_tokens": 31}}},
+     "created_at": EXAMPLE_TIME},
+    {"position": 6, "kind": "tool", "message": {
+        "kind": "tool", "tool_call_id": "call_1", "name": "refund_status", "content": "refunded on May 3"},
+     "created_at": EXAMPLE_TIME},
+]
+APPEND_EXAMPLES = {
+    "user": {"summary": "A user turn", "value": {"kind": "user", "content": "Where is my refund for order 7?"}},
+    "assistant": {"summary": "An assistant turn with a tool call", "value": {
+        "kind": "assistant", "content": "Let me check.",
+        "tool_calls": [{"id": "call_1", "name": "refund_status", "arguments": {"order": 7}}],
+        "meta": {"model": "example-model-1", "usage": {"input_tokens": 812, "output_tokens": 31}}}},
+    "tool": {"summary": "A tool result", "value": {
+        "kind": "tool", "tool_call_id": "call_1", "name": "refund_status", "content": "refunded on May 3"}},
+    "blocks": {"summary": "Content blocks", "value": {
+        "kind": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                    {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}},
+    "note": {"summary": "A journal entry", "value": {"kind": "note", "text": "Customer prefers email."}},
+}
+
+
+# -- conversations --------------------------------------------------------------------
+
+
+@router.post(
+    "/conversations",
+    operation_id="create_conversation",
+    summary="Create a conversation",
+    response={201: ConversationOut, **_errors(400, 413, 415, 422)},
+    openapi_extra=_merge(
+        _json_body_doc(
+            _inline_schema(CreateConversationIn),
+            {"new": {"summary": "A support conversation", "value": {
+                "title": "Refund for order 7", "subject": "customer:42", "meta": {"agent": "support-bot"}}},
+             "empty": {"summary": "Everything is optional", "value": {}}},
+        ),
+        _example(201, EXAMPLE_DETAIL | {"message_count": 0, "next_position": 0, "checkpoint_count": 0,
+                                        "latest_checkpoint": None}),
+    ),
+)
+def create_conversation(request):
+    """Start a conversation; `title`, `subject` and `meta` are all optional. Needs `write`."""
+    require_scope(request, "write")
+    body = _parse(CreateConversationIn, _json_body(request))
+    conversation = store.create_conversation(title=body.title or "", subject=body.subject or "", meta=body.meta)
+    return _respond(_detail(conversation.pk, request), 201)
+
+
+@router.get(
+    "/conversations",
+    operation_id="list_conversations",
+    summary="List conversations",
+    response={200: ConversationPage, **_errors(400, 422)},
+    openapi_extra=_example(200, {"items": [EXAMPLE_SUMMARY], "next": "WyJyZWNlbnQiLC4uLl0",
+                                 "next_url": "http://127.0.0.1:8000/api/v1/conversations?cursor=WyJyZWNlbnQiLC4uLl0"}),
+)
+def list_conversations(
+    request,
+    cursor: str | None = Query(None, max_length=1000, description="The `next` value of the previous page."),
+    limit: int = Query(CONVERSATION_PAGE, ge=1, le=CONVERSATION_PAGE_MAX),
+    subject: str | None = Query(None, max_length=store.SUBJECT_MAX, examples=["customer:42"]),
+    order: Literal["recent", "created"] = Query(
+        "recent", description="`recent`: latest activity first; `created`: newest first."),
+):
+    """Newest first, in keyset pages (no OFFSET: every page costs what the first does). Needs `read`."""
+    require_scope(request, "read")
+    _check_query_text(subject, "subject")
+    field = _ORDER_FIELDS[order]
+    qs = Conversation.objects.live()
+    if subject is not None:
+        qs = qs.about(subject)
+    if cursor:
+        at, pk = _decode_cursor(cursor, order)
+        qs = qs.filter(Q(**{f"{field}__lt": at}) | Q(**{field: at, "pk__lt": pk}))
+    rows = list(qs.order_by(f"-{field}", "-pk")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = next_url = None
+    if more:
+        last = rows[-1]
+        next_cursor = _encode_cursor(order, getattr(last, field), last.pk)
+        params = {"cursor": next_cursor, "limit": limit, "order": order}
+        if subject is not None:
+            params["subject"] = subject
+        next_url = _url(request, f"{request.path}?{urlencode(params)}")
+    return _respond({"items": [_summary(c, request) for c in rows], "next": next_cursor, "next_url": next_url})
+
+
+ConversationId = Path(..., description="The conversation's id (a UUID).", examples=[EXAMPLE_ID])
+
+
+@router.get(
+    "/conversations/{conversation_id}",
+    operation_id="get_conversation",
+    summary="One conversation",
+    response={200: ConversationOut, **_errors(404)},
+    openapi_extra=_example(200, EXAMPLE_DETAIL),
+)
+def get_conversation(request, conversation_id: str = ConversationId):
+    """Lineage, counts and the latest checkpoint. Needs `read`."""
+    require_scope(request, "read")
+    return _respond(_detail(parse_conversation_id(conversation_id), request))
+
+
+@router.delete(
+    "/conversations/{conversation_id}",
+    operation_id="delete_conversation",
+    summary="Delete a conversation",
+    response={200: DeletedOut, **_errors(404)},
+    openapi_extra=_example(200, {"deleted": EXAMPLE_ID, "messages": 7, "checkpoints": 1}),
+)
+def delete_conversation(request, conversation_id: str = ConversationId):
+    """Remove the conversation with its messages and checkpoints; its forks keep their own copies.
+    Needs `admin`. Recorded in the audit log (ids and counts, never text)."""
+    require_scope(request, "admin")
+    deleted = store.delete_conversation(conversation_id=parse_conversation_id(conversation_id))
+    store.record_audit(
+        actor=actor_of(request), action="conversation.deleted", target_type="conversation",
+        target_id=deleted.conversation_id,
+        detail={"messages": deleted.messages, "checkpoints": deleted.checkpoints, "via": "api"},
+    )
+    return _respond({"deleted": deleted.conversation_id, "messages": deleted.messages,
+                     "checkpoints": deleted.checkpoints})
+
+
+# -- messages -------------------------------------------------------------------------
+
+
+@router.post(
+    "/conversations/{conversation_id}/messages",
+    operation_id="append_message",
+    summary="Append one message",
+    response={201: AppendOut, **_errors(400, 404, 409, 413, 415, 422)},
+    openapi_extra=_merge(
+        _json_body_doc(_message_schema(), APPEND_EXAMPLES,
+                       "The message itself: one of the kinds, discriminated by `kind`."),
+        _example(201, {"position": 5, "kind": "assistant"}),
+        _example(409, {"error": {"code": "position_conflict", "field": "expected_position", "message":
+                                 "expected the next position to be 5, but it is 6: another writer appended "
+                                 "first; read the conversation again"}}),
+    ),
+)
+def append_message(
+    request,
+    conversation_id: str = ConversationId,
+    expected_position: int | None = Query(
+        None, ge=0, le=MAX_POSITION,
+        description="When the next position is not this, answer 409 `position_conflict` and write nothing.",
+    ),
+):
+    """Append after every settled step; the store assigns the position. Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    data = _json_body(request, allow_nul=True)
+    position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
+    return _respond({"position": position, "kind": data["kind"]}, 201)
+
+
+@router.get(
+    "/conversations/{conversation_id}/messages",
+    operation_id="list_messages",
+    summary="The full record",
+    response={200: MessagePage, **_errors(404, 422)},
+    openapi_extra=_example(200, {"items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None,
+                                 "next_position": 7}),
+)
+def list_messages(
+    request,
+    conversation_id: str = ConversationId,
+    after: int = Query(-1, ge=-1, le=MAX_POSITION, description="Rows with a position greater than this."),
+    limit: int = Query(MESSAGE_PAGE, ge=1, le=MESSAGE_PAGE_MAX),
+):
+    """Every message in position order, in keyset pages. Rows that no longer decode are
+    left out and their positions listed in `skipped`. Needs `read`."""
+    require_scope(request, "read")
+    conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
+    page = reads.read_rows(conversation.pk, after=after, limit=limit)
+    return _respond(_page(request, page, next_position=conversation.next_position, limit=limit))
+
+
+@router.get(
+    "/conversations/{conversation_id}/active",
+    operation_id="get_active_view",
+    summary="The active view (what the model receives)",
+    response={200: ActiveOut, **_errors(404, 422)},
+    openapi_extra=_example(200, {
+        "checkpoint": {k: EXAMPLE_CHECKPOINT[k] for k in ("position", "summary", "created_at")},
+        "handoff": {"kind": "system", "content": EXAMPLE_CHECKPOINT["summary"],
+                    "meta": {"checkpoint": {"position": 3}}},
+        "items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None, "next_position": 7,
+    }),
+)
+def get_active_view(
+    request,
+    conversation_id: str = ConversationId,
+    after: int | None = Query(None, ge=-1, le=MAX_POSITION,
+                              description="Only for paging: rows after this position (and after the fold)."),
+    limit: int = Query(MESSAGE_PAGE_MAX, ge=1, le=MESSAGE_PAGE_MAX),
+):
+    """Send `handoff` (when there is a checkpoint) and then every `items[].message` to the model.
+    Needs `read`."""
+    require_scope(request, "read")
+    conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
+    view = reads.list_active(conversation.pk, after=after, limit=limit)
+    cp = view.checkpoint
+    return _respond({
+        "checkpoint": {"position": cp.message_position, "summary": cp.summary, "created_at": _iso(cp.created_at)}
+        if cp else None,
+        "handoff": view.handoff,
+        **_page(request, view.page, next_position=conversation.next_position, limit=limit),
+    })
+
+
+# -- checkpoints and forks ------------------------------------------------------------
+
+
+@router.post(
+    "/conversations/{conversation_id}/checkpoints",
+    operation_id="create_checkpoint",
+    summary="Fold positions 0..position into a summary",
+    response={201: CheckpointOut, **_errors(400, 404, 409, 413, 415, 422)},
+    openapi_extra=_merge(
+        _json_body_doc(_inline_schema(CheckpointIn), {"fold": {"summary": "Fold the first four messages", "value": {
+            "position": 3, "summary": EXAMPLE_CHECKPOINT["summary"]}}}),
+        _example(201, EXAMPLE_CHECKPOINT),
+    ),
+)
+def create_checkpoint(request, conversation_id: str = ConversationId):
+    """When the context window fills: the summary stands in for 0..position in the active view.
+    Nothing is deleted; a checkpoint can only move the fold forward. Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    body = _parse(CheckpointIn, _json_body(request))
+    actor = actor_of(request)
+    checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
+                                     created_by=actor)
+    store.record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
+                       target_id=str(cid), detail={"position": checkpoint.message_position, "via": "api"})
+    return _respond(_checkpoint(checkpoint), 201)
+
+
+@router.get(
+    "/conversations/{conversation_id}/checkpoints",
+    operation_id="list_checkpoints",
+    summary="All checkpoints, oldest first",
+    response={200: CheckpointList, **_errors(404)},
+    openapi_extra=_example(200, {"items": [EXAMPLE_CHECKPOINT]}),
+)
+def list_checkpoints(request, conversation_id: str = ConversationId):
+    """Needs `read`."""
+    require_scope(request, "read")
+    conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
+    checkpoints = Checkpoint.objects.of(conversation.pk).order_by("message_position", "created_at", "id")
+    return _respond({"items": [_checkpoint(cp) for cp in checkpoints]})
+
+
+@router.post(
+    "/conversations/{conversation_id}/forks",
+    operation_id="fork_conversation",
+    summary="Fork at a position",
+    response={201: ConversationOut, **_errors(400, 404, 409, 413, 415, 422)},
+    openapi_extra=_merge(
+        _json_body_doc(_inline_schema(ForkIn), {"explore": {"summary": "Try another approach from position 3",
+                                                             "value": {"position": 3, "title": "Try a voucher"}}}),
+        _example(201, EXAMPLE_DETAIL | {"parent_id": EXAMPLE_ID, "forked_from_position": 3, "title": "Try a voucher",
+                                        "lineage": [{"id": EXAMPLE_ID, "title": "Refund for order 7",
+                                                     "forked_from_position": None}]}),
+    ),
+)
+def fork_conversation(request, conversation_id: str = ConversationId):
+    """A new conversation holding copies of positions 0..position (same bytes and times)
+    and the latest checkpoint at or before it; the parent is untouched. Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    body = _parse(ForkIn, _json_body(request))
+    child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title)
+    store.record_audit(actor=actor_of(request), action="conversation.forked", target_type="conversation",
+                       target_id=str(child.pk), detail={"parent": str(cid), "position": body.position, "via": "api"})
+    return _respond(_detail(child.pk, request), 201)
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+@router.get(
+    "/conversations/{conversation_id}/export",
+    operation_id="export_conversation",
+    summary="Download a conversation",
+    response={200: None, **_errors(404, 422)},
+    openapi_extra={"responses": {200: {
+        "description": "The conversation, streamed as a download (Content-Disposition: attachment).",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "text/markdown": {"schema": {"type": "string"}},
+        },
+    }}},
+)
+def export_conversation(
+    request,
+    conversation_id: str = ConversationId,
+    format: Literal["json", "jsonl", "markdown"] = Query("json", description="json, jsonl or markdown"),
+):
+    """Streamed in batches, so a long conversation exports in constant memory. Needs `read`."""
+    require_scope(request, "read")
+    stream = export_stream(parse_conversation_id(conversation_id), format)
+    response = StreamingHttpResponse(stream.chunks, content_type=stream.content_type)
+    response["Content-Disposition"] = f'attachment; filename="{stream.filename}"'
+    return response

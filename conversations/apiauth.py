@@ -27,6 +27,15 @@ class ApiKeyAuth(HttpBearer):
 class SessionReadAuth(SessionAuth):
     """Session auth that only admits users holding one of the three roles."""
 
+    def _get_key(self, request):
+        # Only a logged-in person with a role is checked for CSRF: a caller
+        # without a session (an agent with a missing or bad key) must get the
+        # 401 that tells it to send a key, not a CSRF 403.
+        user = getattr(request, "user", None)
+        if user is None or not roles_of(user):
+            return None
+        return super()._get_key(request)
+
     def authenticate(self, request, key):
         user = super().authenticate(request, key)
         if user and roles_of(user):
@@ -51,8 +60,11 @@ def scopes_of(request) -> set[str]:
 
 
 def require_scope(request, scope: str) -> None:
-    if scope not in scopes_of(request):
-        raise ScopeError(f"this operation needs the '{scope}' scope")
+    scopes = scopes_of(request)
+    if scope not in scopes:
+        has = ", ".join(sorted(scopes)) or "none"
+        who = "this API key" if isinstance(getattr(request, "auth", None), ApiKey) else "your role"
+        raise ScopeError(f"this operation needs the '{scope}' scope; {who} has: {has}")
 
 
 def actor_of(request) -> str:

@@ -50,9 +50,15 @@ def _validation_error(request, exc: ValidationError):
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
-    return error_response(
-        request, 401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'"
+    has_key = request.headers.get("Authorization", "").strip().lower().startswith("bearer ")
+    message = (
+        "this API key is not valid (unknown, mistyped or revoked)"
+        if has_key
+        else "send a valid API key as 'Authorization: Bearer <key>'"
     )
+    response = error_response(request, 401, "unauthenticated", message)
+    response["WWW-Authenticate"] = 'Bearer realm="memoryui"'
+    return response
 
 
 @api.exception_handler(ScopeError)
@@ -72,6 +78,10 @@ def _not_found(request, exc):
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
+    if exc.status_code == 403 and str(exc).startswith("CSRF"):
+        # A logged-in browser session writing without the page's token.
+        return error_response(request, 403, "csrf_failed",
+                              "CSRF check failed: send the page's token as the X-CSRFToken header, or use an API key")
     code = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
             405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "invalid_input"}.get(
         exc.status_code, "error")
@@ -85,3 +95,18 @@ from conversations.retention.api import router as retention_router  # noqa: E402
 api.add_router("", conversations_router)
 api.add_router("", facts_router)
 api.add_router("", retention_router)
+
+# Keep this last: any other path under /api/v1/ answers 404 in the API's JSON
+# shape rather than with the site's HTML error page (ids with a slash land here).
+from ninja import Router  # noqa: E402
+
+_fallback = Router()
+
+
+@_fallback.api_operation(["GET", "POST", "PUT", "PATCH", "DELETE"], "/{path:rest}", auth=None,
+                         include_in_schema=False)
+def _no_such_endpoint(request, rest: str):
+    return error_response(request, 404, "not_found", f"no API endpoint at {request.path[:200]!r}")
+
+
+api.add_router("", _fallback)
