@@ -1,3 +1,181 @@
-from ninja import Router
+"""The facts part of the agent API: propose, recall, invalidate, read.
+
+Agents hold keys with `facts:write` (propose, invalidate) and `facts:read`
+(recall, read). People reach the same endpoints with their session: reviewers
+and admins read (and each read of a subject's facts is written to the access
+log), admins also write; auditors have no facts scope and get 403.
+"""
+
+from datetime import datetime
+
+from django.utils import timezone
+from ninja import Router, Schema, Status
+
+from conversations.apiauth import actor_of, require_scope
+from conversations.errors import InvalidInput, NotFound
+from conversations.models import ApiKey
+
+from . import store
+from .models import Fact
 
 router = Router(tags=["facts"])
+
+
+class FactIn(Schema):
+    subject: str
+    text: str
+    category: str = "other"
+    importance: int
+    source_conversation_id: str | None = None
+    source_position: int | None = None
+    valid_from: datetime | None = None
+    expires_at: datetime | None = None
+    retention_days: int | None = None
+
+
+class InvalidateIn(Schema):
+    reason: str
+    invalid_at: datetime | None = None
+
+
+class SourceOut(Schema):
+    conversation_id: str
+    position: int
+
+
+class FactOut(Schema):
+    id: int
+    subject: str
+    text: str
+    category: str
+    importance: int
+    status: str
+    state: str
+    valid_from: datetime
+    invalid_at: datetime | None
+    recorded_at: datetime
+    expires_at: datetime | None
+    superseded_by: int | None
+    reason: str
+    source: SourceOut | None
+    created_by: str
+    access_count: int
+    last_accessed_at: datetime | None
+
+
+class PartsOut(Schema):
+    recency: float
+    importance: float
+    relevance: float
+
+
+class RecalledOut(Schema):
+    fact: FactOut
+    score: float
+    parts: PartsOut
+
+
+class RecallOut(Schema):
+    subject: str
+    query: str
+    facts: list[RecalledOut]
+
+
+class EventOut(Schema):
+    kind: str
+    at: datetime
+    actor: str
+    reason: str
+    detail: dict
+
+
+class FactDetailOut(FactOut):
+    events: list[EventOut]
+
+
+class FactListOut(Schema):
+    subject: str
+    facts: list[FactOut]
+
+
+def fact_out(fact: Fact, now=None) -> dict:
+    source = None
+    if fact.source_conversation_id is not None:
+        source = {"conversation_id": str(fact.source_conversation_id), "position": fact.source_position}
+    return {
+        "id": fact.pk, "subject": fact.subject, "text": fact.text, "category": fact.category,
+        "importance": fact.importance, "status": fact.status, "state": fact.state(now),
+        "valid_from": fact.valid_from, "invalid_at": fact.invalid_at, "recorded_at": fact.recorded_at,
+        "expires_at": fact.expires_at, "superseded_by": fact.superseded_by_id, "reason": fact.reason,
+        "source": source, "created_by": fact.created_by, "access_count": fact.access_count,
+        "last_accessed_at": fact.last_accessed_at,
+    }
+
+
+def _is_person(request) -> bool:
+    return not isinstance(getattr(request, "auth", None), ApiKey)
+
+
+def _get(fact_id: int) -> Fact:
+    fact = Fact.objects.exclude(status="erasing").filter(pk=fact_id).first()
+    if fact is None:
+        raise NotFound(f"fact {fact_id} not found", field="id")
+    return fact
+
+
+@router.post("/facts", response={201: FactOut}, summary="Propose a fact (always proposed; a person reviews it)")
+def propose(request, payload: FactIn):
+    require_scope(request, "facts:write")
+    fact = store.propose_fact(created_by=actor_of(request), **payload.dict())
+    return Status(201, fact_out(fact))
+
+
+@router.get("/facts", response=FactListOut, summary="A subject's facts, every state, newest first")
+def list_facts(request, subject: str, status: str | None = None, limit: int = 200):
+    require_scope(request, "facts:read")
+    subject = store.clean_subject(subject)
+    if status is not None and status not in ("proposed", "approved", "rejected"):
+        raise InvalidInput("status must be proposed, approved or rejected", field="status")
+    limit = max(1, min(limit, 1000))
+    if _is_person(request):
+        store.record_access(actor=actor_of(request), subject=subject, view="api list")
+    qs = Fact.objects.about(subject).exclude(status="erasing")
+    if status:
+        qs = qs.filter(status=status)
+    now = timezone.now()
+    return {"subject": subject, "facts": [fact_out(f, now) for f in qs.order_by("-recorded_at", "-id")[:limit]]}
+
+
+@router.get("/facts/recall", response=RecallOut, summary="The best facts about a subject for a query")
+def recall(request, subject: str, query: str = "", limit: int = 10):
+    require_scope(request, "facts:read")
+    results = store.recall(subject=subject, query=query, limit=limit, actor=actor_of(request))
+    if _is_person(request) and results:
+        store.record_access(actor=actor_of(request), subject=subject.strip(), view="api recall")
+    return {
+        "subject": subject.strip(),
+        "query": query,
+        "facts": [{"fact": fact_out(r.fact), "score": r.score, "parts": r.parts._asdict()} for r in results],
+    }
+
+
+@router.get("/facts/{int:fact_id}", response=FactDetailOut, summary="One fact with its history")
+def detail(request, fact_id: int):
+    require_scope(request, "facts:read")
+    fact = _get(fact_id)
+    if _is_person(request):
+        store.record_access(actor=actor_of(request), subject=fact.subject, view=f"api fact {fact.pk}")
+    events = [
+        {"kind": e.kind, "at": e.at, "actor": e.actor, "reason": e.reason, "detail": e.detail}
+        for e in fact.events.order_by("at", "id")
+    ]
+    return {**fact_out(fact), "events": events}
+
+
+@router.post("/facts/{int:fact_id}/invalidate", response=FactOut,
+             summary="The fact stopped being true at invalid_at (default now)")
+def invalidate(request, fact_id: int, payload: InvalidateIn):
+    require_scope(request, "facts:write")
+    fact = store.invalidate_fact(fact_id=fact_id, actor=actor_of(request), reason=payload.reason,
+                                 invalid_at=payload.invalid_at)
+    return fact_out(fact)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOfRange
@@ -477,7 +477,9 @@ def forgetting_candidates(*, now=None, limit: int = 200) -> list[tuple[Fact, flo
     # recently used in SQL and compute R only for the rest.
     min_days = -math.log(threshold) if 0 < threshold < 1 else 0.0
     cutoff = now - timedelta(days=min_days)
-    qs = Fact.objects.recallable(now).filter(recorded_at__lte=cutoff).exclude(last_accessed_at__gt=cutoff)
+    qs = Fact.objects.recallable(now).filter(
+        Q(last_accessed_at__lte=cutoff) | Q(last_accessed_at__isnull=True, recorded_at__lte=cutoff)
+    )
     found = []
     for fact in qs.iterator(chunk_size=2000):
         r = retention_of(fact, now)
