@@ -275,7 +275,7 @@ def conversation(request, conversation_id):
         return _bad_request(request, exc)
     if at is not None:
         at = min(at, max(last, 0))
-        after = max(-1, at - 1 - PERMALINK_CONTEXT)
+        after = max(-1, at - 1 - min(PERMALINK_CONTEXT, ROW_PAGE // 4))
     after = min(after, last)
 
     checkpoints = list(Checkpoint.objects.of(convo.pk).order_by("message_position", "id"))

@@ -120,7 +120,7 @@ def test_it_exports_a_broken_row_as_a_marked_hole(conversation):
 
 
 def test_it_streams_from_the_page_with_a_filename(client, conversation):
-    user = get_user_model().objects.create_user("aud", password="pw-aud-123456")
+    user = get_user_model().objects.create_user("aud")
     assign_role(user, AUDITOR)
     client.force_login(user)
     for fmt, ext in [("json", "json"), ("jsonl", "jsonl"), ("markdown", "md")]:
@@ -134,3 +134,15 @@ def test_it_streams_from_the_page_with_a_filename(client, conversation):
     detail = AuditEvent.objects.filter(action="conversation.exported").first().detail
     assert "Refund" not in json.dumps(detail)
     assert client.get(f"/conversations/{conversation.pk}/export.csv").status_code == 404
+
+
+def test_the_export_page_checks_roles_and_ids(client, conversation):
+    assert client.get(f"/conversations/{conversation.pk}/export.json").status_code == 302  # log in first
+    client.force_login(get_user_model().objects.create_user("nobody"))
+    assert client.get(f"/conversations/{conversation.pk}/export.json").status_code == 403
+    user = get_user_model().objects.create_user("aud2")
+    assign_role(user, AUDITOR)
+    client.force_login(user)
+    assert client.get(f"/conversations/{uuid.uuid4()}/export.json").status_code == 404
+    assert client.get("/conversations/nope/export.json").status_code == 404
+    assert not AuditEvent.objects.filter(action="conversation.exported").exists()
