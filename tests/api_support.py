@@ -1,0 +1,94 @@
+"""What the API tests share: keys with given scopes, a JSON client, sample data.
+
+Test modules import the fixtures they use from here (`from api_support import …`).
+"""
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from conversations import store
+from conversations.roles import assign_role
+
+BASE = "/api/v1"
+
+
+def make_key(scopes, name="test-agent") -> str:
+    _, secret = store.create_api_key(name=name, scopes=scopes, created_by="test")
+    return secret
+
+
+class Api:
+    """A Django test client speaking JSON with one bearer key."""
+
+    def __init__(self, client, key: str | None):
+        self.client = client
+        self.key = key
+
+    def _headers(self, headers):
+        out = dict(headers or {})
+        if self.key:
+            out.setdefault("Authorization", f"Bearer {self.key}")
+        return out
+
+    def get(self, path, params=None, headers=None):
+        return self.client.get(BASE + path, params or {}, headers=self._headers(headers))
+
+    def post(self, path, body=None, *, raw=None, content_type="application/json", headers=None):
+        data = raw if raw is not None else json.dumps(body if body is not None else {})
+        return self.client.post(BASE + path, data, content_type=content_type, headers=self._headers(headers))
+
+    def delete(self, path, headers=None):
+        return self.client.delete(BASE + path, headers=self._headers(headers))
+
+
+def error_of(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert body["error"]["code"] and body["error"]["message"], body
+    return body["error"]
+
+
+@pytest.fixture
+def reader(client):
+    return Api(client, make_key(["read"], name="reader"))
+
+
+@pytest.fixture
+def writer(client):
+    return Api(client, make_key(["read", "write"], name="writer"))
+
+
+@pytest.fixture
+def admin_key(client):
+    return Api(client, make_key(["admin"], name="janitor"))
+
+
+@pytest.fixture
+def anonymous(client):
+    return Api(client, None)
+
+
+@pytest.fixture
+def convo():
+    """A conversation with four messages at positions 0..3."""
+    c = store.create_conversation(title="Refund for order 7", subject="customer:42", meta={"agent": "bot"})
+    for message in (
+        {"kind": "system", "content": "You are a support agent."},
+        {"kind": "user", "content": "Where is my refund?"},
+        {"kind": "assistant", "content": "Let me check.",
+         "tool_calls": [{"id": "c1", "name": "refund_status", "arguments": {"order": 7}}]},
+        {"kind": "tool", "tool_call_id": "c1", "content": "refunded on May 3"},
+    ):
+        store.append_message(conversation_id=c.pk, message=message)
+    c.refresh_from_db()
+    return c
+
+
+def login_as(client, role: str, username: str | None = None):
+    user = get_user_model().objects.create_user(username or role, password="pw-" + role + "-123456")
+    if role != "none":
+        assign_role(user, role)
+    client.force_login(user)
+    return user
