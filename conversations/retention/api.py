@@ -1,3 +1,125 @@
-from ninja import Router
+"""Retention over JSON: prune, deletion requests, receipts. Admin scope only."""
+
+from datetime import datetime
+
+from django.http import JsonResponse
+from ninja import Field, Router, Schema
+from pydantic import StrictBool, StrictInt, StrictStr
+
+from conversations.apiauth import actor_of, require_scope
+from conversations.errors import NotFound
+from conversations.models import parse_conversation_id
+
+from . import erasure
+from .models import DeletionReceipt
+from .pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_older_than
 
 router = Router(tags=["retention"])
+RECEIPT_PAGE = 50
+
+
+class PruneIn(Schema):
+    older_than_days: StrictInt = Field(default_factory=default_retention_days, ge=1, le=MAX_DAYS)
+    dry_run: StrictBool = False
+    batch_size: StrictInt = Field(5000, ge=1, le=MAX_BATCH)
+
+
+class PruneOut(Schema):
+    dry_run: bool
+    older_than_days: int
+    cutoff: datetime
+    conversations: int
+    messages: int
+    checkpoints: int
+    resumed: int
+    bytes_before: int
+    bytes_after: int
+    bytes_freed: int
+    estimated_bytes: int
+    conversation_ids: list[str]
+    run_id: int | None
+    seconds: float
+    notes: list[str]
+
+
+class DeletionIn(Schema):
+    subject: StrictStr = Field("", max_length=erasure.SUBJECT_MAX)
+    conversation_ids: list[StrictStr] = Field(default_factory=list, max_length=erasure.MAX_EXTRA_IDS)
+    dry_run: StrictBool = False
+
+
+class ReceiptOut(Schema):
+    request_id: str
+    created_at: datetime
+    actor: str
+    kind: str
+    subject_sha256: str | None
+    conversation_ids: list[str]
+    counts: dict
+    verification: dict
+
+
+class ReceiptListOut(Schema):
+    receipts: list[ReceiptOut]
+    next: str | None
+
+
+@router.post("/prune", response=PruneOut, summary="Prune conversations inactive for older_than_days (or preview)")
+def prune(request, payload: PruneIn):
+    require_scope(request, "admin")
+    result = prune_older_than(days=payload.older_than_days, dry_run=payload.dry_run,
+                              batch_size=payload.batch_size, actor=actor_of(request))
+    return result.as_dict()
+
+
+def _preview_out(preview: erasure.DeletionPreview) -> dict:
+    # The caller sent the subject; it is not echoed back (responses end up in logs).
+    return {
+        "dry_run": True,
+        "subject_sha256": erasure.subject_sha256(preview.subject) or None,
+        "conversations": [vars(c) for c in preview.conversations],
+        "missing_conversation_ids": preview.missing_ids,
+        "counts": {"conversations": len(preview.conversations), "messages": preview.messages,
+                   "checkpoints": preview.checkpoints, **(preview.facts or {})},
+        "facts_available": preview.facts is not None,
+    }
+
+
+@router.post("/deletion-requests", summary="Preview (dry_run) or carry out a deletion request; returns the receipt")
+def deletion_request(request, payload: DeletionIn):
+    require_scope(request, "admin")
+    if payload.dry_run:
+        return _preview_out(erasure.preview_deletion(subject=payload.subject,
+                                                     conversation_ids=payload.conversation_ids))
+    receipt = erasure.execute_deletion(subject=payload.subject, conversation_ids=payload.conversation_ids,
+                                       actor=actor_of(request))
+    return JsonResponse(receipt.as_document(), status=201)
+
+
+@router.get("/receipts", response=ReceiptListOut, summary="Deletion receipts, newest first (keyset: ?before=<request id>)")
+def list_receipts(request, before: str | None = None, limit: int = RECEIPT_PAGE):
+    require_scope(request, "admin")
+    limit = max(1, min(limit, 200))
+    qs = DeletionReceipt.objects.newest_first()
+    if before:
+        anchor = DeletionReceipt.objects.filter(pk=parse_conversation_id(before)).first()
+        if anchor is None:
+            raise NotFound(f"receipt {before} not found", field="before")
+        qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
+    rows = list(qs[: limit + 1])
+    page = rows[:limit]
+    return {"receipts": [r.as_document() for r in page],
+            "next": str(page[-1].pk) if len(rows) > limit else None}
+
+
+@router.get("/receipts/{request_id}", response=ReceiptOut, summary="One deletion receipt")
+def get_receipt(request, request_id: str):
+    require_scope(request, "admin")
+    try:
+        rid = parse_conversation_id(request_id)
+    except NotFound:
+        raise NotFound(f"receipt {request_id[:80]!r} not found", field="request_id") from None
+    receipt = DeletionReceipt.objects.filter(pk=rid).first()
+    if receipt is None:
+        raise NotFound(f"receipt {rid} not found", field="request_id")
+    return receipt.as_document()

@@ -28,7 +28,7 @@ def database_bytes() -> int:
 
 
 def postgres_relation_files() -> tuple[list[Path], str | None]:
-    """Every relation file of the current database (all forks and 1 GB segments).
+    """Every file of the current database (all relations, forks and 1 GB segments).
 
     Returns (files, problem); problem says why the files cannot be listed or read,
     in which case the caller must not claim a verification.
@@ -39,6 +39,8 @@ def postgres_relation_files() -> tuple[list[Path], str | None]:
             data_directory = Path(cursor.fetchone()[0])
         except Exception as exc:  # not a superuser / pg_read_all_settings
             return [], f"the data directory is not visible to this database user ({type(exc).__name__})"
+        cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        database_oid = cursor.fetchone()[0]
         cursor.execute(
             "SELECT pg_relation_filepath(oid) FROM pg_class "
             "WHERE relkind IN ('r', 't', 'i', 'm', 'S') AND pg_relation_filepath(oid) IS NOT NULL"
@@ -46,20 +48,21 @@ def postgres_relation_files() -> tuple[list[Path], str | None]:
         relpaths = [row[0] for row in cursor.fetchall()]
     if not data_directory.is_dir() or not os.access(data_directory, os.R_OK | os.X_OK):
         return [], f"the data directory {data_directory} is not readable by this process"
-    listings: dict[Path, list[str]] = {}
+    # Every file of the database's own folder (so an orphaned or not yet unlinked
+    # file is searched too), plus relations in other tablespaces.
+    folders = {data_directory / "base" / str(database_oid)}
+    folders |= {(data_directory / rel).parent for rel in relpaths}
     files: list[Path] = []
-    for rel in relpaths:
-        base = data_directory / rel
-        if base.parent not in listings:
-            try:
-                listings[base.parent] = os.listdir(base.parent) if base.parent.is_dir() else []
-            except OSError as exc:
-                return [], f"{base.parent} is not readable ({exc.strerror})"
-        stem = base.name
-        for name in listings[base.parent]:
-            # 16384, 16384.1 (1 GB segments), 16384_fsm, 16384_vm, 16384_init
-            if name == stem or name.startswith(stem + ".") or name.startswith(stem + "_"):
-                files.append(base.parent / name)
+    for folder in sorted(folders):
+        try:
+            names = os.listdir(folder) if folder.is_dir() else []
+        except OSError as exc:
+            return [], f"{folder} is not readable ({exc.strerror})"
+        if folder.name == str(database_oid) or folder.parent.name == "base":
+            files += [folder / n for n in names if (folder / n).is_file()]
+        else:
+            stems = {(data_directory / rel).name for rel in relpaths if (data_directory / rel).parent == folder}
+            files += [folder / n for n in names if n.split(".")[0].split("_")[0] in stems]
     unreadable = [f for f in files if not os.access(f, os.R_OK)]
     if unreadable:
         return [], f"{len(unreadable)} relation files are not readable by this process"

@@ -1,0 +1,345 @@
+"""Admin pages: prune, deletion requests, receipts, the audit log.
+
+Every view checks the admin role itself (`admin_required`): a template hiding
+a link is not a permission.
+"""
+
+import base64
+import json
+from urllib.parse import urlencode
+from datetime import datetime, time, timedelta
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from conversations.apiauth import actor_of
+from conversations.errors import InvalidInput, NotFound, StoreError
+from conversations.models import AuditEvent, Conversation, Message, parse_conversation_id
+from conversations.roles import is_admin
+
+from . import erasure
+from .models import DeletionReceipt, PruneRun
+from .pruning import MAX_DAYS, check_days, default_retention_days, prune_older_than
+
+PREVIEW_LIST = 200
+AUDIT_PAGE = 100
+RECEIPT_PAGE = 50
+RUN_PAGE = 50
+
+
+def admin_required(view):
+    @wraps(view)
+    @login_required
+    def wrapped(request, *args, **kwargs):
+        if not is_admin(request.user):
+            raise PermissionDenied("admins only")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _redirect(request, url):
+    """htmx follows a plain redirect inside the swap; ask it for a real page load instead."""
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return HttpResponseRedirect(url)
+
+
+@require_GET
+@admin_required
+def index(request):
+    return render(request, "retention/index.html", {
+        "last_run": PruneRun.objects.first(),
+        "receipt_count": DeletionReceipt.objects.count(),
+        "last_receipt": DeletionReceipt.objects.newest_first().first(),
+        "retention_days": default_retention_days(),
+    })
+
+
+# --- prune ---------------------------------------------------------------------------
+
+@require_GET
+@admin_required
+def prune_page(request):
+    raw = request.GET.get("older_than_days", "").strip()
+    context = {"older_than_days": raw or default_retention_days(), "retention_days": default_retention_days(),
+               "max_days": MAX_DAYS, "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first(),
+               "recent_runs": PruneRun.objects.all()[:5]}
+    status = 200
+    if raw:
+        try:
+            days = check_days(raw)
+        except InvalidInput as exc:
+            context["error"] = exc.message
+            status = 422
+        else:
+            result = prune_older_than(days=days, dry_run=True, actor=actor_of(request))
+            shown = result.conversation_ids[:PREVIEW_LIST]
+            by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
+            context.update(preview=result, older_than_days=days,
+                           preview_rows=[by_id[i] for i in shown if i in by_id])
+    return render(request, "retention/prune.html", context, status=status)
+
+
+@require_POST
+@admin_required
+def prune_run(request):
+    try:
+        days = check_days(request.POST.get("older_than_days", ""))
+    except InvalidInput as exc:
+        return render(request, "retention/prune.html",
+                      {"older_than_days": request.POST.get("older_than_days", ""), "error": exc.message,
+                       "retention_days": default_retention_days(), "max_days": MAX_DAYS}, status=422)
+    result = prune_older_than(days=days, actor=actor_of(request))
+    return _redirect(request, reverse("retention:prune_run_detail", args=[result.run_id]))
+
+
+@require_GET
+@admin_required
+def prune_progress(request):
+    """The running prune's progress bar, polled by the prune page while it waits for the run."""
+    run = PruneRun.objects.filter(status=PruneRun.RUNNING).first()
+    return render(request, "retention/prune.html#prune-progress", {"running": run})
+
+
+@require_GET
+@admin_required
+def prune_runs(request):
+    qs = PruneRun.objects.order_by("-id")
+    before = request.GET.get("before", "")
+    if before.isdigit():
+        qs = qs.filter(id__lt=int(before))
+    rows = list(qs[: RUN_PAGE + 1])
+    return render(request, "retention/prune_runs.html",
+                  {"runs": rows[:RUN_PAGE], "next_before": rows[RUN_PAGE - 1].pk if len(rows) > RUN_PAGE else None})
+
+
+@require_GET
+@admin_required
+def prune_run_detail(request, run_id: int):
+    run = PruneRun.objects.filter(pk=run_id).first()
+    if run is None:
+        raise Http404("no such prune run")
+    return render(request, "retention/prune_run.html", {"run": run})
+
+
+# --- deletion requests --------------------------------------------------------------
+
+def _request_fields(request):
+    return request.POST.get("subject", ""), request.POST.get("conversation_ids", "")
+
+
+@require_GET
+@admin_required
+def deletion_form(request):
+    return render(request, "retention/deletion_form.html", {"subject": "", "conversation_ids": ""})
+
+
+@require_POST
+@admin_required
+def deletion_preview(request):
+    # POST, not GET: the subject is personal data and must not land in URLs or access logs.
+    subject, ids = _request_fields(request)
+    try:
+        preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
+    except StoreError as exc:
+        return render(request, "retention/deletion_form.html",
+                      {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+    return render(request, "retention/deletion_preview.html",
+                  {"preview": preview, "subject": preview.subject, "conversation_ids": " ".join(preview.requested_ids)})
+
+
+@require_POST
+@admin_required
+def deletion_execute(request):
+    subject, ids = _request_fields(request)
+    if request.POST.get("confirm") != "yes":
+        try:
+            preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
+        except StoreError as exc:
+            return render(request, "retention/deletion_form.html",
+                          {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+        return render(request, "retention/deletion_preview.html",
+                      {"preview": preview, "subject": preview.subject,
+                       "conversation_ids": " ".join(preview.requested_ids),
+                       "error": "Tick the confirmation box to carry out the deletion."}, status=422)
+    try:
+        receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request))
+    except StoreError as exc:
+        return render(request, "retention/deletion_form.html",
+                      {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+    return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def delete_conversation(request, conversation_id):
+    try:
+        cid = parse_conversation_id(conversation_id)
+    except NotFound:
+        raise Http404("no such conversation") from None
+    conversation = Conversation.objects.filter(pk=cid).first()
+    if conversation is None:
+        raise Http404("no such conversation")
+    if request.method == "POST":
+        receipt = erasure.delete_one_conversation(conversation_id=cid, actor=actor_of(request))
+        return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
+    forks = Conversation.objects.live().filter(parent_id=cid).count()
+    return render(request, "retention/delete_conversation.html", {
+        "conversation": conversation,
+        "messages": Message.objects.of(cid).count(),
+        "checkpoints": conversation.checkpoints.count(),
+        "forks": forks,
+    })
+
+
+# --- receipts -----------------------------------------------------------------------
+
+@require_GET
+@admin_required
+def receipts(request):
+    qs = DeletionReceipt.objects.newest_first()
+    before = request.GET.get("before", "")
+    if before:
+        anchor = DeletionReceipt.objects.filter(pk=_uuid_or_404(before)).first()
+        if anchor is None:
+            raise Http404("no such receipt")
+        qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
+    rows = list(qs[: RECEIPT_PAGE + 1])
+    page = rows[:RECEIPT_PAGE]
+    return render(request, "retention/receipts.html",
+                  {"receipts": page, "next_before": page[-1].pk if len(rows) > RECEIPT_PAGE else None})
+
+
+def _uuid_or_404(value):
+    try:
+        return parse_conversation_id(value)
+    except NotFound:
+        raise Http404("no such receipt") from None
+
+
+def _get_receipt(request_id) -> DeletionReceipt:
+    receipt = DeletionReceipt.objects.filter(pk=_uuid_or_404(request_id)).first()
+    if receipt is None:
+        raise Http404("no such receipt")
+    return receipt
+
+
+@require_GET
+@admin_required
+def receipt(request, request_id):
+    receipt = _get_receipt(request_id)
+    document = json.dumps(receipt.as_document(), indent=2)
+    return render(request, "retention/receipt.html", {"receipt": receipt, "document": document})
+
+
+@require_GET
+@admin_required
+def receipt_json(request, request_id):
+    receipt = _get_receipt(request_id)
+    response = JsonResponse(receipt.as_document(), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="deletion-receipt-{receipt.pk}.json"'
+    return response
+
+
+# --- audit log ----------------------------------------------------------------------
+
+def _audit_filters(params) -> tuple[dict, Q, str | None]:
+    """The filter form's values, the matching Q, and an error sentence (or None)."""
+    values = {k: params.get(k, "").strip() for k in ("actor", "action", "since", "until")}
+    q = Q()
+    if values["actor"]:
+        q &= Q(actor=values["actor"]) if "*" not in values["actor"] else Q(actor__startswith=values["actor"].rstrip("*"))
+    if values["action"]:
+        q &= Q(action=values["action"]) if not values["action"].endswith(".") else Q(action__startswith=values["action"])
+    tz = timezone.get_current_timezone()
+    for key, edge in (("since", time.min), ("until", time.min)):
+        if not values[key]:
+            continue
+        day = parse_date(values[key]) if len(values[key]) == 10 else None
+        if day is None:
+            return values, q, f"{key} must be a date like 2026-01-31"
+        moment = timezone.make_aware(datetime.combine(day, edge), tz)
+        # "until" includes the whole day it names.
+        q &= Q(at__gte=moment) if key == "since" else Q(at__lt=moment + timedelta(days=1))
+    return values, q, None
+
+
+def _encode_cursor(event: AuditEvent) -> str:
+    return base64.urlsafe_b64encode(f"{event.at.isoformat()}|{event.pk}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(value: str):
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        at, pk = raw.rsplit("|", 1)
+        return datetime.fromisoformat(at), int(pk)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@require_GET
+@admin_required
+def audit(request):
+    values, q, error = _audit_filters(request.GET)
+    if error:
+        return render(request, "retention/audit.html",
+                      {"filters": values, "error": error, "events": [], "actions": _known_actions()}, status=422)
+    qs = AuditEvent.objects.filter(q).order_by("-at", "-id")
+    after = request.GET.get("after", "")
+    if after:
+        cursor = _decode_cursor(after)
+        if cursor is None:
+            return render(request, "retention/audit.html",
+                          {"filters": values, "error": "the page cursor is not valid; start from the first page",
+                           "events": [], "actions": _known_actions()}, status=400)
+        at, pk = cursor
+        qs = qs.filter(Q(at__lt=at) | Q(at=at, id__lt=pk))
+    rows = list(qs[: AUDIT_PAGE + 1])
+    events = rows[:AUDIT_PAGE]
+    for event in events:
+        event.detail_json = json.dumps(event.detail, ensure_ascii=False, sort_keys=True)
+    query = {k: v for k, v in values.items() if v}
+    next_url = None
+    if len(rows) > AUDIT_PAGE:
+        next_url = f"{reverse('retention:audit')}?{urlencode({**query, 'after': _encode_cursor(events[-1])})}"
+    context = {"filters": values, "events": events, "next_url": next_url, "first_page": not after,
+               "export_url": f"{reverse('retention:audit_export')}?{urlencode(query)}", "actions": _known_actions()}
+    if request.htmx and request.htmx.target == "audit-more":
+        return render(request, "retention/audit.html#audit-rows", context)
+    response = render(request, "retention/audit.html", context)
+    response["Vary"] = "HX-Request"
+    return response
+
+
+def _known_actions() -> list[str]:
+    return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct()[:200])
+
+
+@require_GET
+@admin_required
+def audit_export(request):
+    values, q, error = _audit_filters(request.GET)
+    if error:
+        return HttpResponse(error + "\n", status=422, content_type="text/plain; charset=utf-8")
+
+    def lines():
+        for event in AuditEvent.objects.filter(q).order_by("at", "id").iterator(chunk_size=1000):
+            yield json.dumps({
+                "id": event.pk, "at": event.at.isoformat(), "actor": event.actor, "action": event.action,
+                "target_type": event.target_type, "target_id": event.target_id, "detail": event.detail,
+            }, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="audit-{timezone.now():%Y%m%d-%H%M%S}.jsonl"'
+    return response

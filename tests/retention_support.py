@@ -1,0 +1,94 @@
+"""Shared helpers for the retention, erasure and audit tests."""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from conversations import store
+from conversations.models import Conversation
+from conversations.roles import assign_role
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_user(username: str, role: str | None):
+    user = get_user_model().objects.create_user(username, password=f"pw-{username}-123456")
+    if role:
+        assign_role(user, role)
+    return user
+
+
+def conversation(*, title="c", subject="", messages=3, text="message {i} of {title}", age_days=0, pinned=False):
+    c = store.create_conversation(title=title, subject=subject)
+    for i in range(messages):
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": text.format(i=i, title=title)})
+    if pinned:
+        store.set_pinned(conversation_id=c.pk, pinned=True)
+    if age_days:
+        age(c, age_days)
+    c.refresh_from_db()
+    return c
+
+
+def age(c, days: int):
+    """Make a conversation look inactive for `days` days (its activity time is not guarded)."""
+    Conversation.objects.filter(pk=c.pk).update(last_activity_at=timezone.now() - timedelta(days=days))
+
+
+def database_url() -> str:
+    """A DATABASE_URL for a subprocess that must use the test database itself."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    host = settings.get("HOST") or ""
+    return f"postgres://{settings.get('USER') or ''}@{host}/{settings['NAME']}" if host else f"postgres:///{settings['NAME']}"
+
+
+def subprocess_env(**extra) -> dict:
+    env = dict(os.environ)
+    env.update({"DJANGO_SETTINGS_MODULE": "memoryui.settings", "PYTHONPATH": str(ROOT)})
+    env.update(extra)
+    return env
+
+
+def run_python(code: str, *, env: dict, timeout: int = 120) -> str:
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def sqlite_file_bytes() -> int:
+    main = Path(connection.settings_dict["NAME"])
+    return sum(p.stat().st_size for p in (main, Path(f"{main}-wal")) if p.exists())
+
+
+def raw_bytes_of_database() -> bytes:
+    """Every database file's bytes, read here independently of the code under test."""
+    from conversations.retention import disk
+
+    if connection.vendor == "sqlite":
+        paths = disk.sqlite_files()
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("CHECKPOINT")
+        paths, problem = disk.postgres_relation_files()
+        assert problem is None, problem
+    chunks = []
+    for path in paths:
+        try:
+            chunks.append(Path(path).read_bytes())
+        except FileNotFoundError:
+            pass
+    return b"".join(chunks)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, default=str)
