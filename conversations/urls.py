@@ -1,10 +1,14 @@
 from django.urls import path
 
 from . import views
+from . import views_keys
 
 # Ids are taken as strings and parsed in the views, so a malformed id is a 404 page, not a 500.
 urlpatterns = [
     path("", views.index, name="index"),
+    path("keys/", views_keys.keys, name="keys"),
+    path("keys/create", views_keys.create_key, name="key_create"),
+    path("keys/<int:key_id>/revoke", views_keys.revoke_key, name="key_revoke"),
     path("conversations/<str:conversation_id>/", views.conversation, name="conversation"),
     path("conversations/<str:conversation_id>/saw/<int:position>/", views.model_saw, name="model_saw"),
     path("conversations/<str:conversation_id>/fork/<int:position>/", views.fork, name="fork"),

@@ -1,0 +1,102 @@
+"""The admin page for API keys at /keys/."""
+
+import pytest
+from django.test import Client
+
+from api_support import Api, login_as
+from conversations import store
+from conversations.models import ApiKey, AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin(client):
+    return login_as(client, "admin", username="root-admin")
+
+
+def test_it_requires_login(client):
+    response = client.get("/keys/")
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+@pytest.mark.parametrize("role", ["auditor", "reviewer", "none"])
+def test_it_is_forbidden_to_everyone_but_admins(client, role):
+    login_as(client, role, username=f"u-{role}")
+    assert client.get("/keys/").status_code == 403
+    assert client.post("/keys/create", {"name": "x", "scopes": ["read"]}).status_code == 403
+    key, _ = store.create_api_key(name="victim", scopes=["read"])
+    assert client.post(f"/keys/{key.pk}/revoke").status_code == 403
+    key.refresh_from_db()
+    assert key.revoked_at is None and ApiKey.objects.count() == 1
+
+
+def test_it_lists_keys_without_their_secrets(client, admin):
+    key, secret = store.create_api_key(name="support-agent", scopes=["read", "write"], created_by="user:x")
+    old, _ = store.create_api_key(name="old <b>agent</b>", scopes=["admin"])
+    store.revoke_api_key(key_id=old.pk)
+    Api(client, secret).get("/conversations")
+    html = client.get("/keys/").content.decode()
+    assert "support-agent" in html and f"mui_{key.prefix}_" in html
+    assert secret not in html
+    assert "old &lt;b&gt;agent&lt;/b&gt;" in html
+    assert "revoked" in html and "never" in html
+    assert html.count("Revoke</button>") == 1
+
+
+def test_it_creates_a_key_and_shows_the_secret_once(client, admin):
+    response = client.post("/keys/create", {"name": "nightly-agent", "scopes": ["read", "write"]})
+    assert response.status_code == 200
+    html = response.content.decode()
+    key = ApiKey.objects.get(name="nightly-agent")
+    assert key.scopes == ["read", "write"] and key.created_by == "user:root-admin"
+    secret = html.split('id="new-key-secret">', 1)[1].split("<", 1)[0]
+    assert secret.startswith(f"mui_{key.prefix}_")
+    assert store.authenticate_api_key(secret) == key
+    assert secret not in client.get("/keys/").content.decode()
+    assert AuditEvent.objects.filter(action="api_key.created", target_id=str(key.pk)).exists()
+
+
+@pytest.mark.parametrize("form, words", [
+    ({"name": "", "scopes": ["read"]}, "name must not be blank"),
+    ({"name": "x"}, "at least one scope"),
+    ({"name": "x", "scopes": ["root"]}, "unknown scope"),
+])
+def test_it_refuses_a_bad_form(client, admin, form, words):
+    response = client.post("/keys/create", form)
+    assert response.status_code == 400
+    assert words in response.content.decode()
+    assert ApiKey.objects.count() == 0
+
+
+def test_it_revokes_a_key(client, admin):
+    key, secret = store.create_api_key(name="leaky", scopes=["read"])
+    response = client.post(f"/keys/{key.pk}/revoke", follow=True)
+    assert response.status_code == 200
+    assert "Revoked" in response.content.decode()
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert Api(Client(), secret).get("/conversations").status_code == 401
+    assert AuditEvent.objects.get(action="api_key.revoked").actor == "user:root-admin"
+
+
+def test_revoking_an_unknown_key_is_404(client, admin):
+    assert client.post("/keys/999/revoke").status_code == 404
+    assert client.post(f"/keys/{2**70}/revoke").status_code == 404
+
+
+def test_it_rejects_get_on_the_actions(client, admin):
+    assert client.get("/keys/create").status_code == 405
+    key, _ = store.create_api_key(name="k", scopes=["read"])
+    assert client.get(f"/keys/{key.pk}/revoke").status_code == 405
+
+
+def test_the_forms_need_the_csrf_token():
+    client = Client(enforce_csrf_checks=True)
+    login_as(client, "admin", username="csrf-admin")
+    assert client.post("/keys/create", {"name": "x", "scopes": ["read"]}).status_code == 403
+    assert ApiKey.objects.count() == 0
+
+
+def test_admins_see_the_link_in_the_navigation(client, admin):
+    assert 'href="/keys/"' in client.get("/keys/").content.decode()
