@@ -1,0 +1,376 @@
+"""The pages where reviewers and admins decide about long-term facts.
+
+Function views: parse, one store call or read, render. Every view goes through
+`_reviewer` (anonymous → login; auditors and users without a role → 403) or
+`_admin_only`. Every page that shows fact text records an access-log row per
+subject shown, before rendering. Review actions answer htmx with just the
+changed fragment (the queue item vanishes, the count updates out of band) and
+plain form posts with a redirect, so the pages work without JavaScript.
+"""
+
+from datetime import datetime, time, timedelta
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from conversations.errors import InvalidInput, StoreError
+from conversations.models import Conversation
+from conversations.reads import read_rows
+from conversations.roles import can_review_facts, is_admin
+from conversations.schema import message_text
+
+from . import store
+from .models import CATEGORIES, Fact, FactAccess, FactEvent
+
+QUEUE_PAGE = 50
+LIST_LIMIT = 200
+HISTORY_LIMIT = 500
+ACCESS_PAGE = 100
+# Messages shown around a fact's source position.
+CONTEXT_BEFORE, CONTEXT_AFTER = 2, 2
+
+
+def _reviewer(view):
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not can_review_facts(request.user):
+            raise PermissionDenied("Facts are personal data: only reviewers and admins may see them.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _admin_only(view):
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not is_admin(request.user):
+            raise PermissionDenied("Only admins may read the facts access log.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _actor(request) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def _log_reads(request, subjects, view: str):
+    for subject in sorted(set(subjects)):
+        store.record_access(actor=_actor(request), subject=subject, view=view)
+
+
+def _vary(response):
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+def _fact_or_404(fact_id) -> Fact:
+    fact = Fact.objects.exclude(status="erasing").filter(pk=fact_id).first()
+    if fact is None:
+        raise Http404(f"fact {fact_id} not found")
+    return fact
+
+
+def subject_url(subject: str, **params) -> str:
+    return reverse("facts:subject") + "?" + urlencode({"s": subject, **{k: v for k, v in params.items() if v}})
+
+
+# ---- the review queue --------------------------------------------------------
+
+
+def source_context(fact: Fact) -> dict | None:
+    """The messages around a fact's source position, or a note that the source is gone."""
+    if fact.source_conversation_id is None:
+        return None
+    cid, pos = fact.source_conversation_id, fact.source_position
+    link = reverse("conversation", args=[cid]) + f"?at={pos}#p{pos}"
+    if not Conversation.objects.live().filter(pk=cid).exists():
+        return {"removed": True, "conversation_id": cid, "position": pos}
+    page = read_rows(cid, after=max(-1, pos - CONTEXT_BEFORE - 1), until=pos + CONTEXT_AFTER,
+                     include_broken=True)
+    rows = [
+        {"position": m.position, "kind": m.kind, "is_source": m.position == pos,
+         "text": message_text(m.message) if m.ok else "(this stored row no longer decodes)"}
+        for m in page.items
+    ]
+    return {"removed": False, "conversation_id": cid, "position": pos, "link": link, "rows": rows}
+
+
+def _queue_item(fact: Fact, *, error=None, form=None) -> dict:
+    return {"fact": fact, "source": source_context(fact), "error": error, "form": form or {}}
+
+
+def _queue_context(request):
+    pending = Fact.objects.pending()
+    facts = list(pending[:QUEUE_PAGE])
+    return {
+        "items": [_queue_item(f) for f in facts],
+        "queue_count": pending.count(),
+        "categories": CATEGORIES,
+    }
+
+
+@require_GET
+@_reviewer
+def queue(request):
+    context = _queue_context(request)
+    _log_reads(request, [i["fact"].subject for i in context["items"]], "review queue")
+    return _vary(render(request, "facts/queue.html", context))
+
+
+def _after_review(request, fact: Fact, note: str):
+    """htmx: the item vanishes, the count and the status line update out of band.
+    A plain form post: back to the queue with a message."""
+    if request.htmx:
+        response = render(request, "facts/queue.html#review_done", {
+            "queue_count": Fact.objects.pending().count(), "note": note,
+        })
+        return _vary(response)
+    messages.success(request, note)
+    return redirect("facts:queue")
+
+
+def _review_failed(request, fact: Fact, error: StoreError, form=None):
+    """Re-render the item with the error next to the field; nothing was written."""
+    item = _queue_item(fact, error=error, form=form)
+    if request.htmx:
+        response = render(request, "facts/queue.html#queue_item", {"item": item, "categories": CATEGORIES},
+                          status=422)
+        return _vary(response)
+    context = _queue_context(request)
+    context["items"] = [item if i["fact"].pk == fact.pk else i for i in context["items"]]
+    if all(i["fact"].pk != fact.pk for i in context["items"]):
+        context["items"].insert(0, item)
+    context["page_error"] = error
+    return _vary(render(request, "facts/queue.html", context, status=422 if error.status == 422 else error.status))
+
+
+@require_POST
+@_reviewer
+def approve(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    try:
+        store.approve_fact(fact_id=fact.pk, actor=_actor(request))
+    except StoreError as exc:
+        return _review_failed(request, fact, exc)
+    return _after_review(request, fact, f"Approved fact {fact.pk}.")
+
+
+@require_POST
+@_reviewer
+def reject(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    reason = request.POST.get("reason", "")
+    try:
+        store.reject_fact(fact_id=fact.pk, actor=_actor(request), reason=reason)
+    except StoreError as exc:
+        return _review_failed(request, fact, exc, form={"reason": reason})
+    return _after_review(request, fact, f"Rejected fact {fact.pk}.")
+
+
+def _int_field(raw, field):
+    try:
+        return int(str(raw).strip())
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{field} must be a whole number", field=field) from None
+
+
+@require_POST
+@_reviewer
+def edit_approve(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    form = {k: request.POST.get(k, "") for k in ("text", "category", "importance", "reason")}
+    try:
+        new = store.edit_and_approve(
+            fact_id=fact.pk, actor=_actor(request), text=form["text"], category=form["category"] or None,
+            importance=_int_field(form["importance"], "importance") if form["importance"].strip() else None,
+            reason=form["reason"],
+        )
+    except StoreError as exc:
+        return _review_failed(request, fact, exc, form=form)
+    return _after_review(request, fact, f"Approved fact {new.pk} as an edit of proposal {fact.pk}.")
+
+
+# ---- a subject -----------------------------------------------------------------
+
+
+def _parse_as_of(raw: str):
+    """A date (its end, UTC) or a date and time; None when empty; ValueError when bad."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    # A bare date means the whole of that day (its last instant), not its midnight.
+    day = parse_date(raw) if len(raw) == 10 else None
+    value = datetime.combine(day, time.max) if day else parse_datetime(raw)
+    if value is None:
+        raise ValueError
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_current_timezone())
+    return value
+
+
+@require_GET
+@_reviewer
+def subject(request):
+    name = (request.GET.get("s") or "").strip()
+    if not name:
+        subjects = (Fact.objects.exclude(status="erasing").values_list("subject", flat=True)
+                    .order_by("subject").distinct()[:LIST_LIMIT])
+        return _vary(render(request, "facts/subjects.html", {"subjects": list(subjects)}))
+    as_of_error = None
+    try:
+        as_of = _parse_as_of(request.GET.get("as_of"))
+    except ValueError:
+        as_of, as_of_error = None, "as of must be a date (2026-01-31) or a date and time (2026-01-31T12:00)"
+    store.expire_due(subject=name)
+    store.record_access(actor=_actor(request), subject=name,
+                        view=f"subject as of {as_of.isoformat()}" if as_of else "subject")
+    now = timezone.now()
+    facts = Fact.objects.about(name).exclude(status="erasing")
+    current = list(facts.recallable(now).order_by("-importance", "-recorded_at"))
+    current_ids = {f.pk for f in current}
+    pending = list(facts.pending())
+    past = [f for f in facts.order_by("-recorded_at", "-id")
+            if f.pk not in current_ids and f.state(now) not in ("proposed",)]
+    context = {
+        "subject": name, "now": now, "current": current, "pending": pending, "past": past,
+        "as_of": as_of, "as_of_raw": request.GET.get("as_of", ""), "as_of_error": as_of_error,
+        "categories": CATEGORIES,
+        "history": list(FactEvent.objects.of_subject(name).order_by("-at", "-id")[:HISTORY_LIMIT]),
+    }
+    if as_of:
+        context["believed"] = list(facts.believed_true_at(as_of).order_by("-importance", "id"))
+        context["on_record"] = list(facts.on_record_at(as_of).order_by("-importance", "id"))
+    status = 400 if as_of_error else 200
+    return _vary(render(request, "facts/subject.html", context, status=status))
+
+
+def _back(request, fact: Fact):
+    target = request.POST.get("next") or ""
+    if target.startswith("/facts/") and not target.startswith("//"):
+        return redirect(target)
+    return redirect(subject_url(fact.subject))
+
+
+def _action_failed(request, fact: Fact, error: StoreError):
+    messages.error(request, f"Fact {fact.pk}: {error.message}")
+    response = _back(request, fact)
+    return response
+
+
+@require_POST
+@_reviewer
+def invalidate(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    try:
+        when = _parse_as_of(request.POST.get("invalid_at"))
+    except ValueError:
+        return _action_failed(request, fact, InvalidInput("invalid_at must be a date or a date and time", field="invalid_at"))
+    try:
+        store.invalidate_fact(fact_id=fact.pk, actor=_actor(request), reason=request.POST.get("reason", ""),
+                              invalid_at=when)
+    except StoreError as exc:
+        return _action_failed(request, fact, exc)
+    messages.success(request, f"Invalidated fact {fact.pk}.")
+    return _back(request, fact)
+
+
+@require_POST
+@_reviewer
+def supersede(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    try:
+        importance = request.POST.get("importance", "").strip()
+        new = store.supersede_fact(
+            fact_id=fact.pk, actor=_actor(request), text=request.POST.get("text", ""),
+            category=request.POST.get("category") or None,
+            importance=_int_field(importance, "importance") if importance else None,
+            reason=request.POST.get("reason", ""),
+        )
+    except StoreError as exc:
+        return _action_failed(request, fact, exc)
+    messages.success(request, f"Fact {new.pk} supersedes fact {fact.pk}.")
+    return _back(request, fact)
+
+
+@require_POST
+@_reviewer
+def keep(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    try:
+        store.keep_fact(fact_id=fact.pk, actor=_actor(request))
+    except StoreError as exc:
+        return _action_failed(request, fact, exc)
+    messages.success(request, f"Kept fact {fact.pk}: its retention starts again from now.")
+    return _back(request, fact)
+
+
+# ---- expiring soon, forgetting candidates, access log ----------------------------
+
+
+@require_GET
+@_reviewer
+def expiring(request):
+    now = timezone.now()
+    store.expire_due(now=now)
+    days = int(store.setting("MEMORYUI_FACT_EXPIRING_SOON_DAYS", 30))
+    facts = list(Fact.objects.expiring_between(now, now + timedelta(days=days))[:LIST_LIMIT])
+    _log_reads(request, [f.subject for f in facts], "expiring soon")
+    return _vary(render(request, "facts/expiring.html", {"facts": facts, "days": days, "now": now}))
+
+
+@require_GET
+@_reviewer
+def forgetting(request):
+    now = timezone.now()
+    found = store.forgetting_candidates(now=now, limit=LIST_LIMIT)
+    _log_reads(request, [f.subject for f, _ in found], "forgetting candidates")
+    context = {
+        "candidates": found, "now": now,
+        "threshold": float(store.setting("MEMORYUI_FORGET_THRESHOLD", 0.05)),
+        "cap": store.setting("MEMORYUI_FACT_STRENGTH_CAP", 30),
+    }
+    return _vary(render(request, "facts/forgetting.html", context))
+
+
+@require_GET
+@_admin_only
+def access_log(request):
+    qs = FactAccess.objects.recent()
+    subject_filter = (request.GET.get("subject") or "").strip()
+    if subject_filter:
+        qs = qs.filter(subject=subject_filter)
+    before = (request.GET.get("before") or "").strip()
+    if before:
+        if not before.isdigit():
+            return _vary(render(request, "facts/access_log.html",
+                                {"rows": [], "error": "before must be an access-log id", "subject": subject_filter},
+                                status=400))
+        qs = qs.filter(id__lt=int(before))
+    rows = list(qs[: ACCESS_PAGE + 1])
+    more = len(rows) > ACCESS_PAGE
+    rows = rows[:ACCESS_PAGE]
+    next_url = None
+    if more:
+        next_url = reverse("facts:access_log") + "?" + urlencode(
+            {k: v for k, v in {"subject": subject_filter, "before": rows[-1].pk}.items() if v})
+    return _vary(render(request, "facts/access_log.html",
+                        {"rows": rows, "next_url": next_url, "subject": subject_filter}))
+
+
+@require_GET
+@_reviewer
+def fact_detail(request, fact_id: int):
+    fact = _fact_or_404(fact_id)
+    return redirect(subject_url(fact.subject) + f"#fact-{fact.pk}")
+

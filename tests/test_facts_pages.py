@@ -1,0 +1,238 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from conversations import store
+from conversations.facts import store as facts
+from conversations.facts.models import Fact, FactAccess, FactEvent
+from conversations.models import AuditEvent
+from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    # Hashing with the production hasher costs a second per user on this machine.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def login(client, role=None, name=None):
+    user = get_user_model().objects.create_user(name or role or "nobody", password="pw-123456-x")
+    if role:
+        assign_role(user, role)
+    client.force_login(user)
+    return user
+
+
+@pytest.fixture
+def reviewer(client):
+    return login(client, REVIEWER)
+
+
+@pytest.fixture
+def source():
+    c = store.create_conversation(title="Order 7", subject="cust:7")
+    for text in ("hello", "I want a replacement, not a refund", "<b>ok</b>", "thanks", "bye"):
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": text})
+    return c
+
+
+@pytest.fixture
+def proposal(source):
+    return facts.propose_fact(subject="cust:7", text="Prefers <replacements>", category="preference",
+                              importance=7, created_by="key:agent", source_conversation_id=source.pk,
+                              source_position=1)
+
+
+PAGES = ["/facts/", "/facts/subject/?s=cust:7", "/facts/subject/", "/facts/expiring/", "/facts/forgetting/",
+         "/facts/access-log/"]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_it_forbids_auditors_and_users_without_a_role(client, url, proposal):
+    login(client, AUDITOR)
+    assert client.get(url).status_code == 403
+    client.logout()
+    login(client, None, name="plain")
+    assert client.get(url).status_code == 403
+    assert not FactAccess.objects.exists()
+
+
+@pytest.mark.parametrize("action", ["approve", "reject", "edit-approve", "invalidate", "supersede", "keep"])
+def test_it_forbids_auditors_every_action(client, proposal, action):
+    login(client, AUDITOR)
+    r = client.post(f"/facts/{proposal.pk}/{action}", {"reason": "x", "text": "y"})
+    assert r.status_code == 403
+    assert FactEvent.objects.count() == 1
+
+
+def test_it_sends_anonymous_people_to_log_in(client):
+    r = client.get("/facts/")
+    assert r.status_code == 302 and r["Location"].startswith("/login/")
+
+
+def test_it_shows_the_queue_with_the_source_in_context(client, reviewer, proposal, source):
+    r = client.get("/facts/")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "Prefers &lt;replacements&gt;" in html
+    assert "I want a replacement, not a refund" in html
+    assert "&lt;b&gt;ok&lt;/b&gt;" in html  # message content is escaped
+    assert f"/conversations/{source.pk}/?at=1#p1" in html
+    assert FactAccess.objects.filter(subject="cust:7", view="review queue").count() == 1
+
+
+def test_it_lists_the_queue_oldest_first(client, reviewer):
+    a = facts.propose_fact(subject="s", text="first", importance=1, created_by="k")
+    b = facts.propose_fact(subject="s", text="second", importance=1, created_by="k")
+    html = client.get("/facts/").content.decode()
+    assert html.index(f'id="fact-{a.pk}"') < html.index(f'id="fact-{b.pk}"')
+
+
+def test_it_says_source_removed_when_the_conversation_is_gone(client, reviewer, proposal, source):
+    store.delete_conversation(conversation_id=source.pk)
+    html = client.get("/facts/").content.decode()
+    assert "Source removed" in html
+    assert Fact.objects.get(pk=proposal.pk).source_position == 1
+
+
+def test_it_approves_with_htmx_and_the_item_disappears(client, reviewer, proposal):
+    r = client.post(f"/facts/{proposal.pk}/approve", **HTMX)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert f'id="fact-{proposal.pk}"' not in html
+    assert 'id="queue-count" hx-swap-oob="true">0<' in html
+    assert Fact.objects.get(pk=proposal.pk).status == "approved"
+    assert AuditEvent.objects.filter(action="fact.approved", actor=f"user:{reviewer.username}").exists()
+
+
+def test_it_approves_without_javascript(client, reviewer, proposal):
+    r = client.post(f"/facts/{proposal.pk}/approve")
+    assert r.status_code == 302 and r["Location"] == "/facts/"
+
+
+def test_it_rejects_with_a_reason(client, reviewer, proposal):
+    r = client.post(f"/facts/{proposal.pk}/reject", {"reason": "hearsay"}, **HTMX)
+    assert r.status_code == 200
+    assert FactEvent.objects.get(fact=proposal, kind="rejected").reason == "hearsay"
+
+
+def test_it_needs_a_reason_to_reject_and_writes_nothing(client, reviewer, proposal):
+    r = client.post(f"/facts/{proposal.pk}/reject", {"reason": "  "}, **HTMX)
+    assert r.status_code == 422
+    assert "reason must not be blank" in r.content.decode()
+    assert f'id="fact-{proposal.pk}"' in r.content.decode()
+    r = client.post(f"/facts/{proposal.pk}/reject", {"reason": ""})
+    assert r.status_code == 422
+    assert Fact.objects.get(pk=proposal.pk).status == "proposed"
+    assert FactEvent.objects.filter(fact=proposal).count() == 1
+
+
+def test_it_edits_and_approves(client, reviewer, proposal):
+    r = client.post(f"/facts/{proposal.pk}/edit-approve",
+                    {"text": "Prefers replacements", "category": "preference", "importance": "8", "reason": ""},
+                    **HTMX)
+    assert r.status_code == 200
+    new = Fact.objects.get(superseded_by__isnull=True, status="approved")
+    assert (new.text, new.importance) == ("Prefers replacements", 8)
+    assert Fact.objects.get(pk=proposal.pk).superseded_by_id == new.pk
+
+
+@pytest.mark.parametrize("form, field", [
+    ({"text": " ", "importance": "5"}, "text"),
+    ({"text": "x", "importance": "11"}, "importance"),
+    ({"text": "x", "importance": "many"}, "importance"),
+    ({"text": "x", "category": "gossip"}, "category"),
+])
+def test_it_refuses_a_bad_edit_and_writes_nothing(client, reviewer, proposal, form, field):
+    r = client.post(f"/facts/{proposal.pk}/edit-approve", form, **HTMX)
+    assert r.status_code == 422
+    assert Fact.objects.count() == 1
+    assert FactEvent.objects.count() == 1
+
+
+def test_it_refuses_to_review_a_decided_fact(client, reviewer, proposal):
+    facts.approve_fact(fact_id=proposal.pk, actor="user:other")
+    r = client.post(f"/facts/{proposal.pk}/reject", {"reason": "late"}, **HTMX)
+    assert r.status_code == 422 or r.status_code == 409
+    r = client.post(f"/facts/{proposal.pk}/approve")
+    assert r.status_code == 409
+    assert FactEvent.objects.filter(fact=proposal).count() == 2
+
+
+def test_it_404s_an_unknown_fact(client, reviewer):
+    assert client.post("/facts/999/approve").status_code == 404
+
+
+def test_it_shows_a_subject_and_logs_the_read(client, reviewer, proposal):
+    facts.approve_fact(fact_id=proposal.pk, actor="user:r")
+    old = facts.propose_fact(subject="cust:7", text="Lives in Leeds", importance=3, created_by="k")
+    facts.approve_fact(fact_id=old.pk, actor="user:r")
+    facts.invalidate_fact(fact_id=old.pk, actor="user:r", reason="moved away")
+    r = client.get("/facts/subject/", {"s": "cust:7"})
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "Prefers &lt;replacements&gt;" in html
+    assert "moved away" in html and "invalidated" in html
+    log = FactAccess.objects.get(subject="cust:7")
+    assert (log.actor, log.view) == (f"user:{reviewer.username}", "subject")
+
+
+def test_it_shows_a_subject_as_of_a_date(client, reviewer, proposal):
+    facts.approve_fact(fact_id=proposal.pk, actor="user:r")
+    r = client.get("/facts/subject/", {"s": "cust:7", "as_of": "2000-01-01"})
+    assert r.status_code == 200
+    assert "Believed true then" in r.content.decode()
+    assert r.context["believed"] == [] and r.context["on_record"] == []
+    today = timezone.now().date().isoformat()
+    r = client.get("/facts/subject/", {"s": "cust:7", "as_of": today})
+    assert [f.pk for f in r.context["on_record"]] == [proposal.pk]
+    assert client.get("/facts/subject/", {"s": "cust:7", "as_of": "yesterday"}).status_code == 400
+
+
+def test_it_invalidates_and_supersedes_from_the_subject_page(client, reviewer, proposal):
+    facts.approve_fact(fact_id=proposal.pk, actor="user:r")
+    r = client.post(f"/facts/{proposal.pk}/supersede", {"text": "Prefers swaps", "reason": "wording"})
+    assert r.status_code == 302
+    new = Fact.objects.get(text="Prefers swaps")
+    r = client.post(f"/facts/{new.pk}/invalidate", {"reason": "changed mind", "invalid_at": ""})
+    assert r.status_code == 302
+    assert Fact.objects.get(pk=new.pk).invalid_at is not None
+    # Twice: refused with a message, nothing written.
+    r = client.post(f"/facts/{new.pk}/invalidate", {"reason": "again"}, follow=True)
+    assert "already invalidated" in r.content.decode()
+    assert FactEvent.objects.filter(fact=new, kind="invalidated").count() == 1
+
+
+def test_it_lists_expiring_facts(client, reviewer):
+    f = facts.propose_fact(subject="s", text="soon gone", importance=1, created_by="k", retention_days=3)
+    facts.propose_fact(subject="s", text="stays", importance=1, created_by="k", retention_days=300)
+    html = client.get("/facts/expiring/").content.decode()
+    assert "soon gone" in html and "stays" not in html
+    assert f.pk
+
+
+def test_it_lists_forgetting_candidates_and_keeps_one(client, reviewer, settings):
+    settings.MEMORYUI_FORGET_THRESHOLD = 0.5
+    f = facts.propose_fact(subject="s", text="Drinks oolong", importance=1, created_by="k")
+    facts.approve_fact(fact_id=f.pk, actor="u")
+    Fact.objects.filter(pk=f.pk).update(last_accessed_at=timezone.now() - timezone.timedelta(days=3))
+    assert "Drinks oolong" in client.get("/facts/forgetting/").content.decode()
+    assert client.post(f"/facts/{f.pk}/keep", {"next": "/facts/forgetting/"}).status_code == 302
+    assert "Drinks oolong" not in client.get("/facts/forgetting/").content.decode()
+    assert Fact.objects.filter(pk=f.pk, status="approved").exists()
+
+
+def test_it_shows_the_access_log_to_admins_only(client, proposal):
+    login(client, REVIEWER, name="rev")
+    client.get("/facts/subject/", {"s": "cust:7"})
+    assert client.get("/facts/access-log/").status_code == 403
+    client.logout()
+    login(client, ADMIN, name="boss")
+    r = client.get("/facts/access-log/")
+    assert r.status_code == 200
+    assert "user:rev" in r.content.decode() and "cust:7" in r.content.decode()
+    assert client.get("/facts/access-log/", {"before": "x"}).status_code == 400
