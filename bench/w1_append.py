@@ -32,8 +32,8 @@ def window_median(latencies, at: int) -> float:
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    n = 1000 if args.quick else 10_000
-    lg_n = 200 if args.quick else 1000
+    n = 500 if args.quick else 10_000
+    lg_n = 100 if args.quick else 1000
     reps = args.reps or (1 if args.quick else 3)
     started = time.perf_counter()
     common.setup_django(args.workdir / "memoryui.sqlite3")

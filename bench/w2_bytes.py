@@ -21,7 +21,7 @@ import common
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    sizes = (200, 1000) if args.quick else (1000, 10_000)
+    sizes = (100, 500) if args.quick else (1000, 10_000)
     started = time.perf_counter()
     db = args.workdir / "memoryui.sqlite3"
     common.setup_django(db)

@@ -15,7 +15,7 @@ import common
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    n = 1000 if args.quick else 10_000
+    n = 500 if args.quick else 10_000
     reps = args.reps or (3 if args.quick else 7)
     started = time.perf_counter()
     db = args.workdir / "memoryui.sqlite3"

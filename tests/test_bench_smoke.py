@@ -1,0 +1,38 @@
+"""The benchmarks must not rot: `bench/run.py --quick` runs every workload once.
+
+Run once per `make test`: CI runs the suite on SQLite and again on PostgreSQL,
+and the benchmarks configure their own SQLite files, so the PostgreSQL pass skips.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                    reason="the smoke run executes once, in the SQLite pass")
+def test_it_runs_every_workload_quick(tmp_path):
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="bench/requirements.txt is not installed")
+    report_before = (ROOT / "docs" / "BENCHMARKS.md").read_bytes() if (ROOT / "docs" / "BENCHMARKS.md").exists() \
+        else None
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MEMORYUI_DATA_DIR", "DJANGO_SETTINGS_MODULE")}
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert [r["workload"].split()[0] for r in results] == [str(n) for n in range(1, 10)]
+    for result in results:
+        assert result["rows"], result["workload"]
+        for row in result["rows"]:
+            assert row["memoryui"] is not None and row["memoryui"] > 0, row
+    report = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "| 1 | appends/s" in report and "SQLite" in report
+    # Quick numbers never replace the committed full-run table.
+    after = (ROOT / "docs" / "BENCHMARKS.md").read_bytes() if (ROOT / "docs" / "BENCHMARKS.md").exists() else None
+    assert after == report_before
