@@ -221,11 +221,19 @@ def validate_message(data: Any):
 def encode_message(data: Any) -> tuple[str, str]:
     """Validate once and encode once: returns (kind, encoded text).
 
-    The encoding is compact JSON with keys in schema order and no null fields, so
-    the same message always encodes to the same text.
+    The encoding is compact UTF-8 JSON, `kind` first, then the fields in schema
+    order, `meta` last, no null fields: the same message always encodes to the
+    same text.
     """
     model = validate_message(data)
-    text = message_adapter.dump_json(model, exclude_none=True).decode()
+    fields = model.model_dump(mode="json", exclude_none=True)
+    # `kind` first and `meta` last, whatever order the caller used.
+    ordered = {"kind": fields.pop("kind")}
+    meta = fields.pop("meta", None)
+    ordered.update(fields)
+    if meta is not None:
+        ordered["meta"] = meta
+    text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
     size = len(text.encode())
     limit = max_message_bytes()
     if size > limit:
