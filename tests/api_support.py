@@ -1,6 +1,6 @@
 """What the API tests share: keys with given scopes, a JSON client, sample data.
 
-Test modules import the fixtures they use from here (`from api_support import …`).
+Test modules import the fixtures they use from here (`from tests.api_support import …`).
 """
 
 import json

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from api_support import convo, error_of, reader  # noqa: F401
+from tests.api_support import convo, error_of, reader  # noqa: F401
 from conversations import store
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.test import Client
 
-from api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
+from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
 from conversations import store
 from conversations.models import ApiKey
 

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from api_support import Api, admin_key, convo, error_of, make_key, writer  # noqa: F401
+from tests.api_support import Api, admin_key, convo, error_of, make_key, writer  # noqa: F401
 from conversations import store
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 

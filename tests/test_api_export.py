@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.http import StreamingHttpResponse
 
-from api_support import Api, convo, error_of, make_key, reader  # noqa: F401
+from tests.api_support import Api, convo, error_of, make_key, reader  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

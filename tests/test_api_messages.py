@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from api_support import convo, error_of, reader, writer  # noqa: F401
+from tests.api_support import convo, error_of, reader, writer  # noqa: F401
 from conversations import store
 from conversations.models import Message
 

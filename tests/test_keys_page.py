@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from api_support import Api, login_as
+from tests.api_support import Api, login_as
 from conversations import store
 from conversations.models import ApiKey, AuditEvent
 
