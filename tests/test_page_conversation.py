@@ -274,3 +274,22 @@ def test_get_never_changes_state(client, convo):
 
 def test_it_rejects_post(client, auditor, convo):
     assert client.post(url(convo)).status_code == 405
+
+
+def test_the_404_page_names_what_is_missing(client, auditor):
+    response = client.get(f"/conversations/{uuid.UUID(int=7)}/")
+    assert response.status_code == 404
+    assert b"Not found" in response.content and b"not found" in response.content
+    assert b"Back to the conversations" in response.content
+
+
+def test_the_403_page_says_why(client):
+    _login(client, None, name="norole")
+    response = client.get("/")
+    assert response.status_code == 403 and b"has no role" in response.content
+
+
+def test_the_404_page_for_unknown_paths_stays_plain(client, auditor):
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404 and b"nothing at this address" in response.content
+    assert b"tried" not in response.content
