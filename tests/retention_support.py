@@ -18,8 +18,9 @@ from conversations.roles import assign_role
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_user(username: str, role: str | None):
-    user = get_user_model().objects.create_user(username, password=f"pw-{username}-123456")
+def make_user(username: str, role: str | None, *, password: str | None = None):
+    """A user with a role; without a password (hashing is slow) unless a login form needs one."""
+    user = get_user_model().objects.create_user(username, password=password)
     if role:
         assign_role(user, role)
     return user

@@ -11,7 +11,7 @@ from conversations.errors import InvalidInput
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from conversations.retention import pruning
 from conversations.retention.models import PruneRun
-from retention_support import age, conversation
+from tests.retention_support import age, conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

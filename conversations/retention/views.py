@@ -197,8 +197,8 @@ def delete_conversation(request, conversation_id):
     forks = Conversation.objects.live().filter(parent_id=cid).count()
     return render(request, "retention/delete_conversation.html", {
         "conversation": conversation,
-        "messages": Message.objects.of(cid).count(),
-        "checkpoints": conversation.checkpoints.count(),
+        "message_count": Message.objects.of(cid).count(),
+        "checkpoint_count": conversation.checkpoints.count(),
         "forks": forks,
     })
 
@@ -266,7 +266,10 @@ def _audit_filters(params) -> tuple[dict, Q, str | None]:
     for key, edge in (("since", time.min), ("until", time.min)):
         if not values[key]:
             continue
-        day = parse_date(values[key]) if len(values[key]) == 10 else None
+        try:
+            day = parse_date(values[key]) if len(values[key]) == 10 else None
+        except ValueError:  # well-formed but impossible, like 2026-13-01
+            day = None
         if day is None:
             return values, q, f"{key} must be a date like 2026-01-31"
         moment = timezone.make_aware(datetime.combine(day, edge), tz)

@@ -1,0 +1,121 @@
+"""The audit log page: admin only, filters, keyset pages, JSONL export; and the log stays append-only."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.utils import timezone
+
+from conversations import store
+from conversations.models import AuditEvent
+from conversations.retention import views
+from tests.retention_support import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin(client):
+    user = make_user("boss", "admin")
+    client.force_login(user)
+    return user
+
+
+def event(actor="user:a", action="fork.created", **detail):
+    return store.record_audit(actor=actor, action=action, target_type="conversation", target_id="c1", detail=detail)
+
+
+def at_days_ago(days, **kwargs):
+    # Events are append-only, so a past event is inserted with its time rather than moved.
+    return AuditEvent.objects.create(at=timezone.now() - timedelta(days=days), **kwargs)
+
+
+@pytest.mark.parametrize("role", ["auditor", "reviewer"])
+def test_it_is_for_admins_only(client, role):
+    client.force_login(make_user("x", role))
+    assert client.get("/admin/audit/").status_code == 403
+    assert client.get("/admin/audit/export.jsonl").status_code == 403
+
+
+def test_it_lists_newest_first_and_escapes(client, admin):
+    event(actor="user:<script>", action="fork.created", n=1)
+    event(actor="key:agent", action="checkpoint.created", n=2)
+    html = client.get("/admin/audit/").content.decode()
+    assert html.index("checkpoint.created") < html.index("fork.created")
+    assert "user:&lt;script&gt;" in html and "user:<script>" not in html
+
+
+def test_it_filters_by_actor_action_and_date(client, admin):
+    at_days_ago(10, actor="user:old", action="prune.finished")
+    at_days_ago(1, actor="user:alice", action="fork.created")
+    at_days_ago(1, actor="key:ci", action="fork.created")
+    at_days_ago(0, actor="user:alice", action="prune.started")
+
+    def actors(query):
+        response = client.get(f"/admin/audit/?{query}")
+        assert response.status_code == 200
+        return [e.actor for e in response.context["events"]]
+
+    assert actors("actor=user:alice") == ["user:alice", "user:alice"]
+    assert actors("actor=key:*") == ["key:ci"]
+    assert actors("action=fork.created") == ["user:alice", "key:ci"] or actors("action=fork.created") == ["key:ci", "user:alice"]
+    assert sorted(actors("action=prune.")) == ["user:alice", "user:old"]
+    today = timezone.now().date()
+    assert actors(f"since={today - timedelta(days=2)}&until={today - timedelta(days=1)}") in (
+        ["user:alice", "key:ci"], ["key:ci", "user:alice"])
+    assert actors(f"until={today - timedelta(days=5)}") == ["user:old"]
+
+
+@pytest.mark.parametrize("query", ["since=yesterday", "until=2026-13-01", "since=2026-1-1"])
+def test_it_rejects_bad_dates(client, admin, query):
+    assert client.get(f"/admin/audit/?{query}").status_code == 422
+    assert client.get(f"/admin/audit/export.jsonl?{query}").status_code == 422
+
+
+def test_it_pages_with_a_keyset_cursor(client, admin, monkeypatch):
+    monkeypatch.setattr(views, "AUDIT_PAGE", 3)
+    same_time = timezone.now()
+    for i in range(7):
+        AuditEvent.objects.create(at=same_time, actor="user:a", action=f"a.{i}")
+    seen, url = [], "/admin/audit/"
+    while url:
+        response = client.get(url)
+        seen += [e.action for e in response.context["events"]]
+        url = response.context["next_url"]
+    assert sorted(seen) == [f"a.{i}" for i in range(7)] and len(seen) == 7
+    assert client.get("/admin/audit/?after=garbage!!").status_code == 400
+
+
+def test_the_next_page_comes_as_rows_for_htmx(client, admin, monkeypatch):
+    monkeypatch.setattr(views, "AUDIT_PAGE", 2)
+    for i in range(3):
+        event(action=f"a.{i}")
+    first = client.get("/admin/audit/")
+    response = client.get(first.context["next_url"], HTTP_HX_REQUEST="true", HTTP_HX_TARGET="audit-more")
+    html = response.content.decode()
+    assert "<tr>" in html and "<html" not in html and "a.0" in html
+
+
+def test_it_exports_jsonl_with_the_same_filters(client, admin):
+    event(actor="user:a", action="fork.created", count=3)
+    event(actor="user:b", action="fork.created")
+    event(actor="user:a", action="checkpoint.created")
+    response = client.get("/admin/audit/export.jsonl?actor=user:a")
+    assert response["Content-Type"].startswith("application/x-ndjson")
+    assert response["Content-Disposition"].startswith("attachment;")
+    lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    assert [(l["actor"], l["action"]) for l in lines] == [("user:a", "fork.created"), ("user:a", "checkpoint.created")]
+    assert lines[0]["detail"] == {"count": 3} and set(lines[0]) == {
+        "id", "at", "actor", "action", "target_type", "target_id", "detail"}
+
+
+def test_audit_events_cannot_be_changed_or_removed():
+    e = event()
+    table = AuditEvent._meta.db_table
+    for sql in (f"UPDATE {table} SET actor = 'x' WHERE id = %s", f"DELETE FROM {table} WHERE id = %s"):
+        with pytest.raises((IntegrityError, DatabaseError)):
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(sql, [e.pk])
+    assert AuditEvent.objects.get(pk=e.pk).actor == "user:a"

@@ -1,0 +1,164 @@
+"""Deletion requests: everything about a subject goes, the files are searched, the receipt says so.
+
+These tests read the raw bytes of the database files: on SQLite the test
+database file with its -wal and -shm; on PostgreSQL every file of the test
+database under data_directory (the tests run as a superuser on the same host).
+"""
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection, transaction
+
+from conversations import store
+from conversations.errors import InvalidInput
+from conversations.models import AuditEvent, Checkpoint, Conversation, Message
+from conversations.retention import erasure
+from conversations.retention.models import DeletionReceipt
+from tests.retention_support import conversation, raw_bytes_of_database
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SUBJECT = "cust:erasure-7f3a9c"
+TEXTS = [
+    "Jadwiga Roe-Kowalczyk lives at 42 Quartz Lane, Springfield",
+    "her card ends in 5521 and she prefers calls after 6pm",
+    "Summary: Jadwiga asked for a refund of order Q-88213-ZX",
+]
+FACT_TEXT = "Jadwiga Roe-Kowalczyk is allergic to penicillin"
+KEPT_TEXT = "Another customer entirely: Bartholomew from Upper Dell"
+
+
+@pytest.fixture
+def subject_data():
+    about = conversation(title="Refund for Jadwiga", subject=SUBJECT, messages=0)
+    for text in TEXTS[:2]:
+        store.append_message(conversation_id=about.pk, message={"kind": "user", "content": text})
+    store.checkpoint_at(conversation_id=about.pk, position=1, summary=TEXTS[2])
+    fork = store.fork_conversation(conversation_id=about.pk, position=0)
+    kept = conversation(title="Bartholomew", subject="cust:other", messages=0)
+    store.append_message(conversation_id=kept.pk, message={"kind": "user", "content": KEPT_TEXT})
+    facts = pytest.importorskip("conversations.facts.store")
+    fact = facts.propose_fact(subject=SUBJECT, text=FACT_TEXT, importance=4, created_by="key:agent",
+                              source_conversation_id=about.pk, source_position=0)
+    facts.approve_fact(fact_id=fact.pk, actor="user:rev")
+    facts.record_access(actor="user:rev", subject=SUBJECT)
+    return {"about": about, "fork": fork, "kept": kept, "fact": fact}
+
+
+def _needles():
+    return [SUBJECT.encode(), *(t.encode() for t in TEXTS), FACT_TEXT.encode()]
+
+
+def test_the_check_finds_the_strings_before_deletion(subject_data):
+    # Proves the search is not vacuous: the same files, the same strings, before.
+    erasure.checkpoint_to_disk()
+    found = erasure.search_database_files([SUBJECT, *TEXTS, FACT_TEXT])
+    assert found.status == "searched" and found.found and found.found_count == 5
+    data = raw_bytes_of_database()
+    assert all(n in data for n in _needles())
+
+
+def test_it_previews_everything_about_the_subject(subject_data):
+    extra = conversation(title="mentions her", subject="", messages=2)
+    preview = erasure.preview_deletion(subject=SUBJECT, conversation_ids=[str(extra.pk), str(extra.pk)])
+    ids = {c.id for c in preview.conversations}
+    assert ids == {str(subject_data["about"].pk), str(subject_data["fork"].pk), str(extra.pk)}
+    assert preview.messages == 2 + 1 + 2 and preview.checkpoints == 1 + 0
+    assert preview.facts == {"facts": 1, "fact_events": preview.facts["fact_events"], "access_log": 1}
+    assert preview.facts["fact_events"] >= 1
+    assert Message.objects.count() == 2 + 1 + 2 + 1  # nothing deleted
+
+
+def test_it_deletes_everything_and_the_text_is_gone_from_the_files(subject_data):
+    receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+
+    assert not Conversation.objects.filter(subject=SUBJECT).exists()
+    assert Conversation.objects.filter(pk=subject_data["kept"].pk).exists()
+    assert Message.objects.count() == 1
+    from conversations.facts.models import Fact, FactAccess
+    assert not Fact.objects.filter(subject=SUBJECT).exists()
+    assert not FactAccess.objects.filter(subject=SUBJECT).exists()
+
+    data = raw_bytes_of_database()
+    for needle in _needles():
+        assert needle not in data, needle
+    assert KEPT_TEXT.encode() in data  # the search really read the data that stays
+
+    v = receipt.verification
+    assert v["status"] == "verified" and v["found"] is False
+    assert v["subject_checked"] is True and v["strings_checked"] >= 4
+    assert v["files_searched"] >= 1 and v["bytes_searched"] > 0
+    assert receipt.counts["conversations"] == 2 and receipt.counts["messages"] == 3
+    assert receipt.counts["checkpoints"] == 1 and receipt.counts["facts"] == 1 and receipt.counts["access_log"] == 1
+    assert receipt.subject_sha256 == erasure.subject_sha256(SUBJECT)
+    assert receipt.actor == "user:boss"
+
+
+def test_the_receipt_and_the_audit_log_hold_no_personal_data(subject_data):
+    receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+    document = str(DeletionReceipt.objects.get(pk=receipt.pk).as_document())
+    audit = repr(list(AuditEvent.objects.values_list("actor", "action", "target_type", "target_id", "detail")))
+    for text in [SUBJECT, *TEXTS, FACT_TEXT, "Jadwiga", "Refund for Jadwiga"]:
+        assert text not in document and text not in audit
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"deletion.executed", "deletion.receipt"} <= actions
+
+
+def test_receipts_are_append_only_in_the_database(subject_data):
+    receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+    table = DeletionReceipt._meta.db_table
+    for sql in (f"UPDATE {table} SET actor = 'x'", f"DELETE FROM {table}"):
+        with pytest.raises((IntegrityError, DatabaseError)):
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(sql)
+    assert DeletionReceipt.objects.get(pk=receipt.pk).actor == "user:boss"
+
+
+def test_a_string_that_also_occurs_in_kept_data_is_set_aside_not_claimed():
+    conversation(title="a", subject="cust:7", messages=1, text="shared sentence that both customers wrote")
+    conversation(title="b", subject="cust:77", messages=1, text="shared sentence that both customers wrote")
+    receipt = erasure.execute_deletion(subject="cust:7", actor="user:boss")
+    v = receipt.verification
+    # "cust:7" is inside "cust:77", and the text is in the kept conversation too.
+    assert v["subject_checked"] is False and v["strings_set_aside"] >= 2
+    assert v["found"] is False
+    assert Conversation.objects.filter(subject="cust:77").exists()
+
+
+def test_deleting_one_conversation_takes_the_same_path(subject_data):
+    about = subject_data["about"]
+    receipt = erasure.delete_one_conversation(conversation_id=about.pk, actor="user:boss")
+    assert receipt.kind == "conversation" and receipt.subject_sha256 == ""
+    assert receipt.conversation_ids == [str(about.pk)]
+    assert receipt.verification["status"] == "verified"
+    assert not Conversation.objects.filter(pk=about.pk).exists()
+    assert Conversation.objects.get(pk=subject_data["fork"].pk).parent_missing
+    assert not Checkpoint.objects.filter(conversation_id=about.pk).exists()
+    # Facts about the subject stay: only the conversation was asked for.
+    from conversations.facts.models import Fact
+    assert Fact.objects.filter(pk=subject_data["fact"].pk).exists()
+    assert TEXTS[1].encode() not in raw_bytes_of_database()
+
+
+def test_it_rejects_bad_requests_and_writes_nothing():
+    c = conversation(title="x", subject="cust:1", messages=1)
+    for subject, ids in [("", []), ("  ", ""), ("x" * 301, []), ("", ["not-a-uuid"]), (5, [])]:
+        with pytest.raises(InvalidInput):
+            erasure.execute_deletion(subject=subject, conversation_ids=ids, actor="user:boss")
+    assert Conversation.objects.filter(pk=c.pk).exists() and not DeletionReceipt.objects.exists()
+
+
+def test_unknown_extra_ids_are_reported_not_fatal():
+    import uuid
+
+    missing = uuid.uuid4()
+    receipt = erasure.execute_deletion(subject="", conversation_ids=[str(missing)], actor="user:boss")
+    assert receipt.counts["conversation_ids_not_found"] == 1 and receipt.counts["conversations"] == 0
+    assert receipt.verification["status"] == "nothing_to_check"
+
+
+def test_a_deletion_inside_an_outer_transaction_does_not_claim_verification():
+    conversation(title="x", subject="cust:inner", messages=1, text="inner transaction text here")
+    with transaction.atomic():
+        receipt = erasure.execute_deletion(subject="cust:inner", actor="user:boss")
+    assert receipt.verification["status"] == "not_possible" and receipt.verification["found"] is None

@@ -1,0 +1,145 @@
+"""The admin pages under /admin/: roles, prune preview and run, deletion requests, receipts."""
+
+import json
+
+import pytest
+
+from conversations.models import Conversation
+from conversations.retention.models import DeletionReceipt, PruneRun
+from tests.retention_support import conversation, make_user
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/admin/", "/admin/prune/", "/admin/prune/?older_than_days=90", "/admin/prune/runs/",
+         "/admin/prune/progress/", "/admin/deletion-requests/", "/admin/receipts/", "/admin/audit/",
+         "/admin/audit/export.jsonl"]
+
+
+@pytest.fixture
+def admin(client):
+    user = make_user("boss", "admin")
+    client.force_login(user)
+    return user
+
+
+@pytest.mark.parametrize("role", ["auditor", "reviewer", None])
+def test_everyone_but_admins_gets_403(client, role):
+    c = conversation(title="keep me", messages=1, age_days=100)
+    client.force_login(make_user("someone", role))
+    for url in PAGES + [f"/admin/conversations/{c.pk}/delete/"]:
+        assert client.get(url).status_code == 403, url
+    for url, data in [("/admin/prune/run/", {"older_than_days": "90"}),
+                      ("/admin/deletion-requests/preview/", {"subject": "cust:1"}),
+                      ("/admin/deletion-requests/execute/", {"conversation_ids": str(c.pk), "confirm": "yes"}),
+                      (f"/admin/conversations/{c.pk}/delete/", {})]:
+        assert client.post(url, data).status_code == 403, url
+    assert Conversation.objects.filter(pk=c.pk).exists()
+
+
+def test_strangers_are_sent_to_log_in(client):
+    for url in PAGES:
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/login/"), url
+
+
+def test_admins_see_every_page(client, admin):
+    for url in PAGES:
+        assert client.get(url).status_code == 200, url
+    index = client.get("/admin/").content.decode()
+    for link in ("/admin/prune/", "/admin/deletion-requests/", "/admin/receipts/", "/admin/audit/", "/keys/"):
+        assert f'href="{link}"' in index
+
+
+def test_the_prune_page_previews_then_runs(client, admin):
+    old = conversation(title="Old <b>thing</b>", messages=3, age_days=100)
+    conversation(title="fresh", messages=1)
+    preview = client.get("/admin/prune/?older_than_days=90")
+    html = preview.content.decode()
+    assert "Old &lt;b&gt;thing&lt;/b&gt;" in html and "fresh" not in html
+    assert 'id="preview-conversations">1<' in html and "Prune 1 conversation now" in html
+    assert Conversation.objects.filter(pk=old.pk).exists()
+
+    response = client.post("/admin/prune/run/", {"older_than_days": "90"})
+    run = PruneRun.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/admin/prune/runs/{run.pk}/"
+    assert not Conversation.objects.filter(pk=old.pk).exists()
+    result = client.get(response["Location"]).content.decode()
+    assert 'id="result-conversations">1<' in result and "finished" in result
+
+
+def test_an_htmx_prune_run_redirects_the_whole_page(client, admin):
+    conversation(messages=1, age_days=100)
+    response = client.post("/admin/prune/run/", {"older_than_days": "90"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 204 and response["HX-Redirect"].startswith("/admin/prune/runs/")
+
+
+@pytest.mark.parametrize("days", ["0", "abc", "", "999999"])
+def test_the_prune_page_rejects_a_bad_period(client, admin, days):
+    conversation(messages=1, age_days=100)
+    if days:
+        assert client.get(f"/admin/prune/?older_than_days={days}").status_code == 422
+    response = client.post("/admin/prune/run/", {"older_than_days": days})
+    assert response.status_code == 422 and b"older_than_days must be" in response.content
+    assert Conversation.objects.count() == 1
+
+
+def test_the_progress_fragment_shows_a_running_prune(client, admin):
+    from django.utils import timezone
+    run = PruneRun.objects.create(actor="system", older_than_days=90, cutoff=timezone.now(), batch_size=10,
+                                  total_rows=200, done_rows=50)
+    html = client.get("/admin/prune/progress/").content.decode()
+    assert 'id="prune-progress"' in html and "50 of 200 rows" in html and 'value="25"' in html
+    assert f"/admin/prune/runs/{run.pk}/" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deletion_request_goes_through_preview_and_confirmation_to_a_receipt(client, admin):
+    c = conversation(title="Case of Ottilie", subject="cust:ottilie", messages=2, text="Ottilie Vance wrote {i} lines")
+    preview = client.post("/admin/deletion-requests/preview/", {"subject": "cust:ottilie", "conversation_ids": ""})
+    html = preview.content.decode()
+    assert preview.status_code == 200 and "Case of Ottilie" in html and 'id="count-messages">2<' in html
+    assert Conversation.objects.filter(pk=c.pk).exists()
+
+    unconfirmed = client.post("/admin/deletion-requests/execute/", {"subject": "cust:ottilie"})
+    assert unconfirmed.status_code == 422 and Conversation.objects.filter(pk=c.pk).exists()
+
+    response = client.post("/admin/deletion-requests/execute/", {"subject": "cust:ottilie", "confirm": "yes"})
+    receipt = DeletionReceipt.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/admin/receipts/{receipt.pk}/"
+    assert not Conversation.objects.filter(pk=c.pk).exists()
+    page = client.get(response["Location"]).content.decode()
+    assert "Verified" in page and receipt.subject_sha256 in page and "ottilie" not in page.lower()
+    listing = client.get("/admin/receipts/").content.decode()
+    assert str(receipt.pk) in listing
+
+    download = client.get(f"/admin/receipts/{receipt.pk}.json")
+    assert download["Content-Disposition"].startswith("attachment;")
+    document = json.loads(download.content)
+    assert document["request_id"] == str(receipt.pk) and document["verification"]["found"] is False
+    assert "ottilie" not in download.content.decode().lower()
+
+
+def test_a_bad_deletion_request_is_shown_again_with_the_reason(client, admin):
+    response = client.post("/admin/deletion-requests/preview/", {"subject": "", "conversation_ids": "zzz"})
+    assert response.status_code == 422 and b"is not a conversation id" in response.content
+    response = client.post("/admin/deletion-requests/preview/", {"subject": "  "})
+    assert response.status_code == 422 and b"enter a subject" in response.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_one_conversation_from_its_page(client, admin):
+    c = conversation(title="Delete me", subject="cust:d", messages=3)
+    confirm = client.get(f"/admin/conversations/{c.pk}/delete/")
+    assert confirm.status_code == 200 and b"Delete me" in confirm.content and b">3<" in confirm.content
+    response = client.post(f"/admin/conversations/{c.pk}/delete/")
+    receipt = DeletionReceipt.objects.get()
+    assert response["Location"] == f"/admin/receipts/{receipt.pk}/"
+    assert receipt.kind == "conversation" and not Conversation.objects.filter(pk=c.pk).exists()
+    assert client.get(f"/admin/conversations/{c.pk}/delete/").status_code == 404
+    assert client.get("/admin/conversations/not-a-uuid/delete/").status_code == 404
+
+
+def test_unknown_receipts_and_runs_are_404(client, admin):
+    for url in ("/admin/receipts/nope/", "/admin/receipts/00000000-0000-0000-0000-000000000000/",
+                "/admin/receipts/nope.json", "/admin/prune/runs/999/", "/admin/receipts/?before=zzz"):
+        assert client.get(url).status_code == 404, url
