@@ -314,7 +314,7 @@ def conversation(request, conversation_id):
     if target is None:
         context["lineage"] = convo.lineage()
         context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
-        context["fork_count"] = sum(1 for _ in context["tree"]["children"])
+        context["fork_count"] = len(context["tree"]["children"])
     return _render(
         request,
         "conversations/conversation.html",

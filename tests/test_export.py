@@ -4,6 +4,7 @@ import uuid
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from conversations import export, store
 from conversations.errors import InvalidInput, NotFound
@@ -94,12 +95,16 @@ def test_it_rejects_unknown_formats_and_ids(conversation):
         export.export_stream("not-a-uuid", "json")
 
 
-def test_it_reads_in_keyset_batches(conversation, monkeypatch, django_assert_max_num_queries):
+def test_it_reads_in_keyset_batches(conversation, monkeypatch):
     monkeypatch.setattr(export, "BATCH", 2)
     stream = export.export_stream(conversation.pk, "jsonl")
-    with django_assert_max_num_queries(5):
+    with CaptureQueriesContext(connection) as ctx:
         lines = _text(stream).splitlines()
     assert [json.loads(line)["position"] for line in lines] == [0, 1, 2, 3, 4, 5]
+    # Three pages of two rows, each by position and LIMIT, never OFFSET.
+    sql = [q["sql"].upper() for q in ctx.captured_queries]
+    assert len(sql) == 3
+    assert all("LIMIT 2" in s and "OFFSET" not in s and '"POSITION" >' in s for s in sql)
 
 
 def test_it_exports_a_broken_row_as_a_marked_hole(conversation):
