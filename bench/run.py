@@ -77,6 +77,9 @@ def render(results: list[dict], *, quick: bool, seconds: float, load: str = "") 
     for result in results:
         lines.append(f"- {result['workload']}: {json.dumps(result['sizes'])} ({result['seconds']:.0f} s)")
     lines.append("")
+    notes = HERE / "NOTES.md"
+    if notes.exists():
+        lines += [notes.read_text()]
     return "\n".join(lines)
 
 

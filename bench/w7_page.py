@@ -17,8 +17,8 @@ import common
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    reps = args.reps or (1 if args.quick else 7)
-    batch = 1 if args.quick else 10
+    reps = args.reps or (1 if args.quick else 5)
+    batch = 1 if args.quick else 5
     started = time.perf_counter()
     db, ids = common.big_database(args.shared, args.quick)
     from django.contrib.auth import get_user_model

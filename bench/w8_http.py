@@ -78,7 +78,7 @@ def in_threads(work, count):
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    per_client = 10 if args.quick else 500
+    per_client = 10 if args.quick else 250
     reps = args.reps or (1 if args.quick else 3)
     started = time.perf_counter()
     common.setup_django(args.workdir / "memoryui.sqlite3")
