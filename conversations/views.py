@@ -278,15 +278,13 @@ def conversation(request, conversation_id):
         after = max(-1, at - 1 - min(PERMALINK_CONTEXT, ROW_PAGE // 4))
     after = min(after, last)
 
-    checkpoints = list(Checkpoint.objects.of(convo.pk).order_by("message_position", "id"))
-    latest = max(checkpoints, key=lambda cp: (cp.message_position, cp.pk)) if checkpoints else None
+    latest = Checkpoint.objects.latest_for(convo.pk)
     target = request.htmx.target if request.htmx else None
 
     context = {
         "conversation": convo,
         "kinds": kinds,
         "all_kinds": KINDS,
-        "checkpoints": checkpoints,
         "latest": latest,
         "at": at,
         "is_admin": is_admin(request.user),
@@ -294,11 +292,15 @@ def conversation(request, conversation_id):
     }
     if target != "active-more":
         page = read_rows(convo.pk, after=after, limit=ROW_PAGE, kinds=kinds, include_broken=True)
+        # Only the checkpoints this page draws: an agent that folds every hundred rows
+        # must not make each page read thousands of them. Markers before the first
+        # row were drawn on an earlier page; those after the last row go on the next.
         upto = page.next_after
-        context["record"] = _interleave(page.items, checkpoints, latest, upto=upto)
-        # Markers before this page's first row were drawn on an earlier page.
-        context["record"] = [e for e in context["record"]
-                             if not getattr(e, "is_marker", False) or e.checkpoint.message_position > after]
+        marks = Checkpoint.objects.of(convo.pk).filter(message_position__gt=after)
+        if upto is not None:
+            marks = marks.filter(message_position__lte=upto)
+        marks = marks.order_by("message_position", "id")[: ROW_PAGE + 1]
+        context["record"] = _interleave(page.items, list(marks), latest, upto=upto)
         context["record_more"] = _query(kinds, after=page.next_after) if page.next_after is not None else None
         context["record_after"] = after
         context["record_earlier"] = (
@@ -312,6 +314,7 @@ def conversation(request, conversation_id):
             _query(kinds, active_after=view.page.next_after) if view.page.next_after is not None else None
         )
     if target is None:
+        context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
         context["lineage"] = convo.lineage()
         context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
         context["fork_count"] = len(context["tree"]["children"])

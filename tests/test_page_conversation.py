@@ -82,7 +82,7 @@ def test_it_shows_the_header_with_counts(client, auditor, convo):
     response = client.get(url(convo))
     body = response.content.decode()
     assert "Order 48213" in body and "cust:7" in body and str(convo.pk) in body
-    assert response.context["checkpoints"][-1].message_position == 3
+    assert response.context["checkpoint_count"] == 2 and response.context["latest"].message_position == 3
     assert "after #3" in body
     for fmt in ("json", "jsonl", "markdown"):
         assert f"/conversations/{convo.pk}/export.{fmt}" in body
@@ -293,3 +293,23 @@ def test_the_404_page_for_unknown_paths_stays_plain(client, auditor):
     response = client.get("/no/such/page/")
     assert response.status_code == 404 and b"nothing at this address" in response.content
     assert b"tried" not in response.content
+
+
+def test_it_draws_each_checkpoint_once_across_pages(client, auditor, monkeypatch):
+    monkeypatch.setattr(views, "ROW_PAGE", 3)
+    c = store.create_conversation(title="many folds")
+    for i in range(10):
+        store.append_message(conversation_id=c.pk, message={"kind": "note" if i % 2 else "user",
+                                                            "text" if i % 2 else "content": f"r{i}"})
+    for position in (1, 3, 5, 7):
+        store.checkpoint_at(conversation_id=c.pk, position=position, summary=f"s{position}")
+    for query in ("", "?kind=user"):  # the filter hides every checkpoint's own row
+        seen, rows, next_query = [], [], query
+        while next_query is not None:
+            response = client.get(url(c, next_query))
+            record = response.context["record"]
+            seen += [(e.checkpoint.message_position, e.is_fold) for e in record if getattr(e, "is_marker", False)]
+            rows += _positions(record)
+            next_query = response.context["record_more"]
+        assert seen == [(1, False), (3, False), (5, False), (7, True)], query
+        assert rows == (list(range(10)) if not query else [0, 2, 4, 6, 8])
