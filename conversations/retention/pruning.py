@@ -213,6 +213,12 @@ def reclaim_space(*, full: bool = False) -> list[str]:
     return notes
 
 
+def _truncate_wal() -> None:
+    if connection.vendor == "sqlite" and not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+
 def _incremental_vacuum(cursor) -> None:
     previous = None
     while True:
@@ -338,6 +344,7 @@ def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None) -
                 "checkpoints": checkpoints, "resumed": resumed, "bytes_before": run.bytes_before,
                 "bytes_after": bytes_after},
     )
+    _truncate_wal()  # the bookkeeping just written should not leave the WAL grown
     return PruneResult(
         conversations=conversations, messages=messages, checkpoints=checkpoints,
         bytes_before=run.bytes_before, bytes_after=bytes_after, estimated_bytes=0,
