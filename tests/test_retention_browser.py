@@ -1,0 +1,87 @@
+"""Retention in a real Chromium: prune preview → run → result, and a deletion request to its receipt."""
+
+import pytest
+
+from conversations.models import Conversation
+from conversations.retention.models import DeletionReceipt
+from tests.retention_support import conversation, make_user, raw_bytes_of_database
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "pw-retention-browser-31415"
+
+
+def _log_in_as_admin(page, live_server):
+    make_user("root", "admin", password=PASSWORD)
+    page.goto(live_server.url + "/admin/")
+    assert "/login/" in page.url
+    page.fill("input[name=username]", "root")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(live_server.url + "/admin/")
+
+
+def test_an_admin_previews_and_runs_a_prune(live_server, page):
+    old = [conversation(title=f"Stale ticket {i}", messages=4, age_days=120) for i in range(3)]
+    pinned = conversation(title="Pinned forever", messages=2, age_days=500, pinned=True)
+    fresh = conversation(title="Fresh ticket", messages=2)
+    _log_in_as_admin(page, live_server)
+
+    page.get_by_role("link", name="Prune", exact=True).first.click()
+    page.wait_for_url("**/admin/prune/")
+    page.fill("input[name=older_than_days]", "90")
+    page.get_by_role("button", name="Preview").click()
+    page.wait_for_url("**/admin/prune/?older_than_days=90")
+    assert page.locator("#preview-conversations").inner_text() == "3"
+    preview = page.locator("#prune-preview")
+    assert preview.get_by_text("Stale ticket 0").is_visible()
+    assert preview.get_by_text("Pinned forever").count() == 0 and preview.get_by_text("Fresh ticket").count() == 0
+
+    page.get_by_role("button", name="Prune 3 conversations now").click()
+    page.wait_for_url("**/admin/prune/runs/*/")
+    assert page.locator("#run-status").inner_text() == "finished"
+    assert page.locator("#result-conversations").inner_text() == "3"
+    assert page.locator("#prune-result").get_by_text("On disk after").is_visible()
+    assert not Conversation.objects.filter(pk__in=[c.pk for c in old]).exists()
+    assert Conversation.objects.filter(pk__in=[pinned.pk, fresh.pk]).count() == 2
+
+    page.get_by_role("link", name="Audit log").click()
+    page.wait_for_url("**/admin/audit/")
+    assert page.get_by_text("prune.finished").first.is_visible()
+
+
+def test_an_admin_carries_out_a_deletion_request_to_its_receipt(live_server, page):
+    about = conversation(title="Refund for Wilhelmina", subject="cust:wilhelmina-9", messages=3,
+                         text="Wilhelmina Ashcombe-Vries message {i} about her parcel")
+    kept = conversation(title="Someone else", subject="cust:other", messages=1)
+    _log_in_as_admin(page, live_server)
+
+    page.get_by_role("link", name="Deletion requests").first.click()
+    page.wait_for_url("**/admin/deletion-requests/")
+    page.fill("input[name=subject]", "cust:wilhelmina-9")
+    page.get_by_role("button", name="Preview").click()
+    page.wait_for_url("**/admin/deletion-requests/preview/")
+    assert page.locator("#count-conversations").inner_text() == "1"
+    assert page.locator("#count-messages").inner_text() == "3"
+    assert page.get_by_text("Refund for Wilhelmina").is_visible()
+    assert Conversation.objects.filter(pk=about.pk).exists()
+
+    page.check("input[name=confirm]")
+    page.click("#execute-deletion")
+    page.wait_for_url("**/admin/receipts/*/")
+    assert page.locator("#verdict").inner_text().startswith("Verified")
+    receipt = DeletionReceipt.objects.get()
+    assert receipt.verification["found"] is False
+    assert "wilhelmina" not in page.locator("main").inner_text().lower()
+
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Download JSON").click()
+    download = download_info.value
+    assert download.suggested_filename == f"deletion-receipt-{receipt.pk}.json"
+    assert b"wilhelmina" not in open(download.path(), "rb").read().lower()
+
+    page.get_by_role("link", name="Receipts").first.click()
+    assert page.get_by_text(str(receipt.pk)).is_visible()
+    assert not Conversation.objects.filter(pk=about.pk).exists()
+    assert Conversation.objects.filter(pk=kept.pk).exists()
+    assert b"Wilhelmina Ashcombe-Vries" not in raw_bytes_of_database()
