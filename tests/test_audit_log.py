@@ -119,3 +119,12 @@ def test_audit_events_cannot_be_changed_or_removed():
                 with connection.cursor() as cursor:
                     cursor.execute(sql, [e.pk])
     assert AuditEvent.objects.get(pk=e.pk).actor == "user:a"
+
+
+def test_prune_and_receipt_targets_link_to_their_pages(client, admin):
+    store.record_audit(actor="system", action="prune.finished", target_type="prune_run", target_id="7")
+    store.record_audit(actor="user:x", action="deletion.receipt", target_type="deletion_receipt",
+                       target_id="0b6f0c1e-8d7a-4a53-9a57-4f1c1d0b2e11")
+    html = client.get("/admin/audit/").content.decode()
+    assert 'href="/admin/prune/runs/7/"' in html
+    assert 'href="/admin/receipts/0b6f0c1e-8d7a-4a53-9a57-4f1c1d0b2e11/"' in html

@@ -190,3 +190,14 @@ def test_the_command_rejects_a_bad_period():
 
     with pytest.raises(CommandError, match="older_than_days"):
         call_command("prune", "--older-than-days", "0", stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_a_run_that_never_recorded_its_end_is_marked_by_the_next_run():
+    from django.utils import timezone
+
+    stale = PruneRun.objects.create(actor="system", older_than_days=90, cutoff=timezone.now(), batch_size=10)
+    conversation(title="old", messages=1, age_days=100)
+    result = pruning.prune_older_than(days=90)
+    stale.refresh_from_db()
+    assert stale.status == PruneRun.FAILED and "interrupted" in stale.error
+    assert PruneRun.objects.get(pk=result.run_id).status == PruneRun.FINISHED

@@ -271,6 +271,11 @@ def prune_older_than(
 
 def _start_run(*, actor, days, cutoff, batch_size, bytes_before) -> PruneRun:
     with transaction.atomic():
+        # A run killed without a chance to record its end (SIGKILL, power loss) stays
+        # "running"; this run picks up its marked conversations, so say so on it.
+        PruneRun.objects.filter(status=PruneRun.RUNNING).update(
+            status=PruneRun.FAILED, finished_at=timezone.now(),
+            error="interrupted before it could record its end; a later run finished its work")
         run = PruneRun.objects.create(
             actor=str(actor)[:200], older_than_days=days, cutoff=cutoff, batch_size=batch_size,
             bytes_before=bytes_before,
