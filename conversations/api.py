@@ -497,7 +497,7 @@ def list_conversations(
     request,
     cursor: str | None = Query(None, max_length=1000, description="The `next` value of the previous page."),
     limit: int = Query(CONVERSATION_PAGE, ge=1, le=CONVERSATION_PAGE_MAX),
-    subject: str | None = Query(None, max_length=store.SUBJECT_MAX, examples=["customer:42"]),
+    subject: str | None = Query(None, max_length=store.SUBJECT_MAX, example="customer:42"),
     order: Literal["recent", "created"] = Query(
         "recent", description="`recent`: latest activity first; `created`: newest first."),
 ):
@@ -525,7 +525,7 @@ def list_conversations(
     return _respond({"items": [_summary(c, request) for c in rows], "next": next_cursor, "next_url": next_url})
 
 
-ConversationId = Path(..., description="The conversation's id (a UUID).", examples=[EXAMPLE_ID])
+ConversationId = Path(..., description="The conversation's id (a UUID).", example=EXAMPLE_ID)
 
 
 @router.get(
