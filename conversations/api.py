@@ -11,6 +11,7 @@ reason; the schemas below document them (schemathesis checks that they agree).
 
 import base64
 import json
+import math
 import uuid
 from datetime import datetime
 from typing import Any, Literal
@@ -198,6 +199,14 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e400 parses as infinity, which PostgreSQL's jsonb and strict JSON readers refuse.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
 def _check_strings(data, *, allow_nul: bool) -> None:
     """Refuse text the databases cannot store: lone surrogates anywhere, NUL where
     it would land in a text column (a message is stored as escaped JSON, so it may
@@ -237,7 +246,7 @@ def _json_body(request, *, allow_nul: bool = False) -> dict:
     if not raw.strip():
         raise BadRequest("the request body is empty; send a JSON object", field="body", code="invalid_json")
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
+        data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}", field="body", code="invalid_json") from None
     if not isinstance(data, dict):

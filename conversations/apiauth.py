@@ -18,6 +18,10 @@ class ScopeError(Exception):
 
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request, token):
+        # Real keys are short and printable; anything else cannot match, and a NUL
+        # must not reach a database query.
+        if not token or len(token) > 256 or not token.isprintable():
+            return None
         key = store.authenticate_api_key(token)
         if key is not None:
             request.api_key = key

@@ -26,6 +26,8 @@ def test_it_rejects_a_request_without_a_key(anonymous):
     "Bearer ",
     "Basic dXNlcjpwYXNz",
     "mui_deadbeef_xyz",
+    "Bearer mui_dead\x00beef_xyz",
+    "Bearer mui_deadbeef_" + "x" * 5000,
 ])
 def test_it_rejects_a_bad_key(client, header):
     response = client.get("/api/v1/conversations", headers={"Authorization": header})

@@ -57,7 +57,8 @@ def test_it_refuses_bad_fields_with_422(writer, body, field):
     assert Conversation.objects.count() == 0
 
 
-@pytest.mark.parametrize("raw", ["{bad", "", "   ", '{"title": NaN}', '{"meta": {"x": Infinity}}', "[" * 50000])
+@pytest.mark.parametrize("raw", ["{bad", "", "   ", '{"title": NaN}', '{"meta": {"x": Infinity}}', "[" * 50000,
+                                 '{"meta": {"x": 1e400}}', '{"meta": {"x": -1e999}}'])
 def test_it_refuses_a_body_that_is_not_json_with_400(writer, raw):
     response = writer.post("/conversations", raw=raw)
     assert response.status_code == 400

@@ -111,7 +111,8 @@ def test_it_refuses_an_invalid_message_with_422_naming_the_problem(writer, convo
     assert _count(convo) == 4
 
 
-@pytest.mark.parametrize("raw", ["{", "", '{"kind": "note", "text": NaN}', "\xff\xfe"])
+@pytest.mark.parametrize("raw", ["{", "", '{"kind": "note", "text": NaN}', "\xff\xfe",
+                                 '{"kind": "note", "text": "x", "meta": {"v": 1e400}}'])
 def test_it_refuses_a_body_that_is_not_json_with_400(writer, convo, raw):
     response = writer.post(_path(convo), raw=raw)
     assert response.status_code == 400
