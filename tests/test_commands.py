@@ -1,0 +1,95 @@
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from conversations import reads
+from conversations.models import Checkpoint, Conversation
+from conversations.roles import roles_of
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args, **env):
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_load_demo_fills_an_empty_database_with_the_four_conversations():
+    out = run("load_demo", "--coding-turns", "40")
+    assert "Loaded 4 demonstration conversations" in out
+    by_title = {c.title: c for c in Conversation.objects.all()}
+    ticket = by_title["Order #48213: blender arrived cracked"]
+    kinds = {i.kind for i in reads.list_messages(ticket.pk).items}
+    assert {"system", "user", "assistant", "tool", "thought", "note"} <= kinds
+    assert ticket.subject
+    coding = next(c for c in by_title.values() if c.title.startswith("Refactor billing"))
+    assert Checkpoint.objects.filter(conversation=coding).exists()
+    journal = next(c for c in by_title.values() if c.title.startswith("Night shift"))
+    assert {"note", "thought", "heard", "said", "did", "woke"} <= {i.kind for i in reads.list_messages(journal.pk).items}
+    fork = next(c for c in by_title.values() if c.parent_id)
+    assert fork.parent_id == ticket.pk
+
+
+def test_load_demo_leaves_a_database_with_data_alone():
+    run("load_demo", "--coding-turns", "5")
+    out = run("load_demo", "--coding-turns", "5")
+    assert "already exist" in out
+    assert Conversation.objects.count() == 4
+
+
+def test_the_default_demo_has_a_few_thousand_messages_in_the_coding_session():
+    run("load_demo")
+    coding = Conversation.objects.get(title__startswith="Refactor billing")
+    assert 2000 <= coding.next_position <= 6000
+
+
+def test_bootstrap_loads_the_demo_into_an_empty_database(monkeypatch):
+    monkeypatch.setenv("MEMORYUI_ADMIN_PASSWORD", "a-long-chosen-password")
+    out = run("bootstrap")
+    assert "loading demonstration data" in out
+    assert Conversation.objects.count() == 4
+
+
+def test_bootstrap_creates_the_admin_once_and_prints_a_random_password(monkeypatch):
+    monkeypatch.delenv("MEMORYUI_ADMIN_PASSWORD", raising=False)
+    Conversation.objects.create(title="exists")  # skip the demo load
+    out = run("bootstrap")
+    password = out.split("with password:")[1].split()[0]
+    user = get_user_model().objects.get(username="admin")
+    assert user.check_password(password)
+    assert "admin" in roles_of(user)
+    again = run("bootstrap")
+    assert password not in again and "with password" not in again
+    assert get_user_model().objects.count() == 1
+
+
+def test_bootstrap_takes_the_password_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MEMORYUI_ADMIN_PASSWORD", "a-long-chosen-password")
+    Conversation.objects.create(title="exists")  # no demo load
+    out = run("bootstrap")
+    assert "a-long-chosen-password" not in out
+    assert get_user_model().objects.get(username="admin").check_password("a-long-chosen-password")
+
+
+@pytest.mark.parametrize("role", ["auditor", "reviewer", "admin"])
+def test_create_user_gives_the_role(role):
+    out = run("create_user", "sam", "--role", role)
+    assert "Password (shown once)" in out
+    assert role in roles_of(get_user_model().objects.get(username="sam"))
+
+
+def test_create_user_changes_an_existing_users_role():
+    run("create_user", "sam", "--role", "auditor", "--password", "pw-123456789")
+    run("create_user", "sam", "--role", "reviewer")
+    user = get_user_model().objects.get(username="sam")
+    assert "reviewer" in roles_of(user) and "auditor" not in roles_of(user)
+    assert user.check_password("pw-123456789")
+
+
+def test_create_user_rejects_an_unknown_role():
+    with pytest.raises(CommandError):
+        call_command("create_user", "sam", "--role", "owner")
