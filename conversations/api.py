@@ -13,7 +13,7 @@ import base64
 import json
 import math
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone as dt_timezone
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -356,7 +356,8 @@ def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
         at, pk = datetime.fromisoformat(at), uuid.UUID(pk)
         if got_order != order or at.tzinfo is None:
             raise ValueError("cursor of another listing")
-    except (ValueError, TypeError, UnicodeError, AttributeError):
+        at = at.astimezone(dt_timezone.utc)  # a crafted offset can overflow here, not in the driver
+    except (ValueError, TypeError, UnicodeError, AttributeError, OverflowError):
         raise BadRequest(
             "cursor is not one this API gave out for this order; pass the 'next' value of the previous page unchanged",
             field="cursor", code="invalid_cursor",

@@ -1,5 +1,6 @@
 """POST/GET /api/v1/conversations and GET /api/v1/conversations/{id}."""
 
+import base64
 import json
 import uuid
 
@@ -180,7 +181,17 @@ def test_it_hides_conversations_being_deleted(reader):
     assert [i["id"] for i in reader.get("/conversations").json()["items"]] == [str(b.pk)]
 
 
-@pytest.mark.parametrize("cursor", ["garbage", "!!!", "W10", "WyJyZWNlbnQiXQ", "e30"])
+def _cursor(*parts):
+    return base64.urlsafe_b64encode(json.dumps(list(parts)).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("cursor", [
+    "garbage", "!!!", "W10", "WyJyZWNlbnQiXQ", "e30", "\u00e9t\u00e9",
+    _cursor("recent", "0001-01-01T00:00:00+14:00", uuid.uuid4().hex),
+    _cursor("recent", "2026-01-01T00:00:00", uuid.uuid4().hex),
+    _cursor("recent", "2026-01-01T00:00:00+00:00", "not-a-uuid"),
+    _cursor("recent", 5, uuid.uuid4().hex),
+])
 def test_it_refuses_a_cursor_it_did_not_give_out_with_400(reader, cursor):
     response = reader.get("/conversations", {"cursor": cursor})
     assert response.status_code == 400
