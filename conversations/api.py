@@ -684,7 +684,8 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
                                      created_by=actor)
     store.record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
-                       target_id=str(cid), detail={"position": checkpoint.message_position, "via": "api"})
+                       target_id=str(cid),
+                       detail={"checkpoint_id": checkpoint.pk, "position": checkpoint.message_position, "via": "api"})
     return _respond(_checkpoint(checkpoint), 201)
 
 
@@ -724,7 +725,9 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     body = _parse(ForkIn, _json_body(request))
     child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title)
     store.record_audit(actor=actor_of(request), action="conversation.forked", target_type="conversation",
-                       target_id=str(child.pk), detail={"parent": str(cid), "position": body.position, "via": "api"})
+                       target_id=str(child.pk),
+                       detail={"parent_id": str(cid), "position": body.position, "messages": child.next_position,
+                               "via": "api"})
     return _respond(_detail(child.pk, request), 201)
 
 
@@ -750,9 +753,14 @@ def export_conversation(
     conversation_id: str = ConversationId,
     format: Literal["json", "jsonl", "markdown"] = Query("json", description="json, jsonl or markdown"),
 ):
-    """Streamed in batches, so a long conversation exports in constant memory. Needs `read`."""
+    """Streamed in batches, so a long conversation exports in constant memory. Needs `read`.
+    Recorded in the audit log, as exports from the pages are."""
     require_scope(request, "read")
-    stream = export_stream(parse_conversation_id(conversation_id), format)
+    conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
+    stream = export_stream(conversation.pk, format)
+    store.record_audit(actor=actor_of(request), action="conversation.exported", target_type="conversation",
+                       target_id=str(conversation.pk),
+                       detail={"format": format, "messages": conversation.next_position, "via": "api"})
     response = StreamingHttpResponse(stream.chunks, content_type=stream.content_type)
     response["Content-Disposition"] = f'attachment; filename="{stream.filename}"'
     return response

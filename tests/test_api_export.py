@@ -6,6 +6,7 @@ import uuid
 import pytest
 from django.http import StreamingHttpResponse
 
+from conversations.models import AuditEvent
 from tests.api_support import Api, convo, error_of, make_key, reader  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -57,3 +58,16 @@ def test_export_needs_the_read_scope(client, convo):
     response = Api(client, make_key(["write"])).get(f"/conversations/{convo.pk}/export")
     assert response.status_code == 403
     assert Api(client, None).get(f"/conversations/{convo.pk}/export").status_code == 401
+
+
+def test_it_records_the_export_in_the_audit_log(reader, convo):
+    _body(reader.get(f"/conversations/{convo.pk}/export", {"format": "jsonl"}))
+    event = AuditEvent.objects.get(action="conversation.exported")
+    assert (event.actor, event.target_id) == ("key:reader", str(convo.pk))
+    assert event.detail["format"] == "jsonl" and event.detail["messages"] == 4
+
+
+def test_a_refused_export_is_not_recorded(reader, convo):
+    reader.get(f"/conversations/{convo.pk}/export", {"format": "csv"})
+    reader.get(f"/conversations/{uuid.uuid4()}/export")
+    assert not AuditEvent.objects.filter(action="conversation.exported").exists()

@@ -52,7 +52,8 @@ def test_it_records_the_fork_in_the_audit_log(writer, convo):
     child_id = writer.post(_path(convo), {"position": 0}).json()["id"]
     event = AuditEvent.objects.get(action="conversation.forked")
     assert event.target_id == child_id
-    assert event.detail["parent"] == str(convo.pk) and event.detail["position"] == 0
+    assert event.detail["parent_id"] == str(convo.pk) and event.detail["position"] == 0
+    assert event.detail["messages"] == 1 and event.actor == "key:writer"
 
 
 @pytest.mark.parametrize("body, status, code, field", [
