@@ -26,8 +26,9 @@ migrate: $(VENV)/.runtime-installed
 	$(BIN)/python manage.py migrate --noinput
 
 run: migrate
-	$(BIN)/python manage.py bootstrap
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	MEMORYUI_URL=http://$(HOST):$(PORT)/ $(BIN)/python manage.py bootstrap
+	@echo "Serving memoryui on http://$(HOST):$(PORT)/ (Ctrl-C stops it)"
+	$(BIN)/gunicorn memoryui.wsgi --bind $(HOST):$(PORT) --workers 2 --threads 4 --access-logfile - --log-level warning
 
 test: $(VENV)/.dev-installed $(VENV)/.bench-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

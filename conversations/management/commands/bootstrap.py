@@ -20,11 +20,12 @@ class Command(BaseCommand):
         if not Conversation.objects.exists():
             self.stdout.write("Empty database: loading demonstration data…")
             call_command("load_demo", stdout=self.stdout)
+        url = os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000/")
         User = get_user_model()
         username = os.environ.get("MEMORYUI_ADMIN_USER", "admin")
         if User.objects.filter(username=username).exists():
             self.stdout.write(
-                f"Log in at http://127.0.0.1:8000/ as {username!r} with the password printed on first start "
+                f"Log in at {url} as {username!r} with the password printed on first start "
                 f"(reset it with: .venv/bin/python manage.py changepassword {username})."
             )
             return
@@ -37,6 +38,6 @@ class Command(BaseCommand):
         if os.environ.get("MEMORYUI_ADMIN_PASSWORD"):
             self.stdout.write("Its password is the one in MEMORYUI_ADMIN_PASSWORD.")
         else:
-            self.stdout.write(f"  Log in at http://127.0.0.1:8000/ as {username!r} with password: {password}")
+            self.stdout.write(f"  Log in at {url} as {username!r} with password: {password}")
             self.stdout.write("  This password is shown once. Change it with: .venv/bin/python manage.py changepassword admin")
         self.stdout.write("")
