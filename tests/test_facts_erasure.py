@@ -14,7 +14,7 @@ def _fts_hits(word):
             cursor.execute("SELECT count(*) FROM facts_fact_fts WHERE facts_fact_fts MATCH %s", [word])
         else:
             cursor.execute(
-                "SELECT count(*) FROM facts_fact WHERE to_tsvector('english', text) @@ plainto_tsquery('english', %s)",
+                "SELECT count(*) FROM facts_fact WHERE text_tsv @@ plainto_tsquery('english', %s)",
                 [word],
             )
         return cursor.fetchone()[0]

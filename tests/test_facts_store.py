@@ -323,3 +323,17 @@ def test_the_database_refuses_to_edit_a_facts_words_or_delete_it():
         _raw("DELETE FROM facts_fact WHERE id = %s", [f.pk])
     f.refresh_from_db()
     assert (f.text, f.importance) == ("x", 5)
+
+
+def test_the_expire_command_records_each_expiry_once(capsys):
+    from datetime import timedelta as td
+
+    from django.core.management import call_command
+
+    f = approved("short", retention_days=1)
+    Fact.objects.filter(pk=f.pk).update(expires_at=timezone.now() - td(seconds=1))
+    call_command("expire_facts")
+    call_command("expire_facts")
+    assert "0 fact(s)" in capsys.readouterr().out
+    event = FactEvent.objects.get(fact=f, kind="expired")
+    assert event.actor == "system:expire_facts"

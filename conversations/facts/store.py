@@ -33,6 +33,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOfRange
@@ -375,30 +376,50 @@ def query_terms(query: str) -> list[str]:
     return _WORD.findall(query or "")[:32]
 
 
+def _fts_string(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
 def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
-    """fact id → full-text rank (higher is better) for this subject's approved facts
-    matching any term. Facts that match nothing are absent (rank 0)."""
+    """fact id → full-text rank (higher is better) for this subject's facts matching
+    any term (may include a few others; the caller looks up its candidates only).
+    Facts that match nothing are absent (rank 0)."""
     if not terms:
         return {}
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            match = " OR ".join(f'"{t}"' for t in terms)
-            # bm25() is lower-is-better (negative); negated so higher is better.
+            # The subject is indexed too: FTS5 intersects the subject's doclist with
+            # the terms' instead of ranking every fact in the store sharing a word.
+            key = subject.encode().hex().upper()  # what SQLite's hex() gives the index
+            match = f"subject_key : {_fts_string(key)} AND text : (" + " OR ".join(_fts_string(t) for t in terms) + ")"
+            # bm25() is lower-is-better (negative); negated so higher is better. The
+            # subject column weighs 0: it is the same for every candidate.
+            # No join: SQLite would drive it from facts_fact and run the full-text
+            # query once per row. The caller keeps only its candidates' ids, which
+            # also drops a subject that merely contains this one's words.
             cursor.execute(
-                "SELECT f.id, -bm25(facts_fact_fts) FROM facts_fact_fts "
-                "JOIN facts_fact f ON f.id = facts_fact_fts.rowid "
-                "WHERE facts_fact_fts MATCH %s AND f.subject = %s AND f.status = 'approved'",
-                [match, subject],
+                "SELECT rowid, -bm25(facts_fact_fts, 1.0, 0.0) FROM facts_fact_fts WHERE facts_fact_fts MATCH %s",
+                [match],
             )
         else:
             # plainto_tsquery ANDs the words; any-word matching ranks better for recall.
             cursor.execute(
                 "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q) "
-                "SELECT f.id, ts_rank(to_tsvector('english', f.text), q.q) FROM facts_fact f, q "
-                "WHERE f.subject = %s AND f.status = 'approved' AND to_tsvector('english', f.text) @@ q.q",
+                "SELECT f.id, ts_rank(f.text_tsv, q.q) FROM facts_fact f, q "
+                "WHERE f.subject = %s AND f.status = 'approved' AND f.text_tsv @@ q.q",
                 [" ".join(terms), subject],
             )
         return {pk: float(rank) for pk, rank in cursor.fetchall()}
+
+
+def _hours_since_last_reference(now: datetime) -> RawSQL:
+    """Hours from the last access (or the recording) to `now`, computed by the
+    database: a float per row instead of two datetimes to convert in Python."""
+    param = connection.ops.adapt_datetimefield_value(now)
+    if connection.vendor == "sqlite":
+        return RawSQL("(julianday(%s) - julianday(COALESCE(last_accessed_at, recorded_at))) * 24.0", [param])
+    return RawSQL("EXTRACT(EPOCH FROM (%s::timestamptz - COALESCE(last_accessed_at, recorded_at))) / 3600.0",
+                  [param])
 
 
 def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = None,
@@ -429,13 +450,14 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
     with transaction.atomic():
         rows = list(
             Fact.objects.recallable(now).about(subject)
-            .values_list("id", "importance", "recorded_at", "last_accessed_at")
+            .annotate(hours=_hours_since_last_reference(now))
+            .values_list("id", "importance", "hours")
         )
         if not rows:
             return []
         ranks = _relevance(subject, query_terms(query))
         ids = [r[0] for r in rows]
-        recency = normalise([recency_of(r[3] or r[2], now) for r in rows])
+        recency = normalise([0.995 ** max(0.0, float(r[2])) for r in rows])
         importance = normalise([r[1] / 10.0 for r in rows])
         relevance = normalise([ranks.get(pk, 0.0) for pk in ids])
         scored = sorted(
@@ -453,7 +475,7 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
                       detail={"score": round(score, 6)})
             for score, pk, _ in scored
         )
-        facts = Fact.objects.in_bulk(top)
+        facts = {f.pk: f for f in Fact.objects.filter(pk__in=top)}
     return [Recalled(facts[pk], score, parts) for score, pk, parts in scored]
 
 
