@@ -12,6 +12,13 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 CHROMIUM = os.environ.get("MEMORYUI_CHROMIUM", "/usr/bin/chromium")
 
 
+def pytest_configure(config):
+    from django.conf import settings
+
+    # Hashing test passwords with 1,000,000 rounds of PBKDF2 would cost seconds per user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def skip_or_fail(reason: str):
     """Outside CI a missing tool skips a test loudly; in CI nothing may skip."""
     if IN_CI:
