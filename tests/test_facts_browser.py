@@ -1,0 +1,64 @@
+"""The review queue in a real Chromium: log in, approve, reject, edit-and-approve,
+and the queue moves without a page load."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from conversations import store
+from conversations.facts import store as facts
+from conversations.facts.models import Fact, FactEvent
+from conversations.roles import REVIEWER, assign_role
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def test_it_reviews_the_queue_without_reloading(live_server, page):
+    user = get_user_model().objects.create_user("rita", password="rita-pw-123456")
+    assign_role(user, REVIEWER)
+    c = store.create_conversation(title="Order 7", subject="cust:7")
+    for text in ("hello", "I always take a replacement, never a refund", "thanks"):
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": text})
+    good = facts.propose_fact(subject="cust:7", text="Prefers replacements over refunds", importance=7,
+                              category="preference", created_by="key:agent", source_conversation_id=c.pk,
+                              source_position=1)
+    bad = facts.propose_fact(subject="cust:7", text="Is angry", importance=3, created_by="key:agent")
+    typo = facts.propose_fact(subject="cust:7", text="Lives in Leds", importance=4, created_by="key:agent")
+
+    page.goto(live_server.url + "/facts/")
+    page.fill("input[name=username]", "rita")
+    page.fill("input[name=password]", "rita-pw-123456")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/facts/")
+    assert page.locator("#queue-count").inner_text() == "3"
+    assert "never a refund" in page.locator(f"#fact-{good.pk} .source-context").inner_text()
+    page.evaluate("window.__sameDocument = true")
+
+    page.click(f"#fact-{good.pk} button.approve")
+    page.locator(f"#fact-{good.pk}").wait_for(state="detached")
+    assert page.locator("#queue-count").inner_text() == "2"
+
+    page.fill(f"#fact-{bad.pk} input[name=reason]", "opinion, not a fact")
+    page.press(f"#fact-{bad.pk} input[name=reason]", "Enter")
+    page.locator(f"#fact-{bad.pk}").wait_for(state="detached")
+
+    page.click(f"#fact-{typo.pk} .edit-approve summary")
+    page.fill(f"#fact-{typo.pk} textarea[name=text]", "Lives in Leeds")
+    page.click(f"#fact-{typo.pk} .edit-approve button")
+    page.locator(f"#fact-{typo.pk}").wait_for(state="detached")
+
+    assert page.locator("#queue-count").inner_text() == "0"
+    assert "Approved fact" in page.locator("#queue-status").inner_text()
+    assert page.evaluate("window.__sameDocument") is True  # no page load happened
+
+    assert Fact.objects.get(pk=good.pk).status == "approved"
+    assert FactEvent.objects.get(fact=bad, kind="rejected").reason == "opinion, not a fact"
+    edited = Fact.objects.get(pk=typo.pk).superseded_by
+    assert (edited.text, edited.status) == ("Lives in Leeds", "approved")
+
+    page.goto(live_server.url + "/facts/")
+    assert page.locator(".queue-item").count() == 0
