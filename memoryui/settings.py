@@ -168,6 +168,20 @@ SECURE_REFERRER_POLICY = "same-origin"
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
 # Days of inactivity after which `manage.py prune` removes an unpinned conversation.
 MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))
+# Long-term facts (conversations/facts/store.py reads these at call time).
+# Recall score weights: score = recency·w + importance·w + relevance·w.
+MEMORYUI_RECALL_WEIGHTS = {
+    "recency": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_RECENCY", 1)),
+    "importance": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_IMPORTANCE", 1)),
+    "relevance": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_RELEVANCE", 1)),
+}
+# A proposed fact expires this many days after it is recorded unless the agent says otherwise.
+MEMORYUI_FACT_RETENTION_DAYS = int(os.environ.get("MEMORYUI_FACT_RETENTION_DAYS", 365))
+# "Expiring soon" lists facts that expire within this many days.
+MEMORYUI_FACT_EXPIRING_SOON_DAYS = int(os.environ.get("MEMORYUI_FACT_EXPIRING_SOON_DAYS", 30))
+# Forgetting candidates: retention R = exp(-t/S) under this threshold; S = 1 + recalls, capped.
+MEMORYUI_FORGET_THRESHOLD = float(os.environ.get("MEMORYUI_FORGET_THRESHOLD", 0.05))
+MEMORYUI_FACT_STRENGTH_CAP = int(os.environ.get("MEMORYUI_FACT_STRENGTH_CAP", 30))
 # Request bodies may carry one full-size message plus its JSON envelope.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_MESSAGE_BYTES * 2 + 64 * 1024
 
