@@ -176,3 +176,18 @@ def test_it_logs_a_reviewers_read_through_the_api(client):
 def test_it_lets_an_admin_session_propose(client):
     _login(client, ADMIN)
     assert propose(client, {}).status_code == 201
+
+
+def test_it_404s_ids_too_large_for_the_database(client, reader, writer):
+    huge = 10**30
+    assert client.get(f"/api/v1/facts/{huge}", **reader).status_code == 404
+    r = client.post(f"/api/v1/facts/{huge}/invalidate", {"reason": "x"}, content_type="application/json", **writer)
+    assert r.status_code == 404
+
+
+def test_it_rejects_huge_numbers_in_a_proposal(client, writer, source):
+    r = propose(client, writer, importance=10**30)
+    assert r.status_code == 422
+    r = propose(client, writer, source_conversation_id=str(source.pk), source_position=2**70)
+    assert r.status_code == 422
+    assert not Fact.objects.exists()

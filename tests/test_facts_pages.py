@@ -236,3 +236,13 @@ def test_it_shows_the_access_log_to_admins_only(client, proposal):
     assert r.status_code == 200
     assert "user:rev" in r.content.decode() and "cust:7" in r.content.decode()
     assert client.get("/facts/access-log/", {"before": "x"}).status_code == 400
+
+
+def test_it_404s_a_fact_id_too_large_for_the_database(client, reviewer):
+    assert client.post(f"/facts/{10**30}/approve").status_code == 404
+    assert client.get(f"/facts/{10**30}/").status_code == 404
+
+
+@pytest.mark.parametrize("as_of", ["2026-13-45", "2026-02-30T25:00", "x" * 500])
+def test_it_answers_a_bad_as_of_with_400(client, reviewer, as_of):
+    assert client.get("/facts/subject/", {"s": "cust:7", "as_of": as_of}).status_code == 400

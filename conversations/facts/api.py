@@ -117,7 +117,9 @@ def _is_person(request) -> bool:
 
 
 def _get(fact_id: int) -> Fact:
-    fact = Fact.objects.exclude(status="erasing").filter(pk=fact_id).first()
+    fact = None
+    if 0 < fact_id <= store.MAX_ID:
+        fact = Fact.objects.exclude(status="erasing").filter(pk=fact_id).first()
     if fact is None:
         raise NotFound(f"fact {fact_id} not found", field="id")
     return fact

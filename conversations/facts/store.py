@@ -46,6 +46,8 @@ SUBJECT_MAX = Fact._meta.get_field("subject").max_length
 TEXT_MAX = 4000
 REASON_MAX = 2000
 RECALL_LIMIT_MAX = 100
+# Ids are BIGINT: a larger number cannot exist and must not reach the database.
+MAX_ID = 2**63 - 1
 
 
 def setting(name: str, default):
@@ -133,6 +135,8 @@ def _locked_fact(fact_id) -> Fact:
             fact_id = int(str(fact_id))
         except ValueError:
             raise NotFound(f"fact {str(fact_id)[:40]!r} not found", field="id") from None
+    if not 0 < fact_id <= MAX_ID:
+        raise NotFound(f"fact {fact_id} not found", field="id")
     qs = Fact.objects.exclude(status="erasing")
     if connection.vendor != "sqlite":
         qs = qs.select_for_update()

@@ -75,7 +75,9 @@ def _vary(response):
 
 
 def _fact_or_404(fact_id) -> Fact:
-    fact = Fact.objects.exclude(status="erasing").filter(pk=fact_id).first()
+    fact = None
+    if 0 < fact_id <= store.MAX_ID:
+        fact = Fact.objects.exclude(status="erasing").filter(pk=fact_id).first()
     if fact is None:
         raise Http404(f"fact {fact_id} not found")
     return fact
