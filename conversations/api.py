@@ -6,7 +6,7 @@ bad body gets its own clear 4xx (wrong content type 415, not JSON 400, too big
 413, wrong shape 422) and so that a message reaches the store exactly as the
 agent sent it: the store validates and encodes it once, and every read returns
 that stored text decoded. Responses are built here as plain JSON for the same
-reason; the schemas below document them (schemathesis checks that they agree).
+reason; `api_schemas` documents them (schemathesis checks that the two agree).
 """
 
 import base64
@@ -14,33 +14,31 @@ import json
 import math
 import uuid
 from datetime import datetime, timezone as dt_timezone
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlencode
 
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q
 from django.http import JsonResponse, StreamingHttpResponse
 from django.http.request import RawPostDataException
-from ninja import Field, Path, Query, Router, Schema
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from ninja import Path, Query, Router
+from pydantic import BaseModel, ValidationError
 
 from . import reads, store
+from .api_schemas import (
+    APPEND_EXAMPLES, EXAMPLE_CHECKPOINT, EXAMPLE_DETAIL, EXAMPLE_ID, EXAMPLE_MESSAGES, EXAMPLE_SUMMARY,
+    MAX_POSITION, MESSAGE_PAGE, MESSAGE_PAGE_MAX, CONVERSATION_PAGE, CONVERSATION_PAGE_MAX,
+    ActiveOut, AppendOut, CheckpointIn, CheckpointList, CheckpointOut, ConversationOut, ConversationPage,
+    CreateConversationIn, DeletedOut, ForkIn, MessagePage,
+    errors_doc, example_doc, inline_schema, json_body_doc, merge_doc, message_schema,
+)
 from .apiauth import actor_of, require_scope
 from .errors import InvalidInput, StoreError
 from .export import export_stream
 from .models import Checkpoint, Conversation, parse_conversation_id
-from .schema import Message, SystemMessage, describe_validation_error, message_adapter
+from .schema import describe_validation_error
 
 router = Router(tags=["conversations"])
-
-# Positions are 64-bit in the database; a larger number can only be a mistake,
-# and must be refused before it reaches a driver that cannot bind it.
-MAX_POSITION = 2**63 - 1
-CONVERSATION_PAGE = 50
-CONVERSATION_PAGE_MAX = 200
-MESSAGE_PAGE = 100
-MESSAGE_PAGE_MAX = reads.MAX_PAGE
-
 
 # -- errors only the HTTP layer knows -------------------------------------------------
 
@@ -58,130 +56,6 @@ class BodyTooLarge(StoreError):
 class UnsupportedMediaType(StoreError):
     code = "unsupported_media_type"
     status = 415
-
-
-# -- documented shapes ----------------------------------------------------------------
-
-
-class ErrorDetail(Schema):
-    code: str = Field(..., examples=["position_out_of_range"])
-    message: str = Field(..., examples=["position 9 is out of range: it must be between 0 and 3"])
-    field: str | None = Field(None, examples=["position"])
-
-
-class ErrorOut(Schema):
-    error: ErrorDetail
-
-
-class LineageItem(Schema):
-    id: uuid.UUID
-    title: str
-    forked_from_position: int | None
-
-
-class CheckpointOut(Schema):
-    id: int
-    position: int = Field(..., description="The summary stands in for positions 0..position.")
-    summary: str
-    created_at: datetime
-    created_by: str
-
-
-class ConversationSummary(Schema):
-    id: uuid.UUID
-    title: str
-    subject: str
-    created_at: datetime
-    last_activity_at: datetime
-    message_count: int
-    pinned: bool
-    parent_id: uuid.UUID | None
-    forked_from_position: int | None
-    url: str
-
-
-class ConversationOut(ConversationSummary):
-    meta: dict[str, Any]
-    next_position: int = Field(..., description="The position the next appended message will get.")
-    lineage: list[LineageItem] = Field(..., description="Ancestors from the root down to the parent.")
-    parent_missing: bool = Field(..., description="The parent was deleted or pruned; this fork survives it.")
-    fork_count: int
-    checkpoint_count: int
-    latest_checkpoint: CheckpointOut | None
-
-
-class ConversationPage(Schema):
-    items: list[ConversationSummary]
-    next: str | None = Field(..., description="Opaque cursor of the next page; null on the last page.")
-    next_url: str | None
-
-
-class MessageItem(Schema):
-    position: int
-    kind: str
-    message: Message = Field(..., description="The stored message, exactly as it was encoded once.")
-    created_at: datetime
-
-
-class MessagePage(Schema):
-    items: list[MessageItem]
-    skipped: list[int] = Field(..., description="Positions of stored rows that no longer decode.")
-    next: int | None = Field(..., description="Pass as `after` for the next page; null on the last page.")
-    next_url: str | None
-    next_position: int = Field(..., description="The position the next append will get (read before the page).")
-
-
-class ActiveCheckpoint(Schema):
-    position: int
-    summary: str
-    created_at: datetime
-
-
-class ActiveOut(MessagePage):
-    checkpoint: ActiveCheckpoint | None
-    handoff: SystemMessage | None = Field(
-        ..., description="The checkpoint's summary as one system message, to send before `items`."
-    )
-
-
-class AppendOut(Schema):
-    position: int
-    kind: str
-
-
-class CheckpointList(Schema):
-    items: list[CheckpointOut]
-
-
-class DeletedOut(Schema):
-    deleted: uuid.UUID
-    messages: int
-    checkpoints: int
-
-
-# -- request bodies (strict: a typo or a wrong type is an error, never coerced) --------
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CreateConversationIn(_Body):
-    title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
-    subject: StrictStr | None = Field(
-        None, max_length=store.SUBJECT_MAX, description="Whom the conversation is about, e.g. `customer:42`."
-    )
-    meta: dict[str, Any] | None = None
-
-
-class CheckpointIn(_Body):
-    position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
-    summary: StrictStr = Field(..., min_length=1)
-
-
-class ForkIn(_Body):
-    position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
-    title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -365,109 +239,6 @@ def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
     return at, pk
 
 
-# -- documentation helpers ------------------------------------------------------------
-
-EXAMPLE_ID = "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88"
-EXAMPLE_TIME = "2026-05-04T09:30:12.512301Z"
-
-
-def _errors(*codes: int) -> dict:
-    return {code: ErrorOut for code in (401, 403, *codes)}
-
-
-def _json_body_doc(schema: dict, examples: dict, description: str = "") -> dict:
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {"application/json": {"schema": schema, "examples": examples}},
-        }
-    }
-
-
-def _example(status: int, value) -> dict:
-    return {"responses": {status: {"content": {"application/json": {"example": value}}}}}
-
-
-def _merge(*parts: dict) -> dict:
-    out: dict = {}
-    for part in parts:
-        for key, value in part.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = _merge(out[key], value)
-            else:
-                out[key] = value
-    return out
-
-
-def _inline_schema(model: type[BaseModel]) -> dict:
-    return model.model_json_schema(ref_template="#/components/schemas/{model}")
-
-
-def _message_schema() -> dict:
-    # The union's members are registered as components through MessageItem's
-    # response schema; the request body refers to them instead of copying them.
-    schema = message_adapter.json_schema(ref_template="#/components/schemas/{model}")
-    schema.pop("$defs", None)
-    return schema
-
-
-EXAMPLE_SUMMARY = {
-    "id": EXAMPLE_ID,
-    "title": "Refund for order 7",
-    "subject": "customer:42",
-    "created_at": EXAMPLE_TIME,
-    "last_activity_at": EXAMPLE_TIME,
-    "message_count": 4,
-    "pinned": False,
-    "parent_id": None,
-    "forked_from_position": None,
-    "url": f"http://127.0.0.1:8000/api/v1/conversations/{EXAMPLE_ID}",
-}
-EXAMPLE_CHECKPOINT = {
-    "id": 12,
-    "position": 3,
-    "summary": "The customer wants a refund for order 7; the tool confirmed it was delivered late.",
-    "created_at": EXAMPLE_TIME,
-    "created_by": "key:support-agent",
-}
-EXAMPLE_DETAIL = {
-    **EXAMPLE_SUMMARY,
-    "meta": {"agent": "support-bot", "model": "example-model-1"},
-    "next_position": 4,
-    "lineage": [],
-    "parent_missing": False,
-    "fork_count": 0,
-    "checkpoint_count": 1,
-    "latest_checkpoint": EXAMPLE_CHECKPOINT,
-}
-EXAMPLE_MESSAGES = [
-    {"position": 4, "kind": "user", "message": {"kind": "user", "content": "Any news on my refund?"},
-     "created_at": EXAMPLE_TIME},
-    {"position": 5, "kind": "assistant", "message": {
-        "kind": "assistant", "content": "Let me check.",
-        "tool_calls": [{"id": "call_1", "name": "refund_status", "arguments": {"order": 7}}],
-        "meta": {"model": "example-model-1", "usage": {"input_tokens": 812, "output_tokens": 31}}},
-     "created_at": EXAMPLE_TIME},
-    {"position": 6, "kind": "tool", "message": {
-        "kind": "tool", "tool_call_id": "call_1", "name": "refund_status", "content": "refunded on May 3"},
-     "created_at": EXAMPLE_TIME},
-]
-APPEND_EXAMPLES = {
-    "user": {"summary": "A user turn", "value": {"kind": "user", "content": "Where is my refund for order 7?"}},
-    "assistant": {"summary": "An assistant turn with a tool call", "value": {
-        "kind": "assistant", "content": "Let me check.",
-        "tool_calls": [{"id": "call_1", "name": "refund_status", "arguments": {"order": 7}}],
-        "meta": {"model": "example-model-1", "usage": {"input_tokens": 812, "output_tokens": 31}}}},
-    "tool": {"summary": "A tool result", "value": {
-        "kind": "tool", "tool_call_id": "call_1", "name": "refund_status", "content": "refunded on May 3"}},
-    "blocks": {"summary": "Content blocks", "value": {
-        "kind": "user", "content": [{"type": "text", "text": "What is in this picture?"},
-                                    {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}},
-    "note": {"summary": "A journal entry", "value": {"kind": "note", "text": "Customer prefers email."}},
-}
-
-
 # -- conversations --------------------------------------------------------------------
 
 
@@ -475,15 +246,15 @@ APPEND_EXAMPLES = {
     "/conversations",
     operation_id="create_conversation",
     summary="Create a conversation",
-    response={201: ConversationOut, **_errors(400, 413, 415, 422)},
-    openapi_extra=_merge(
-        _json_body_doc(
-            _inline_schema(CreateConversationIn),
+    response={201: ConversationOut, **errors_doc(400, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(
+            inline_schema(CreateConversationIn),
             {"new": {"summary": "A support conversation", "value": {
                 "title": "Refund for order 7", "subject": "customer:42", "meta": {"agent": "support-bot"}}},
              "empty": {"summary": "Everything is optional", "value": {}}},
         ),
-        _example(201, EXAMPLE_DETAIL | {"message_count": 0, "next_position": 0, "checkpoint_count": 0,
+        example_doc(201, EXAMPLE_DETAIL | {"message_count": 0, "next_position": 0, "checkpoint_count": 0,
                                         "latest_checkpoint": None}),
     ),
 )
@@ -499,8 +270,8 @@ def create_conversation(request):
     "/conversations",
     operation_id="list_conversations",
     summary="List conversations",
-    response={200: ConversationPage, **_errors(400, 422)},
-    openapi_extra=_example(200, {"items": [EXAMPLE_SUMMARY], "next": "WyJyZWNlbnQiLC4uLl0",
+    response={200: ConversationPage, **errors_doc(400, 422)},
+    openapi_extra=example_doc(200, {"items": [EXAMPLE_SUMMARY], "next": "WyJyZWNlbnQiLC4uLl0",
                                  "next_url": "http://127.0.0.1:8000/api/v1/conversations?cursor=WyJyZWNlbnQiLC4uLl0"}),
 )
 def list_conversations(
@@ -542,8 +313,8 @@ ConversationId = Path(..., description="The conversation's id (a UUID).", exampl
     "/conversations/{conversation_id}",
     operation_id="get_conversation",
     summary="One conversation",
-    response={200: ConversationOut, **_errors(404)},
-    openapi_extra=_example(200, EXAMPLE_DETAIL),
+    response={200: ConversationOut, **errors_doc(404)},
+    openapi_extra=example_doc(200, EXAMPLE_DETAIL),
 )
 def get_conversation(request, conversation_id: str = ConversationId):
     """Lineage, counts and the latest checkpoint. Needs `read`."""
@@ -555,8 +326,8 @@ def get_conversation(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}",
     operation_id="delete_conversation",
     summary="Delete a conversation",
-    response={200: DeletedOut, **_errors(404)},
-    openapi_extra=_example(200, {"deleted": EXAMPLE_ID, "messages": 7, "checkpoints": 1}),
+    response={200: DeletedOut, **errors_doc(404)},
+    openapi_extra=example_doc(200, {"deleted": EXAMPLE_ID, "messages": 7, "checkpoints": 1}),
 )
 def delete_conversation(request, conversation_id: str = ConversationId):
     """Remove the conversation with its messages and checkpoints; its forks keep their own copies.
@@ -579,12 +350,12 @@ def delete_conversation(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/messages",
     operation_id="append_message",
     summary="Append one message",
-    response={201: AppendOut, **_errors(400, 404, 409, 413, 415, 422)},
-    openapi_extra=_merge(
-        _json_body_doc(_message_schema(), APPEND_EXAMPLES,
+    response={201: AppendOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(message_schema(), APPEND_EXAMPLES,
                        "The message itself: one of the kinds, discriminated by `kind`."),
-        _example(201, {"position": 5, "kind": "assistant"}),
-        _example(409, {"error": {"code": "position_conflict", "field": "expected_position", "message":
+        example_doc(201, {"position": 5, "kind": "assistant"}),
+        example_doc(409, {"error": {"code": "position_conflict", "field": "expected_position", "message":
                                  "expected the next position to be 5, but it is 6: another writer appended "
                                  "first; read the conversation again"}}),
     ),
@@ -609,8 +380,8 @@ def append_message(
     "/conversations/{conversation_id}/messages",
     operation_id="list_messages",
     summary="The full record",
-    response={200: MessagePage, **_errors(404, 422)},
-    openapi_extra=_example(200, {"items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None,
+    response={200: MessagePage, **errors_doc(404, 422)},
+    openapi_extra=example_doc(200, {"items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None,
                                  "next_position": 7}),
 )
 def list_messages(
@@ -631,8 +402,8 @@ def list_messages(
     "/conversations/{conversation_id}/active",
     operation_id="get_active_view",
     summary="The active view (what the model receives)",
-    response={200: ActiveOut, **_errors(404, 422)},
-    openapi_extra=_example(200, {
+    response={200: ActiveOut, **errors_doc(404, 422)},
+    openapi_extra=example_doc(200, {
         "checkpoint": {k: EXAMPLE_CHECKPOINT[k] for k in ("position", "summary", "created_at")},
         "handoff": {"kind": "system", "content": EXAMPLE_CHECKPOINT["summary"],
                     "meta": {"checkpoint": {"position": 3}}},
@@ -667,11 +438,11 @@ def get_active_view(
     "/conversations/{conversation_id}/checkpoints",
     operation_id="create_checkpoint",
     summary="Fold positions 0..position into a summary",
-    response={201: CheckpointOut, **_errors(400, 404, 409, 413, 415, 422)},
-    openapi_extra=_merge(
-        _json_body_doc(_inline_schema(CheckpointIn), {"fold": {"summary": "Fold the first four messages", "value": {
+    response={201: CheckpointOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(inline_schema(CheckpointIn), {"fold": {"summary": "Fold the first four messages", "value": {
             "position": 3, "summary": EXAMPLE_CHECKPOINT["summary"]}}}),
-        _example(201, EXAMPLE_CHECKPOINT),
+        example_doc(201, EXAMPLE_CHECKPOINT),
     ),
 )
 def create_checkpoint(request, conversation_id: str = ConversationId):
@@ -693,8 +464,8 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/checkpoints",
     operation_id="list_checkpoints",
     summary="All checkpoints, oldest first",
-    response={200: CheckpointList, **_errors(404)},
-    openapi_extra=_example(200, {"items": [EXAMPLE_CHECKPOINT]}),
+    response={200: CheckpointList, **errors_doc(404)},
+    openapi_extra=example_doc(200, {"items": [EXAMPLE_CHECKPOINT]}),
 )
 def list_checkpoints(request, conversation_id: str = ConversationId):
     """Needs `read`."""
@@ -708,11 +479,11 @@ def list_checkpoints(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/forks",
     operation_id="fork_conversation",
     summary="Fork at a position",
-    response={201: ConversationOut, **_errors(400, 404, 409, 413, 415, 422)},
-    openapi_extra=_merge(
-        _json_body_doc(_inline_schema(ForkIn), {"explore": {"summary": "Try another approach from position 3",
+    response={201: ConversationOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(inline_schema(ForkIn), {"explore": {"summary": "Try another approach from position 3",
                                                              "value": {"position": 3, "title": "Try a voucher"}}}),
-        _example(201, EXAMPLE_DETAIL | {"parent_id": EXAMPLE_ID, "forked_from_position": 3, "title": "Try a voucher",
+        example_doc(201, EXAMPLE_DETAIL | {"parent_id": EXAMPLE_ID, "forked_from_position": 3, "title": "Try a voucher",
                                         "lineage": [{"id": EXAMPLE_ID, "title": "Refund for order 7",
                                                      "forked_from_position": None}]}),
     ),
@@ -738,7 +509,7 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/export",
     operation_id="export_conversation",
     summary="Download a conversation",
-    response={200: None, **_errors(404, 422)},
+    response={200: None, **errors_doc(404, 422)},
     openapi_extra={"responses": {200: {
         "description": "The conversation, streamed as a download (Content-Disposition: attachment).",
         "content": {

@@ -1,0 +1,254 @@
+"""What the agent API documents: response shapes, request bodies, examples.
+
+The handlers in `conversations.api` build their JSON themselves (so messages go
+out exactly as stored); these models describe it in the OpenAPI schema, and
+schemathesis checks that the two agree. The request-body models are also what
+the handlers validate bodies with: strict, so a typo or a wrong type is an
+error, never coerced.
+"""
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ninja import Field, Schema
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
+
+from . import reads, store
+from .schema import Message, SystemMessage, message_adapter
+
+
+# Positions are 64-bit in the database; a larger number can only be a mistake,
+# and must be refused before it reaches a driver that cannot bind it.
+MAX_POSITION = 2**63 - 1
+CONVERSATION_PAGE = 50
+CONVERSATION_PAGE_MAX = 200
+MESSAGE_PAGE = 100
+MESSAGE_PAGE_MAX = reads.MAX_PAGE
+
+
+# -- documented shapes ----------------------------------------------------------------
+
+
+class ErrorDetail(Schema):
+    code: str = Field(..., examples=["position_out_of_range"])
+    message: str = Field(..., examples=["position 9 is out of range: it must be between 0 and 3"])
+    field: str | None = Field(None, examples=["position"])
+
+
+class ErrorOut(Schema):
+    error: ErrorDetail
+
+
+class LineageItem(Schema):
+    id: uuid.UUID
+    title: str
+    forked_from_position: int | None
+
+
+class CheckpointOut(Schema):
+    id: int
+    position: int = Field(..., description="The summary stands in for positions 0..position.")
+    summary: str
+    created_at: datetime
+    created_by: str
+
+
+class ConversationSummary(Schema):
+    id: uuid.UUID
+    title: str
+    subject: str
+    created_at: datetime
+    last_activity_at: datetime
+    message_count: int
+    pinned: bool
+    parent_id: uuid.UUID | None
+    forked_from_position: int | None
+    url: str
+
+
+class ConversationOut(ConversationSummary):
+    meta: dict[str, Any]
+    next_position: int = Field(..., description="The position the next appended message will get.")
+    lineage: list[LineageItem] = Field(..., description="Ancestors from the root down to the parent.")
+    parent_missing: bool = Field(..., description="The parent was deleted or pruned; this fork survives it.")
+    fork_count: int
+    checkpoint_count: int
+    latest_checkpoint: CheckpointOut | None
+
+
+class ConversationPage(Schema):
+    items: list[ConversationSummary]
+    next: str | None = Field(..., description="Opaque cursor of the next page; null on the last page.")
+    next_url: str | None
+
+
+class MessageItem(Schema):
+    position: int
+    kind: str
+    message: Message = Field(..., description="The stored message, exactly as it was encoded once.")
+    created_at: datetime
+
+
+class MessagePage(Schema):
+    items: list[MessageItem]
+    skipped: list[int] = Field(..., description="Positions of stored rows that no longer decode.")
+    next: int | None = Field(..., description="Pass as `after` for the next page; null on the last page.")
+    next_url: str | None
+    next_position: int = Field(..., description="The position the next append will get (read before the page).")
+
+
+class ActiveCheckpoint(Schema):
+    position: int
+    summary: str
+    created_at: datetime
+
+
+class ActiveOut(MessagePage):
+    checkpoint: ActiveCheckpoint | None
+    handoff: SystemMessage | None = Field(
+        ..., description="The checkpoint's summary as one system message, to send before `items`."
+    )
+
+
+class AppendOut(Schema):
+    position: int
+    kind: str
+
+
+class CheckpointList(Schema):
+    items: list[CheckpointOut]
+
+
+class DeletedOut(Schema):
+    deleted: uuid.UUID
+    messages: int
+    checkpoints: int
+
+
+# -- request bodies (strict: a typo or a wrong type is an error, never coerced) --------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateConversationIn(_Body):
+    title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
+    subject: StrictStr | None = Field(
+        None, max_length=store.SUBJECT_MAX, description="Whom the conversation is about, e.g. `customer:42`."
+    )
+    meta: dict[str, Any] | None = None
+
+
+class CheckpointIn(_Body):
+    position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
+    summary: StrictStr = Field(..., min_length=1)
+
+
+class ForkIn(_Body):
+    position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
+    title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
+
+
+# -- documentation helpers ------------------------------------------------------------
+
+EXAMPLE_ID = "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88"
+EXAMPLE_TIME = "2026-05-04T09:30:12.512301Z"
+
+
+def errors_doc(*codes: int) -> dict:
+    return {code: ErrorOut for code in (401, 403, *codes)}
+
+
+def json_body_doc(schema: dict, examples: dict, description: str = "") -> dict:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"application/json": {"schema": schema, "examples": examples}},
+        }
+    }
+
+
+def example_doc(status: int, value) -> dict:
+    return {"responses": {status: {"content": {"application/json": {"example": value}}}}}
+
+
+def merge_doc(*parts: dict) -> dict:
+    out: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merge_doc(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
+def inline_schema(model: type[BaseModel]) -> dict:
+    return model.model_json_schema(ref_template="#/components/schemas/{model}")
+
+
+def message_schema() -> dict:
+    # The union's members are registered as components through MessageItem's
+    # response schema; the request body refers to them instead of copying them.
+    schema = message_adapter.json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return schema
+
+
+EXAMPLE_SUMMARY = {
+    "id": EXAMPLE_ID,
+    "title": "Refund for order 7",
+    "subject": "customer:42",
+    "created_at": EXAMPLE_TIME,
+    "last_activity_at": EXAMPLE_TIME,
+    "message_count": 4,
+    "pinned": False,
+    "parent_id": None,
+    "forked_from_position": None,
+    "url": f"http://127.0.0.1:8000/api/v1/conversations/{EXAMPLE_ID}",
+}
+EXAMPLE_CHECKPOINT = {
+    "id": 12,
+    "position": 3,
+    "summary": "The customer wants a refund for order 7; the tool confirmed it was delivered late.",
+    "created_at": EXAMPLE_TIME,
+    "created_by": "key:support-agent",
+}
+EXAMPLE_DETAIL = {
+    **EXAMPLE_SUMMARY,
+    "meta": {"agent": "support-bot", "model": "example-model-1"},
+    "next_position": 4,
+    "lineage": [],
+    "parent_missing": False,
+    "fork_count": 0,
+    "checkpoint_count": 1,
+    "latest_checkpoint": EXAMPLE_CHECKPOINT,
+}
+EXAMPLE_MESSAGES = [
+    {"position": 4, "kind": "user", "message": {"kind": "user", "content": "Any news on my refund?"},
+     "created_at": EXAMPLE_TIME},
+    {"position": 5, "kind": "assistant", "message": {
+        "kind": "assistant", "content": "Let me check.",
+        "tool_calls": [{"id": "call_1", "name": "refund_status", "arguments": {"order": 7}}],
+        "meta": {"model": "example-model-1", "usage": {"input_tokens": 812, "output_tokens": 31}}},
+     "created_at": EXAMPLE_TIME},
+    {"position": 6, "kind": "tool", "message": {
+        "kind": "tool", "tool_call_id": "call_1", "name": "refund_status", "content": "refunded on May 3"},
+     "created_at": EXAMPLE_TIME},
+]
+APPEND_EXAMPLES = {
+    "user": {"summary": "A user turn", "value": {"kind": "user", "content": "Where is my refund for order 7?"}},
+    "assistant": {"summary": "An assistant turn with a tool call", "value": {
+        "kind": "assistant", "content": "Let me check.",
+        "tool_calls": [{"id": "call_1", "name": "refund_status", "arguments": {"order": 7}}],
+        "meta": {"model": "example-model-1", "usage": {"input_tokens": 812, "output_tokens": 31}}}},
+    "tool": {"summary": "A tool result", "value": {
+        "kind": "tool", "tool_call_id": "call_1", "name": "refund_status", "content": "refunded on May 3"}},
+    "blocks": {"summary": "Content blocks", "value": {
+        "kind": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                    {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}},
+    "note": {"summary": "A journal entry", "value": {"kind": "note", "text": "Customer prefers email."}},
+}
