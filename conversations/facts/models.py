@@ -122,6 +122,14 @@ class Fact(models.Model):
         indexes = [
             # Recall and the subject page: one subject's facts by status.
             models.Index(fields=["subject", "status"], name="fact_subject_status_idx"),
+            # Recall's candidates, answered from the index alone (no table lookups):
+            # only the rows recall can ever return, with every column it reads.
+            models.Index(
+                fields=["subject", "valid_from", "invalid_at", "expires_at", "importance", "recorded_at",
+                        "last_accessed_at"],
+                condition=Q(status=APPROVED, superseded_by__isnull=True),
+                name="fact_recall_idx",
+            ),
             models.Index(fields=["status", "recorded_at"], name="fact_status_recorded_idx"),
             models.Index(fields=["expires_at"], name="fact_expires_idx"),
         ]

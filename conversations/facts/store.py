@@ -24,6 +24,7 @@ Decisions the issue left open (documented here, tested in tests/test_facts_*):
   them, so it adds nothing.
 """
 
+import heapq
 import math
 import re
 from dataclasses import dataclass
@@ -464,14 +465,10 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
         recency = normalise([0.995 ** max(0.0, float(r[2])) for r in rows])
         importance = normalise([r[1] / 10.0 for r in rows])
         relevance = normalise([ranks.get(pk, 0.0) for pk in ids])
-        scored = sorted(
-            (
-                (w_r * recency[i] + w_i * importance[i] + w_v * relevance[i], ids[i],
-                 ScoreParts(recency[i], importance[i], relevance[i]))
-                for i in range(len(ids))
-            ),
-            key=lambda s: (-s[0], -s[1]),
-        )[:limit]
+        scores = [w_r * recency[i] + w_i * importance[i] + w_v * relevance[i] for i in range(len(ids))]
+        # Ties go to the newer fact (higher id); only the winners get their parts built.
+        best = heapq.nlargest(limit, range(len(ids)), key=lambda i: (scores[i], ids[i]))
+        scored = [(scores[i], ids[i], ScoreParts(recency[i], importance[i], relevance[i])) for i in best]
         top = [pk for _, pk, _ in scored]
         Fact.objects.filter(pk__in=top).update(access_count=F("access_count") + 1, last_accessed_at=now)
         FactEvent.objects.bulk_create(
