@@ -28,28 +28,43 @@ def test_it_reviews_the_queue_without_reloading(live_server, page):
                               source_position=1)
     bad = facts.propose_fact(subject="cust:7", text="Is angry", importance=3, created_by="key:agent")
     typo = facts.propose_fact(subject="cust:7", text="Lives in Leds", importance=4, created_by="key:agent")
+    keyed = facts.propose_fact(subject="cust:7", text="Orders on Mondays", importance=2, created_by="key:agent")
 
     page.goto(live_server.url + "/facts/")
     page.fill("input[name=username]", "rita")
     page.fill("input[name=password]", "rita-pw-123456")
     page.click("button[type=submit]")
     page.wait_for_url("**/facts/")
-    assert page.locator("#queue-count").inner_text() == "3"
+    assert page.locator("#queue-count").inner_text() == "4"
     assert "never a refund" in page.locator(f"#fact-{good.pk} .source-context").inner_text()
     page.evaluate("window.__sameDocument = true")
 
     page.click(f"#fact-{good.pk} button.approve")
     page.locator(f"#fact-{good.pk}").wait_for(state="detached")
-    assert page.locator("#queue-count").inner_text() == "2"
+    assert page.locator("#queue-count").inner_text() == "3"
 
     page.fill(f"#fact-{bad.pk} input[name=reason]", "opinion, not a fact")
     page.press(f"#fact-{bad.pk} input[name=reason]", "Enter")
     page.locator(f"#fact-{bad.pk}").wait_for(state="detached")
 
     page.click(f"#fact-{typo.pk} .edit-approve summary")
+    # A blank text passes the browser's `required` but not the store: the item
+    # comes back in place with the error, nothing is written.
+    page.fill(f"#fact-{typo.pk} textarea[name=text]", "   ")
+    page.click(f"#fact-{typo.pk} .edit-approve button")
+    page.locator(f"#fact-{typo.pk} [role=alert]").wait_for()
+    assert "text must not be blank" in page.locator(f"#fact-{typo.pk} [role=alert]").inner_text()
+    assert Fact.objects.count() == 4
     page.fill(f"#fact-{typo.pk} textarea[name=text]", "Lives in Leeds")
     page.click(f"#fact-{typo.pk} .edit-approve button")
     page.locator(f"#fact-{typo.pk}").wait_for(state="detached")
+
+    # Keyboard: j focuses the (only) remaining item, a approves it.
+    page.locator("h1").click()
+    page.keyboard.press("j")
+    page.keyboard.press("a")
+    page.locator(f"#fact-{keyed.pk}").wait_for(state="detached")
+    assert Fact.objects.get(pk=keyed.pk).status == "approved"
 
     assert page.locator("#queue-count").inner_text() == "0"
     assert "Approved fact" in page.locator("#queue-status").inner_text()
