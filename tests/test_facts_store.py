@@ -337,3 +337,9 @@ def test_the_expire_command_records_each_expiry_once(capsys):
     assert "0 fact(s)" in capsys.readouterr().out
     event = FactEvent.objects.get(fact=f, kind="expired")
     assert event.actor == "system:expire_facts"
+
+
+def test_it_returns_tuples_a_caller_can_unpack():
+    f = approved("x")
+    [(fact, score, parts)] = facts.recall(subject="cust:1")
+    assert fact.pk == f.pk and score == 0.0 and parts == facts.ScoreParts(0.0, 0.0, 0.0)

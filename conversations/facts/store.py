@@ -27,7 +27,6 @@ Decisions the issue left open (documented here, tested in tests/test_facts_*):
 import heapq
 import math
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -38,7 +37,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOfRange
-from conversations.models import Conversation, parse_conversation_id
+from conversations.models import Conversation
 from conversations.store import record_audit
 
 from .models import APPROVED, CATEGORIES, PROPOSED, REJECTED, Fact, FactAccess, FactEvent
@@ -349,8 +348,9 @@ class ScoreParts(NamedTuple):
     relevance: float
 
 
-@dataclass(frozen=True)
-class Recalled:
+class Recalled(NamedTuple):
+    """One recalled fact: `fact, score, parts = item` or by attribute."""
+
     fact: Fact
     score: float
     parts: ScoreParts
