@@ -226,15 +226,24 @@ def encode_message(data: Any) -> tuple[str, str]:
     same text.
     """
     model = validate_message(data)
-    fields = model.model_dump(mode="json", exclude_none=True)
+    # Python mode keeps non-finite floats as they are, so that json.dumps can refuse
+    # them below instead of pydantic silently turning them into null.
+    fields = model.model_dump(mode="python", exclude_none=True)
     # `kind` first and `meta` last, whatever order the caller used.
     ordered = {"kind": fields.pop("kind")}
     meta = fields.pop("meta", None)
     ordered.update(fields)
     if meta is not None:
         ordered["meta"] = meta
-    text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
-    size = len(text.encode())
+    try:
+        text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        size = len(text.encode())
+    except UnicodeEncodeError:  # before ValueError, of which it is a kind
+        raise InvalidMessage("invalid message: the text holds an unpaired surrogate, which is not UTF-8") from None
+    except ValueError:
+        raise InvalidMessage("invalid message: NaN and Infinity are not JSON numbers") from None
+    except TypeError as exc:
+        raise InvalidMessage(f"invalid message: a value is not JSON: {exc}") from None
     limit = max_message_bytes()
     if size > limit:
         raise MessageTooLarge(

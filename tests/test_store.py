@@ -310,3 +310,45 @@ def test_a_conversation_being_deleted_is_hidden_and_refuses_appends(conversation
         reads.list_messages(conversation.pk)
     with pytest.raises(NotFound):
         store.append_message(conversation_id=conversation.pk, message=note("late"))
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"title": "a\x00b"}, "title"),
+        ({"subject": "x\ud800"}, "subject"),
+        ({"meta": {"k": "v\x00"}}, "meta"),
+        ({"meta": {"k": float("inf")}}, "meta"),
+        ({"meta": {"k": object()}}, "meta"),
+    ],
+)
+def test_values_no_database_can_store_are_refused_up_front(kwargs, field):
+    with pytest.raises(InvalidInput) as exc:
+        store.create_conversation(**kwargs)
+    assert exc.value.field == field
+    assert Conversation.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "message, words",
+    [
+        ({"kind": "note", "text": "x", "meta": {"score": float("nan")}}, "NaN"),
+        ({"kind": "note", "text": "half a pair \ud800"}, "surrogate"),
+    ],
+)
+def test_messages_no_database_can_store_are_refused(conversation, message, words):
+    with pytest.raises(InvalidMessage) as exc:
+        store.append_message(conversation_id=conversation.pk, message=message)
+    assert words in exc.value.message
+    assert Message.objects.count() == 0
+
+
+def test_a_summary_with_nul_is_refused(conversation):
+    fill(conversation, 1)
+    with pytest.raises(InvalidInput):
+        store.checkpoint_at(conversation_id=conversation.pk, position=0, summary="a\x00b")
+
+
+def test_nul_inside_message_text_is_kept_escaped(conversation):
+    store.append_message(conversation_id=conversation.pk, message=note("before\x00after"))
+    assert reads.list_messages(conversation.pk).items[0].message.text == "before\x00after"
