@@ -191,3 +191,11 @@ def test_it_rejects_huge_numbers_in_a_proposal(client, writer, source):
     r = propose(client, writer, source_conversation_id=str(source.pk), source_position=2**70)
     assert r.status_code == 422
     assert not Fact.objects.exists()
+
+
+def test_it_logs_a_reviewers_recall_but_not_an_agents(client, reader):
+    client.get("/api/v1/facts/recall", {"subject": "cust:7"}, **reader)
+    assert not FactAccess.objects.exists()
+    _login(client, REVIEWER)
+    assert client.get("/api/v1/facts/recall", {"subject": "cust:7"}).status_code == 200
+    assert FactAccess.objects.get().view == "api recall"

@@ -152,7 +152,7 @@ def list_facts(request, subject: str, status: str | None = None, limit: int = 20
 def recall(request, subject: str, query: str = "", limit: int = 10):
     require_scope(request, "facts:read")
     results = store.recall(subject=subject, query=query, limit=limit, actor=actor_of(request))
-    if _is_person(request) and results:
+    if _is_person(request):
         store.record_access(actor=actor_of(request), subject=subject.strip(), view="api recall")
     return {
         "subject": subject.strip(),
