@@ -19,7 +19,6 @@ The path (also used to delete one conversation from its page):
 
 import hashlib
 import logging
-import mmap
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -48,6 +47,10 @@ MAX_STRINGS = 40
 # PostgreSQL compresses values over ~2 KB (TOAST); compressed text is not in the
 # raw bytes, so only rows stored plainly are sampled there.
 PG_PLAIN_LIMIT = 1800
+READ_CHUNK = 8 * 1024 * 1024
+# How long erasure waits for transactions older than the deletion to end (see _wait_for_older_snapshots).
+SNAPSHOT_WAIT_SECONDS = 30
+SCRUB_ATTEMPTS = 2
 
 
 @dataclass
@@ -264,7 +267,20 @@ def search_database_files(needles: list[str]) -> FileSearch:
         if matched:
             found_in.append(name)
             hits |= matched
+    if connection.vendor == "postgresql" and found_in:
+        found_in = [_with_relation_name(name) for name in found_in]
     return FileSearch(status="searched", files=files, found=bool(hits), found_in=found_in, found_count=len(hits))
+
+
+def _with_relation_name(name: str) -> str:
+    """'base/16384/2619' → 'base/16384/2619 (pg_statistic)', so a finding says where."""
+    stem = name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
+    if not stem.isdigit():
+        return name
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_filenode_relation(0, %s)::text", [int(stem)])
+        row = cursor.fetchone()
+    return f"{name} ({row[0]})" if row and row[0] else f"{name} (no relation: an old file)"
 
 
 def _display_name(path: Path, root) -> str:
@@ -275,18 +291,28 @@ def _display_name(path: Path, root) -> str:
 
 
 def _search_file(path: Path, needles: list[bytes]) -> tuple[int | None, set[int]]:
+    """Read in chunks (not mmap: the server may truncate a file meanwhile, and a
+    mapped page past the new end kills the process)."""
+    overlap = max((len(n) for n in needles), default=1) - 1
+    found: set[int] = set()
+    size = 0
+    tail = b""
     try:
         with open(path, "rb") as f:
-            size = path.stat().st_size
-            if size == 0:
-                return 0, set()
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return size, {i for i, needle in enumerate(needles) if data.find(needle) != -1}
+            while True:
+                chunk = f.read(READ_CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                window = tail + chunk
+                found |= {i for i, needle in enumerate(needles) if i not in found and needle in window}
+                tail = window[-overlap:] if overlap else b""
     except FileNotFoundError:
         # PostgreSQL unlinks a rewritten relation's old file at checkpoint: gone is fine.
-        return 0, set()
-    except (OSError, ValueError):
+        return size, found
+    except OSError:
         return None, set()
+    return size, found
 
 
 # --- making it gone from disk ----------------------------------------------------
@@ -296,7 +322,32 @@ def _fts5_tables(cursor) -> list[str]:
     return [row[0] for row in cursor.fetchall()]
 
 
-def scrub_disk() -> list[str]:
+def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
+    """PostgreSQL keeps a deleted row while any transaction that may still see it is
+    open (VACUUM FULL copies such "recently dead" rows into the new file): wait,
+    boundedly, for transactions older than the deletion to end."""
+    if xid is None:
+        return
+    deadline = time.monotonic() + SNAPSHOT_WAIT_SECONDS
+    with connection.cursor() as cursor:
+        while True:
+            # Every database of the cluster: in practice a transaction elsewhere that
+            # started before the deletion also holds its rows back.
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                "AND (age(backend_xmin) >= age((%s::bigint %% 4294967296)::text::xid) "
+                "OR age(backend_xid) >= age((%s::bigint %% 4294967296)::text::xid))",
+                [xid, xid],
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            if time.monotonic() > deadline:
+                notes.append("a transaction older than the deletion was still open; rows it could see may remain")
+                return
+            time.sleep(0.05)
+
+
+def scrub_disk(xid: int | None = None) -> list[str]:
     """After the deleting transaction: leave no copy of the deleted text in the files."""
     notes: list[str] = []
     if connection.in_atomic_block:
@@ -310,6 +361,7 @@ def scrub_disk() -> list[str]:
             cursor.execute("VACUUM")
             _truncate_wal(cursor, notes)
         else:
+            _wait_for_older_snapshots(xid, notes)
             for table in _tables_holding_subject_data():
                 cursor.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
             try:
@@ -320,6 +372,14 @@ def scrub_disk() -> list[str]:
                 notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
             cursor.execute("CHECKPOINT")
     return notes
+
+
+def _current_xid() -> int | None:
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT txid_current()")
+        return int(cursor.fetchone()[0])
 
 
 def _truncate_wal(cursor, notes: list[str]) -> None:
@@ -373,20 +433,28 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
             erased = erasure.erase_subject(subject)
             counts.update({k: int(erased.get(k, 0)) for k in ("facts", "fact_events", "access_log")})
         counts["conversation_ids_not_found"] = len(preview.missing_ids)
+        xid = _current_xid()
         store.record_audit(actor=actor, action="deletion.executed", target_type="deletion_request",
                            target_id=str(request_id),
                            detail={"kind": kind, "subject_sha256": subject_sha256(subject), "counts": counts,
                                    "conversation_ids": [str(i) for i in victim_ids]})
 
-    notes = scrub_disk()
     if connection.in_atomic_block:
         # An outer transaction (a test, a caller's atomic) still holds the rows:
         # nothing can be verified, and the receipt must not claim it was.
+        notes = scrub_disk(xid)
         search = FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                             problem="ran inside an outer transaction: the deletion was not yet committed")
+        attempts = 1
     else:
-        checkpoint_to_disk()
-        search = search_database_files(checkable)
+        for attempts in range(1, SCRUB_ATTEMPTS + 1):
+            # A second pass covers what a reader still holding old rows kept the first
+            # one from removing (a WAL that could not be truncated, recently dead rows).
+            notes = scrub_disk(xid)
+            checkpoint_to_disk()
+            search = search_database_files(checkable)
+            if search.status != "searched" or not search.found:
+                break
     verification = {
         "database": connection.vendor,
         "status": ("not_possible" if search.status == "not_possible" else "found" if search.found else "verified"),
@@ -400,6 +468,7 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
         "found_in": search.found_in,
         "found_count": search.found_count,
         "scope": _scope(),
+        "scrub_passes": attempts,
         "notes": notes + ([search.problem] if search.problem else []),
     }
     if not checkable and search.status == "searched":
