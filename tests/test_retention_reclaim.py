@@ -12,9 +12,8 @@ import json
 import random
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
-from conversations import store
 from conversations.retention.pruning import prune_older_than
 from tests.retention_support import age, run_python, subprocess_env
 
