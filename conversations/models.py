@@ -129,7 +129,11 @@ class MessageQuerySet(models.QuerySet):
 
 
 class Message(models.Model):
-    id = models.BigAutoField(primary_key=True)
+    # Keyed by (conversation, position): on SQLite the table is WITHOUT ROWID, so a
+    # conversation's rows sit together in the file, in order. Reads by position are
+    # one range scan, there is no second index to keep, and pruning a conversation
+    # frees whole pages that the file can give back.
+    pk = models.CompositePrimaryKey("conversation", "position")
     conversation = models.ForeignKey(
         Conversation, on_delete=models.DO_NOTHING, related_name="messages", db_index=False
     )
@@ -143,7 +147,6 @@ class Message(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "position"], name="message_position_unique"),
             models.CheckConstraint(condition=models.Q(position__gte=0), name="message_position_nonneg"),
         ]
 

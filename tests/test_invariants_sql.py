@@ -131,10 +131,23 @@ def test_the_audit_log_cannot_be_rewritten_or_deleted():
     assert AuditEvent.objects.get(pk=event.pk).actor == "user:alice"
 
 
-def test_position_pairs_are_unique_in_the_schema(conversation):
-    # Belt and braces under the trigger: the unique constraint exists.
-    names = {c.name for c in Message._meta.constraints}
-    assert "message_position_unique" in names
+def test_a_position_is_taken_once_by_the_primary_key(conversation):
+    # Belt and braces under the trigger: (conversation, position) is the table's key.
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, Message._meta.db_table)
-    assert any(c["unique"] and c["columns"] == ["conversation_id", "position"] for c in constraints.values())
+    assert any(c["primary_key"] and sorted(c["columns"]) == ["conversation_id", "position"] for c in constraints.values())
+    if connection.vendor == "sqlite":
+        # Clustered: a conversation's rows sit together in the file, so pruning it frees whole pages.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'conversations_message'")
+            assert cursor.fetchone()[0].rstrip().endswith("WITHOUT ROWID")
+    with pytest.raises(DatabaseError):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER IF EXISTS message_guard_insert" if connection.vendor == "sqlite"
+                           else "DROP TRIGGER IF EXISTS message_guard_insert ON conversations_message")
+            cursor.execute(
+                "INSERT INTO conversations_message (conversation_id, position, kind, content, created_at) "
+                "VALUES (%s, 1, 'note', '{}', %s)",
+                [db_id(conversation), connection.ops.adapt_datetimefield_value(timezone.now())],
+            )
+    assert len(contents(conversation)) == 3

@@ -6,6 +6,28 @@ import uuid
 from django.db import migrations, models
 
 
+def create_message_table(apps, schema_editor):
+    """The message table, clustered by (conversation, position) on SQLite.
+
+    Django cannot say WITHOUT ROWID, so the table is created from Django's own
+    CREATE TABLE with the clause added. A later migration that alters this model
+    on SQLite would rebuild the table without it: write such a migration by hand.
+    """
+    model = apps.get_model("conversations", "Message")
+    if schema_editor.connection.vendor == "sqlite":
+        sql, params = schema_editor.table_sql(model)
+        schema_editor.execute(f"{sql} WITHOUT ROWID", params or None)
+        for statement in schema_editor.deferred_sql:
+            schema_editor.execute(statement)
+        schema_editor.deferred_sql = []
+    else:
+        schema_editor.create_model(model)
+
+
+def drop_message_table(apps, schema_editor):
+    schema_editor.delete_model(apps.get_model("conversations", "Message"))
+
+
 class Migration(migrations.Migration):
 
     initial = True
@@ -78,18 +100,23 @@ class Migration(migrations.Migration):
                 'constraints': [models.CheckConstraint(condition=models.Q(('message_position__gte', 0)), name='checkpoint_position_nonneg')],
             },
         ),
-        migrations.CreateModel(
-            name='Message',
-            fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('position', models.BigIntegerField()),
-                ('kind', models.CharField(max_length=16)),
-                ('content', models.TextField()),
-                ('created_at', models.DateTimeField()),
-                ('conversation', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='messages', to='conversations.conversation')),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.CreateModel(
+                    name='Message',
+                    fields=[
+                        ('pk', models.CompositePrimaryKey('conversation', 'position', blank=True, editable=False, primary_key=True, serialize=False)),
+                        ('position', models.BigIntegerField()),
+                        ('kind', models.CharField(max_length=16)),
+                        ('content', models.TextField()),
+                        ('created_at', models.DateTimeField()),
+                        ('conversation', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='messages', to='conversations.conversation')),
+                    ],
+                    options={
+                        'constraints': [models.CheckConstraint(condition=models.Q(('position__gte', 0)), name='message_position_nonneg')],
+                    },
+                ),
             ],
-            options={
-                'constraints': [models.UniqueConstraint(fields=('conversation', 'position'), name='message_position_unique'), models.CheckConstraint(condition=models.Q(('position__gte', 0)), name='message_position_nonneg')],
-            },
         ),
+        migrations.RunPython(create_message_table, drop_message_table),
     ]

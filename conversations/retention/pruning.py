@@ -154,10 +154,12 @@ def _mark_victims(ids: list, cutoff: datetime) -> None:
 def _delete_batch(table: str, ids: list, limit: int) -> int:
     """Delete up to `limit` rows of `table` belonging to the marked conversations `ids`, in one transaction."""
     marks = ", ".join(["%s"] * len(ids))
+    # Messages are keyed by (conversation, position); other tables by id.
+    key = "conversation_id, position" if table == Message._meta.db_table else "id"
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
-                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "
+                f"DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} "
                 f"WHERE conversation_id IN ({marks}) LIMIT %s)",
                 [*_db_ids(ids), limit],
             )
@@ -226,8 +228,10 @@ def _incremental_vacuum(cursor) -> None:
         if free == 0 or (previous is not None and free >= previous):
             return
         previous = free
-        # Each step of the pragma frees pages; fetching the rows runs it to the end.
-        cursor.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES_PER_STEP})").fetchall()
+        # Through a cursor, Python's sqlite3 steps this pragma once, which frees a
+        # single page; executescript runs it to the end. Each step is its own short
+        # transaction, so writers wait for at most one step.
+        connection.connection.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES_PER_STEP});")
 
 
 def prune_older_than(
