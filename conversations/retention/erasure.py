@@ -199,25 +199,34 @@ def _sample_strings(preview: DeletionPreview, fact_texts: list[str]) -> list[str
     return unique
 
 
-def _occurs_in_kept_data(value: str, deleted_ids: list) -> bool:
-    """Does `value` also occur in rows this request keeps? Then a byte search cannot prove anything."""
+def _strings_in_kept_data(values: list[str], subject: str, extra_ids: list) -> set[str]:
+    """Which of `values` also occur in rows this request keeps? A byte search for
+    those could not prove anything. One pass per table, whatever the number of strings."""
+    if not values:
+        return set()
     find = "instr({col}, %s) > 0" if connection.vendor == "sqlite" else "strpos({col}, %s) > 0"
-    db_ids = [Conversation._meta.pk.get_db_prep_value(i, connection) for i in deleted_ids]
-    keep = (f"conversation_id NOT IN ({', '.join(['%s'] * len(db_ids))})" if db_ids else "1=1")
-    keep_conv = (f"id NOT IN ({', '.join(['%s'] * len(db_ids))})" if db_ids else "1=1")
-    checks = [
-        (Message._meta.db_table, "content", keep),
-        (Checkpoint._meta.db_table, "summary", keep),
-        (Conversation._meta.db_table, "title", keep_conv),
-        (Conversation._meta.db_table, "subject", keep_conv),
-    ]
+    db_extra = [Conversation._meta.pk.get_db_prep_value(i, connection) for i in extra_ids]
+    # "Kept" is expressed by the request itself (the subject, the extra ids), so the
+    # statement stays small however many conversations the subject has.
+    gone = [f"{{id}} IN (SELECT id FROM {Conversation._meta.db_table} WHERE subject = %s)"] if subject else []
+    gone_params = [subject] if subject else []
+    if db_extra:
+        gone.append(f"{{id}} IN ({', '.join(['%s'] * len(db_extra))})")
+        gone_params += db_extra
+    found: set[str] = set()
     with connection.cursor() as cursor:
-        for table, column, condition in checks:
-            cursor.execute(f"SELECT 1 FROM {table} WHERE {condition} AND {find.format(col=column)} LIMIT 1",
-                           [*db_ids, value])
-            if cursor.fetchone():
-                return True
-    return False
+        for table, column, id_column in (
+            (Message._meta.db_table, "content", "conversation_id"),
+            (Checkpoint._meta.db_table, "summary", "conversation_id"),
+            (Conversation._meta.db_table, "title", "id"),
+            (Conversation._meta.db_table, "subject", "id"),
+        ):
+            kept = f"NOT ({' OR '.join(g.format(id=id_column) for g in gone)})" if gone else "1=1"
+            flags = ", ".join(f"MAX(CASE WHEN {find.format(col=column)} THEN 1 ELSE 0 END)" for _ in values)
+            cursor.execute(f"SELECT {flags} FROM {table} WHERE {kept}", [*values, *gone_params])
+            row = cursor.fetchone() or ()
+            found |= {v for v, flag in zip(values, row) if flag}
+    return found
 
 
 # --- searching the files ---------------------------------------------------------
@@ -418,7 +427,8 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
 
     # What to look for afterwards, chosen before anything is deleted.
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
-    checkable = [s for s in candidates if not _occurs_in_kept_data(s, victim_ids)]
+    shared = _strings_in_kept_data(candidates, subject, ids)
+    checkable = [s for s in candidates if s not in shared]
     subject_checkable = bool(subject) and subject in checkable
 
     counts = {"conversations": 0, "messages": 0, "checkpoints": 0}
