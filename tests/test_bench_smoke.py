@@ -26,7 +26,7 @@ def test_it_runs_every_workload_quick(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())["results"]
-    assert [r["workload"].split()[0] for r in results] == [str(n) for n in range(1, 10)]
+    assert [r["workload"].split()[0] for r in results] == [str(n) for n in range(1, 11)]
     for result in results:
         assert result["rows"], result["workload"]
         for row in result["rows"]:
@@ -36,3 +36,23 @@ def test_it_runs_every_workload_quick(tmp_path):
     # Quick numbers never replace the committed full-run table.
     after = (ROOT / "docs" / "BENCHMARKS.md").read_bytes() if (ROOT / "docs" / "BENCHMARKS.md").exists() else None
     assert after == report_before
+
+
+def test_it_merges_one_workload_into_the_committed_results(tmp_path):
+    """`run.py --only N --merge` replaces workload N's rows and keeps every other workload's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import run
+
+    base = [{"workload": f"{n} w{n}", "rows": [], "sizes": {}, "seconds": 1.0} for n in (1, 2, 10)]
+    fresh = [{"workload": "2 new", "rows": [], "sizes": {}, "seconds": 2.0},
+             {"workload": "9 new", "rows": [], "sizes": {}, "seconds": 3.0}]
+    merged = run.merge(base, fresh)
+    assert [r["workload"] for r in merged] == ["1 w1", "2 new", "9 new", "10 w10"]
+    # The committed results render the committed table (its rows; the notes may be edited since).
+    meta, results = run.read_results(ROOT / "docs" / "benchmarks.json")
+    assert [run.number_of(r) for r in results] == [str(n) for n in range(1, 11)]
+    report = run.render(results, quick=False, seconds=meta["seconds"], load=meta.get("load", ""),
+                        date=meta.get("date", ""), merged=meta.get("merged"))
+    table = [line for line in report.splitlines() if line.startswith("| ")]
+    assert table == [line for line in (ROOT / "docs" / "BENCHMARKS.md").read_text().splitlines()
+                     if line.startswith("| ")]
