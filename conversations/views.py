@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_safe, require_http_methods
 
 from . import store
 from .errors import NotFound, StoreError
@@ -135,7 +135,7 @@ LIST_FLAGS = {
 }
 
 
-@require_GET
+@require_safe
 @_reader
 def index(request):
     try:
@@ -261,7 +261,7 @@ def _descendants(conversation):
     return build(conversation), total, truncated
 
 
-@require_GET
+@require_safe
 @_reader
 def conversation(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
@@ -326,7 +326,7 @@ def conversation(request, conversation_id):
     )
 
 
-@require_GET
+@require_safe
 @_reader
 def model_saw(request, conversation_id, position):
     convo = _conversation_or_404(conversation_id)
@@ -420,7 +420,7 @@ def checkpoint(request, conversation_id, position):
     )
 
 
-@require_GET
+@require_safe
 @_reader
 def export(request, conversation_id, fmt):
     if fmt not in FORMATS:

@@ -11,7 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_safe, require_POST
 
 from . import store
 from .errors import StoreError
@@ -50,7 +50,7 @@ def _page(request, *, status=200, **context):
     return render(request, "conversations/keys.html", context, status=status)
 
 
-@require_GET
+@require_safe
 @_admin_only
 def keys(request):
     return _page(request)

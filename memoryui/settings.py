@@ -74,6 +74,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "conversations.middleware.HtmxLoginRedirectMiddleware",
 ]
 
 ROOT_URLCONF = "memoryui.urls"

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_safe, require_POST
 
 from conversations.errors import InvalidInput, StoreError
 from conversations.models import Conversation
@@ -122,7 +122,7 @@ def _queue_context(request):
     }
 
 
-@require_GET
+@require_safe
 @_reviewer
 def queue(request):
     context = _queue_context(request)
@@ -221,7 +221,7 @@ def _parse_as_of(raw: str):
     return value
 
 
-@require_GET
+@require_safe
 @_reviewer
 def subject(request):
     name = (request.GET.get("s") or "").strip()
@@ -320,7 +320,7 @@ def keep(request, fact_id: int):
 # ---- expiring soon, forgetting candidates, access log ----------------------------
 
 
-@require_GET
+@require_safe
 @_reviewer
 def expiring(request):
     now = timezone.now()
@@ -331,7 +331,7 @@ def expiring(request):
     return _vary(render(request, "facts/expiring.html", {"facts": facts, "days": days, "now": now}))
 
 
-@require_GET
+@require_safe
 @_reviewer
 def forgetting(request):
     now = timezone.now()
@@ -345,7 +345,7 @@ def forgetting(request):
     return _vary(render(request, "facts/forgetting.html", context))
 
 
-@require_GET
+@require_safe
 @_admin_only
 def access_log(request):
     qs = FactAccess.objects.recent()
@@ -370,7 +370,7 @@ def access_log(request):
                         {"rows": rows, "next_url": next_url, "subject": subject_filter}))
 
 
-@require_GET
+@require_safe
 @_reviewer
 def fact_detail(request, fact_id: int):
     fact = _fact_or_404(fact_id)

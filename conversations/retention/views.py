@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_safe, require_http_methods, require_POST
 
 from conversations.apiauth import actor_of
 from conversations.errors import InvalidInput, NotFound, StoreError
@@ -55,7 +55,7 @@ def _redirect(request, url):
     return HttpResponseRedirect(url)
 
 
-@require_GET
+@require_safe
 @admin_required
 def index(request):
     return render(request, "retention/index.html", {
@@ -68,7 +68,7 @@ def index(request):
 
 # --- prune ---------------------------------------------------------------------------
 
-@require_GET
+@require_safe
 @admin_required
 def prune_page(request):
     raw = request.GET.get("older_than_days", "").strip()
@@ -104,7 +104,7 @@ def prune_run(request):
     return _redirect(request, reverse("retention:prune_run_detail", args=[result.run_id]))
 
 
-@require_GET
+@require_safe
 @admin_required
 def prune_progress(request):
     """The running prune's progress bar, polled by the prune page while it waits for the run."""
@@ -112,7 +112,7 @@ def prune_progress(request):
     return render(request, "retention/prune.html#prune-progress", {"running": run})
 
 
-@require_GET
+@require_safe
 @admin_required
 def prune_runs(request):
     qs = PruneRun.objects.order_by("-id")
@@ -124,7 +124,7 @@ def prune_runs(request):
                   {"runs": rows[:RUN_PAGE], "next_before": rows[RUN_PAGE - 1].pk if len(rows) > RUN_PAGE else None})
 
 
-@require_GET
+@require_safe
 @admin_required
 def prune_run_detail(request, run_id: int):
     run = PruneRun.objects.filter(pk=run_id).first()
@@ -139,7 +139,7 @@ def _request_fields(request):
     return request.POST.get("subject", ""), request.POST.get("conversation_ids", "")
 
 
-@require_GET
+@require_safe
 @admin_required
 def deletion_form(request):
     return render(request, "retention/deletion_form.html", {"subject": "", "conversation_ids": ""})
@@ -205,7 +205,7 @@ def delete_conversation(request, conversation_id):
 
 # --- receipts -----------------------------------------------------------------------
 
-@require_GET
+@require_safe
 @admin_required
 def receipts(request):
     qs = DeletionReceipt.objects.newest_first()
@@ -235,7 +235,7 @@ def _get_receipt(request_id) -> DeletionReceipt:
     return receipt
 
 
-@require_GET
+@require_safe
 @admin_required
 def receipt(request, request_id):
     receipt = _get_receipt(request_id)
@@ -243,7 +243,7 @@ def receipt(request, request_id):
     return render(request, "retention/receipt.html", {"receipt": receipt, "document": document})
 
 
-@require_GET
+@require_safe
 @admin_required
 def receipt_json(request, request_id):
     receipt = _get_receipt(request_id)
@@ -291,7 +291,7 @@ def _decode_cursor(value: str):
         return None
 
 
-@require_GET
+@require_safe
 @admin_required
 def audit(request):
     values, q, error = _audit_filters(request.GET)
@@ -329,7 +329,7 @@ def _known_actions() -> list[str]:
     return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct()[:200])
 
 
-@require_GET
+@require_safe
 @admin_required
 def audit_export(request):
     values, q, error = _audit_filters(request.GET)
