@@ -4,10 +4,13 @@ Everything is written through the store, as an agent would write it.
 """
 
 import random
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.db import transaction
+from django.utils import timezone
 
 from . import store
+from .facts import store as facts
 
 SUPPORT_SUBJECT = "customer:maria.keller@example.com"
 
@@ -41,9 +44,8 @@ def _support_ticket():
         {"kind": "assistant", "content": "You now have 149.00 EUR of store credit (reference SC-99120). No need to send the jug back. Sorry again for the trouble!"},
         {"kind": "note", "text": "Customer preferred store credit once the card refund failed. Card on file is expired."},
     ]
-    for step in steps:
-        store.append_message(conversation_id=conversation.pk, message=step)
-    return conversation
+    positions = [store.append_message(conversation_id=conversation.pk, message=step) for step in steps]
+    return conversation, positions
 
 
 FILES = ["billing/invoice.py", "billing/tax.py", "billing/tests/test_invoice.py", "api/routes.py", "core/money.py"]
@@ -56,22 +58,25 @@ TASKS = [
 ]
 
 
-def _coding_session(rng: random.Random, turns: int = 600):
+def _coding_session(rng: random.Random, turns: int = 600, marks: dict | None = None):
+    """The long coding session; `marks` gets the positions the demo facts cite."""
+    marks = {} if marks is None else marks
     conversation = store.create_conversation(
         title="Refactor billing: VAT rounding and money types",
         subject="team:payments",
         meta={"repo": "kestrel/shop", "agent": "coder v0.9"},
     )
     cid = conversation.pk
-    store.append_message(conversation_id=cid, message={
+    marks["system"] = store.append_message(conversation_id=cid, message={
         "kind": "system", "content": "You are a coding agent working in the kestrel/shop repository. Run the tests before every commit."})
     call = 0
     checkpoint_done = False
     for turn in range(turns):
         task = TASKS[turn % len(TASKS)]
         path = rng.choice(FILES)
-        store.append_message(conversation_id=cid, message={
+        position = store.append_message(conversation_id=cid, message={
             "kind": "user", "content": f"Next: look at {task}. Start from {path}."})
+        marks.setdefault(f"task:{turn % len(TASKS)}", position)
         call += 1
         store.append_message(conversation_id=cid, message={
             "kind": "assistant", "content": f"Reading {path} first.",
@@ -89,10 +94,12 @@ def _coding_session(rng: random.Random, turns: int = 600):
             "kind": "tool", "tool_call_id": f"call_{call}", "name": "run_tests", "is_error": failed,
             "content": ("FAILED billing/tests/test_invoice.py::test_vat_rounding - assert Decimal('20.01') == Decimal('20.00')"
                         if failed else f"{40 + turn % 7} passed in {1 + rng.random():.2f}s")})
-        store.append_message(conversation_id=cid, message={
+        position = store.append_message(conversation_id=cid, message={
             "kind": "assistant",
             "content": ("The VAT is rounded per line, then summed; it should be summed, then rounded once. Fixing."
                         if failed else f"Tests pass. {task.capitalize()} is handled; committing.")})
+        if failed:
+            marks.setdefault("vat_fix", position)
         if not checkpoint_done and turn == turns // 2:
             position = store.append_message(conversation_id=cid, message={
                 "kind": "note", "text": "Context window at 80%: folding the first half of the session."})
@@ -132,12 +139,69 @@ def _journal():
     return conversation
 
 
+REVIEWER = "user:demo-reviewer"
+
+
+def _support_facts(ticket, at: list[int]):
+    """What the support agent learnt about Maria Keller, in every state the review
+    pages show: current, awaiting review, rejected, superseded and invalidated.
+    `at` are the ticket's positions, in the order of its steps."""
+    cid, agent = ticket.pk, "key:support-bot"
+
+    def propose(text, category, importance, position, **kw):
+        return facts.propose_fact(subject=SUPPORT_SUBJECT, text=text, category=category, importance=importance,
+                                  created_by=agent, source_conversation_id=cid, source_position=at[position], **kw)
+
+    credit = propose("Prefers store credit when a card refund fails", "preference", 7, 14)
+    facts.approve_fact(fact_id=credit.pk, actor=REVIEWER)
+    since = propose("Customer since 2021", "profile", 4, 4,
+                    valid_from=datetime(2021, 3, 2, tzinfo=dt_timezone.utc))
+    facts.approve_fact(fact_id=since.pk, actor=REVIEWER)
+    facts.supersede_fact(fact_id=since.pk, actor=REVIEWER,
+                         text="Customer since 2 March 2021; no refunds before order 48213",
+                         reason="Exact date and refund history from the order lookup")
+    card = propose("Refunds go to her card ending 4417", "profile", 5, 7,
+                   valid_from=timezone.now() - timedelta(days=30))
+    facts.approve_fact(fact_id=card.pk, actor=REVIEWER)
+    facts.invalidate_fact(fact_id=card.pk, actor=REVIEWER,
+                          reason="The card expired: the refund to it failed (issue_refund error)")
+    pattern = propose("Likely to return items often", "observation", 3, 1)
+    facts.reject_fact(fact_id=pattern.pk, actor=REVIEWER,
+                      reason="One damaged delivery is not a pattern; too speculative to keep about a person")
+    # Left for a person to review on first start.
+    propose("Card ending 4417 is expired", "observation", 6, 8)
+
+
+def _payments_facts(coding, marks: dict):
+    """What the coding agent settled for the payments team."""
+    cid, agent = coding.pk, "key:coder"
+    rule = facts.propose_fact(subject="team:payments", text="Run the billing tests before every commit",
+                              category="decision", importance=5, created_by=agent,
+                              source_conversation_id=cid, source_position=marks["system"])
+    facts.approve_fact(fact_id=rule.pk, actor=REVIEWER)
+    vat_at = marks.get("vat_fix", marks.get("task:0"))
+    if vat_at is not None:
+        vat = facts.propose_fact(
+            subject="team:payments", text="VAT is summed over an invoice's lines, then rounded once (ROUND_HALF_UP), "
+            "never rounded per line", category="decision", importance=8, created_by=agent,
+            source_conversation_id=cid, source_position=vat_at)
+        facts.approve_fact(fact_id=vat.pk, actor=REVIEWER)
+    if "task:3" in marks:
+        facts.propose_fact(subject="team:payments", text="The /invoices endpoint returns 500 on an empty cart",
+                           category="observation", importance=6, created_by=agent,
+                           source_conversation_id=cid, source_position=marks["task:3"])
+
+
 def load_demo(*, coding_turns: int = 600) -> list:
-    """Create the demonstration conversations; returns them."""
+    """Create the demonstration conversations and the facts their agents proposed
+    (some reviewed, some waiting); returns the conversations."""
     rng = random.Random(48213)
+    marks = {}
     with transaction.atomic():
-        ticket = _support_ticket()
-        coding = _coding_session(rng, turns=coding_turns)
+        ticket, ticket_positions = _support_ticket()
+        _support_facts(ticket, ticket_positions)
+        coding = _coding_session(rng, turns=coding_turns, marks=marks)
+        _payments_facts(coding, marks)
         journal = _journal()
         fork = store.fork_conversation(
             conversation_id=ticket.pk, position=6, title="Order #48213: what if we offered a replacement?"

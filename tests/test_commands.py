@@ -5,9 +5,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from conversations import reads
+from conversations import demo, reads
+from conversations.facts import store as facts
+from conversations.facts.models import Fact, FactEvent
 from conversations.models import Checkpoint, Conversation
 from conversations.roles import roles_of
+from conversations.schema import message_text
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +35,47 @@ def test_load_demo_fills_an_empty_database_with_the_four_conversations():
     assert {"note", "thought", "heard", "said", "did", "woke"} <= {i.kind for i in reads.list_messages(journal.pk).items}
     fork = next(c for c in by_title.values() if c.parent_id)
     assert fork.parent_id == ticket.pk
+
+
+def test_load_demo_adds_facts_in_every_review_state_with_real_sources():
+    run("load_demo", "--coding-turns", "40")
+    ticket = Conversation.objects.get(title="Order #48213: blender arrived cracked")
+    coding = Conversation.objects.get(title__startswith="Refactor billing")
+    maria = {f.text: f for f in Fact.objects.about(demo.SUPPORT_SUBJECT)}
+    states = {text: f.state() for text, f in maria.items()}
+    assert states == {
+        "Prefers store credit when a card refund fails": "current",
+        "Customer since 2021": "superseded",
+        "Customer since 2 March 2021; no refunds before order 48213": "current",
+        "Refunds go to her card ending 4417": "invalidated",
+        "Likely to return items often": "rejected",
+        "Card ending 4417 is expired": "proposed",
+    }
+    assert maria["Customer since 2021"].superseded_by == maria[
+        "Customer since 2 March 2021; no refunds before order 48213"]
+    assert maria["Refunds go to her card ending 4417"].reason
+    # Sources are the messages the facts came from.
+    credit = maria["Prefers store credit when a card refund fails"]
+    expired = maria["Card ending 4417 is expired"]
+    assert credit.source_conversation_id == expired.source_conversation_id == ticket.pk
+    messages = {i.position: i for i in reads.list_messages(ticket.pk).items}
+    assert messages[credit.source_position].kind == "note"
+    assert messages[expired.source_position].kind == "tool" and "4417" in message_text(
+        messages[expired.source_position].message)
+    assert list(Fact.objects.pending().filter(subject=demo.SUPPORT_SUBJECT)) == [expired]
+    assert {f.fact.text for f in facts.recall(subject=demo.SUPPORT_SUBJECT)} == {
+        "Prefers store credit when a card refund fails", "Customer since 2 March 2021; no refunds before order 48213"}
+    payments = {f.text: f for f in Fact.objects.about("team:payments")}
+    assert {t: f.state() for t, f in payments.items()} == {
+        "Run the billing tests before every commit": "current",
+        "VAT is summed over an invoice's lines, then rounded once (ROUND_HALF_UP), never rounded per line": "current",
+        "The /invoices endpoint returns 500 on an empty cart": "proposed",
+    }
+    for fact in payments.values():
+        assert fact.source_conversation_id == coding.pk
+        assert 0 <= fact.source_position < coding.next_position
+    assert FactEvent.objects.filter(kind="superseded").count() == 1
+    assert FactEvent.objects.filter(kind="invalidated").count() == 1
 
 
 def test_load_demo_leaves_a_database_with_data_alone():
