@@ -93,7 +93,7 @@ def test_the_default_demo_has_a_few_thousand_messages_in_the_coding_session():
 
 def test_bootstrap_loads_the_demo_into_an_empty_database(monkeypatch):
     monkeypatch.setenv("MEMORYUI_ADMIN_PASSWORD", "a-long-chosen-password")
-    out = run("bootstrap")
+    out = run("bootstrap", "--coding-turns", "20")
     assert "loading demonstration data" in out
     assert Conversation.objects.count() == 4
 

@@ -16,10 +16,13 @@ class Command(BaseCommand):
         "create the admin account (password from MEMORYUI_ADMIN_PASSWORD, or random and printed once)."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--coding-turns", type=int, default=600, help="size of the demo's coding session")
+
+    def handle(self, *args, coding_turns=600, **options):
         if not Conversation.objects.exists():
             self.stdout.write("Empty database: loading demonstration data…")
-            call_command("load_demo", stdout=self.stdout)
+            call_command("load_demo", coding_turns=coding_turns, stdout=self.stdout)
         url = os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000/")
         User = get_user_model()
         username = os.environ.get("MEMORYUI_ADMIN_USER", "admin")
