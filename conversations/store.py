@@ -15,7 +15,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange
@@ -109,6 +109,48 @@ def create_conversation(*, title: str = "", subject: str = "", meta: dict | None
         return Conversation.objects.create(title=title, subject=subject, meta=meta)
 
 
+_BUMP_POSITION = (
+    f"UPDATE {_conversation_table} SET next_position = next_position + 1, "
+    "last_activity_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
+)
+_INSERT_MESSAGE = (
+    f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
+    "VALUES (%s, %s, %s, %s, %s)"
+)
+
+
+def _execute_one(db, sql: str, params: list):
+    """Run one statement of the append hot path; returns its first row, if any.
+
+    On SQLite the statement goes straight to the sqlite3 connection, inside the
+    transaction Django opened: Django's cursor wrapper (placeholder rewriting, debug
+    hooks) costs about as much as the statement itself here.
+    """
+    if db.vendor == "sqlite":
+        with db.wrap_database_errors:
+            return db.connection.execute(sql.replace("%s", "?"), params).fetchone()
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() if cursor.description else None
+
+
+def _bump_and_insert(db, cid, row: list, expected_position: int | None) -> int:
+    found = _execute_one(db, _BUMP_POSITION, [row[4], row[0]])
+    if found is None:
+        Conversation.objects.get_live(cid)  # raises NotFound; the caller rolls back
+    position = found[0] - 1
+    if expected_position is not None and expected_position != position:
+        raise Conflict(
+            f"expected the next position to be {expected_position}, but it is {position}: "
+            "another writer appended first; read the conversation again",
+            field="expected_position",
+            code="position_conflict",
+        )
+    row[1] = position
+    _execute_one(db, _INSERT_MESSAGE, row)
+    return position
+
+
 def append_message(*, conversation_id, message, expected_position: int | None = None) -> int:
     """Append one message and return the position the store gave it.
 
@@ -119,31 +161,31 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     """
     kind, text = encode_message(message)
     cid = parse_conversation_id(conversation_id)
-    now = timezone.now()
+    # One look-up of the connection: `connection` is a thread-local proxy, and the
+    # hot path below would otherwise pay for a dozen of them.
+    db = connections[DEFAULT_DB_ALIAS]
+    row = [
+        Conversation._meta.pk.get_db_prep_value(cid, db), None, kind, text,
+        db.ops.adapt_datetimefield_value(timezone.now()),
+    ]
+    if db.vendor == "sqlite" and not db.in_atomic_block:
+        # The hot path of every agent step: BEGIN IMMEDIATE … COMMIT on the sqlite3
+        # connection itself. atomic() would do the same with twice the Python around
+        # it (autocommit toggling, savepoint bookkeeping), which costs as much as the
+        # statements. Errors are still raised as Django's database errors.
+        db.ensure_connection()
+        raw = db.connection
+        with db.wrap_database_errors:
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                position = _bump_and_insert(db, cid, row, expected_position)
+                raw.execute("COMMIT")
+            except BaseException:
+                raw.execute("ROLLBACK")
+                raise
+        return position
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {_conversation_table} SET next_position = next_position + 1, "
-                "last_activity_at = %s WHERE id = %s AND NOT deleting RETURNING next_position",
-                [_db_datetime(now), _db_uuid(cid)],
-            )
-            row = cursor.fetchone()
-            if row is None:
-                # Raising inside atomic() rolls back; nothing was changed anyway.
-                Conversation.objects.get_live(cid)
-            position = row[0] - 1
-            if expected_position is not None and expected_position != position:
-                raise Conflict(
-                    f"expected the next position to be {expected_position}, but it is {position}: "
-                    "another writer appended first; read the conversation again",
-                    field="expected_position",
-                    code="position_conflict",
-                )
-            cursor.execute(
-                f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                [_db_uuid(cid), position, kind, text, _db_datetime(now)],
-            )
+        position = _bump_and_insert(db, cid, row, expected_position)
     return position
 
 
