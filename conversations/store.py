@@ -1,9 +1,10 @@
 """Every write to the conversation log, one transaction each.
 
 Views, API handlers and commands call these functions; nothing else writes
-messages or checkpoints. Each function validates first, writes inside one
-`transaction.atomic()`, returns model instances, and raises the domain errors of
-`conversations.errors`. The database backs the rules up (migration 0002): a
+messages or checkpoints. Each function validates first, writes in one
+transaction (`transaction.atomic()`; the SQLite append hot path issues its own
+BEGIN IMMEDIATE … COMMIT), returns model instances, and raises the domain errors
+of `conversations.errors`. The database backs the rules up (migration 0002): a
 message row can be inserted, never updated, and deleted only on the
 conversation-deletion path below.
 """
@@ -11,7 +12,6 @@ conversation-deletion path below.
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 from dataclasses import dataclass
 
@@ -22,7 +22,6 @@ from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, Po
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .schema import encode_message, max_message_bytes
 
-log = logging.getLogger("memoryui.store")
 
 TITLE_MAX = Conversation._meta.get_field("title").max_length
 SUBJECT_MAX = Conversation._meta.get_field("subject").max_length
@@ -369,8 +368,8 @@ def create_api_key(*, name: str, scopes, created_by: str = "") -> tuple[ApiKey, 
 
 def revoke_api_key(*, key_id, revoked_by: str = "") -> ApiKey:
     with transaction.atomic():
-        key = ApiKey.objects.select_for_update().filter(pk=key_id).first() if connection.vendor != "sqlite" \
-            else ApiKey.objects.filter(pk=key_id).first()
+        qs = ApiKey.objects.filter(pk=key_id)
+        key = (qs if connection.vendor == "sqlite" else qs.select_for_update()).first()
         if key is None:
             raise NotFound(f"API key {key_id} not found", field="id")
         if key.revoked_at is None:
