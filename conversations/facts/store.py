@@ -385,6 +385,13 @@ def _fts_string(value: str) -> str:
     return '"' + value.replace('"', '""') + '"'
 
 
+def _fts_match(subject: str, terms: list[str]) -> str:
+    """The FTS5 query: this subject's facts (its hex key, as the index holds it)
+    holding any of the terms."""
+    key = subject.encode().hex().upper()  # what SQLite's hex() gives the index
+    return f"subject_key : {_fts_string(key)} AND text : (" + " OR ".join(_fts_string(t) for t in terms) + ")"
+
+
 def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
     """fact id → full-text rank (higher is better) for this subject's facts matching
     any term (may include a few others; the caller looks up its candidates only).
@@ -395,8 +402,7 @@ def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
         if connection.vendor == "sqlite":
             # The subject is indexed too: FTS5 intersects the subject's doclist with
             # the terms' instead of ranking every fact in the store sharing a word.
-            key = subject.encode().hex().upper()  # what SQLite's hex() gives the index
-            match = f"subject_key : {_fts_string(key)} AND text : (" + " OR ".join(_fts_string(t) for t in terms) + ")"
+            match = _fts_match(subject, terms)
             # bm25() is lower-is-better (negative); negated so higher is better. The
             # subject column weighs 0: it is the same for every candidate.
             # No join: SQLite would drive it from facts_fact and run the full-text
@@ -427,6 +433,79 @@ def _hours_since_last_reference(now: datetime) -> RawSQL:
                   [param])
 
 
+def _best_in_python(subject, terms, now, limit, weights) -> list[tuple[float, int, ScoreParts]]:
+    """The winners as (score, id, parts), best first; ties go to the newer fact."""
+    w_r, w_i, w_v = weights
+    rows = list(
+        Fact.objects.recallable(now).about(subject)
+        .annotate(hours=_hours_since_last_reference(now))
+        .values_list("id", "importance", "hours")
+    )
+    if not rows:
+        return []
+    ranks = _relevance(subject, terms)
+    ids = [r[0] for r in rows]
+    recency = normalise([0.995 ** max(0.0, float(r[2])) for r in rows])
+    importance = normalise([r[1] / 10.0 for r in rows])
+    relevance = normalise([ranks.get(pk, 0.0) for pk in ids])
+    scores = [w_r * recency[i] + w_i * importance[i] + w_v * relevance[i] for i in range(len(ids))]
+    # Only the winners get their parts built.
+    best = heapq.nlargest(limit, range(len(ids)), key=lambda i: (scores[i], ids[i]))
+    return [(scores[i], ids[i], ScoreParts(recency[i], importance[i], relevance[i])) for i in best]
+
+
+# The same score as _best_in_python, in one statement: on SQLite, fetching the
+# subject's candidates into Python and scoring them there cost more than the rest
+# of a recall. Min–max normalisation is a window over the candidates; a component
+# equal for all of them (within 1e-12) is 0, as in normalise().
+_SQLITE_BEST = """
+WITH cand AS (
+    SELECT id, importance / 10.0 AS imp,
+           pow(0.995, max(0.0, (julianday(%s) - julianday(COALESCE(last_accessed_at, recorded_at))) * 24.0)) AS rec
+    FROM facts_fact
+    WHERE subject = %s AND status = 'approved' AND superseded_by_id IS NULL AND valid_from <= %s
+      AND (invalid_at IS NULL OR invalid_at > %s) AND (expires_at IS NULL OR expires_at > %s)
+),
+ranked AS MATERIALIZED ({ranks}),
+parts AS (
+    SELECT cand.id, cand.rec, cand.imp, COALESCE(ranked.rank, 0.0) AS rel
+    FROM cand LEFT JOIN ranked ON ranked.id = cand.id
+),
+spread AS (
+    SELECT id, rec, imp, rel,
+           min(rec) OVER () AS rec_lo, max(rec) OVER () AS rec_hi,
+           min(imp) OVER () AS imp_lo, max(imp) OVER () AS imp_hi,
+           min(rel) OVER () AS rel_lo, max(rel) OVER () AS rel_hi
+    FROM parts
+),
+norm AS (
+    SELECT id,
+           CASE WHEN rec_hi - rec_lo <= 1e-12 THEN 0.0 ELSE (rec - rec_lo) / (rec_hi - rec_lo) END AS n_rec,
+           CASE WHEN imp_hi - imp_lo <= 1e-12 THEN 0.0 ELSE (imp - imp_lo) / (imp_hi - imp_lo) END AS n_imp,
+           CASE WHEN rel_hi - rel_lo <= 1e-12 THEN 0.0 ELSE (rel - rel_lo) / (rel_hi - rel_lo) END AS n_rel
+    FROM spread
+)
+SELECT id, n_rec, n_imp, n_rel, %s * n_rec + %s * n_imp + %s * n_rel AS score
+FROM norm ORDER BY score DESC, id DESC LIMIT %s
+"""
+_NO_RANKS = "SELECT NULL AS id, NULL AS rank WHERE 0"
+_FTS_RANKS = "SELECT rowid AS id, -bm25(facts_fact_fts, 1.0, 0.0) AS rank FROM facts_fact_fts WHERE facts_fact_fts MATCH %s"
+
+
+def _best_sqlite(subject, terms, now, limit, weights) -> list[tuple[float, int, ScoreParts]]:
+    at = connection.ops.adapt_datetimefield_value(now)
+    params = [at, subject, at, at, at]
+    if terms:
+        ranks = _FTS_RANKS
+        params.append(_fts_match(subject, terms))
+    else:
+        ranks = _NO_RANKS
+    params += [*weights, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(_SQLITE_BEST.format(ranks=ranks), params)
+        return [(score, pk, ScoreParts(rec, imp, rel)) for pk, rec, imp, rel, score in cursor.fetchall()]
+
+
 def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = None,
            actor: str = "system") -> list[Recalled]:
     """The best `limit` facts an agent may use about `subject`, best first.
@@ -453,22 +532,12 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
     now = _clean_datetime(now, field="now", default=timezone.now())
     w_r, w_i, w_v = recall_weights()
     with transaction.atomic():
-        rows = list(
-            Fact.objects.recallable(now).about(subject)
-            .annotate(hours=_hours_since_last_reference(now))
-            .values_list("id", "importance", "hours")
-        )
-        if not rows:
+        if connection.vendor == "sqlite":
+            scored = _best_sqlite(subject, query_terms(query), now, limit, (w_r, w_i, w_v))
+        else:
+            scored = _best_in_python(subject, query_terms(query), now, limit, (w_r, w_i, w_v))
+        if not scored:
             return []
-        ranks = _relevance(subject, query_terms(query))
-        ids = [r[0] for r in rows]
-        recency = normalise([0.995 ** max(0.0, float(r[2])) for r in rows])
-        importance = normalise([r[1] / 10.0 for r in rows])
-        relevance = normalise([ranks.get(pk, 0.0) for pk in ids])
-        scores = [w_r * recency[i] + w_i * importance[i] + w_v * relevance[i] for i in range(len(ids))]
-        # Ties go to the newer fact (higher id); only the winners get their parts built.
-        best = heapq.nlargest(limit, range(len(ids)), key=lambda i: (scores[i], ids[i]))
-        scored = [(scores[i], ids[i], ScoreParts(recency[i], importance[i], relevance[i])) for i in best]
         top = [pk for _, pk, _ in scored]
         Fact.objects.filter(pk__in=top).update(access_count=F("access_count") + 1, last_accessed_at=now)
         FactEvent.objects.bulk_create(
