@@ -451,12 +451,8 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = _parse(CheckpointIn, _json_body(request))
-    actor = actor_of(request)
     checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
-                                     created_by=actor)
-    store.record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
-                       target_id=str(cid),
-                       detail={"checkpoint_id": checkpoint.pk, "position": checkpoint.message_position, "via": "api"})
+                                     actor=actor_of(request))
     return _respond(_checkpoint(checkpoint), 201)
 
 
@@ -494,11 +490,8 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = _parse(ForkIn, _json_body(request))
-    child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title)
-    store.record_audit(actor=actor_of(request), action="conversation.forked", target_type="conversation",
-                       target_id=str(child.pk),
-                       detail={"parent_id": str(cid), "position": body.position, "messages": child.next_position,
-                               "via": "api"})
+    child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title,
+                                    actor=actor_of(request))
     return _respond(_detail(child.pk, request), 201)
 
 

@@ -198,8 +198,13 @@ def _check_position(conversation: Conversation, position, *, field: str = "posit
     return position
 
 
-def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: str = "") -> Checkpoint:
-    """Fold positions 0..position into `summary`. Deletes and changes nothing else."""
+def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: str = "",
+                  actor: str | None = None) -> Checkpoint:
+    """Fold positions 0..position into `summary`. Deletes and changes nothing else.
+
+    With an `actor` (a person or a key), the audit event is written in the same
+    transaction, and the actor is the checkpoint's author unless `created_by` says
+    otherwise."""
     if not isinstance(summary, str) or not summary.strip():
         raise InvalidInput("summary must not be blank", field="summary")
     _check_storable(summary, "summary")
@@ -221,18 +226,23 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
             conversation=conversation,
             message_position=position,
             summary=summary,
-            created_by=str(created_by)[:200],
+            created_by=str(created_by or actor or "")[:200],
         )
         Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=checkpoint.created_at)
+        if actor:
+            record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
+                         target_id=str(conversation.pk), detail={"checkpoint_id": checkpoint.pk, "position": position})
     return checkpoint
 
 
-def fork_conversation(*, conversation_id, position: int, title: str | None = None) -> Conversation:
+def fork_conversation(*, conversation_id, position: int, title: str | None = None,
+                      actor: str | None = None) -> Conversation:
     """Copy rows 0..position into a new child conversation, in one transaction.
 
     The rows are copied by the database (INSERT … SELECT) with the same bytes and
     timestamps; the latest checkpoint at or before `position` comes along, and the
-    lineage is recorded. The parent is not touched.
+    lineage is recorded. The parent is not touched. With an `actor`, the audit
+    event is written in the same transaction.
     """
     with transaction.atomic():
         parent = _lock_conversation(conversation_id)
@@ -270,6 +280,10 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
                 created_at=checkpoint.created_at,
                 created_by=checkpoint.created_by,
             )
+        if actor:
+            record_audit(actor=actor, action="conversation.forked", target_type="conversation",
+                         target_id=str(child.pk),
+                         detail={"parent_id": str(parent.pk), "position": position, "messages": child.next_position})
     return child
 
 

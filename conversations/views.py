@@ -363,17 +363,14 @@ def fork(request, conversation_id, position):
     if request.method == "POST":
         title = request.POST.get("title", "")
         try:
-            child = store.fork_conversation(conversation_id=convo.pk, position=position, title=title or None)
+            child = store.fork_conversation(
+                conversation_id=convo.pk, position=position, title=title or None, actor=_actor(request)
+            )
         except NotFound as exc:
             raise Http404(exc.message) from None
         except StoreError as exc:
             error, status = exc, exc.status
         else:
-            store.record_audit(
-                actor=_actor(request), action="conversation.forked", target_type="conversation",
-                target_id=str(child.pk),
-                detail={"parent_id": str(convo.pk), "position": position, "messages": child.next_position},
-            )
             return redirect("conversation", conversation_id=child.pk)
     row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
     return render(
@@ -397,18 +394,14 @@ def checkpoint(request, conversation_id, position):
     if request.method == "POST":
         summary = request.POST.get("summary", "")
         try:
-            cp = store.checkpoint_at(
-                conversation_id=convo.pk, position=position, summary=summary, created_by=_actor(request)
+            store.checkpoint_at(
+                conversation_id=convo.pk, position=position, summary=summary, actor=_actor(request)
             )
         except NotFound as exc:
             raise Http404(exc.message) from None
         except StoreError as exc:
             error, status = exc, exc.status
         else:
-            store.record_audit(
-                actor=_actor(request), action="conversation.checkpointed", target_type="conversation",
-                target_id=str(convo.pk), detail={"checkpoint_id": cp.pk, "position": position},
-            )
             return redirect(reverse("conversation", args=[convo.pk]) + f"?at={position}#p{position}")
     row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
     return render(

@@ -352,3 +352,20 @@ def test_a_summary_with_nul_is_refused(conversation):
 def test_nul_inside_message_text_is_kept_escaped(conversation):
     store.append_message(conversation_id=conversation.pk, message=note("before\x00after"))
     assert reads.list_messages(conversation.pk).items[0].message.text == "before\x00after"
+
+
+def test_a_fork_and_a_checkpoint_by_an_actor_are_audited_in_their_transaction(conversation):
+    from conversations.models import AuditEvent
+
+    fill(conversation, 3)
+    cp = store.checkpoint_at(conversation_id=conversation.pk, position=1, summary="s", actor="user:ann")
+    child = store.fork_conversation(conversation_id=conversation.pk, position=2, actor="key:bot")
+    assert cp.created_by == "user:ann"
+    events = {e.action: e for e in AuditEvent.objects.all()}
+    assert events["conversation.checkpointed"].detail == {"checkpoint_id": cp.pk, "position": 1}
+    assert events["conversation.forked"].actor == "key:bot"
+    assert events["conversation.forked"].detail == {"parent_id": str(conversation.pk), "position": 2, "messages": 3}
+    assert events["conversation.forked"].target_id == str(child.pk)
+    # Without an actor (the demo, internal callers) nothing is audited.
+    store.fork_conversation(conversation_id=conversation.pk, position=0)
+    assert AuditEvent.objects.filter(action="conversation.forked").count() == 1
