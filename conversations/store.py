@@ -294,19 +294,6 @@ class Deleted:
     checkpoints: int
 
 
-def mark_deleting(conversation_ids) -> None:
-    """Hide conversations from every read and open the database's delete guard.
-
-    Committed on its own by pruning, so a prune killed halfway leaves
-    conversations that are hidden and can be finished by running it again.
-    """
-    ids = [_db_uuid(parse_conversation_id(c)) for c in conversation_ids]
-    if not ids:
-        return
-    with transaction.atomic():
-        Conversation.objects.filter(pk__in=ids).update(deleting=True)
-
-
 def delete_conversation(*, conversation_id) -> Deleted:
     """Remove a conversation, its messages and its checkpoints, in one transaction.
 
@@ -335,11 +322,15 @@ def _delete_rows(cid) -> Deleted:
     return Deleted(conversation_id=str(cid), messages=messages, checkpoints=checkpoints)
 
 
-def set_pinned(*, conversation_id, pinned: bool) -> Conversation:
+def set_pinned(*, conversation_id, pinned: bool, actor: str | None = None) -> Conversation:
+    """Pin (age-based pruning never takes it) or unpin; audited when an actor is given."""
     with transaction.atomic():
         conversation = _lock_conversation(conversation_id)
         Conversation.objects.filter(pk=conversation.pk).update(pinned=bool(pinned))
         conversation.pinned = bool(pinned)
+        if actor:
+            record_audit(actor=actor, action="conversation.pinned" if pinned else "conversation.unpinned",
+                         target_type="conversation", target_id=str(conversation.pk))
     return conversation
 
 

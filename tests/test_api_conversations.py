@@ -177,7 +177,7 @@ def test_it_filters_by_subject(reader):
 
 def test_it_hides_conversations_being_deleted(reader):
     a, b = _make(2)
-    store.mark_deleting([a.pk])
+    Conversation.objects.filter(pk=a.pk).update(deleting=True)  # as a prune killed halfway leaves it
     assert [i["id"] for i in reader.get("/conversations").json()["items"]] == [str(b.pk)]
 
 
