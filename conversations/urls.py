@@ -14,4 +14,5 @@ urlpatterns = [
     path("conversations/<str:conversation_id>/fork/<int:position>/", views.fork, name="fork"),
     path("conversations/<str:conversation_id>/checkpoint/<int:position>/", views.checkpoint, name="checkpoint"),
     path("conversations/<str:conversation_id>/export.<str:fmt>", views.export, name="export"),
+    path("conversations/<str:conversation_id>/pin/", views.pin, name="pin"),
 ]

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
-from django.views.decorators.http import require_safe, require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from . import store
 from .errors import NotFound, StoreError
@@ -432,3 +432,14 @@ def export(request, conversation_id, fmt):
     response["X-Content-Type-Options"] = "nosniff"
     return response
 
+
+
+@require_POST
+@_reader
+def pin(request, conversation_id):
+    """Admins pin a conversation (age-based pruning never takes it) or unpin it."""
+    if not is_admin(request.user):
+        raise PermissionDenied("Only admins may pin conversations.")
+    convo = _conversation_or_404(conversation_id)
+    store.set_pinned(conversation_id=convo.pk, pinned=request.POST.get("pinned") == "1", actor=_actor(request))
+    return redirect("conversation", conversation_id=convo.pk)
