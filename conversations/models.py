@@ -12,6 +12,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from .errors import NotFound
+from .subjects import normalize_subject
 
 
 def parse_conversation_id(value) -> uuid.UUID:
@@ -52,7 +53,8 @@ class ConversationQuerySet(models.QuerySet):
         return self.annotate(fork_count=models.functions.Coalesce(models.Subquery(forks), 0))
 
     def about(self, subject: str):
-        return self.filter(subject=subject)
+        """About this subject, compared as erasure compares it (NFC, case-folded)."""
+        return self.filter(subject_norm=normalize_subject(subject))
 
 
 class Conversation(models.Model):
@@ -60,10 +62,18 @@ class Conversation(models.Model):
     title = models.CharField(max_length=300, blank=True, default="")
     # Whom the conversation is about: what deletion requests and facts key on.
     subject = models.CharField(max_length=300, blank=True, default="", db_index=True)
+    # The subject as deletion requests compare it (conversations/subjects.py); set on save.
+    subject_norm = models.CharField(max_length=1200, blank=True, default="", editable=False)
+    # A framework's own id for this conversation: unique within its namespace, never changed once set.
+    namespace = models.CharField(max_length=200, blank=True, default="")
+    external_id = models.CharField(max_length=200, null=True, blank=True)
     meta = models.JSONField(default=dict, blank=True)
     # Lineage as plain values, not foreign keys: a fork outlives its parent.
     parent_id = models.UUIDField(null=True, blank=True, db_index=True)
     forked_from_position = models.BigIntegerField(null=True, blank=True)
+    # How a child relates to its parent: "fork", or "subagent" (a subagent's own
+    # transcript, kept under the session that started it). Empty without a parent.
+    parent_relation = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now)
     pinned = models.BooleanField(default=False)
@@ -78,8 +88,14 @@ class Conversation(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["-last_activity_at", "-id"], name="conversation_activity_idx"),
+            models.Index(fields=["subject_norm"], name="conversation_subject_norm_idx"),
+            models.Index(fields=["namespace"], name="conversation_namespace_idx"),
         ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "external_id"], condition=models.Q(external_id__isnull=False),
+                name="conversation_external_id_uniq",
+            ),
             models.CheckConstraint(
                 condition=models.Q(next_position__gte=0), name="conversation_next_position_nonneg"
             ),
@@ -87,6 +103,12 @@ class Conversation(models.Model):
 
     def __str__(self):
         return self.title or str(self.id)
+
+    def save(self, *args, **kwargs):
+        self.subject_norm = normalize_subject(self.subject)
+        if self.parent_id and not self.parent_relation:
+            self.parent_relation = "fork"
+        super().save(*args, **kwargs)
 
     @property
     def message_count(self) -> int:

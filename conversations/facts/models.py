@@ -11,6 +11,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from conversations.subjects import normalize_subject
+
 CATEGORIES = ("preference", "observation", "decision", "profile", "other")
 PROPOSED, APPROVED, REJECTED, ERASING = "proposed", "approved", "rejected", "erasing"
 STATUSES = (PROPOSED, APPROVED, REJECTED, ERASING)
@@ -87,6 +89,8 @@ class FactQuerySet(models.QuerySet):
 class Fact(models.Model):
     id = models.BigAutoField(primary_key=True)
     subject = models.CharField(max_length=300)
+    # The subject as deletion requests compare it (conversations/subjects.py); set on save.
+    subject_norm = models.CharField(max_length=1200, blank=True, default="", editable=False)
     text = models.TextField()
     category = models.CharField(max_length=16, choices=[(c, c) for c in CATEGORIES])
     importance = models.SmallIntegerField()
@@ -132,6 +136,7 @@ class Fact(models.Model):
             ),
             models.Index(fields=["status", "recorded_at"], name="fact_status_recorded_idx"),
             models.Index(fields=["expires_at"], name="fact_expires_idx"),
+            models.Index(fields=["subject_norm"], name="fact_subject_norm_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(importance__gte=1, importance__lte=10), name="fact_importance_1_10"),
@@ -141,6 +146,10 @@ class Fact(models.Model):
 
     def __str__(self):
         return f"fact {self.pk} about {self.subject}"
+
+    def save(self, *args, **kwargs):
+        self.subject_norm = normalize_subject(self.subject)
+        super().save(*args, **kwargs)
 
     @property
     def is_superseded(self) -> bool:
@@ -198,10 +207,18 @@ class FactAccess(models.Model):
     at = models.DateTimeField(default=timezone.now)
     actor = models.CharField(max_length=200)
     subject = models.CharField(max_length=300, db_index=True)
+    subject_norm = models.CharField(max_length=1200, blank=True, default="", editable=False)
     # Which page (e.g. "subject", "subject as of 2026-01-01").
     view = models.CharField(max_length=100, blank=True, default="")
 
     objects = FactAccessQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["-at", "-id"], name="factaccess_at_idx")]
+        indexes = [
+            models.Index(fields=["-at", "-id"], name="factaccess_at_idx"),
+            models.Index(fields=["subject_norm"], name="factaccess_subject_norm_idx"),
+        ]
+
+    def save(self, *args, **kwargs):
+        self.subject_norm = normalize_subject(self.subject)
+        super().save(*args, **kwargs)
