@@ -241,8 +241,9 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
 
     The rows are copied by the database (INSERT … SELECT) with the same bytes and
     timestamps; the latest checkpoint at or before `position` comes along, and the
-    lineage is recorded. The parent is not touched. With an `actor`, the audit
-    event is written in the same transaction.
+    lineage is recorded. The parent is not touched. The task state, actions and
+    workspace snapshots as of `position` come along too (`ledger.copy_into_fork`).
+    With an `actor`, the audit event is written in the same transaction.
     """
     with transaction.atomic():
         parent = _lock_conversation(conversation_id)
@@ -255,6 +256,8 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             title=title,
             subject=parent.subject,
             meta=parent.meta,
+            # Same namespace: the fork's actions ledger keys are checked against its parent's.
+            namespace=parent.namespace,
             parent_id=parent.pk,
             forked_from_position=position,
             created_at=now,
@@ -280,6 +283,9 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
                 created_at=checkpoint.created_at,
                 created_by=checkpoint.created_by,
             )
+        from .ledger import store as ledger  # here, not at the top: the ledger's store imports this one
+
+        ledger.copy_into_fork(parent_id=parent.pk, child_id=child.pk, position=position)
         if actor:
             record_audit(actor=actor, action="conversation.forked", target_type="conversation",
                          target_id=str(child.pk),

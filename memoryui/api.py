@@ -15,7 +15,7 @@ from conversations.errors import StoreError
 api = NinjaAPI(
     title="memoryui",
     version="1",
-    description="The append-only memory of LLM agents: conversations, messages, checkpoints, forks, facts.",
+    description="The append-only memory of LLM agents: conversations, messages, checkpoints, forks, facts, task state and actions.",
     urls_namespace="api",
     auth=[ApiKeyAuth(), SessionReadAuth()],
     docs_url="/docs",
@@ -90,10 +90,12 @@ def _http_error(request, exc: HttpError):
 
 from conversations.api import router as conversations_router  # noqa: E402
 from conversations.facts.api import router as facts_router  # noqa: E402
+from conversations.ledger.api import router as ledger_router  # noqa: E402
 from conversations.retention.api import router as retention_router  # noqa: E402
 
 api.add_router("", conversations_router)
 api.add_router("", facts_router)
+api.add_router("", ledger_router)
 api.add_router("", retention_router)
 
 # Keep this last: any other path under /api/v1/ answers 404 in the API's JSON

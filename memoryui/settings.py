@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "conversations",
     "conversations.facts",
     "conversations.retention",
+    "conversations.ledger",
 ]
 
 MIDDLEWARE = [

@@ -39,6 +39,10 @@ class Api:
         data = raw if raw is not None else json.dumps(body if body is not None else {})
         return self.client.post(BASE + path, data, content_type=content_type, headers=self._headers(headers))
 
+    def put(self, path, body=None, *, raw=None, content_type="application/json", headers=None):
+        data = raw if raw is not None else json.dumps(body if body is not None else {})
+        return self.client.put(BASE + path, data, content_type=content_type, headers=self._headers(headers))
+
     def delete(self, path, headers=None):
         return self.client.delete(BASE + path, headers=self._headers(headers))
 

@@ -1,0 +1,367 @@
+"""The ledger's part of the agent API: task state, actions, workspace snapshots.
+
+Handlers parse, check the caller's scope (reads `read`, writes `write`), make one
+store call or read, and answer in the API's JSON and error shapes, as
+`conversations.api` does.
+"""
+
+from datetime import datetime, timezone as dt_timezone
+from typing import Literal
+from urllib.parse import urlencode
+
+from django.http import StreamingHttpResponse
+from ninja import Query, Router
+
+from conversations.api import (
+    ConversationId, _check_query_text, _iso, _json_body, _parse, _respond, _url,
+)
+from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
+from conversations.apiauth import actor_of, require_scope
+from conversations.errors import InvalidInput
+from conversations.models import Conversation, parse_conversation_id
+
+from . import store
+from .api_schemas import (
+    EXAMPLE_ACTION, EXAMPLE_CHANGES, EXAMPLE_COMMIT, EXAMPLE_ID, EXAMPLE_KEY, EXAMPLE_RETRY, EXAMPLE_SNAPSHOT, EXAMPLE_STATE,
+    EXAMPLE_STATE_OUT, LOOKUP_MAX, PAGE, PAGE_MAX, ActionIn, ActionLookup, ActionPage, RecordedOut,
+    SnapshotIn, SnapshotList, SnapshotOut, StateHistory, StateIn, StateOut, StateWriteOut,
+)
+from .export import reconciliation_stream
+from .models import Action, TaskStateEvent, WorkspaceSnapshot
+
+router = Router(tags=["task state and actions"])
+
+
+# -- shapes ---------------------------------------------------------------------------
+
+
+def state_dict(conversation_id, event: TaskStateEvent | None) -> dict:
+    return {
+        "conversation_id": str(conversation_id),
+        "version": event.version if event else 0,
+        "state": event.state_json if event else {},
+        "position": event.position if event else None,
+        "updated_at": _iso(event.created_at) if event else None,
+        "updated_by": event.actor if event else None,
+    }
+
+
+def event_dict(event: TaskStateEvent) -> dict:
+    return {"version": event.version, "position": event.position, "state": event.state_json,
+            "changes": event.changes_json, "actor": event.actor, "created_at": _iso(event.created_at)}
+
+
+def action_dict(action: Action) -> dict:
+    return {
+        "id": action.id, "conversation_id": str(action.conversation_id), "position": action.position,
+        "namespace": action.namespace, "idempotency_key": action.idempotency_key, "name": action.name,
+        "arguments": action.arguments_json, "result": action.result_json, "status": action.status,
+        "original_id": action.original_id, "inherited_from": action.inherited_from, "actor": action.actor,
+        "created_at": _iso(action.created_at),
+    }
+
+
+def snapshot_dict(snapshot: WorkspaceSnapshot) -> dict:
+    return {
+        "id": snapshot.id, "conversation_id": str(snapshot.conversation_id), "position": snapshot.position,
+        "repo": snapshot.repo, "ref": snapshot.ref, "commit": snapshot.commit_sha, "base": snapshot.base_sha,
+        "files_changed": snapshot.files_changed, "insertions": snapshot.insertions,
+        "deletions": snapshot.deletions, "restore": snapshot.restore_command, "actor": snapshot.actor,
+        "created_at": _iso(snapshot.created_at),
+    }
+
+
+def _next_url(request, after: int | None, limit: int) -> str | None:
+    if after is None:
+        return None
+    return _url(request, f"{request.path}?{urlencode({'after': after, 'limit': limit})}")
+
+
+def _live(conversation_id) -> Conversation:
+    return Conversation.objects.get_live(parse_conversation_id(conversation_id))
+
+
+# -- task state -----------------------------------------------------------------------
+
+
+@router.get(
+    "/conversations/{conversation_id}/state",
+    operation_id="get_task_state",
+    summary="The task state",
+    response={200: StateOut, **errors_doc(404)},
+    openapi_extra=example_doc(200, EXAMPLE_STATE_OUT),
+)
+def get_state(request, conversation_id: str = ConversationId):
+    """The current version of the conversation's task state: what the work is about and what was
+    decided. Version 0 and `{}` until it is first set. Needs `read`."""
+    require_scope(request, "read")
+    conversation = _live(conversation_id)
+    return _respond(state_dict(conversation.pk, TaskStateEvent.objects.current(conversation.pk)))
+
+
+@router.put(
+    "/conversations/{conversation_id}/state",
+    operation_id="set_task_state",
+    summary="Replace the task state",
+    response={200: StateWriteOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(inline_schema(StateIn), {"decide": {
+            "summary": "Record the decision, on top of version 1",
+            "value": {"state": EXAMPLE_STATE, "expected_version": 1}}}),
+        example_doc(200, EXAMPLE_STATE_OUT | {"changed": True, "changes": EXAMPLE_CHANGES}),
+        example_doc(409, {"error": {"code": "version_conflict", "field": "expected_version", "message":
+                                 "expected the task state at version 1, but it is at version 2: another writer "
+                                 "changed it; read it again and send your change with expected_version 2"}}),
+    ),
+)
+def set_state(request, conversation_id: str = ConversationId):
+    """Written by code after a tool returns, never by the model. `expected_version` is the version
+    you read: if another writer moved it, 409 `version_conflict` and nothing is written. Each change
+    is kept as a version (who, when, at which position, what changed); checkpoints never touch it.
+    Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    body = _parse(StateIn, _json_body(request))
+    written = store.set_state(conversation_id=cid, state=body.state, expected_version=body.expected_version,
+                              actor=actor_of(request))
+    return _respond({**state_dict(cid, written.event), "changed": written.changed,
+                     "changes": written.event.changes_json if written.changed else []})
+
+
+@router.get(
+    "/conversations/{conversation_id}/state/history",
+    operation_id="list_task_state_versions",
+    summary="Every version of the task state",
+    response={200: StateHistory, **errors_doc(404, 422)},
+    openapi_extra=example_doc(200, {"items": [
+        {"version": 1, "position": 4, "state": {"order": "SU-88421"},
+         "changes": [{"op": "add", "path": "/order", "new": "SU-88421"}],
+         "actor": "key:support-agent", "created_at": "2026-05-04T14:31:40Z"},
+        {"version": 2, "position": 5, "state": EXAMPLE_STATE, "changes": EXAMPLE_CHANGES,
+         "actor": "key:support-agent", "created_at": "2026-05-04T14:31:58Z"},
+    ], "next": None, "next_url": None}),
+)
+def list_state_versions(
+    request,
+    conversation_id: str = ConversationId,
+    after: int = Query(0, ge=0, le=2**63 - 1, description="Versions after this one."),
+    limit: int = Query(PAGE, ge=1, le=PAGE_MAX),
+):
+    """Oldest first, in keyset pages by version. Needs `read`."""
+    require_scope(request, "read")
+    conversation = _live(conversation_id)
+    rows = list(TaskStateEvent.objects.history(conversation.pk, after_version=after, limit=limit + 1))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    nxt = rows[-1].version if more else None
+    return _respond({"items": [event_dict(e) for e in rows], "next": nxt, "next_url": _next_url(request, nxt, limit)})
+
+
+# -- actions --------------------------------------------------------------------------
+
+
+@router.post(
+    "/conversations/{conversation_id}/actions",
+    operation_id="record_action",
+    summary="Record a side effect in the actions ledger",
+    response={201: RecordedOut, 200: RecordedOut, **errors_doc(400, 404, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(inline_schema(ActionIn), {
+            "refund": {"summary": "The refund went out", "value": {
+                "idempotency_key": EXAMPLE_KEY, "name": "issue_refund",
+                "arguments": EXAMPLE_ACTION["arguments"], "result": EXAMPLE_ACTION["result"], "status": "performed"}},
+            "failed": {"summary": "The tool failed", "value": {
+                "idempotency_key": EXAMPLE_KEY, "name": "issue_refund", "arguments": EXAMPLE_ACTION["arguments"],
+                "result": {"error": "card expired"}, "status": "failed"}},
+        }),
+        example_doc(201, {"status": "performed", "action": EXAMPLE_ACTION, "attempt": EXAMPLE_ACTION}),
+        example_doc(200, {"status": "already_performed", "action": EXAMPLE_ACTION, "attempt": EXAMPLE_RETRY}),
+    ),
+)
+def record_action(request, conversation_id: str = ConversationId):
+    """Code records each side effect after the tool returns, from the tool's own response.
+    The first `performed` entry for an `idempotency_key` (a business key: ticket, order, item,
+    amount) in the conversation's namespace answers 201. Any later attempt with that key — a retry,
+    a fork, a resumed conversation — answers 200 `already_performed` with the original entry, and is
+    recorded too. Entries are never edited: a failed action is followed by another entry.
+    The HTTP `Idempotency-Key` header, if sent, is a different thing (a retry of this request).
+    Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    body = _parse(ActionIn, _json_body(request))
+    recorded = store.record_action(
+        conversation_id=cid, idempotency_key=body.idempotency_key, name=body.name, arguments=body.arguments,
+        result=body.result, status=body.status, actor=actor_of(request),
+    )
+    return _respond({"status": recorded.status, "action": action_dict(recorded.action),
+                     "attempt": action_dict(recorded.attempt)}, 201 if recorded.first_time else 200)
+
+
+@router.get(
+    "/conversations/{conversation_id}/actions",
+    operation_id="list_actions",
+    summary="The conversation's actions, in the order recorded",
+    response={200: ActionPage, **errors_doc(404, 422)},
+    openapi_extra=example_doc(200, {"items": [EXAMPLE_ACTION, EXAMPLE_RETRY], "next": None, "next_url": None}),
+)
+def list_actions(
+    request,
+    conversation_id: str = ConversationId,
+    after: int = Query(0, ge=0, le=2**63 - 1, description="Entries with an id greater than this."),
+    limit: int = Query(PAGE, ge=1, le=PAGE_MAX),
+):
+    """Keyset pages by id, including the entries a fork carried from its parent. Needs `read`."""
+    require_scope(request, "read")
+    conversation = _live(conversation_id)
+    rows = list(Action.objects.of(conversation.pk).filter(id__gt=after).order_by("id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    nxt = rows[-1].id if more else None
+    return _respond({"items": [action_dict(a) for a in rows], "next": nxt, "next_url": _next_url(request, nxt, limit)})
+
+
+@router.get(
+    "/actions",
+    operation_id="find_action",
+    summary="Has this already been done?",
+    response={200: ActionLookup, **errors_doc(404, 422)},
+    openapi_extra=example_doc(200, {"namespace": "sundry", "idempotency_key": EXAMPLE_KEY, "performed": True,
+                                 "action": EXAMPLE_ACTION, "entries": [EXAMPLE_ACTION, EXAMPLE_RETRY]}),
+)
+def find_action(
+    request,
+    idempotency_key: str = Query(..., min_length=1, max_length=store.KEY_MAX, example=EXAMPLE_KEY),
+    namespace: str | None = Query(None, max_length=200,
+                                  description="The namespace to look in; default the store-wide one (\"\")."),
+    conversation_id: str | None = Query(None, max_length=100,
+                                        description="Or: look in this conversation's namespace."),
+):
+    """Answers "has this refund already gone out?" with one indexed lookup of the business key,
+    across every conversation of the namespace (forks and resumed conversations included).
+    Needs `read`."""
+    require_scope(request, "read")
+    _check_query_text(idempotency_key, "idempotency_key")
+    _check_query_text(namespace, "namespace")
+    if conversation_id is not None:
+        conversation = _live(conversation_id)
+        if namespace is not None and namespace != conversation.namespace:
+            raise InvalidInput(
+                f"conversation {conversation.pk} is in namespace {conversation.namespace!r}, not {namespace!r}",
+                field="namespace")
+        namespace = conversation.namespace
+    namespace = namespace or ""
+    entries = list(Action.objects.with_key(namespace, idempotency_key)[:LOOKUP_MAX])
+    performed = [a for a in entries if a.status == "performed"]
+    # The original when it still exists, else the oldest copy a fork carried.
+    done = min(performed, key=lambda a: (a.inherited_from is not None, a.id)) if performed else None
+    return _respond({"namespace": namespace, "idempotency_key": idempotency_key, "performed": done is not None,
+                     "action": action_dict(done) if done else None, "entries": [action_dict(a) for a in entries]})
+
+
+def _instant(value: str | None, field: str) -> datetime | None:
+    """An ISO 8601 date or date-time; a date, or a time without an offset, is UTC."""
+    if value is None or not value.strip():
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip())
+        at = at.replace(tzinfo=dt_timezone.utc) if at.tzinfo is None else at
+        return at.astimezone(dt_timezone.utc)  # a crafted offset can overflow here, not in the driver
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"{field} must be an ISO 8601 date or date-time, e.g. 2026-05-04 or "
+                           f"2026-05-04T14:30:00Z (got {value[:40]!r})", field=field) from None
+
+
+@router.get(
+    "/actions/export",
+    operation_id="export_actions",
+    summary="Reconciliation export of the actions ledger",
+    response={200: None, **errors_doc(422)},
+    openapi_extra={"responses": {200: {
+        "description": "Every entry matching the filters, across conversations, oldest first, streamed as a "
+                       "download. An entry a fork carried over is counted once (with its original).",
+        "content": {
+            "text/csv": {"schema": {"type": "string"}, "example": (
+                "id,created_at,namespace,conversation_id,position,idempotency_key,name,status,original_id,"
+                "inherited_from,actor,arguments,result\r\n"
+                f"41,2026-05-04T14:32:07Z,sundry,{EXAMPLE_ID},6,{EXAMPLE_KEY},issue_refund,performed,,,"
+                "key:support-agent,\"{\"\"order\"\":\"\"SU-88421\"\",\"\"amount_cents\"\":11800}\","
+                "\"{\"\"refund_id\"\":\"\"RF-77120\"\"}\"\r\n")},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+        },
+    }}},
+)
+def export_actions(
+    request,
+    format: Literal["csv", "jsonl"] = Query("csv", description="csv or jsonl"),
+    name: str | None = Query(None, max_length=store.NAME_MAX, description="Only this action, e.g. issue_refund."),
+    namespace: str | None = Query(None, max_length=200, description="Only this namespace (\"\" is the store-wide one)."),
+    status: Literal["performed", "failed", "already_performed"] | None = Query(None),
+    since: str | None = Query(None, max_length=40, example="2026-05-01",
+                              description="Recorded at or after (ISO 8601; a date means midnight UTC)."),
+    until: str | None = Query(None, max_length=40, example="2026-06-01",
+                              description="Recorded before (ISO 8601; a date means midnight UTC)."),
+):
+    """For the people who check money against the ledger: read rows, not recollections.
+    Streamed in batches. Needs `read`; recorded in the audit log."""
+    require_scope(request, "read")
+    _check_query_text(name, "name")
+    _check_query_text(namespace, "namespace")
+    stream = reconciliation_stream(format, name=name, namespace=namespace, status=status,
+                                   since=_instant(since, "since"), until=_instant(until, "until"))
+    from conversations import store as conversation_store
+
+    conversation_store.record_audit(
+        actor=actor_of(request), action="actions.exported", target_type="actions",
+        detail={"format": format, "filters": stream.filters, "via": "api"})
+    response = StreamingHttpResponse(stream.chunks, content_type=stream.content_type)
+    response["Content-Disposition"] = f'attachment; filename="{stream.filename}"'
+    return response
+
+
+# -- workspace snapshots --------------------------------------------------------------
+
+
+@router.post(
+    "/conversations/{conversation_id}/snapshots",
+    operation_id="record_snapshot",
+    summary="Record a workspace snapshot for a turn",
+    response={201: SnapshotOut, 200: SnapshotOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(inline_schema(SnapshotIn), {"turn": {"summary": "The files before turn 12", "value": {
+            "position": 12, "repo": "/home/dev/shop", "ref": EXAMPLE_SNAPSHOT["ref"], "commit": EXAMPLE_COMMIT,
+            "base": EXAMPLE_SNAPSHOT["base"], "files_changed": 3, "insertions": 41, "deletions": 7}}}),
+        example_doc(201, EXAMPLE_SNAPSHOT),
+        example_doc(409, {"error": {"code": "snapshot_exists", "field": "commit", "message":
+                                 "the turn at position 12 already has a snapshot of /home/dev/shop (commit "
+                                 f"{EXAMPLE_COMMIT}); snapshot records are never replaced"}}),
+    ),
+)
+def record_snapshot(request, conversation_id: str = ConversationId):
+    """The harness takes `git stash create` before a turn, stores it under
+    `refs/memoryui/<conversation>/<position>` and records it here (the Python client's
+    `snapshot_workspace` does all three). `position` may be the next one, the turn about to be
+    appended. The same record again answers 200; another commit for that turn and repository is
+    409 `snapshot_exists`. Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    body = _parse(SnapshotIn, _json_body(request))
+    written = store.record_snapshot(
+        conversation_id=cid, position=body.position, repo=body.repo, ref=body.ref, commit=body.commit,
+        base=body.base or "", files_changed=body.files_changed, insertions=body.insertions,
+        deletions=body.deletions, actor=actor_of(request),
+    )
+    return _respond(snapshot_dict(written.snapshot), 201 if written.created else 200)
+
+
+@router.get(
+    "/conversations/{conversation_id}/snapshots",
+    operation_id="list_snapshots",
+    summary="The conversation's workspace snapshots, by turn",
+    response={200: SnapshotList, **errors_doc(404)},
+    openapi_extra=example_doc(200, {"items": [EXAMPLE_SNAPSHOT]}),
+)
+def list_snapshots(request, conversation_id: str = ConversationId):
+    """Needs `read`."""
+    require_scope(request, "read")
+    conversation = _live(conversation_id)
+    return _respond({"items": [snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)]})
