@@ -25,6 +25,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from . import store
 from .errors import NotFound, StoreError
+from .ledger import reads as ledger
 from .export import FORMATS, export_stream
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .reads import active_before, list_active, read_rows
@@ -300,7 +301,9 @@ def conversation(request, conversation_id):
         if upto is not None:
             marks = marks.filter(message_position__lte=upto)
         marks = marks.order_by("message_position", "id")[: ROW_PAGE + 1]
-        context["record"] = _interleave(page.items, list(marks), latest, upto=upto)
+        context["record"] = ledger.with_timeline(
+            _interleave(page.items, list(marks), latest, upto=upto), convo.pk, after=after, upto=upto
+        )
         context["record_more"] = _query(kinds, after=page.next_after) if page.next_after is not None else None
         context["record_after"] = after
         context["record_earlier"] = (
@@ -318,6 +321,7 @@ def conversation(request, conversation_id):
         context["lineage"] = convo.lineage()
         context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
         context["fork_count"] = len(context["tree"]["children"])
+        context["ledger"] = ledger.panel(convo)
     return _render(
         request,
         "conversations/conversation.html",
