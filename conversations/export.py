@@ -5,7 +5,9 @@ so nothing here knows about HTTP. Messages are read in keyset batches by positio
 written out as they come: a million-message conversation exports in the memory of one
 batch. The export is a snapshot of the rows that existed when it started (positions
 below the `next_position` read up front), so an agent appending meanwhile cannot make
-the file inconsistent with its own header.
+the file inconsistent with its own header. The conversation's task state, actions and
+workspace snapshots (conversations/ledger) come with it: in the JSON header, as JSONL
+lines marked `record`, and as a closing Markdown section.
 """
 
 import json
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import InvalidInput
+from .ledger import export as ledger_export
 from .models import Checkpoint, Conversation, Message
 from .reads import decode_row
 from .schema import TextBlock
@@ -139,6 +142,8 @@ def _json_chunks(conversation: Conversation) -> Iterator[str]:
     header = {
         "conversation": _conversation_dict(conversation),
         "checkpoints": [_checkpoint_dict(cp) for cp in _checkpoints(conversation)],
+        # task_state, task_state_events, actions, workspace_snapshots
+        **ledger_export.conversation_ledger(conversation.pk),
     }
     # The header is written whole and the messages array is opened by hand, so
     # the file is one JSON document without holding the messages in memory.
@@ -153,6 +158,7 @@ def _json_chunks(conversation: Conversation) -> Iterator[str]:
 def _jsonl_chunks(conversation: Conversation) -> Iterator[str]:
     for item in _rows(conversation):
         yield _dumps(_message_dict(item)) + "\n"
+    yield from ledger_export.conversation_jsonl(conversation.pk)
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -256,3 +262,4 @@ def _markdown_chunks(conversation: Conversation) -> Iterator[str]:
             else:
                 yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
                        + _quote(cp.summary) + "\n")
+    yield from ledger_export.conversation_markdown(conversation.pk)

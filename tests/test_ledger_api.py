@@ -324,3 +324,29 @@ def test_the_schema_documents_every_ledger_endpoint_with_examples_and_scopes(cli
                    for c in (r.get("content") or {}).values()), (path, method)
     put = schema["paths"]["/api/v1/conversations/{conversation_id}/state"]["put"]
     assert "409" in put["responses"]
+
+
+# -- conversation exports -------------------------------------------------------------
+
+
+def test_a_conversation_export_carries_its_task_state_actions_and_snapshots(writer, convo):
+    writer.put(state_path(convo), {"state": {"decision": "refund"}, "expected_version": 0})
+    writer.post(actions_path(convo), refund_body())
+    writer.post(actions_path(convo), refund_body())
+    writer.post(f"/conversations/{convo.pk}/snapshots", snapshot_body(convo))
+
+    whole = json.loads(b"".join(writer.get(f"/conversations/{convo.pk}/export", {"format": "json"}).streaming_content))
+    assert whole["task_state"]["version"] == 1 and whole["task_state"]["state"] == {"decision": "refund"}
+    assert [e["version"] for e in whole["task_state_events"]] == [1]
+    assert [a["status"] for a in whole["actions"]] == ["performed", "already_performed"]
+    assert whole["workspace_snapshots"][0]["commit"] == COMMIT
+    assert len(whole["messages"]) == 4
+
+    lines = [json.loads(x) for x in b"".join(
+        writer.get(f"/conversations/{convo.pk}/export", {"format": "jsonl"}).streaming_content).splitlines()]
+    assert [x.get("record") for x in lines] == [None] * 4 + ["task_state_event", "action", "action",
+                                                             "workspace_snapshot"]
+
+    md = b"".join(writer.get(f"/conversations/{convo.pk}/export", {"format": "markdown"}).streaming_content).decode()
+    assert "## Task state and actions" in md and "`/decision` added \"refund\"" in md
+    assert f"`{KEY}` | already_performed |" in md and "stash apply" in md

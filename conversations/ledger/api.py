@@ -26,49 +26,10 @@ from .api_schemas import (
     EXAMPLE_STATE_OUT, LOOKUP_MAX, PAGE, PAGE_MAX, ActionIn, ActionLookup, ActionPage, RecordedOut,
     SnapshotIn, SnapshotList, SnapshotOut, StateHistory, StateIn, StateOut, StateWriteOut,
 )
-from .export import reconciliation_stream
+from .export import action_dict, event_dict, reconciliation_stream, snapshot_dict, state_dict
 from .models import Action, TaskStateEvent, WorkspaceSnapshot
 
 router = Router(tags=["task state and actions"])
-
-
-# -- shapes ---------------------------------------------------------------------------
-
-
-def state_dict(conversation_id, event: TaskStateEvent | None) -> dict:
-    return {
-        "conversation_id": str(conversation_id),
-        "version": event.version if event else 0,
-        "state": event.state_json if event else {},
-        "position": event.position if event else None,
-        "updated_at": _iso(event.created_at) if event else None,
-        "updated_by": event.actor if event else None,
-    }
-
-
-def event_dict(event: TaskStateEvent) -> dict:
-    return {"version": event.version, "position": event.position, "state": event.state_json,
-            "changes": event.changes_json, "actor": event.actor, "created_at": _iso(event.created_at)}
-
-
-def action_dict(action: Action) -> dict:
-    return {
-        "id": action.id, "conversation_id": str(action.conversation_id), "position": action.position,
-        "namespace": action.namespace, "idempotency_key": action.idempotency_key, "name": action.name,
-        "arguments": action.arguments_json, "result": action.result_json, "status": action.status,
-        "original_id": action.original_id, "inherited_from": action.inherited_from, "actor": action.actor,
-        "created_at": _iso(action.created_at),
-    }
-
-
-def snapshot_dict(snapshot: WorkspaceSnapshot) -> dict:
-    return {
-        "id": snapshot.id, "conversation_id": str(snapshot.conversation_id), "position": snapshot.position,
-        "repo": snapshot.repo, "ref": snapshot.ref, "commit": snapshot.commit_sha, "base": snapshot.base_sha,
-        "files_changed": snapshot.files_changed, "insertions": snapshot.insertions,
-        "deletions": snapshot.deletions, "restore": snapshot.restore_command, "actor": snapshot.actor,
-        "created_at": _iso(snapshot.created_at),
-    }
 
 
 def _next_url(request, after: int | None, limit: int) -> str | None:

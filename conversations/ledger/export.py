@@ -1,4 +1,6 @@
-"""The reconciliation export: the actions ledger across conversations, CSV or JSONL.
+"""The ledger as plain data: the API's shapes, a conversation's ledger for its
+export, and the reconciliation export (the actions ledger across conversations,
+CSV or JSONL).
 
 For the people who check money against the ledger. Rows are read in keyset
 batches by id and written as they come, so a ledger of millions exports in the
@@ -17,7 +19,7 @@ from datetime import datetime
 
 from conversations.errors import InvalidInput
 
-from .models import ACTION_STATUSES, Action
+from .models import ACTION_STATUSES, Action, TaskStateEvent, WorkspaceSnapshot
 
 BATCH = 2000
 FLUSH_CHARS = 64 * 1024
@@ -37,6 +39,49 @@ class ReconciliationStream:
     content_type: str
     filename: str
     filters: dict = field(default_factory=dict)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+# -- rows as plain data (the API's shapes, also in conversation exports) ---------------------------------------------------------------------------
+
+
+def state_dict(conversation_id, event: TaskStateEvent | None) -> dict:
+    return {
+        "conversation_id": str(conversation_id),
+        "version": event.version if event else 0,
+        "state": event.state_json if event else {},
+        "position": event.position if event else None,
+        "updated_at": _iso(event.created_at) if event else None,
+        "updated_by": event.actor if event else None,
+    }
+
+
+def event_dict(event: TaskStateEvent) -> dict:
+    return {"version": event.version, "position": event.position, "state": event.state_json,
+            "changes": event.changes_json, "actor": event.actor, "created_at": _iso(event.created_at)}
+
+
+def action_dict(action: Action) -> dict:
+    return {
+        "id": action.id, "conversation_id": str(action.conversation_id), "position": action.position,
+        "namespace": action.namespace, "idempotency_key": action.idempotency_key, "name": action.name,
+        "arguments": action.arguments_json, "result": action.result_json, "status": action.status,
+        "original_id": action.original_id, "inherited_from": action.inherited_from, "actor": action.actor,
+        "created_at": _iso(action.created_at),
+    }
+
+
+def snapshot_dict(snapshot: WorkspaceSnapshot) -> dict:
+    return {
+        "id": snapshot.id, "conversation_id": str(snapshot.conversation_id), "position": snapshot.position,
+        "repo": snapshot.repo, "ref": snapshot.ref, "commit": snapshot.commit_sha, "base": snapshot.base_sha,
+        "files_changed": snapshot.files_changed, "insertions": snapshot.insertions,
+        "deletions": snapshot.deletions, "restore": snapshot.restore_command, "actor": snapshot.actor,
+        "created_at": _iso(snapshot.created_at),
+    }
 
 
 def reconciliation_stream(fmt: str, *, name: str | None = None, namespace: str | None = None,
@@ -68,7 +113,7 @@ def reconciliation_stream(fmt: str, *, name: str | None = None, namespace: str |
                                 filename=f"actions-ledger.{ext}", filters=filters)
 
 
-def _rows(qs) -> Iterator[Action]:
+def _action_rows(qs) -> Iterator[Action]:
     after = 0
     while True:
         batch = list(qs.filter(id__gt=after).order_by("id")[:BATCH])
@@ -105,7 +150,7 @@ def _csv_chunks(qs) -> Iterator[str]:
     buf = io.StringIO()
     out = csv.writer(buf)
     out.writerow(COLUMNS)
-    for action in _rows(qs):
+    for action in _action_rows(qs):
         record = _record(action)
         # The JSON payloads as stored: the exact bytes the agent's tool returned.
         out.writerow([_cell(record[c]) for c in COLUMNS[:-2]] + [_cell(action.arguments), _cell(action.result)])
@@ -117,7 +162,7 @@ def _csv_chunks(qs) -> Iterator[str]:
 
 
 def _jsonl_chunks(qs) -> Iterator[str]:
-    for action in _rows(qs):
+    for action in _action_rows(qs):
         record = _record(action)
         record["arguments"] = action.arguments_json
         record["result"] = action.result_json
@@ -134,3 +179,66 @@ def _buffered(parts: Iterator[str]) -> Iterator[str]:
             buf, size = [], 0
     if buf:
         yield "".join(buf)
+
+
+# -- in a conversation's export (conversations/export.py) -----------------------------
+
+
+def conversation_ledger(conversation_id) -> dict:
+    """Everything the ledger holds for one conversation, oldest first."""
+    events = list(TaskStateEvent.objects.history(conversation_id))
+    return {
+        "task_state": state_dict(conversation_id, events[-1] if events else None),
+        "task_state_events": [event_dict(e) for e in events],
+        "actions": [action_dict(a) for a in Action.objects.of(conversation_id).order_by("id")],
+        "workspace_snapshots": [snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation_id)],
+    }
+
+
+JSONL_RECORDS = {"task_state_events": "task_state_event", "actions": "action",
+                 "workspace_snapshots": "workspace_snapshot"}
+
+
+def conversation_jsonl(conversation_id) -> Iterator[str]:
+    """One line per ledger row, after the message lines; `record` says which kind
+    (message lines have none)."""
+    data = conversation_ledger(conversation_id)
+    for key, record in JSONL_RECORDS.items():
+        for row in data[key]:
+            yield json.dumps({"record": record, **row}, ensure_ascii=False) + "\n"
+
+
+def conversation_markdown(conversation_id) -> Iterator[str]:
+    data = conversation_ledger(conversation_id)
+    if not (data["task_state_events"] or data["actions"] or data["workspace_snapshots"]):
+        return
+    state = data["task_state"]
+    yield "\n---\n\n## Task state and actions\n\n"
+    if state["version"]:
+        yield (f"Task state, version {state['version']} (by {state['updated_by'] or '?'}, after position "
+               f"{state['position']}):\n\n```json\n{json.dumps(state['state'], indent=2, ensure_ascii=False)}\n```\n\n")
+        for e in data["task_state_events"]:
+            changes = "; ".join(_markdown_change(c) for c in e["changes"])
+            yield f"- v{e['version']} · {e['created_at']} · {e['actor'] or '?'} · after #{e['position']}: {changes}\n"
+        yield "\n"
+    if data["actions"]:
+        yield "| id | after | when | action | idempotency key | status | retry of |\n|---|---|---|---|---|---|---|\n"
+        for a in data["actions"]:
+            cells = [a["id"], f"#{a['position']}", a["created_at"], f"`{a['name']}`", f"`{a['idempotency_key']}`",
+                     a["status"], a["original_id"] or ""]
+            yield "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n"
+        yield "\n"
+    for s in data["workspace_snapshots"]:
+        yield (f"- Workspace before #{s['position']}: `{s['repo']}` at `{s['commit'][:10]}`, {s['files_changed']} "
+               f"files, +{s['insertions']} −{s['deletions']}; restore with `{s['restore']}`\n")
+
+
+def _markdown_change(change: dict) -> str:
+    def show(value):
+        return json.dumps(value, ensure_ascii=False)
+
+    if change["op"] == "add":
+        return f"`{change['path']}` added {show(change['new'])}"
+    if change["op"] == "remove":
+        return f"`{change['path']}` removed (was {show(change['old'])})"
+    return f"`{change['path']}` {show(change['old'])} → {show(change['new'])}"
