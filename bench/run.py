@@ -42,6 +42,7 @@ WORKLOADS = [
     ("8", "w8_http.py"),
     ("9", "w9_prune.py"),
     ("10", "w10_recall.py"),
+    ("11", "w11_search.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

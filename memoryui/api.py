@@ -92,11 +92,13 @@ from conversations.api import router as conversations_router  # noqa: E402
 from conversations.facts.api import router as facts_router  # noqa: E402
 from conversations.ledger.api import router as ledger_router  # noqa: E402
 from conversations.retention.api import router as retention_router  # noqa: E402
+from conversations.search.api import router as search_router  # noqa: E402
 
 api.add_router("", conversations_router)
 api.add_router("", facts_router)
 api.add_router("", ledger_router)
 api.add_router("", retention_router)
+api.add_router("", search_router)
 
 # Keep this last: any other path under /api/v1/ answers 404 in the API's JSON
 # shape rather than with the site's HTML error page (ids with a slash land here).

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "conversations.facts",
     "conversations.retention",
     "conversations.ledger",
+    "conversations.search",
 ]
 
 MIDDLEWARE = [

@@ -9,5 +9,6 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("facts/", include("conversations.facts.urls")),
     path("admin/", include("conversations.retention.urls")),
+    path("search/", include("conversations.search.urls")),
     path("", include("conversations.urls")),
 ]

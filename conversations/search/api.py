@@ -1,0 +1,101 @@
+"""GET /api/v1/search: message content across every conversation, in keyset pages."""
+
+from urllib.parse import urlencode
+
+from django.http import JsonResponse
+from ninja import Query, Router, Schema
+
+from conversations.api_schemas import errors_doc, example_doc
+from conversations.apiauth import require_scope
+
+from .params import parse_search
+from .reads import search_messages
+
+router = Router(tags=["search"])
+
+
+class SearchHit(Schema):
+    conversation_id: str
+    conversation_title: str
+    subject: str
+    namespace: str
+    position: int
+    kind: str
+    created_at: str
+    snippet: str
+    highlights: list[list[int]]
+    url: str
+    page_url: str
+
+
+class SearchPage(Schema):
+    query: str
+    items: list[SearchHit]
+    next: str | None
+    next_url: str | None
+
+
+def _iso(value) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def hit_json(request, hit) -> dict:
+    cid = str(hit.conversation_id)
+    return {
+        "conversation_id": cid,
+        "conversation_title": hit.title,
+        "subject": hit.subject,
+        "namespace": hit.namespace,
+        "position": hit.position,
+        "kind": hit.kind,
+        "created_at": _iso(hit.created_at),
+        "snippet": hit.snippet_text,
+        "highlights": [list(span) for span in hit.highlights],
+        "url": request.build_absolute_uri(f"/api/v1/conversations/{cid}/messages?after={hit.position - 1}&limit=1"),
+        "page_url": request.build_absolute_uri(f"/conversations/{cid}/?at={hit.position}#p{hit.position}"),
+    }
+
+
+@router.get(
+    "/search",
+    operation_id="search_messages",
+    summary="Search message content",
+    response={200: SearchPage, **errors_doc(400)},
+    openapi_extra=example_doc(200, {
+        "query": "refund", "next": None, "next_url": None,
+        "items": [{"conversation_id": "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88", "conversation_title": "Order 7",
+                   "subject": "customer:42", "namespace": "", "position": 12, "kind": "user",
+                   "created_at": "2026-05-04T09:30:12.512301Z", "snippet": "…I want a refund for order 7…",
+                   "highlights": [[9, 15]],
+                   "url": "http://127.0.0.1:8000/api/v1/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/messages?after=11&limit=1",
+                   "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12"}],
+    }),
+)
+def search(
+    request,
+    q: str = Query(..., max_length=300, description=(
+        'Words (all must match; stems match too), "a phrase", a prefix* , a OR b, -excluded.'), example="refund"),
+    kind: list[str] | None = Query(None, description="Only these message kinds (repeat the parameter)."),
+    subject: str | None = Query(None, max_length=300, description="Only conversations about this subject."),
+    namespace: str | None = Query(None, max_length=300),
+    since: str | None = Query(None, alias="from", description="Rows written at or after: YYYY-MM-DD or ISO time."),
+    to: str | None = Query(None, description="Rows written before the end of this day (or before this time)."),
+    conversation: str | None = Query(None, description="Only inside this conversation (its id)."),
+    cursor: str | None = Query(None, max_length=200, description="The `next` value of the previous page."),
+    limit: int = Query(20, ge=1, le=100),
+):
+    """Newest conversation first, latest row first within one; each hit with a snippet
+    (plain text) and the character spans of the matched words. Needs `read`."""
+    require_scope(request, "read")
+    data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
+            "conversation": conversation, "cursor": cursor, "limit": str(limit)}
+    parsed = parse_search(data, kinds=kind or [])
+    page = search_messages(parsed.query, filters=parsed.filters, cursor=parsed.cursor, limit=parsed.limit)
+    next_url = None
+    if page.next_cursor:
+        params = [(k, v) for k, v in request.GET.items() if k not in ("cursor", "kind")]
+        params += [("kind", k) for k in request.GET.getlist("kind")] + [("cursor", page.next_cursor)]
+        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
+    body = {"query": parsed.raw_query, "items": [hit_json(request, h) for h in page.hits],
+            "next": page.next_cursor, "next_url": next_url}
+    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})

@@ -1,0 +1,213 @@
+"""Search over message content: one keyset page of hits, newest conversation first.
+
+Hits come in index order, descending: conversations by their search key (newest
+first), rows within one by position (latest first). The cursor is the last hit's
+(key, position), so page N costs what page 1 costs and a row appended meanwhile
+never shifts a page. Filters narrow the hits in the same statement.
+"""
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from conversations.errors import StoreError
+from conversations.models import Conversation, Message
+from conversations.schema import KINDS
+from conversations.subjects import normalize_subject
+
+from . import highlight
+from .models import POSITION_SPAN, ConversationKey
+from .query import Query, parse_query
+
+PAGE = 20
+MAX_PAGE = 100
+
+_FTS = "search_message_fts"
+_KEY = ConversationKey._meta.db_table
+_CONV = Conversation._meta.db_table
+_MSG = Message._meta.db_table
+
+
+class BadSearch(StoreError):
+    code = "bad_request"
+    status = 400
+
+
+@dataclass(frozen=True)
+class Hit:
+    conversation_id: uuid.UUID
+    title: str
+    subject: str
+    namespace: str
+    position: int
+    kind: str
+    created_at: datetime
+    snippet: list[tuple[str, bool]]
+
+    @property
+    def snippet_text(self) -> str:
+        return "".join(text for text, _ in self.snippet)
+
+    @property
+    def highlights(self) -> list[tuple[int, int]]:
+        spans, at = [], 0
+        for text, marked in self.snippet:
+            if marked:
+                spans.append((at, at + len(text)))
+            at += len(text)
+        return spans
+
+
+@dataclass
+class SearchPage:
+    query: Query
+    hits: list[Hit] = field(default_factory=list)
+    # Pass as `cursor` for the next page; None at the end.
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class Filters:
+    kinds: tuple[str, ...] = ()
+    subject: str | None = None
+    namespace: str | None = None
+    since: datetime | None = None  # created_at >= since
+    before: datetime | None = None  # created_at < before
+    conversation_id: uuid.UUID | None = None
+
+
+def encode_cursor(seq: int, position: int) -> str:
+    return base64.urlsafe_b64encode(f"s{seq}.{position}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(value: str) -> tuple[int, int]:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode("ascii")
+        if not raw.startswith("s"):
+            raise ValueError(raw)
+        seq, position = (int(part) for part in raw[1:].split("."))
+        if seq < 0 or not 0 <= position < POSITION_SPAN or seq >= 2**31:
+            raise ValueError(raw)
+    except (ValueError, binascii.Error, UnicodeError):
+        raise BadSearch("cursor is not one this search gave out; pass the previous page's `next` unchanged",
+                        field="cursor", code="invalid_cursor") from None
+    return seq, position
+
+
+def check_kinds(kinds) -> tuple[str, ...]:
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise BadSearch(f"unknown kind {unknown[0][:40]!r}; expected some of {', '.join(KINDS)}", field="kind")
+    return tuple(sorted(set(kinds), key=KINDS.index))
+
+
+def search_messages(q, *, filters: Filters = Filters(), cursor: str | None = None, limit: int = PAGE) -> SearchPage:
+    """Hits for `q` (a query string or a parsed Query) under `filters`, one page."""
+    query = q if isinstance(q, Query) else parse_query(q)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise BadSearch(f"limit must be between 1 and {MAX_PAGE}", field="limit")
+    after = decode_cursor(cursor) if cursor else None
+    kinds = check_kinds(filters.kinds)
+    seq_range = None
+    if filters.conversation_id is not None:
+        key = ConversationKey.objects.filter(conversation_id=filters.conversation_id).values_list("seq", flat=True)
+        seq = key.first()
+        if seq is None:
+            return SearchPage(query=query)
+        seq_range = seq
+    if connection.vendor == "sqlite":
+        rows = _sqlite_rows(query, filters, kinds, seq_range, after, limit + 1)
+    else:
+        rows = _postgres_rows(query, filters, kinds, seq_range, after, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    texts = [highlight.index_text(r[-1]) for r in rows]
+    pieces = highlight.snippets(texts, query)
+    hits = [
+        Hit(conversation_id=uuid.UUID(str(cid)), title=title, subject=subject, namespace=namespace,
+            position=position, kind=kind, created_at=_aware(created_at), snippet=snippet)
+        for (seq, position, cid, title, subject, namespace, kind, created_at, _), snippet in zip(rows, pieces)
+    ]
+    next_cursor = encode_cursor(rows[-1][0], rows[-1][1]) if more and rows else None
+    return SearchPage(query=query, hits=hits, next_cursor=next_cursor)
+
+
+def _aware(value):
+    if isinstance(value, str):  # SQLite hands a raw cursor the stored text
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
+    return value
+
+
+def _common_filters(filters: Filters, kinds, params: list) -> list[str]:
+    where = ["NOT c.deleting"]
+    if kinds:
+        where.append(f"m.kind IN ({', '.join(['%s'] * len(kinds))})")
+        params += list(kinds)
+    if filters.subject is not None:
+        where.append("c.subject_norm = %s")
+        params.append(normalize_subject(filters.subject))
+    if filters.namespace is not None:
+        where.append("c.namespace = %s")
+        params.append(filters.namespace)
+    if filters.since is not None:
+        where.append("m.created_at >= %s")
+        params.append(connection.ops.adapt_datetimefield_value(filters.since))
+    if filters.before is not None:
+        where.append("m.created_at < %s")
+        params.append(connection.ops.adapt_datetimefield_value(filters.before))
+    return where
+
+
+_COLUMNS = "c.id, c.title, c.subject, c.namespace, m.kind, m.created_at, m.content"
+
+
+def _sqlite_rows(query, filters, kinds, seq, after, limit):
+    span = POSITION_SPAN
+    params: list = [query.fts5()]
+    where = [f"{_FTS} MATCH %s"]
+    if seq is not None:
+        where.append("f.rowid BETWEEN %s AND %s")
+        params += [seq * span, seq * span + span - 1]
+    if after is not None:
+        where.append("f.rowid < %s")
+        params.append(after[0] * span + after[1])
+    where += _common_filters(filters, kinds, params)
+    sql = (
+        f"SELECT f.rowid >> 32, f.rowid & {span - 1}, {_COLUMNS} FROM {_FTS} f "
+        f"JOIN {_KEY} k ON k.seq = f.rowid >> 32 "
+        f"JOIN {_CONV} c ON c.id = k.conversation_id "
+        f"JOIN {_MSG} m ON m.conversation_id = k.conversation_id AND m.position = f.rowid & {span - 1} "
+        f"WHERE {' AND '.join(where)} ORDER BY f.rowid DESC LIMIT {int(limit)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _postgres_rows(query, filters, kinds, seq, after, limit):
+    tsquery, params = query.tsquery_sql()
+    where = [f"search_message_tsvector(m.content) @@ ({tsquery})"]
+    if seq is not None:
+        where.append("k.seq = %s")
+        params.append(seq)
+    if after is not None:
+        where.append("(k.seq, m.position) < (%s, %s)")
+        params += [after[0], after[1]]
+    where += _common_filters(filters, kinds, params)
+    sql = (
+        f"SELECT k.seq, m.position, {_COLUMNS} FROM {_MSG} m "
+        f"JOIN {_KEY} k ON k.conversation_id = m.conversation_id "
+        f"JOIN {_CONV} c ON c.id = m.conversation_id "
+        f"WHERE {' AND '.join(where)} ORDER BY k.seq DESC, m.position DESC LIMIT {int(limit)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

@@ -1,0 +1,46 @@
+"""The search page, and the find box of a conversation page (the same view, one
+conversation, answering htmx with just the results)."""
+
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+from django.utils.http import urlencode
+from django.views.decorators.http import require_safe
+
+from conversations.errors import StoreError
+from conversations.schema import KINDS
+from conversations.views import _conversation_or_404, _reader
+
+from .params import parse_search
+from .reads import search_messages
+
+FRAGMENTS = ("search-results", "search-more", "find-results")
+
+
+@require_safe
+@_reader
+def search(request):
+    kinds = request.GET.getlist("kind")
+    form = {k: request.GET.get(k, "") for k in ("q", "subject", "namespace", "from", "to", "conversation")}
+    context = {"form": form, "kinds": [k for k in kinds if k in KINDS], "all_kinds": KINDS, "page": None,
+               "error": None, "conversation": None}
+    status = 200
+    if form["conversation"].strip():
+        context["conversation"] = _conversation_or_404(form["conversation"])
+    if form["q"].strip():
+        try:
+            parsed = parse_search(request.GET, kinds=kinds)
+            page = search_messages(parsed.query, filters=parsed.filters, cursor=parsed.cursor, limit=parsed.limit)
+        except StoreError as exc:
+            context["error"], status = exc, 400
+        else:
+            context["page"] = page
+            if page.next_cursor:
+                params = [(k, v) for k, v in request.GET.items() if k not in ("cursor", "kind") and v]
+                params += [("kind", k) for k in context["kinds"]] + [("cursor", page.next_cursor)]
+                context["more_url"] = "?" + urlencode(params)
+            context["first_page"] = not parsed.cursor
+    target = request.htmx.target if request.htmx else None
+    name = f"search/search.html#{target}" if target in FRAGMENTS else "search/search.html"
+    response = render(request, name, context, status=status)
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response

@@ -1,0 +1,255 @@
+"""Full-text search over message content: the index the database keeps, the query
+language, filters, keyset paging and snippets (store level, both databases)."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from conversations import store
+from conversations.models import Conversation, Message
+from conversations.retention import pruning
+from conversations.search import highlight
+from conversations.search.query import InvalidQuery, parse_query
+from conversations.search.reads import BadSearch, Filters, search_messages
+
+pytestmark = pytest.mark.django_db
+
+TICKET = [
+    {"kind": "system", "content": "You are a support agent."},
+    {"kind": "user", "content": "My blender arrived cracked. I want a refund!"},
+    {"kind": "assistant", "content": "Let me look up the order.",
+     "tool_calls": [{"id": "c1", "name": "lookup_order", "arguments": {"order_id": "A-48213"}}]},
+    {"kind": "tool", "tool_call_id": "c1", "name": "lookup_order", "content": '{"price": 149, "status": "delivered"}'},
+    {"kind": "assistant", "content": [{"type": "text", "text": "I issued a full refund of 149 EUR."}]},
+    {"kind": "thought", "text": "Refunded; the customer was polite."},
+    {"kind": "user", "content": "Thanks, café au lait for everyone <script>alert(1)</script>"},
+]
+
+
+@pytest.fixture
+def ticket():
+    c = store.create_conversation(title="Order A-48213", subject="Customer:7")
+    for m in TICKET:
+        store.append_message(conversation_id=c.pk, message=m)
+    return c
+
+
+@pytest.fixture
+def other():
+    c = store.create_conversation(title="Shipping", subject="customer:9")
+    store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "Where is my refund parcel?"})
+    store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "voucher sent instead of refund"})
+    return c
+
+
+def hits(q, **filters):
+    return [(str(h.conversation_id), h.position) for h in search_messages(q, filters=Filters(**filters)).hits]
+
+
+def fts_rows() -> int:
+    """How many documents the index holds (SQLite: the FTS5 index itself)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT count(*) FROM search_message_fts_docsize")
+        else:
+            cursor.execute("SELECT count(*) FROM conversations_message")
+        return cursor.fetchone()[0]
+
+
+def test_it_finds_words_in_message_text_with_stems(ticket, other):
+    t, o = str(ticket.pk), str(other.pk)
+    # Newest conversation first, latest row first inside one.
+    assert hits("refund") == [(o, 1), (o, 0), (t, 5), (t, 4), (t, 1)]
+    assert hits("refunded") == hits("refund")  # stems match
+
+
+def test_it_indexes_text_not_the_json_envelope(ticket):
+    t = str(ticket.pk)
+    assert hits("kind") == [] and hits("content") == [] and hits("tool_calls") == []
+    # Tool call names and arguments, tool result names, text blocks, journal text.
+    assert hits('"A-48213"') == [(t, 2)]
+    assert hits("lookup_order") == [(t, 3), (t, 2)]
+    assert hits("issued") == [(t, 4)]
+    assert hits("polite") == [(t, 5)]
+    assert hits("café") == [(t, 6)]
+    if connection.vendor == "sqlite":
+        assert hits("cafe") == [(t, 6)]  # FTS5 folds diacritics; PostgreSQL's english configuration does not
+
+
+def test_it_searches_phrases_prefixes_or_and_exclusions(ticket, other):
+    t, o = str(ticket.pk), str(other.pk)
+    assert hits('"full refund"') == [(t, 4)]
+    assert hits('"refund full"') == []
+    assert hits("blend*") == [(t, 1)]
+    assert hits("blender OR parcel") == [(o, 0), (t, 1)]
+    assert hits("refund -voucher") == [(o, 0), (t, 5), (t, 4), (t, 1)]
+    assert hits("refund NOT voucher") == hits("refund -voucher")
+    assert hits("refund cracked") == [(t, 1)]
+
+
+@pytest.mark.parametrize("q, says", [
+    ('"full refund', "quote is not closed"),
+    ("refund OR", "OR needs a word"),
+    ("OR refund", "OR needs a word"),
+    ("-refund", "at least one word"),
+    ("", "type something"),
+    ("   ", "type something"),
+    ("*", "no letters or digits"),
+    ("r*", "at least 2 letters"),
+    ("re*fund", "at the end of a word"),
+    ('"-"', "no letters or digits"),
+    ("refund NOT", "NOT needs a word"),
+    ("x" * 301, "at most 300"),
+    (" ".join(["w"] * 17), "at most 16"),
+])
+def test_it_refuses_queries_that_cannot_mean_anything(q, says):
+    with pytest.raises(InvalidQuery) as exc:
+        parse_query(q)
+    assert says in exc.value.message and exc.value.field == "q" and exc.value.status == 400
+
+
+@pytest.mark.parametrize("q", ['NEAR(a b)', 'a:b', '^refund', 'refund +', '(refund', 'refund)', '{body}: x',
+                               "it's", 'a AND', 'AND', '"""', "ü*", "\\", "%", "_", "'"])
+def test_fts5_syntax_in_a_query_is_a_word_or_a_400_never_a_database_error(ticket, q):
+    try:
+        search_messages(q)
+    except InvalidQuery:
+        pass
+
+
+def test_it_filters_by_kind_subject_namespace_and_conversation(ticket, other):
+    t, o = str(ticket.pk), str(other.pk)
+    assert hits("refund", kinds=("user",)) == [(o, 0), (t, 1)]
+    assert hits("refund", subject="customer:7") == [(t, 5), (t, 4), (t, 1)]  # compared case-folded
+    assert hits("refund", conversation_id=other.pk) == [(o, 1), (o, 0)]
+    assert hits("refund", conversation_id=uuid.uuid4()) == []
+    Conversation.objects.filter(pk=other.pk).update(namespace="shop")
+    assert hits("refund", namespace="shop") == [(o, 1), (o, 0)]
+    with pytest.raises(BadSearch) as exc:
+        search_messages("refund", filters=Filters(kinds=("letter",)))
+    assert exc.value.field == "kind"
+
+
+def test_it_filters_by_date(ticket):
+    t = str(ticket.pk)
+    now = timezone.now()
+    assert hits("refund", since=now - timedelta(minutes=5)) == [(t, 5), (t, 4), (t, 1)]
+    assert hits("refund", since=now + timedelta(minutes=5)) == []
+    assert hits("refund", before=now - timedelta(minutes=5)) == []
+
+
+def test_it_pages_by_keyset_without_repeats_or_gaps(ticket):
+    for i in range(45):
+        store.append_message(conversation_id=ticket.pk, message={"kind": "note", "text": f"refund step {i}"})
+    seen, cursor = [], None
+    while True:
+        page = search_messages("refund", cursor=cursor, limit=10)
+        seen += [h.position for h in page.hits]
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+        # A row appended between pages never shifts what the next page shows.
+        store.append_message(conversation_id=ticket.pk, message={"kind": "note", "text": "refund later"})
+    assert seen == sorted(seen, reverse=True) and len(seen) == len(set(seen)) == 48
+    with pytest.raises(BadSearch) as exc:
+        search_messages("refund", cursor="not-a-cursor")
+    assert exc.value.field == "cursor"
+
+
+def test_snippets_mark_the_matched_words_and_stay_text(ticket):
+    page = search_messages("everyone")
+    (hit,) = page.hits
+    assert ("everyone", True) in hit.snippet
+    # The <script> is text in a piece, to be escaped by whoever renders it.
+    assert "<script>alert(1)</script>" in hit.snippet_text
+    assert [hit.snippet_text[a:b] for a, b in hit.highlights] == ["everyone"]
+    (phrase,) = search_messages('"full refund"').hits
+    assert [text for text, marked in phrase.snippet if marked] == ["full refund"]
+
+
+@pytest.mark.parametrize("message", TICKET + [
+    {"kind": "assistant", "tool_calls": [{"id": "1", "name": "run", "arguments": "ls -la"}]},
+    {"kind": "user", "content": [{"type": "image", "source": "x"}, {"type": "text", "text": "caption"}]},
+    {"kind": "note", "text": "é\u0301 ünïcode", "meta": {"model": "m-1"}},
+])
+def test_the_highlighter_reads_the_same_words_the_index_holds(message):
+    import importlib
+    import re
+
+    from conversations.schema import encode_message
+
+    _, stored = encode_message(message)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            migration = importlib.import_module("conversations.search.migrations.0001_initial")
+            cursor.execute(f"WITH t(c) AS (SELECT %s) SELECT {migration.sqlite_text('t.c')} FROM t", [stored])
+        else:
+            cursor.execute("SELECT search_message_text(%s)", [stored])
+        in_sql = cursor.fetchone()[0]
+    assert re.findall(r"\w+", in_sql) == re.findall(r"\w+", highlight.index_text(stored))
+
+
+def test_a_broken_row_is_indexed_as_stored_and_never_fails_the_insert(ticket):
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE conversations_conversation SET next_position = next_position + 2 WHERE id = %s",
+                       [Conversation._meta.pk.get_db_prep_value(ticket.pk, connection)])
+        for position, content in ((7, "not json at all: zebracorn"), (8, '["zebracorn", 1]')):
+            cursor.execute(
+                "INSERT INTO conversations_message (conversation_id, position, kind, content, created_at) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [Conversation._meta.pk.get_db_prep_value(ticket.pk, connection), position, "note", content,
+                 connection.ops.adapt_datetimefield_value(timezone.now())])
+    assert hits("zebracorn") == [(str(ticket.pk), 8), (str(ticket.pk), 7)]
+
+
+def test_a_huge_message_is_indexed(ticket):
+    words = " ".join(f"w{i}x{i * 7919 % 100003}" for i in range(60_000))  # ~700 kB of distinct words
+    store.append_message(conversation_id=ticket.pk, message={"kind": "note", "text": words + " needle"})
+    assert hits("w5x39595") == [(str(ticket.pk), 7)]
+
+
+def test_forks_are_indexed_as_their_own_rows(ticket):
+    child = store.fork_conversation(conversation_id=ticket.pk, position=2)
+    assert hits("blender") == [(str(child.pk), 1), (str(ticket.pk), 1)]
+
+
+def test_deleting_a_conversation_removes_its_rows_from_the_index(ticket, other):
+    before = fts_rows()
+    store.delete_conversation(conversation_id=ticket.pk)
+    assert hits("refund") == [(str(other.pk), 1), (str(other.pk), 0)]
+    assert fts_rows() == before - len(TICKET)
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, search_message_fts, row)")
+            cursor.execute("SELECT term FROM temp.v WHERE term IN ('blender', 'cafe', 'polit')")
+            assert cursor.fetchall() == []  # the terms only the deleted rows had are gone from the index
+            cursor.execute("DROP TABLE temp.v")
+
+
+def test_pruning_removes_rows_from_the_index(ticket, other):
+    old = timezone.now() - timedelta(days=400)
+    Conversation.objects.filter(pk=ticket.pk).update(last_activity_at=old)
+    pruning.prune_older_than(days=90, batch_size=3)
+    assert hits("refund") == [(str(other.pk), 1), (str(other.pk), 0)]
+    assert hits("blender") == []
+    assert fts_rows() == 2
+
+
+def test_raw_sql_deletes_go_through_the_index_triggers(ticket):
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE conversations_conversation SET deleting = %s WHERE id = %s",
+                       [True, Conversation._meta.pk.get_db_prep_value(ticket.pk, connection)])
+        cursor.execute("DELETE FROM conversations_message WHERE conversation_id = %s AND position = 1",
+                       [Conversation._meta.pk.get_db_prep_value(ticket.pk, connection)])
+    assert Message.objects.filter(conversation_id=ticket.pk).count() == len(TICKET) - 1
+    assert fts_rows() == len(TICKET) - 1
+
+
+def test_the_highlighter_text_mirrors_the_indexed_text():
+    assert highlight.index_text('{"kind":"note","text":"hi"}') == "hi"
+    assert "lookup" in highlight.index_text(
+        '{"kind":"assistant","tool_calls":[{"id":"1","name":"lookup","arguments":{"q":"x"}}]}')
+    assert highlight.index_text("not json") == "not json"

@@ -1,0 +1,46 @@
+"""The search index forgets what a deletion request deletes, down to the bytes of its files."""
+
+import pytest
+from django.db import connection
+
+from conversations import store
+from conversations.retention import erasure
+from tests.retention_support import conversation, raw_bytes_of_database
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SUBJECT = "cust:search-erasure-1"
+# A word no other indexed word shares a first letter with, so the index stores it whole.
+TERM = "zzyzxquorblet"
+
+
+def _index_bytes() -> bytes:
+    """The bytes of the search index's own storage (not the message table)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT block FROM search_message_fts_data")
+            return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)
+        cursor.execute("CHECKPOINT")
+        cursor.execute("SELECT current_setting('data_directory') || '/' || pg_relation_filepath('search_message_tsv_idx')")
+        path = cursor.fetchone()[0]
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files():
+    about = conversation(title="about", subject=SUBJECT, messages=0)
+    store.append_message(conversation_id=about.pk, message={"kind": "user", "content": f"my code word is {TERM}"})
+    kept = conversation(title="kept", subject="cust:other", messages=0)
+    store.append_message(conversation_id=kept.pk, message={"kind": "user", "content": "a refund for someone else"})
+    from conversations.search.reads import search_messages
+
+    assert [h.position for h in search_messages(TERM).hits] == [0]
+    assert TERM.encode() in _index_bytes()  # the check below is not vacuous: the index held it
+
+    receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+
+    assert receipt.verification["status"] == "verified"
+    assert search_messages(TERM).hits == []
+    assert [h.conversation_id for h in search_messages("refund").hits] == [kept.pk]
+    assert TERM.encode() not in _index_bytes()
+    assert TERM.encode() not in raw_bytes_of_database()
