@@ -28,7 +28,7 @@ from . import reads, store
 from .api_schemas import (
     APPEND_EXAMPLES, EXAMPLE_CHECKPOINT, EXAMPLE_DETAIL, EXAMPLE_ID, EXAMPLE_MESSAGES, EXAMPLE_SUMMARY,
     MAX_POSITION, MESSAGE_PAGE, MESSAGE_PAGE_MAX, CONVERSATION_PAGE, CONVERSATION_PAGE_MAX,
-    ActiveOut, AppendOut, CheckpointIn, CheckpointList, CheckpointOut, ConversationOut, ConversationPage,
+    ActiveOut, AppendOut, BatchOut, CheckpointIn, CheckpointList, CheckpointOut, ConversationOut, ConversationPage,
     CreateConversationIn, DeletedOut, ForkIn, MessagePage,
     errors_doc, example_doc, inline_schema, json_body_doc, merge_doc, message_schema,
 )
@@ -159,8 +159,11 @@ def _summary(c: Conversation, request) -> dict:
         "last_activity_at": _iso(c.last_activity_at),
         "message_count": c.next_position,
         "pinned": c.pinned,
+        "namespace": c.namespace,
+        "external_id": c.external_id,
         "parent_id": str(c.parent_id) if c.parent_id else None,
         "forked_from_position": c.forked_from_position,
+        "parent_relation": c.parent_relation,
         "url": _url(request, _conversation_path(c.pk)),
     }
 
@@ -245,25 +248,36 @@ def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
 @router.post(
     "/conversations",
     operation_id="create_conversation",
-    summary="Create a conversation",
-    response={201: ConversationOut, **errors_doc(400, 413, 415, 422)},
+    summary="Create a conversation (or get the one with this external id)",
+    response={201: ConversationOut, 200: ConversationOut, **errors_doc(400, 409, 413, 415, 422)},
     openapi_extra=merge_doc(
         json_body_doc(
             inline_schema(CreateConversationIn),
             {"new": {"summary": "A support conversation", "value": {
                 "title": "Refund for order 7", "subject": "customer:42", "meta": {"agent": "support-bot"}}},
+             "session": {"summary": "Create-or-get by your own session id", "value": {
+                 "namespace": "support-bot", "external_id": "session-7f3a9c", "title": "Refund for order 7"}},
              "empty": {"summary": "Everything is optional", "value": {}}},
         ),
         example_doc(201, EXAMPLE_DETAIL | {"message_count": 0, "next_position": 0, "checkpoint_count": 0,
                                         "latest_checkpoint": None}),
+        {"responses": {200: {"description": "The namespace already had this `external_id`: the existing "
+                                            "conversation, unchanged (title, subject and meta sent are ignored)."}}},
     ),
 )
 def create_conversation(request):
-    """Start a conversation; `title`, `subject` and `meta` are all optional. Needs `write`."""
+    """Start a conversation; `title`, `subject`, `meta`, `namespace` and `external_id` are all optional.
+    With an `external_id` this is a create-or-get: 201 when it was created, 200 with the existing
+    conversation when the namespace already has that id. Needs `write`."""
     require_scope(request, "write")
     body = _parse(CreateConversationIn, _json_body(request))
-    conversation = store.create_conversation(title=body.title or "", subject=body.subject or "", meta=body.meta)
-    return _respond(_detail(conversation.pk, request), 201)
+    fields = dict(title=body.title or "", subject=body.subject or "", meta=body.meta,
+                  namespace=body.namespace or "")
+    if body.external_id is None:
+        conversation, created = store.create_conversation(**fields), True
+    else:
+        conversation, created = store.get_or_create_conversation(external_id=body.external_id, **fields)
+    return _respond(_detail(conversation.pk, request), 201 if created else 200)
 
 
 @router.get(
@@ -279,16 +293,27 @@ def list_conversations(
     cursor: str | None = Query(None, max_length=1000, description="The `next` value of the previous page."),
     limit: int = Query(CONVERSATION_PAGE, ge=1, le=CONVERSATION_PAGE_MAX),
     subject: str | None = Query(None, max_length=store.SUBJECT_MAX, example="customer:42"),
+    namespace: str | None = Query(None, max_length=store.NAMESPACE_MAX, example="support-bot",
+                                  description="Only this namespace (with `external_id`: the default one if omitted)."),
+    external_id: str | None = Query(None, max_length=store.EXTERNAL_ID_MAX, example="session-7f3a9c",
+                                    description="Find the conversation with this external id (at most one item)."),
     order: Literal["recent", "created"] = Query(
         "recent", description="`recent`: latest activity first; `created`: newest first."),
 ):
     """Newest first, in keyset pages (no OFFSET: every page costs what the first does). Needs `read`."""
     require_scope(request, "read")
     _check_query_text(subject, "subject")
+    _check_query_text(namespace, "namespace")
+    _check_query_text(external_id, "external_id")
     field = _ORDER_FIELDS[order]
     qs = Conversation.objects.live()
     if subject is not None:
         qs = qs.about(subject)
+    if external_id is not None:
+        # The unique index (namespace, external_id): one row at most, found by index.
+        qs = qs.filter(namespace=(namespace or "").strip(), external_id=external_id.strip())
+    elif namespace is not None:
+        qs = qs.filter(namespace=namespace.strip())
     if cursor:
         at, pk = _decode_cursor(cursor, order)
         qs = qs.filter(Q(**{f"{field}__lt": at}) | Q(**{field: at, "pk__lt": pk}))
@@ -300,8 +325,9 @@ def list_conversations(
         last = rows[-1]
         next_cursor = _encode_cursor(order, getattr(last, field), last.pk)
         params = {"cursor": next_cursor, "limit": limit, "order": order}
-        if subject is not None:
-            params["subject"] = subject
+        for name, value in (("subject", subject), ("namespace", namespace), ("external_id", external_id)):
+            if value is not None:
+                params[name] = value
         next_url = _url(request, f"{request.path}?{urlencode(params)}")
     return _respond({"items": [_summary(c, request) for c in rows], "next": next_cursor, "next_url": next_url})
 
@@ -374,6 +400,50 @@ def append_message(
     data = _json_body(request, allow_nul=True)
     position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
     return _respond({"position": position, "kind": data["kind"]}, 201)
+
+
+@router.post(
+    "/conversations/{conversation_id}/messages/batch",
+    operation_id="append_messages",
+    summary="Append up to 1,000 messages in one transaction",
+    response={201: BatchOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+    openapi_extra=merge_doc(
+        json_body_doc(
+            {"type": "object", "required": ["messages"], "additionalProperties": False,
+             "properties": {"messages": {"type": "array", "minItems": 1, "maxItems": store.BATCH_MAX,
+                                         "items": message_schema()}}},
+            {"step": {"summary": "An assistant turn and its tool result", "value": {"messages": [
+                APPEND_EXAMPLES["assistant"]["value"], APPEND_EXAMPLES["tool"]["value"]]}}},
+            "The messages of one step, in order: all are written at contiguous positions, or none.",
+        ),
+        example_doc(201, {"first_position": 5, "last_position": 6, "count": 2}),
+        example_doc(422, {"error": {"code": "invalid_message", "field": "messages.1.tool_call_id",
+                                 "message": "messages.1: invalid message: tool_call_id: Field required"}}),
+    ),
+)
+def append_messages(
+    request,
+    conversation_id: str = ConversationId,
+    expected_position: int | None = Query(
+        None, ge=0, le=MAX_POSITION,
+        description="The position the first message must get; otherwise 409 `position_conflict`, nothing written.",
+    ),
+):
+    """A whole step (an assistant turn and its tool results) in one request and one transaction:
+    contiguous positions, all or nothing; a bad message is named as `messages.<i>.<field>` and
+    nothing is written. The whole body must fit the request size limit. Needs `write`."""
+    require_scope(request, "write")
+    cid = parse_conversation_id(conversation_id)
+    data = _json_body(request, allow_nul=True)
+    unknown = sorted(set(data) - {"messages"})
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}; send {{\"messages\": [...]}}", field=unknown[0])
+    if "messages" not in data:
+        raise InvalidInput("messages is required: a list of 1 to 1,000 messages", field="messages")
+    appended = store.append_messages(conversation_id=cid, messages=data["messages"],
+                                     expected_position=expected_position)
+    return _respond({"first_position": appended.first_position, "last_position": appended.last_position,
+                     "count": appended.count}, 201)
 
 
 @router.get(
@@ -491,7 +561,7 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     cid = parse_conversation_id(conversation_id)
     body = _parse(ForkIn, _json_body(request))
     child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title,
-                                    actor=actor_of(request))
+                                    actor=actor_of(request), external_id=body.external_id)
     return _respond(_detail(child.pk, request), 201)
 
 

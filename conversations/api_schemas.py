@@ -58,12 +58,16 @@ class ConversationSummary(Schema):
     id: uuid.UUID
     title: str
     subject: str
+    namespace: str = Field(..., description="The namespace of `external_id` (empty: the default one).")
+    external_id: str | None = Field(
+        ..., description="A framework's own id for this conversation; unique in its namespace, never changed.")
     created_at: datetime
     last_activity_at: datetime
     message_count: int
     pinned: bool
     parent_id: uuid.UUID | None
     forked_from_position: int | None
+    parent_relation: str = Field(..., description="`fork`, `subagent`, or empty without a parent.")
     url: str
 
 
@@ -116,6 +120,12 @@ class AppendOut(Schema):
     kind: str
 
 
+class BatchOut(Schema):
+    first_position: int
+    last_position: int
+    count: int
+
+
 class CheckpointList(Schema):
     items: list[CheckpointOut]
 
@@ -139,6 +149,12 @@ class CreateConversationIn(_Body):
         None, max_length=store.SUBJECT_MAX, description="Whom the conversation is about, e.g. `customer:42`."
     )
     meta: dict[str, Any] | None = None
+    namespace: StrictStr | None = Field(
+        None, max_length=store.NAMESPACE_MAX, description="Groups conversations; the scope of `external_id`.")
+    external_id: StrictStr | None = Field(
+        None, min_length=1, max_length=store.EXTERNAL_ID_MAX,
+        description="Your own id for this conversation (a session id). When the namespace already has it, "
+                    "the existing conversation is answered with 200 instead of a new one.")
 
 
 class CheckpointIn(_Body):
@@ -149,6 +165,15 @@ class CheckpointIn(_Body):
 class ForkIn(_Body):
     position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
     title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
+    external_id: StrictStr | None = Field(
+        None, min_length=1, max_length=store.EXTERNAL_ID_MAX,
+        description="An external id for the child, in the parent's namespace.")
+
+
+class BatchIn(_Body):
+    messages: list[dict[str, Any]] = Field(
+        ..., min_length=1, max_length=store.BATCH_MAX,
+        description="1 to 1,000 messages, each one of the kinds (as for a single append).")
 
 
 # -- documentation helpers ------------------------------------------------------------
@@ -206,8 +231,11 @@ EXAMPLE_SUMMARY = {
     "last_activity_at": EXAMPLE_TIME,
     "message_count": 4,
     "pinned": False,
+    "namespace": "support-bot",
+    "external_id": "session-7f3a9c",
     "parent_id": None,
     "forked_from_position": None,
+    "parent_relation": "",
     "url": f"http://127.0.0.1:8000/api/v1/conversations/{EXAMPLE_ID}",
 }
 EXAMPLE_CHECKPOINT = {

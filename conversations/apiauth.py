@@ -16,16 +16,26 @@ class ScopeError(Exception):
     """A known caller without the scope an operation needs (403)."""
 
 
+def authenticate_bearer(request, token: str) -> ApiKey | None:
+    """The active key for a bearer token, looked up once per request (the
+    idempotency middleware needs the caller before the API does)."""
+    cached = getattr(request, "_bearer_checked", None)
+    if cached is not None and cached[0] == token:
+        return cached[1]
+    key = None
+    # Real keys are short and printable; anything else cannot match, and a NUL
+    # must not reach a database query.
+    if token and len(token) <= 256 and token.isprintable():
+        key = store.authenticate_api_key(token)
+    request._bearer_checked = (token, key)
+    if key is not None:
+        request.api_key = key
+    return key
+
+
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request, token):
-        # Real keys are short and printable; anything else cannot match, and a NUL
-        # must not reach a database query.
-        if not token or len(token) > 256 or not token.isprintable():
-            return None
-        key = store.authenticate_api_key(token)
-        if key is not None:
-            request.api_key = key
-        return key
+        return authenticate_bearer(request, token)
 
 
 class SessionReadAuth(SessionAuth):

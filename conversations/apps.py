@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class ConversationsConfig(AppConfig):
     name = "conversations"
     verbose_name = "Conversations"
+
+    def ready(self):
+        from .models import IdempotencyKey
+        from .retention.owned import register
+
+        # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
+        register(IdempotencyKey, text_fields=("body",))

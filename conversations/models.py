@@ -251,3 +251,49 @@ class AuditEvent(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]
+
+
+class IdempotencyKeyQuerySet(models.QuerySet):
+    def expired(self, *, now=None):
+        from .idempotency import key_lifetime
+
+        return self.filter(created_at__lt=(now or timezone.now()) - key_lifetime())
+
+
+class IdempotencyKey(models.Model):
+    """One write sent with an `Idempotency-Key`, and the answer it got (conversations/idempotency.py).
+
+    Written in the same transaction as the write it guards. Holds a hash of the
+    request and the response exactly as sent, nothing more; expires after
+    MEMORYUI_IDEMPOTENCY_HOURS (the prune run deletes it), and erasure deletes the
+    keys that reference an erased conversation or subject.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # "key:<api key id>" or "user:<user id>": keys are scoped per caller.
+    caller = models.CharField(max_length=64)
+    key = models.CharField(max_length=255)
+    # SHA-256 of method, path with query and body: a different request under the same key is refused.
+    fingerprint = models.CharField(max_length=64)
+    # 0 while an operation that runs outside a transaction (prune, deletion request) holds the key.
+    status = models.PositiveSmallIntegerField(default=0)
+    content_type = models.CharField(max_length=100, blank=True, default="")
+    body = models.TextField(blank=True, default="")
+    # The conversation the write touched or created, and the subject the answer names (erasure keys on both).
+    conversation_id = models.UUIDField(null=True, blank=True)
+    subject_norm = models.CharField(max_length=1200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = IdempotencyKeyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["caller", "key"], name="idempotency_caller_key_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["created_at"], name="idempotency_created_idx"),
+            models.Index(fields=["conversation_id"], name="idempotency_conversation_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.caller} {self.key}"

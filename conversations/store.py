@@ -13,18 +13,24 @@ import hashlib
 import hmac
 import json
 import secrets
+from contextlib import nullcontext
 from dataclasses import dataclass
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
-from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange
+from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .schema import encode_message, max_message_bytes
 
 
 TITLE_MAX = Conversation._meta.get_field("title").max_length
 SUBJECT_MAX = Conversation._meta.get_field("subject").max_length
+NAMESPACE_MAX = Conversation._meta.get_field("namespace").max_length
+EXTERNAL_ID_MAX = Conversation._meta.get_field("external_id").max_length
+# Messages per batch append: one transaction, so a bound on how long it holds the write lock.
+BATCH_MAX = 1000
+PARENT_RELATIONS = ("fork", "subagent")
 
 _conversation_table = Conversation._meta.db_table
 _message_table = Message._meta.db_table
@@ -100,16 +106,79 @@ def _lock_conversation(conversation_id) -> Conversation:
     return qs.get_live(conversation_id)
 
 
-def create_conversation(*, title: str = "", subject: str = "", meta: dict | None = None) -> Conversation:
+def _clean_external_id(namespace, external_id) -> tuple[str, str | None]:
+    namespace = _clean_text(namespace, field="namespace", max_length=NAMESPACE_MAX)
+    if external_id is None:
+        return namespace, None
+    external_id = _clean_text(external_id, field="external_id", max_length=EXTERNAL_ID_MAX, required=True)
+    return namespace, external_id
+
+
+def create_conversation(*, title: str = "", subject: str = "", meta: dict | None = None,
+                        namespace: str = "", external_id: str | None = None) -> Conversation:
+    """A new conversation. `namespace` and `external_id` (a framework's own session id) are
+    unique together and never change once set; an existing pair is a Conflict here
+    (`get_or_create_conversation` answers with the existing one instead)."""
+    conversation, created = _create(title=title, subject=subject, meta=meta, namespace=namespace,
+                                    external_id=external_id, get_existing=False)
+    return conversation
+
+
+def get_or_create_conversation(*, namespace: str = "", external_id: str, title: str = "", subject: str = "",
+                               meta: dict | None = None) -> tuple[Conversation, bool]:
+    """The conversation with this (namespace, external_id), created if there is none.
+
+    Returns (conversation, created). An existing conversation is returned as it is:
+    the title, subject and meta given are used only to create. Two racing callers
+    get the same conversation: on SQLite the IMMEDIATE transaction makes the look-up
+    and the insert one step; on PostgreSQL the loser's insert meets the unique index,
+    rolls back to its savepoint and reads the winner's row."""
+    if external_id is None:
+        raise InvalidInput("external_id is required to find a conversation by it", field="external_id")
+    return _create(title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
+                   get_existing=True)
+
+
+def _create(*, title, subject, meta, namespace, external_id, get_existing: bool) -> tuple[Conversation, bool]:
     title = _clean_text(title, field="title", max_length=TITLE_MAX)
     subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
+    namespace, external_id = _clean_external_id(namespace, external_id)
     meta = _check_meta(meta)
     with transaction.atomic():
-        return Conversation.objects.create(title=title, subject=subject, meta=meta)
+        if external_id is not None:
+            existing = _by_external_id(namespace, external_id)
+            if existing is not None:
+                return _existing(existing, get_existing), False
+        try:
+            with transaction.atomic():
+                conversation = Conversation.objects.create(
+                    title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id)
+        except IntegrityError:
+            existing = _by_external_id(namespace, external_id) if external_id is not None else None
+            if existing is None:
+                raise
+            return _existing(existing, get_existing), False
+    return conversation, True
+
+
+def _by_external_id(namespace: str, external_id: str) -> Conversation | None:
+    return Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
+
+
+def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
+    if conversation.deleting:
+        raise Conflict(
+            f"the conversation with external_id {conversation.external_id!r} is being deleted; "
+            "try again when the deletion has finished", field="external_id", code="being_deleted")
+    if not get_existing:
+        raise Conflict(
+            f"namespace {conversation.namespace!r} already has a conversation with external_id "
+            f"{conversation.external_id!r} ({conversation.pk})", field="external_id", code="external_id_taken")
+    return conversation
 
 
 _BUMP_POSITION = (
-    f"UPDATE {_conversation_table} SET next_position = next_position + 1, "
+    f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
     "last_activity_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
 )
 _INSERT_MESSAGE = (
@@ -133,11 +202,12 @@ def _execute_one(db, sql: str, params: list):
         return cursor.fetchone() if cursor.description else None
 
 
-def _bump_and_insert(db, cid, row: list, expected_position: int | None) -> int:
-    found = _execute_one(db, _BUMP_POSITION, [row[4], row[0]])
+def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None) -> int:
+    """Reserve len(rows) positions and insert the rows there; returns the first position."""
+    found = _execute_one(db, _BUMP_POSITION, [len(rows), rows[0][4], rows[0][0]])
     if found is None:
         Conversation.objects.get_live(cid)  # raises NotFound; the caller rolls back
-    position = found[0] - 1
+    position = found[0] - len(rows)
     if expected_position is not None and expected_position != position:
         raise Conflict(
             f"expected the next position to be {expected_position}, but it is {position}: "
@@ -145,9 +215,44 @@ def _bump_and_insert(db, cid, row: list, expected_position: int | None) -> int:
             field="expected_position",
             code="position_conflict",
         )
-    row[1] = position
-    _execute_one(db, _INSERT_MESSAGE, row)
+    for offset, row in enumerate(rows):
+        row[1] = position + offset
+    if len(rows) == 1:
+        _execute_one(db, _INSERT_MESSAGE, rows[0])
+    elif db.vendor == "sqlite":
+        with db.wrap_database_errors:
+            db.connection.executemany(_INSERT_MESSAGE.replace("%s", "?"), rows)
+    else:
+        with db.cursor() as cursor:
+            cursor.executemany(_INSERT_MESSAGE, rows)
     return position
+
+
+def _write_rows(db, cid, rows: list[list], expected_position: int | None) -> int:
+    if db.vendor == "sqlite" and not db.in_atomic_block:
+        # The hot path of every agent step: BEGIN IMMEDIATE … COMMIT on the sqlite3
+        # connection itself. atomic() would do the same with twice the Python around
+        # it (autocommit toggling, savepoint bookkeeping), which costs as much as the
+        # statements. Errors are still raised as Django's database errors.
+        db.ensure_connection()
+        raw = db.connection
+        with db.wrap_database_errors, write_lock(db):
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                position = _bump_and_insert(db, cid, rows, expected_position)
+                raw.execute("COMMIT")
+            except BaseException:
+                raw.execute("ROLLBACK")
+                raise
+        return position
+    with transaction.atomic():
+        return _bump_and_insert(db, cid, rows, expected_position)
+
+
+def write_lock(db):
+    """The process-wide SQLite writer queue (conversations/sqlite_backend.py), or no lock."""
+    lock = getattr(db, "writer_queue", None)
+    return lock() if lock is not None else nullcontext()
 
 
 def append_message(*, conversation_id, message, expected_position: int | None = None) -> int:
@@ -167,25 +272,47 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
         Conversation._meta.pk.get_db_prep_value(cid, db), None, kind, text,
         db.ops.adapt_datetimefield_value(timezone.now()),
     ]
-    if db.vendor == "sqlite" and not db.in_atomic_block:
-        # The hot path of every agent step: BEGIN IMMEDIATE … COMMIT on the sqlite3
-        # connection itself. atomic() would do the same with twice the Python around
-        # it (autocommit toggling, savepoint bookkeeping), which costs as much as the
-        # statements. Errors are still raised as Django's database errors.
-        db.ensure_connection()
-        raw = db.connection
-        with db.wrap_database_errors:
-            raw.execute("BEGIN IMMEDIATE")
-            try:
-                position = _bump_and_insert(db, cid, row, expected_position)
-                raw.execute("COMMIT")
-            except BaseException:
-                raw.execute("ROLLBACK")
-                raise
-        return position
-    with transaction.atomic():
-        position = _bump_and_insert(db, cid, row, expected_position)
-    return position
+    return _write_rows(db, cid, [row], expected_position)
+
+
+@dataclass(frozen=True)
+class Appended:
+    first_position: int
+    last_position: int
+
+    @property
+    def count(self) -> int:
+        return self.last_position - self.first_position + 1
+
+
+def append_messages(*, conversation_id, messages, expected_position: int | None = None) -> Appended:
+    """Append 1..BATCH_MAX messages at contiguous positions, all or nothing.
+
+    Every message is validated and encoded before anything is written; a bad one
+    raises its error with the field named `messages.<i>.<field>`. Then one
+    transaction reserves the positions (one counter bump) and inserts the rows,
+    so no other writer's message lands between them. `expected_position` applies
+    to the first message. All rows carry the same timestamp.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("messages must be a non-empty list of messages", field="messages")
+    if len(messages) > BATCH_MAX:
+        raise InvalidInput(f"messages holds {len(messages)} messages; at most {BATCH_MAX} per batch",
+                           field="messages")
+    encoded = []
+    for i, message in enumerate(messages):
+        try:
+            encoded.append(encode_message(message))
+        except StoreError as exc:
+            field = f"messages.{i}" + (f".{exc.field}" if exc.field else "")
+            raise type(exc)(f"messages.{i}: {exc.message}", field=field, code=exc.code) from None
+    cid = parse_conversation_id(conversation_id)
+    db = connections[DEFAULT_DB_ALIAS]
+    db_cid = Conversation._meta.pk.get_db_prep_value(cid, db)
+    now = db.ops.adapt_datetimefield_value(timezone.now())
+    rows = [[db_cid, None, kind, text, now] for kind, text in encoded]
+    first = _write_rows(db, cid, rows, expected_position)
+    return Appended(first_position=first, last_position=first + len(rows) - 1)
 
 
 def _check_position(conversation: Conversation, position, *, field: str = "position") -> int:
@@ -236,17 +363,26 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
 
 
 def fork_conversation(*, conversation_id, position: int, title: str | None = None,
-                      actor: str | None = None) -> Conversation:
+                      actor: str | None = None, external_id: str | None = None,
+                      relation: str = "fork") -> Conversation:
     """Copy rows 0..position into a new child conversation, in one transaction.
 
     The rows are copied by the database (INSERT … SELECT) with the same bytes and
     timestamps; the latest checkpoint at or before `position` comes along, and the
     lineage is recorded. The parent is not touched. The task state, actions and
     workspace snapshots as of `position` come along too (`ledger.copy_into_fork`).
-    With an `actor`, the audit event is written in the same transaction.
+    With an `actor`, the audit event is written in the same transaction. The child
+    is in the parent's namespace; it gets an `external_id` only when one is given
+    (a framework's id for the branch), and `relation` says what it is to its parent
+    ("fork", or "subagent" for a subagent's transcript).
     """
+    if relation not in PARENT_RELATIONS:
+        raise InvalidInput(f"relation must be one of {', '.join(PARENT_RELATIONS)}", field="relation")
     with transaction.atomic():
         parent = _lock_conversation(conversation_id)
+        namespace, external_id = _clean_external_id(parent.namespace, external_id)
+        if external_id is not None and _by_external_id(namespace, external_id) is not None:
+            _existing(_by_external_id(namespace, external_id), False)
         _check_position(parent, position)
         if title is None or not str(title).strip():
             title = f"{parent.title or 'Untitled'} (fork at {position})"[:TITLE_MAX]
@@ -256,10 +392,12 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             title=title,
             subject=parent.subject,
             meta=parent.meta,
-            # Same namespace: the fork's actions ledger keys are checked against its parent's.
-            namespace=parent.namespace,
             parent_id=parent.pk,
             forked_from_position=position,
+            parent_relation=relation,
+            # Same namespace: the fork's actions ledger keys are checked against its parent's.
+            namespace=namespace,
+            external_id=external_id,
             created_at=now,
             last_activity_at=now,
             next_position=position + 1,

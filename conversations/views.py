@@ -128,6 +128,7 @@ def _decode_cursor(value: str):
         raise BadParameter("cursor", "cursor is not one this page made; start again from the first page") from None
 
 
+NAMESPACE_CHOICES = 200
 LIST_FLAGS = {
     "forks": "has forks",
     "forked": "forked from another",
@@ -146,6 +147,7 @@ def index(request):
     except BadParameter as exc:
         return _bad_request(request, exc)
     q = " ".join(request.GET.get("q", "").split())[:300]
+    namespace = request.GET.get("namespace", "").strip()[:200].replace("\x00", "")
     flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
 
     live_children = Conversation.objects.live().filter(parent_id=OuterRef("pk"))
@@ -157,6 +159,8 @@ def index(request):
         except NotFound:
             pass
         qs = qs.filter(match)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
     if "forks" in flags:
         qs = qs.filter(Exists(live_children))
     if "forked" in flags:
@@ -177,7 +181,12 @@ def index(request):
         rows = rows[:LIST_PAGE]
         params = {k: v for k, v in request.GET.items() if k != "cursor" and v}
         more_url = "?" + urlencode({**params, "cursor": _encode_cursor(rows[-1])})
-    filtered = bool(q or flags or older)
+    filtered = bool(q or flags or older or namespace)
+    # The namespaces agents filed conversations under (read off the namespace index).
+    namespaces = list(Conversation.objects.live().exclude(namespace="").order_by("namespace")
+                      .values_list("namespace", flat=True).distinct()[:NAMESPACE_CHOICES])
+    if namespace and namespace not in namespaces:
+        namespaces.append(namespace)
     return _render(
         request,
         "conversations/index.html",
@@ -185,6 +194,8 @@ def index(request):
             "conversations": rows,
             "more_url": more_url,
             "q": q,
+            "namespace": namespace,
+            "namespaces": namespaces,
             "flags": flags,
             "flag_choices": LIST_FLAGS.items(),
             "older": older or "",

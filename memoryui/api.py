@@ -9,10 +9,18 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from conversations import idempotency
 from conversations.apiauth import ApiKeyAuth, SessionReadAuth, ScopeError
 from conversations.errors import StoreError
 
-api = NinjaAPI(
+
+class MemoryuiAPI(NinjaAPI):
+    def get_openapi_schema(self, **kwargs):
+        # Every POST takes an Idempotency-Key (conversations/idempotency.py, a middleware).
+        return idempotency.document(super().get_openapi_schema(**kwargs))
+
+
+api = MemoryuiAPI(
     title="memoryui",
     version="1",
     description="The append-only memory of LLM agents: conversations, messages, checkpoints, forks, facts, task state and actions.",

@@ -77,6 +77,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "conversations.middleware.HtmxLoginRedirectMiddleware",
+    # Last, so that the transaction it opens around a keyed API write holds nothing but the handler.
+    "conversations.idempotency.IdempotencyMiddleware",
 ]
 
 ROOT_URLCONF = "memoryui.urls"
@@ -185,6 +187,8 @@ MEMORYUI_FACT_EXPIRING_SOON_DAYS = int(os.environ.get("MEMORYUI_FACT_EXPIRING_SO
 # Forgetting candidates: retention R = exp(-t/S) under this threshold; S = 1 + recalls, capped.
 MEMORYUI_FORGET_THRESHOLD = float(os.environ.get("MEMORYUI_FORGET_THRESHOLD", 0.05))
 MEMORYUI_FACT_STRENGTH_CAP = int(os.environ.get("MEMORYUI_FACT_STRENGTH_CAP", 30))
+# How long an Idempotency-Key is remembered (conversations/idempotency.py); the prune run deletes older ones.
+MEMORYUI_IDEMPOTENCY_HOURS = float(os.environ.get("MEMORYUI_IDEMPOTENCY_HOURS", 24))
 # Request bodies may carry one full-size message plus its JSON envelope.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_MESSAGE_BYTES * 2 + 64 * 1024
 

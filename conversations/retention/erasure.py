@@ -26,12 +26,13 @@ from pathlib import Path
 
 from django.db import connection, transaction
 
-from conversations import store
+from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.schema import decode_message, message_text
 
 from . import disk
+from .owned import owned_tables
 from .models import DeletionReceipt
 
 log = logging.getLogger("memoryui.retention")
@@ -402,6 +403,7 @@ def _truncate_wal(cursor, notes: list[str]) -> None:
 
 def _tables_holding_subject_data() -> list[str]:
     tables = [Message._meta.db_table, Checkpoint._meta.db_table, Conversation._meta.db_table]
+    tables += [owned.table for owned in owned_tables() if owned.table not in tables]
     try:
         from conversations.facts import models as facts_models
     except ImportError:
@@ -439,6 +441,8 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
             counts["conversations"] += 1
             counts["messages"] += deleted.messages
             counts["checkpoints"] += deleted.checkpoints
+        # Idempotency keys whose stored answers reference what is erased (conversations/idempotency.py).
+        idempotency.forget(conversation_ids=victim_ids, subject=subject)
         if erasure is not None:
             erased = erasure.erase_subject(subject)
             counts.update({k: int(erased.get(k, 0)) for k in ("facts", "fact_events", "access_log")})

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations import store
+from conversations import idempotency, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
 
@@ -354,6 +354,8 @@ def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None) -
                 "bytes_after": bytes_after},
     )
     _truncate_wal()  # the bookkeeping just written should not leave the WAL grown
+    # Idempotency keys expire with the prune run (conversations/idempotency.py, issue 11).
+    idempotency.delete_expired()
     return PruneResult(
         conversations=conversations, messages=messages, checkpoints=checkpoints,
         bytes_before=run.bytes_before, bytes_after=bytes_after, estimated_bytes=0,

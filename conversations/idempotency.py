@@ -1,0 +1,372 @@
+"""A retry is always safe: `Idempotency-Key` on every POST under /api/v1/.
+
+An agent whose request timed out cannot know whether it was written. It sends
+the request again with the same `Idempotency-Key` header, and:
+
+- the same key from the same caller (API key or person), within
+  MEMORYUI_IDEMPOTENCY_HOURS, with the same method, path (query included) and
+  body gets the first answer again, status and body, with
+  `Idempotent-Replayed: true`; nothing is written again;
+- the same key with a different request → 422 `idempotency_key_reused`.
+
+How the key is kept with its write: `IdempotencyMiddleware` opens one
+transaction around the whole handler and the insert of the key row, so the
+store's transactions nest inside it (savepoints) and both commit together or not
+at all; a crash leaves neither or both. Two requests racing with one key: on
+SQLite the IMMEDIATE transactions queue, so the second one finds the first's row
+before it starts; on PostgreSQL the second one's insert waits on the unique index
+until the first commits, finds the row, rolls its own work back and replays the
+first answer. Exactly one effect either way.
+
+Only 2xx answers are kept: a 4xx or 5xx wrote nothing (the transaction rolls
+back), so sending it again simply runs it again.
+
+Two operations cannot run inside one transaction: a real prune and a real
+deletion request run VACUUM, and work in many short transactions so agents keep
+writing meanwhile (RUN_OUTSIDE_TRANSACTION). For those the key is claimed first
+(a row in its own transaction), the operation runs, and the answer is stored
+after it; the same key meanwhile answers 409 `idempotency_key_in_progress`. A
+claim left by a process that died is taken over after CLAIM_STALE_SECONDS; both
+operations are safe to run again (a prune resumes, a deletion request deletes
+what is left).
+
+Kept: a hash of the request, never the request; the answer exactly as it was
+sent. Rows expire with the prune run (`delete_expired`), and erasure deletes
+the rows that reference an erased conversation or subject (`forget`).
+"""
+
+import hashlib
+import json
+import re
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.http import JsonResponse
+from django.http.request import RawPostDataException
+from django.utils import timezone
+
+from .models import ApiKey, IdempotencyKey
+from .subjects import normalize_subject
+
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+KEY_MAX = 255
+API_PREFIX = "/api/v1/"
+# Operations that must run outside a transaction (VACUUM): their key is claimed first.
+RUN_OUTSIDE_TRANSACTION = frozenset({"/api/v1/prune", "/api/v1/deletion-requests"})
+CLAIM_STALE_SECONDS = 15 * 60
+# Rows per DELETE when expired keys are removed: each batch is one short transaction.
+DELETE_BATCH = 5000
+ID_CHUNK = 500
+
+_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]{1,%d}" % KEY_MAX)
+_CONVERSATION_PATH = re.compile(r"^/api/v1/conversations/([0-9a-fA-F-]{32,36})(?:/|$)")
+_table = IdempotencyKey._meta.db_table
+
+
+def key_lifetime() -> timedelta:
+    return timedelta(hours=float(getattr(settings, "MEMORYUI_IDEMPOTENCY_HOURS", 24)))
+
+
+class _KeyError(Exception):
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None):
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+
+    def response(self) -> JsonResponse:
+        response = JsonResponse({"error": {"code": self.code, "message": self.message, "field": HEADER}},
+                                status=self.status)
+        if self.retry_after:
+            response["Retry-After"] = str(self.retry_after)
+        return response
+
+
+def parse_key(value: str | None) -> str | None:
+    """The key from the header; None when there is none. Raises _KeyError when malformed."""
+    if value is None:
+        return None
+    if not _VISIBLE_ASCII.fullmatch(value):
+        raise _KeyError(422, "invalid_input",
+                        f"{HEADER} must be 1 to {KEY_MAX} visible ASCII characters (no spaces); "
+                        f"got {len(value)} characters")
+    return value
+
+
+def caller_of(request) -> str | None:
+    """Whose key space this request writes in: its API key, else the logged-in person."""
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        from .apiauth import authenticate_bearer
+
+        key = authenticate_bearer(request, header[7:].strip())
+        return f"key:{key.pk}" if isinstance(key, ApiKey) else None
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return f"user:{user.pk}"
+    return None
+
+
+def fingerprint(request) -> str:
+    digest = hashlib.sha256()
+    for part in (request.method.encode(), request.get_full_path().encode()):
+        digest.update(part)
+        digest.update(b"\n")
+    digest.update(request.body)
+    return digest.hexdigest()
+
+
+# -- the middleware -------------------------------------------------------------------
+
+
+class IdempotencyMiddleware:
+    """Runs every keyed POST under /api/v1/ at most once per caller and key (module docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.method != "POST" or not request.path.startswith(API_PREFIX):
+            return self.get_response(request)
+        try:
+            key = parse_key(request.headers.get(HEADER))
+        except _KeyError as exc:
+            return exc.response()
+        if key is None:
+            return self.get_response(request)
+        caller = caller_of(request)
+        if caller is None:  # not authenticated: the API answers 401 and writes nothing
+            return self.get_response(request)
+        try:
+            sent = fingerprint(request)
+        except (RequestDataTooBig, RawPostDataException):  # the API answers 413 / 415
+            return self.get_response(request)
+        try:
+            if request.path in RUN_OUTSIDE_TRANSACTION:
+                return self._claimed(request, caller, key, sent)
+            return self._atomic(request, caller, key, sent)
+        except _KeyError as exc:
+            return exc.response()
+
+    def _atomic(self, request, caller, key, sent):
+        found = _find(caller, key)
+        if found is not None:
+            return _replay(found, sent)
+        with transaction.atomic():
+            response = self.get_response(request)
+            if not _keepable(response):
+                transaction.set_rollback(True)
+                return response
+            kept = _insert(caller, key, sent, response, request.path)
+            if not kept:
+                # Another request with this key committed first (PostgreSQL waited for
+                # it on the unique index): undo this one's work, answer as that one did.
+                transaction.set_rollback(True)
+        if kept:
+            return response
+        return _replay(_find(caller, key), sent)
+
+    def _claimed(self, request, caller, key, sent):
+        found = _find(caller, key)
+        if found is not None and not _stale_claim(found):
+            return _replay(found, sent)
+        with transaction.atomic():
+            if found is not None:  # a claim left by a process that died: take it over
+                IdempotencyKey.objects.filter(pk=found.pk, status=0).delete()
+            if not _insert(caller, key, sent, None, request.path):
+                raise _KeyError(409, "idempotency_key_in_progress",
+                                "a request with this key is being processed; retry in a moment", retry_after=2)
+        response = None
+        try:
+            response = self.get_response(request)
+        finally:
+            with transaction.atomic():
+                claim = IdempotencyKey.objects.filter(caller=caller, key=key, status=0)
+                if response is not None and _keepable(response):
+                    claim.update(**_answer(response, request.path))
+                else:
+                    claim.delete()
+        return response
+
+
+def _keepable(response) -> bool:
+    return 200 <= response.status_code < 300 and not response.streaming
+
+
+def _find(caller: str, key: str):
+    row = IdempotencyKey.objects.filter(caller=caller, key=key).first()
+    if row is not None and row.created_at < timezone.now() - key_lifetime():
+        IdempotencyKey.objects.filter(pk=row.pk, created_at=row.created_at).delete()
+        return None
+    return row
+
+
+def _stale_claim(row) -> bool:
+    return row.status == 0 and row.created_at < timezone.now() - timedelta(seconds=CLAIM_STALE_SECONDS)
+
+
+def _replay(row, sent: str):
+    if row is None:  # expired between two reads: vanishingly rare, and safe to say so
+        raise _KeyError(409, "idempotency_key_in_progress", "the key changed state meanwhile; retry", retry_after=1)
+    if row.fingerprint != sent:
+        raise _KeyError(422, "idempotency_key_reused",
+                        f"this {HEADER} was used for a different request (method, path or body) "
+                        f"within the last {_hours()}; use a new key for a new request")
+    if row.status == 0:
+        raise _KeyError(409, "idempotency_key_in_progress",
+                        "a request with this key is being processed; retry in a moment", retry_after=2)
+    response = JsonResponse({}, status=row.status)
+    response.content = row.body.encode("utf-8")
+    response["Content-Type"] = row.content_type or "application/json"
+    response[REPLAYED_HEADER] = "true"
+    return response
+
+
+def _hours() -> str:
+    hours = key_lifetime().total_seconds() / 3600
+    return f"{hours:g} hours"
+
+
+def _answer(response, path: str) -> dict:
+    """The columns describing an answer: the body as sent, and what erasure looks for."""
+    try:
+        body = response.content.decode("utf-8")
+    except UnicodeDecodeError:
+        body = response.content.decode("latin-1")
+    conversation_id, subject = None, ""
+    match = _CONVERSATION_PATH.match(path)
+    data = None
+    if body.startswith("{"):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+    if match:
+        conversation_id = _uuid(match.group(1))
+    elif isinstance(data, dict) and path.rstrip("/") == "/api/v1/conversations":
+        conversation_id = _uuid(data.get("id"))
+    if isinstance(data, dict):
+        if conversation_id is None and isinstance(data.get("source"), dict):
+            conversation_id = _uuid(data["source"].get("conversation_id"))
+        if isinstance(data.get("subject"), str):
+            subject = normalize_subject(data["subject"])
+    return {
+        "status": response.status_code,
+        "content_type": response.get("Content-Type", "")[:100],
+        "body": body,
+        "conversation_id": conversation_id,
+        "subject_norm": subject[:1200],
+    }
+
+
+def _uuid(value):
+    try:
+        return uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
+    """Insert the key row; False when the caller already holds this key (a racing request)."""
+    answer = _answer(response, path) if response is not None else {
+        "status": 0, "content_type": "", "body": "", "conversation_id": None, "subject_norm": ""}
+    field = IdempotencyKey._meta.get_field
+    values = [
+        caller, key, sent, answer["status"], answer["content_type"], answer["body"],
+        field("conversation_id").get_db_prep_value(answer["conversation_id"], connection),
+        answer["subject_norm"], connection.ops.adapt_datetimefield_value(timezone.now()),
+    ]
+    sql = (
+        f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
+        "subject_norm, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (caller, key) DO NOTHING"
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, values)
+            return cursor.rowcount == 1
+    except IntegrityError:  # pragma: no cover - ON CONFLICT covers the unique key
+        return False
+
+
+# -- expiry and erasure ---------------------------------------------------------------
+
+
+def delete_expired(*, now=None, batch_size: int = DELETE_BATCH) -> int:
+    """Delete keys older than MEMORYUI_IDEMPOTENCY_HOURS, `batch_size` rows per short transaction.
+
+    Called at the end of every prune run (conversations/retention/pruning.py)."""
+    cutoff = connection.ops.adapt_datetimefield_value((now or timezone.now()) - key_lifetime())
+    total = 0
+    while True:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"DELETE FROM {_table} WHERE id IN (SELECT id FROM {_table} WHERE created_at < %s "
+                    "ORDER BY created_at LIMIT %s)",
+                    [cutoff, batch_size],
+                )
+                n = cursor.rowcount
+        total += n
+        if n < batch_size:
+            return total
+
+
+def forget(*, conversation_ids=(), subject: str = "") -> int:
+    """Delete the keys whose stored answer references these conversations or this subject.
+
+    Runs inside erasure's transaction. A key references a conversation when it was
+    written to it or created it, or when its answer names the conversation's id (a
+    fork's lineage, a deletion preview); it references a subject when its answer
+    is about that subject (a conversation, a fact)."""
+    ids = [str(i) for i in conversation_ids]
+    total = 0
+    norm = normalize_subject(subject) if subject else ""
+    if norm:
+        total += IdempotencyKey.objects.filter(subject_norm=norm).delete()[0]
+    for start in range(0, len(ids), ID_CHUNK):
+        chunk = ids[start:start + ID_CHUNK]
+        mentions = Q(conversation_id__in=[uuid.UUID(i) for i in chunk])
+        for cid in chunk:
+            mentions |= Q(body__contains=cid)
+        total += IdempotencyKey.objects.filter(mentions).delete()[0]
+    return total
+
+
+# -- documentation --------------------------------------------------------------------
+
+HEADER_DOC = {
+    "name": HEADER,
+    "in": "header",
+    "required": False,
+    "description": (
+        "Makes a retry safe. The same key from the same caller within MEMORYUI_IDEMPOTENCY_HOURS "
+        "(default 24) with the same method, path and body gets the first answer again (status and body, "
+        "with `Idempotent-Replayed: true`) and writes nothing; the same key with a different request is "
+        "refused with 422 `idempotency_key_reused`. Only 2xx answers are kept. Reuse the key for every "
+        "retry of one write, and make a new one for the next write."
+    ),
+    "schema": {"type": "string", "minLength": 1, "maxLength": KEY_MAX, "pattern": "^[!-~]+$"},
+    "example": "step-7f3a9c-append-12",
+}
+REPLAYED_DOC = {
+    "description": "`true` when this is the stored answer to an earlier request with the same key.",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+
+
+def document(schema: dict) -> dict:
+    """Add the header to every POST operation of an OpenAPI schema, and the replay header to its 2xx answers."""
+    for path, item in schema.get("paths", {}).items():
+        operation = item.get("post")
+        if operation is None:
+            continue
+        params = operation.setdefault("parameters", [])
+        if not any(p.get("name") == HEADER for p in params):
+            params.append(dict(HEADER_DOC))
+        for status, response in operation.get("responses", {}).items():
+            if str(status).startswith("2"):
+                response.setdefault("headers", {})[REPLAYED_HEADER] = dict(REPLAYED_DOC)
+    return schema
