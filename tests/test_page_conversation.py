@@ -149,7 +149,7 @@ def test_it_loads_more_rows_by_keyset(client, auditor, convo, monkeypatch):
     assert _positions(response.context["record"]) == [0, 1]
     more = response.context["record_more"]
     assert more == "?after=1"
-    assert 'hx-trigger="revealed"' in response.content.decode()
+    assert 'hx-trigger="intersect once"' in response.content.decode()
     fragment = client.get(url(convo, more), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="record-more")
     body = fragment.content.decode()
     assert "<html" not in body and 'id="views"' not in body

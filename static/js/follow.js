@@ -1,0 +1,128 @@
+// Live follow on a conversation page: rows an agent appends show up without a reload.
+//
+// Each `.rows[data-follow]` container asks its own page fragment for the rows after
+// the last one it shows (`?after=N`, or `?active_after=N` for the active view),
+// every few seconds, only while the tab is visible and only once the reader has
+// reached the end of what is loaded (a "Load more rows" link still pending means
+// there is older ground to cover first). A row already on the page is never added
+// twice. New rows in the full record raise an "N new rows" button that jumps to them.
+(function () {
+  "use strict";
+
+  function lastPosition(container) {
+    var rows = container.querySelectorAll("article.msg[data-position]");
+    if (!rows.length) return Number(container.dataset.followStart || -1);
+    return Number(rows[rows.length - 1].dataset.position);
+  }
+
+  function setUp(container, marker) {
+    var interval = Number(container.dataset.followInterval || 3000);
+    var param = container.dataset.followParam || "after";
+    var target = container.dataset.followTarget;
+    var base = container.dataset.followUrl;
+    var busy = false;
+    var timer = null;
+
+    function pending() {
+      return container.querySelector("a.more[hx-get]") !== null;
+    }
+
+    function poll() {
+      timer = null;
+      if (document.visibilityState !== "visible") return; // resumed by visibilitychange
+      // A pane hidden on a narrow screen (the other tab) waits until it is shown.
+      if (busy || pending() || container.offsetParent === null) return schedule();
+      busy = true;
+      var url = new URL(base, window.location.href);
+      url.searchParams.set(param, String(lastPosition(container)));
+      fetch(url.toString(), {
+        headers: { "HX-Request": "true", "HX-Target": target },
+        credentials: "same-origin",
+      })
+        .then(function (response) {
+          if (!response.ok) throw new Error("HTTP " + response.status);
+          return response.text();
+        })
+        .then(function (html) { insert(html); })
+        .catch(function () { /* try again next time */ })
+        .then(function () { busy = false; schedule(); });
+    }
+
+    function insert(html) {
+      var template = document.createElement("template");
+      template.innerHTML = html;
+      var fresh = template.content;
+      var added = [];
+      Array.prototype.forEach.call(fresh.querySelectorAll("article.msg[id]"), function (row) {
+        if (document.getElementById(row.id)) row.remove();
+        else added.push(row);
+      });
+      if (!added.length) return;
+      container.querySelectorAll(":scope > p.end, :scope > p.empty").forEach(function (node) { node.remove(); });
+      added[0].classList.add("is-new-first");
+      added.forEach(function (row) { row.classList.add("is-new"); });
+      container.appendChild(fresh);
+      if (window.htmx) window.htmx.process(container);
+      if (marker && container.dataset.followCount === "true") marker.add(added);
+      container.dispatchEvent(new CustomEvent("follow:rows", { bubbles: true, detail: { rows: added } }));
+    }
+
+    function schedule() {
+      if (timer === null) timer = window.setTimeout(poll, interval);
+    }
+
+    document.addEventListener("visibilitychange", function () {
+      if (document.visibilityState === "visible") schedule();
+    });
+    schedule();
+  }
+
+  function newRowsMarker() {
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "new-rows";
+    button.hidden = true;
+    button.setAttribute("aria-live", "polite");
+    document.body.appendChild(button);
+    var unseen = [];
+
+    function render() {
+      button.hidden = unseen.length === 0;
+      button.textContent = unseen.length === 1 ? "1 new row ↓" : unseen.length + " new rows ↓";
+    }
+
+    var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (!entry.isIntersecting) return;
+        unseen = unseen.filter(function (row) { return row !== entry.target; });
+        observer.unobserve(entry.target);
+      });
+      render();
+    }) : null;
+
+    button.addEventListener("click", function () {
+      var first = unseen[0];
+      if (first) {
+        first.scrollIntoView({ block: "start" });
+        first.setAttribute("tabindex", "-1");
+        first.focus({ preventScroll: true });
+      }
+    });
+    return {
+      add: function (rows) {
+        rows.forEach(function (row) {
+          unseen.push(row);
+          if (observer) observer.observe(row);
+        });
+        render();
+      },
+    };
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var containers = document.querySelectorAll(".rows[data-follow-url]");
+    if (!containers.length) return;
+    var marker = newRowsMarker();
+    containers.forEach(function (container) { setUp(container, marker); });
+  });
+})();

@@ -1,0 +1,116 @@
+// The record's reading aids: focus the row a link points at, copy a row, collapse all,
+// relative times. Every feature is an enhancement; without JavaScript the page reads
+// the same, rows link by #pN and the times are absolute.
+(function () {
+  "use strict";
+
+  function focusRow(row) {
+    if (!row) return;
+    row.setAttribute("tabindex", "-1");
+    row.scrollIntoView({ block: "start" });
+    row.focus({ preventScroll: true });
+  }
+
+  // A permalink (#pN, ?at=N) or a search hit: the row is focused, below the sticky bar.
+  function focusFromLocation() {
+    var id = window.location.hash.slice(1);
+    var row = id ? document.getElementById(id) : null;
+    if (!row || !row.matches("article.msg")) row = document.querySelector("article.msg.is-here");
+    if (row) focusRow(row);
+  }
+
+  function copyText(text, button) {
+    var done = function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      button.classList.add("copied");
+      window.setTimeout(function () { button.textContent = label; button.classList.remove("copied"); }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(text); done(); });
+    } else {
+      fallbackCopy(text);
+      done();
+    }
+  }
+
+  function fallbackCopy(text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } catch (e) { /* nothing more to try */ }
+    area.remove();
+    window.__lastCopied = text; // what the browser tests read
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-copy]");
+    if (button) {
+      var row = button.closest("article.msg");
+      if (button.dataset.copy === "json") {
+        var source = row && row.querySelector("script[type='application/json'], template.row-json");
+        var text = source ? (source.content ? source.content.textContent : source.textContent) : "";
+        window.__lastCopied = text;
+        copyText(text, button);
+      } else if (button.dataset.copy === "link") {
+        var link = row.querySelector("a.pos");
+        window.__lastCopied = link.href;
+        copyText(link.href, button);
+      }
+      return;
+    }
+    var toggle = event.target.closest("button[data-collapse-all]");
+    if (toggle) {
+      var open = toggle.getAttribute("aria-pressed") === "true";
+      var rows = document.querySelectorAll(toggle.dataset.collapseAll);
+      rows.forEach(function (el) { el.classList.toggle("is-collapsed", !open); });
+      document.body.classList.toggle("rows-collapsed", !open);
+      toggle.setAttribute("aria-pressed", open ? "false" : "true");
+      toggle.textContent = open ? "Collapse all" : "Expand all";
+    }
+  });
+
+  // Relative time beside the absolute one ("3 min ago"); refreshed every minute.
+  function relative(date) {
+    var seconds = Math.round((Date.now() - date.getTime()) / 1000);
+    var future = seconds < 0;
+    seconds = Math.abs(seconds);
+    var units = [["year", 31536000], ["month", 2592000], ["day", 86400], ["h", 3600], ["min", 60], ["s", 1]];
+    for (var i = 0; i < units.length; i++) {
+      var n = Math.floor(seconds / units[i][1]);
+      if (n >= 1) {
+        var unit = units[i][0];
+        var word = unit.length > 3 ? " " + unit + (n > 1 ? "s" : "") : " " + unit;
+        return future ? "in " + n + word : n + word + " ago";
+      }
+    }
+    return "just now";
+  }
+
+  function stampTimes(root) {
+    (root || document).querySelectorAll("time[data-relative]").forEach(function (el) {
+      var date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date)) return;
+      var rel = el.querySelector(".rel");
+      if (!rel) {
+        rel = document.createElement("span");
+        rel.className = "rel";
+        el.appendChild(rel);
+      }
+      rel.textContent = " · " + relative(date);
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    focusFromLocation();
+    stampTimes();
+    window.setInterval(stampTimes, 60000);
+  });
+  window.addEventListener("hashchange", focusFromLocation);
+  document.addEventListener("htmx:afterSettle", function (event) { stampTimes(event.target); });
+  document.addEventListener("follow:rows", function (event) { stampTimes(event.target); });
+})();
