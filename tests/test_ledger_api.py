@@ -350,3 +350,16 @@ def test_a_conversation_export_carries_its_task_state_actions_and_snapshots(writ
     md = b"".join(writer.get(f"/conversations/{convo.pk}/export", {"format": "markdown"}).streaming_content).decode()
     assert "## Task state and actions" in md and "`/decision` added \"refund\"" in md
     assert f"`{KEY}` | already_performed |" in md and "stash apply" in md
+
+
+def test_the_http_idempotency_key_replays_a_request_while_the_business_key_records_a_retry(writer, convo):
+    # The header makes one *request* safe to resend (nothing is written again); the body's
+    # idempotency_key is the action's business key (every attempt is recorded).
+    first = writer.post(actions_path(convo), refund_body(), headers={"Idempotency-Key": "req-1"})
+    replay = writer.post(actions_path(convo), refund_body(), headers={"Idempotency-Key": "req-1"})
+    assert first.status_code == replay.status_code == 201
+    assert replay["Idempotent-Replayed"] == "true" and replay.json() == first.json()
+    assert Action.objects.count() == 1
+    retry = writer.post(actions_path(convo), refund_body(), headers={"Idempotency-Key": "req-2"})
+    assert retry.status_code == 200 and retry.json()["status"] == "already_performed"
+    assert Action.objects.count() == 2
