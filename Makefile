@@ -18,6 +18,11 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
+# The Python client (clients/python), editable, so its tests run against this checkout's code.
+$(VENV)/.client-installed: clients/python/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ./clients/python
+	touch $@
+
 $(VENV)/.bench-installed: requirements.txt requirements-dev.txt bench/requirements.txt | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	touch $@
@@ -30,7 +35,7 @@ run: migrate
 	@echo "Serving memoryui on http://$(HOST):$(PORT)/ (Ctrl-C stops it)"
 	$(BIN)/gunicorn memoryui.wsgi --bind $(HOST):$(PORT) --workers 2 --threads 4 --access-logfile - --log-level warning
 
-test: $(VENV)/.dev-installed $(VENV)/.bench-installed
+test: $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.bench-installed

@@ -1,5 +1,7 @@
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -7,6 +9,10 @@ from django.db import connection, transaction
 # Playwright's sync API runs an event loop in the test thread; the ORM calls the
 # tests make around it are still synchronous and safe.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+# The Python client is installed (editable) by `make test`; this checkout's copy comes
+# first all the same, so the tests always run against the client beside them.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "python" / "src"))
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CHROMIUM = os.environ.get("MEMORYUI_CHROMIUM", "/usr/bin/chromium")

@@ -1,0 +1,188 @@
+"""What the sync and async clients share: the operations as request descriptions, and the retry policy.
+
+Each operation of the API is a function returning a `Call` (method, path, query,
+body, whether it writes, how to read the answer). `Memoryui` and `AsyncMemoryui`
+only differ in how they send a Call, so both have the same methods with the same
+behaviour, and an adapter (framework integrations) can build on `Call` too.
+"""
+
+import email.utils
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import quote
+
+# The statuses worth another try: the server was busy or a proxy could not reach it.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How a request is tried again: on connection errors and on 429, 502, 503, 504.
+
+    Never on another 4xx. Waits `backoff · 2^(n-1)` seconds (with jitter, at most
+    `max_backoff`) before try n+1, or what the server's Retry-After says (at most
+    `max_retry_after`). A write keeps its Idempotency-Key across all its tries.
+    """
+
+    attempts: int = 5
+    backoff: float = 0.25
+    max_backoff: float = 8.0
+    max_retry_after: float = 60.0
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        waited = parse_retry_after(retry_after)
+        if waited is not None:
+            return min(waited, self.max_retry_after)
+        base = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
+        return base * (0.5 + random.random() / 2)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def new_idempotency_key() -> str:
+    return f"mui-{uuid.uuid4()}"
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+    # Writes carry an Idempotency-Key, made once per call and reused by its retries.
+    idempotency_key: str | None = None
+    # How to read a successful answer (an httpx.Response) into what the method returns.
+    parse: Callable[[Any], Any] = lambda response: response.json()
+
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_HEADER: self.idempotency_key} if self.idempotency_key else {}
+
+
+def _id(conversation_id) -> str:
+    return quote(str(conversation_id), safe="")
+
+
+def _clean(params: dict) -> dict:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _write(method: str, path: str, body, idempotency_key: str | None, **kw) -> Call:
+    return Call(method, path, json=body, idempotency_key=idempotency_key or new_idempotency_key(), **kw)
+
+
+# -- the operations -----------------------------------------------------------------------
+
+
+def create(*, title=None, subject=None, meta=None, namespace=None, external_id=None, idempotency_key=None) -> Call:
+    body = _clean({"title": title, "subject": subject, "meta": meta, "namespace": namespace,
+                   "external_id": external_id})
+    return _write("POST", "/conversations", body, idempotency_key)
+
+
+def get_or_create(*, external_id, namespace="", title=None, subject=None, meta=None, idempotency_key=None) -> Call:
+    call = create(title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
+                  idempotency_key=idempotency_key)
+    call.parse = lambda response: (response.json(), response.status_code == 201)
+    return call
+
+
+def find(*, external_id, namespace="") -> Call:
+    def first(response):
+        items = response.json()["items"]
+        return items[0] if items else None
+
+    return Call("GET", "/conversations", params={"namespace": namespace, "external_id": external_id}, parse=first)
+
+
+def list_page(*, cursor=None, limit=None, subject=None, namespace=None, order=None) -> Call:
+    return Call("GET", "/conversations", params=_clean({"cursor": cursor, "limit": limit, "subject": subject,
+                                                         "namespace": namespace, "order": order}))
+
+
+def get(conversation_id) -> Call:
+    return Call("GET", f"/conversations/{_id(conversation_id)}")
+
+
+def delete(conversation_id) -> Call:
+    return Call("DELETE", f"/conversations/{_id(conversation_id)}")
+
+
+def append(conversation_id, message: dict, *, expected_position=None, idempotency_key=None) -> Call:
+    call = _write("POST", f"/conversations/{_id(conversation_id)}/messages", message, idempotency_key)
+    call.params = _clean({"expected_position": expected_position})
+    return call
+
+
+def append_batch(conversation_id, messages: list, *, expected_position=None, idempotency_key=None) -> Call:
+    call = _write("POST", f"/conversations/{_id(conversation_id)}/messages/batch", {"messages": list(messages)},
+                  idempotency_key)
+    call.params = _clean({"expected_position": expected_position})
+    return call
+
+
+def messages_page(conversation_id, *, after=-1, limit=None) -> Call:
+    return Call("GET", f"/conversations/{_id(conversation_id)}/messages", params=_clean({"after": after,
+                                                                                         "limit": limit}))
+
+
+def active_page(conversation_id, *, after=None) -> Call:
+    return Call("GET", f"/conversations/{_id(conversation_id)}/active", params=_clean({"after": after}))
+
+
+def checkpoint(conversation_id, *, position: int, summary: str, idempotency_key=None) -> Call:
+    return _write("POST", f"/conversations/{_id(conversation_id)}/checkpoints",
+                  {"position": position, "summary": summary}, idempotency_key)
+
+
+def fork(conversation_id, *, position: int, title=None, external_id=None, idempotency_key=None) -> Call:
+    return _write("POST", f"/conversations/{_id(conversation_id)}/forks",
+                  _clean({"position": position, "title": title, "external_id": external_id}), idempotency_key)
+
+
+def export(conversation_id, *, format="jsonl") -> Call:
+    return Call("GET", f"/conversations/{_id(conversation_id)}/export", params={"format": format})
+
+
+def propose_fact(*, subject, text, importance, category=None, source_conversation_id=None, source_position=None,
+                 valid_from=None, expires_at=None, retention_days=None, idempotency_key=None) -> Call:
+    body = _clean({"subject": subject, "text": text, "importance": importance, "category": category,
+                   "source_conversation_id": str(source_conversation_id) if source_conversation_id else None,
+                   "source_position": source_position, "valid_from": valid_from, "expires_at": expires_at,
+                   "retention_days": retention_days})
+    return _write("POST", "/facts", body, idempotency_key)
+
+
+def recall(*, subject, query="", limit=10) -> Call:
+    return Call("GET", "/facts/recall", params={"subject": subject, "query": query, "limit": limit},
+                parse=lambda response: response.json()["facts"])
+
+
+def merge_active_pages(first: dict, more: list[dict]) -> dict:
+    """One active view from its pages: checkpoint and handoff of the first, every item in order."""
+    view = dict(first)
+    view["items"] = list(first["items"])
+    view["skipped"] = list(first.get("skipped") or [])
+    for page in more:
+        view["items"] += page["items"]
+        view["skipped"] += page.get("skipped") or []
+    view["next"] = view["next_url"] = None
+    return view

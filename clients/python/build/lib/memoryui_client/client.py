@@ -1,0 +1,302 @@
+"""`Memoryui` (sync) and `AsyncMemoryui` (asyncio): the same methods over the JSON API.
+
+    from memoryui_client import Memoryui
+
+    with Memoryui("http://127.0.0.1:8000", api_key="mui_…") as mui:
+        conversation, created = mui.get_or_create(namespace="my-agent", external_id=session_id)
+        mui.append(conversation["id"], {"kind": "user", "content": "Where is my refund?"})
+        view = mui.active(conversation["id"])
+
+Answers are the API's JSON as dicts. Errors are raised as the typed exceptions of
+`memoryui_client.errors`. Every write carries an Idempotency-Key (pass your own,
+derived from business values, to make a restarted process's retry safe too); it is
+reused by that write's retries, which happen on connection errors and on 429, 502,
+503, 504, never on another 4xx.
+"""
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+
+from . import _core
+from ._core import Call, Retries
+from .errors import TransportError, error_from_response
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+USER_AGENT = "memoryui-client/0.1"
+
+
+def _base_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/api/v1") else url + "/api/v1"
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _retryable(response: httpx.Response) -> bool:
+    return response.status_code in _core.RETRY_STATUSES
+
+
+class _Operations:
+    """The methods both clients have; `_run` sends a Call (and is a coroutine in AsyncMemoryui)."""
+
+    def _run(self, call: Call):  # pragma: no cover - implemented by each client
+        raise NotImplementedError
+
+    # conversations
+    def create(self, *, title: str | None = None, subject: str | None = None, meta: dict | None = None,
+               namespace: str | None = None, external_id: str | None = None, idempotency_key: str | None = None):
+        """A new conversation (with `external_id`: the existing one if the namespace has it)."""
+        return self._run(_core.create(title=title, subject=subject, meta=meta, namespace=namespace,
+                                      external_id=external_id, idempotency_key=idempotency_key))
+
+    def get_or_create(self, *, external_id: str, namespace: str = "", title: str | None = None,
+                      subject: str | None = None, meta: dict | None = None, idempotency_key: str | None = None):
+        """(conversation, created): the conversation with this external id, created when there is none."""
+        return self._run(_core.get_or_create(external_id=external_id, namespace=namespace, title=title,
+                                             subject=subject, meta=meta, idempotency_key=idempotency_key))
+
+    def find(self, *, external_id: str, namespace: str = ""):
+        """The conversation with this external id, or None."""
+        return self._run(_core.find(external_id=external_id, namespace=namespace))
+
+    def get(self, conversation_id):
+        return self._run(_core.get(conversation_id))
+
+    def delete(self, conversation_id):
+        """Delete a conversation (needs the `admin` scope)."""
+        return self._run(_core.delete(conversation_id))
+
+    # messages
+    def append(self, conversation_id, message: dict, *, expected_position: int | None = None,
+               idempotency_key: str | None = None):
+        """Append one message; returns {"position", "kind"}."""
+        return self._run(_core.append(conversation_id, message, expected_position=expected_position,
+                                      idempotency_key=idempotency_key))
+
+    def append_batch(self, conversation_id, messages: list[dict], *, expected_position: int | None = None,
+                     idempotency_key: str | None = None):
+        """Append 1..1,000 messages in one transaction; returns {"first_position", "last_position", "count"}."""
+        return self._run(_core.append_batch(conversation_id, messages, expected_position=expected_position,
+                                            idempotency_key=idempotency_key))
+
+    def checkpoint(self, conversation_id, *, position: int, summary: str, idempotency_key: str | None = None):
+        """Fold positions 0..position into `summary` (the active view then starts with it)."""
+        return self._run(_core.checkpoint(conversation_id, position=position, summary=summary,
+                                          idempotency_key=idempotency_key))
+
+    def fork(self, conversation_id, *, position: int, title: str | None = None, external_id: str | None = None,
+             idempotency_key: str | None = None):
+        """A new conversation holding copies of positions 0..position."""
+        return self._run(_core.fork(conversation_id, position=position, title=title, external_id=external_id,
+                                    idempotency_key=idempotency_key))
+
+    # facts
+    def propose_fact(self, *, subject: str, text: str, importance: int, idempotency_key: str | None = None, **more):
+        """Propose a long-term fact (a person reviews it before it is ever recalled)."""
+        return self._run(_core.propose_fact(subject=subject, text=text, importance=importance,
+                                            idempotency_key=idempotency_key, **more))
+
+    def recall(self, *, subject: str, query: str = "", limit: int = 10):
+        """The best approved facts about a subject: a list of {"fact", "score", "parts"}."""
+        return self._run(_core.recall(subject=subject, query=query, limit=limit))
+
+
+class Memoryui(_Operations):
+    """The synchronous client. `url` is the server (…/api/v1 is added); the key comes from
+    `api_key` or MEMORYUI_API_KEY. `transport` is an httpx transport (tests, proxies)."""
+
+    def __init__(self, url: str | None = None, *, api_key: str | None = None, retries: Retries | None = None,
+                 timeout=DEFAULT_TIMEOUT, transport: httpx.BaseTransport | None = None, sleep=time.sleep):
+        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
+        self.retries = retries or Retries()
+        self._sleep = sleep
+        self._http = httpx.Client(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
+            "MEMORYUI_API_KEY")), timeout=timeout, transport=transport)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, call: Call) -> httpx.Response:
+        """Send a Call with the retry policy; returns the successful response or raises."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._http.request(call.method, call.path, params=call.params or None, json=call.json,
+                                              headers=call.headers())
+            except httpx.TransportError as exc:
+                if attempt >= self.retries.attempts:
+                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                self._sleep(self.retries.delay(attempt))
+                continue
+            if response.is_success:
+                return response
+            if _retryable(response) and attempt < self.retries.attempts:
+                self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+                continue
+            raise error_from_response(response)
+
+    def _run(self, call: Call):
+        return call.parse(self.request(call))
+
+    def list(self, *, subject: str | None = None, namespace: str | None = None, order: str | None = None,
+             page_size: int | None = None) -> Iterator[dict]:
+        """Every conversation (newest activity first), following the cursors page by page."""
+        cursor = None
+        while True:
+            page = self._run(_core.list_page(cursor=cursor, limit=page_size, subject=subject, namespace=namespace,
+                                             order=order))
+            yield from page["items"]
+            cursor = page["next"]
+            if not cursor:
+                return
+
+    def messages(self, conversation_id, *, after: int = -1, page_size: int | None = None) -> Iterator[dict]:
+        """The full record from position `after`+1 on: items {"position", "kind", "message", "created_at"}."""
+        while True:
+            page = self._run(_core.messages_page(conversation_id, after=after, limit=page_size))
+            yield from page["items"]
+            if page["next"] is None:
+                return
+            after = page["next"]
+
+    def active(self, conversation_id) -> dict:
+        """The active view (what to send the model): {"checkpoint", "handoff", "items", "next_position", …}."""
+        first = self._run(_core.active_page(conversation_id))
+        pages, page = [], first
+        while page["next"] is not None:
+            page = self._run(_core.active_page(conversation_id, after=page["next"]))
+            pages.append(page)
+        return _core.merge_active_pages(first, pages)
+
+    def export(self, conversation_id, *, format: str = "jsonl", chunk_size: int = 65536) -> Iterator[bytes]:
+        """The conversation as a streamed download (json, jsonl or markdown), chunk by chunk."""
+        call = _core.export(conversation_id, format=format)
+        attempt, started = 0, False
+        while True:
+            attempt += 1
+            try:
+                with self._http.stream("GET", call.path, params=call.params) as response:
+                    if not response.is_success:
+                        response.read()
+                        if _retryable(response) and attempt < self.retries.attempts:
+                            self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+                            continue
+                        raise error_from_response(response)
+                    for chunk in response.iter_bytes(chunk_size):
+                        started = True
+                        yield chunk
+                    return
+            except httpx.TransportError as exc:  # only before the first byte is a retry clean
+                if started or attempt >= self.retries.attempts:
+                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                self._sleep(self.retries.delay(attempt))
+
+
+class AsyncMemoryui(_Operations):
+    """The asyncio client: the same methods as `Memoryui`, awaited (iterators are async iterators)."""
+
+    def __init__(self, url: str | None = None, *, api_key: str | None = None, retries: Retries | None = None,
+                 timeout=DEFAULT_TIMEOUT, transport: httpx.AsyncBaseTransport | None = None, sleep=asyncio.sleep):
+        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
+        self.retries = retries or Retries()
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
+            "MEMORYUI_API_KEY")), timeout=timeout, transport=transport)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, call: Call) -> httpx.Response:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(call.method, call.path, params=call.params or None,
+                                                    json=call.json, headers=call.headers())
+            except httpx.TransportError as exc:
+                if attempt >= self.retries.attempts:
+                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                await self._sleep(self.retries.delay(attempt))
+                continue
+            if response.is_success:
+                return response
+            if _retryable(response) and attempt < self.retries.attempts:
+                await self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+                continue
+            raise error_from_response(response)
+
+    async def _run(self, call: Call):
+        return call.parse(await self.request(call))
+
+    async def list(self, *, subject: str | None = None, namespace: str | None = None, order: str | None = None,
+                   page_size: int | None = None) -> AsyncIterator[dict]:
+        cursor = None
+        while True:
+            page = await self._run(_core.list_page(cursor=cursor, limit=page_size, subject=subject,
+                                                   namespace=namespace, order=order))
+            for item in page["items"]:
+                yield item
+            cursor = page["next"]
+            if not cursor:
+                return
+
+    async def messages(self, conversation_id, *, after: int = -1, page_size: int | None = None) -> AsyncIterator[dict]:
+        while True:
+            page = await self._run(_core.messages_page(conversation_id, after=after, limit=page_size))
+            for item in page["items"]:
+                yield item
+            if page["next"] is None:
+                return
+            after = page["next"]
+
+    async def active(self, conversation_id) -> dict:
+        first = await self._run(_core.active_page(conversation_id))
+        pages, page = [], first
+        while page["next"] is not None:
+            page = await self._run(_core.active_page(conversation_id, after=page["next"]))
+            pages.append(page)
+        return _core.merge_active_pages(first, pages)
+
+    async def export(self, conversation_id, *, format: str = "jsonl", chunk_size: int = 65536) -> AsyncIterator[bytes]:
+        call = _core.export(conversation_id, format=format)
+        attempt, started = 0, False
+        while True:
+            attempt += 1
+            try:
+                async with self._http.stream("GET", call.path, params=call.params) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        if _retryable(response) and attempt < self.retries.attempts:
+                            await self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+                            continue
+                        raise error_from_response(response)
+                    async for chunk in response.aiter_bytes(chunk_size):
+                        started = True
+                        yield chunk
+                    return
+            except httpx.TransportError as exc:
+                if started or attempt >= self.retries.attempts:
+                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                await self._sleep(self.retries.delay(attempt))

@@ -1,0 +1,16 @@
+"""memoryui's Python client: `Memoryui`, `AsyncMemoryui`, typed errors, and model-API formats."""
+
+from ._core import Call, Retries
+from .client import AsyncMemoryui, Memoryui
+from .errors import (
+    BadRequest, Conflict, Forbidden, IdempotencyKeyReused, InvalidInput, MemoryuiError, NotFound, PayloadTooLarge,
+    PositionConflict, RateLimited, ServerError, TransportError, Unauthenticated, UnsupportedMediaType,
+)
+from .formats import to_anthropic_messages, to_openai_messages
+
+__all__ = [
+    "AsyncMemoryui", "BadRequest", "Call", "Conflict", "Forbidden", "IdempotencyKeyReused", "InvalidInput",
+    "Memoryui", "MemoryuiError", "NotFound", "PayloadTooLarge", "PositionConflict", "RateLimited", "Retries",
+    "ServerError", "TransportError", "Unauthenticated", "UnsupportedMediaType", "to_anthropic_messages",
+    "to_openai_messages",
+]
