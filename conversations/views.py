@@ -60,6 +60,13 @@ def _actor(request) -> str:
     return f"user:{request.user.get_username()}"
 
 
+def _opened(request, convo, via: str, detail: str = "") -> None:
+    """A person read this conversation: the access log says who, which and when."""
+    from .access.store import record_access
+
+    record_access(conversation_id=convo.pk, actor=_actor(request), via=via, detail=detail)
+
+
 def _conversation_or_404(conversation_id) -> Conversation:
     try:
         return Conversation.objects.get_live(parse_conversation_id(conversation_id))
@@ -333,6 +340,7 @@ def conversation(request, conversation_id):
         context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
         context["fork_count"] = len(context["tree"]["children"])
         context["ledger"] = ledger.panel(convo)
+        _opened(request, convo, "page")
     return _render(
         request,
         "conversations/conversation.html",
@@ -351,6 +359,8 @@ def model_saw(request, conversation_id, position):
     except BadParameter as exc:
         return _bad_request(request, exc)
     view = active_before(convo.pk, position, after=after, limit=ROW_PAGE, include_broken=True)
+    if not request.htmx:
+        _opened(request, convo, "model_saw", f"#{position}")
     row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
     first_page = after is None or after <= (view.checkpoint.message_position if view.checkpoint else -1)
     return _render(
@@ -438,6 +448,7 @@ def export(request, conversation_id, fmt):
         stream = export_stream(convo.pk, fmt)
     except NotFound as exc:
         raise Http404(exc.message) from None
+    _opened(request, convo, "export", fmt)
     store.record_audit(
         actor=_actor(request), action="conversation.exported", target_type="conversation",
         target_id=str(convo.pk), detail={"format": fmt, "messages": convo.next_position},

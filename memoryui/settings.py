@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "conversations.retention",
     "conversations.ledger",
     "conversations.search",
+    "conversations.access",
 ]
 
 MIDDLEWARE = [

@@ -8,7 +8,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
     path("facts/", include("conversations.facts.urls")),
-    path("admin/", include("conversations.retention.urls")),
     path("search/", include("conversations.search.urls")),
+    path("admin/access/", include("conversations.access.urls")),
+    path("admin/", include("conversations.retention.urls")),
     path("", include("conversations.urls")),
 ]

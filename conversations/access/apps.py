@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class AccessConfig(AppConfig):
+    name = "conversations.access"
+    label = "access"
+    verbose_name = "Who opened which conversation"
+
+    def ready(self):
+        # Rows about one conversation: pruning, deletion and deletion requests
+        # remove them with it. They hold no text (ids, a name, a time).
+        from conversations.retention.owned import register
+
+        from .models import ConversationAccess
+
+        register(ConversationAccess, text_fields=())
