@@ -69,6 +69,9 @@ def test_sending_the_same_state_again_makes_no_version(ticket):
     ledger.set_state(conversation_id=ticket.pk, state={"a": 1}, expected_version=0)
     again = ledger.set_state(conversation_id=ticket.pk, state={"a": 1}, expected_version=1)
     assert not again.changed and again.event.version == 1
+    # A retry of the first write, whose answer was lost: no conflict, nothing written.
+    retried = ledger.set_state(conversation_id=ticket.pk, state={"a": 1}, expected_version=0)
+    assert not retried.changed and retried.event.version == 1
     assert TaskStateEvent.objects.of(ticket.pk).count() == 1
 
 

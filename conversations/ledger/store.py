@@ -118,7 +118,8 @@ def set_state(*, conversation_id, state, expected_version, actor: str = "") -> S
     A mismatch raises Conflict (`version_conflict`) and writes nothing, so two
     writers cannot overwrite each other unseen. The new version is one event row:
     the whole state, what changed, who, when, and the conversation position.
-    Sending the state it already has writes nothing (no change, no version).
+    Sending the state it already has writes nothing and is no conflict, whatever
+    `expected_version` says: the caller's wish holds, and a retried PUT is safe.
     """
     if not isinstance(state, dict):
         raise InvalidInput("state must be a JSON object", field="state")
@@ -129,6 +130,9 @@ def set_state(*, conversation_id, state, expected_version, actor: str = "") -> S
         conversation = _lock_conversation(conversation_id)
         current = TaskStateEvent.objects.current(conversation.pk)
         version = current.version if current else 0
+        if current is not None and not diff_state(current.state_json, state):
+            # Already so, whoever wrote it: a retry whose first answer was lost lands here.
+            return StateWrite(event=current, changed=False)
         if expected_version != version:
             raise Conflict(
                 f"expected the task state at version {expected_version}, but it is at version {version}: "

@@ -7,10 +7,11 @@ from .errors import (
     PositionConflict, RateLimited, ServerError, TransportError, Unauthenticated, UnsupportedMediaType,
 )
 from .formats import to_anthropic_messages, to_openai_messages
+from .workspace import Snapshot, SnapshotError, restore_snapshot, take_snapshot
 
 __all__ = [
     "AsyncMemoryui", "BadRequest", "Call", "Conflict", "Forbidden", "IdempotencyKeyReused", "InvalidInput",
     "Memoryui", "MemoryuiError", "NotFound", "PayloadTooLarge", "PositionConflict", "RateLimited", "Retries",
-    "ServerError", "TransportError", "Unauthenticated", "UnsupportedMediaType", "to_anthropic_messages",
-    "to_openai_messages",
+    "ServerError", "Snapshot", "SnapshotError", "TransportError", "Unauthenticated", "UnsupportedMediaType",
+    "restore_snapshot", "take_snapshot", "to_anthropic_messages", "to_openai_messages",
 ]

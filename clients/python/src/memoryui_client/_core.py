@@ -176,6 +176,37 @@ def recall(*, subject, query="", limit=10) -> Call:
                 parse=lambda response: response.json()["facts"])
 
 
+# task state, the actions ledger, workspace snapshots
+
+
+def state(conversation_id) -> Call:
+    return Call("GET", f"/conversations/{_id(conversation_id)}/state")
+
+
+def set_state(conversation_id, *, state: dict, expected_version: int) -> Call:
+    # No Idempotency-Key: a PUT is its own retry (the state it already has is a no-op).
+    return Call("PUT", f"/conversations/{_id(conversation_id)}/state",
+                json={"state": state, "expected_version": expected_version})
+
+
+def record_action(conversation_id, *, key: str, name: str, arguments=None, result=None, status="performed",
+                  idempotency_key=None) -> Call:
+    # `key` is the action's business key, in the body; `idempotency_key` is the request's header.
+    return _write("POST", f"/conversations/{_id(conversation_id)}/actions",
+                  {"idempotency_key": key, "name": name, "arguments": arguments, "result": result,
+                   "status": status}, idempotency_key)
+
+
+def find_action(*, key: str, namespace=None, conversation_id=None) -> Call:
+    return Call("GET", "/actions", params=_clean({"idempotency_key": key, "namespace": namespace,
+                                                  "conversation_id": str(conversation_id) if conversation_id
+                                                  else None}))
+
+
+def record_snapshot(conversation_id, record: dict, idempotency_key=None) -> Call:
+    return _write("POST", f"/conversations/{_id(conversation_id)}/snapshots", record, idempotency_key)
+
+
 def merge_active_pages(first: dict, more: list[dict]) -> dict:
     """One active view from its pages: checkpoint and handoff of the first, every item in order."""
     view = dict(first)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 
-from . import _core
+from . import _core, workspace
 from ._core import Call, Retries
 from .errors import TransportError, error_from_response
 
@@ -110,6 +110,34 @@ class _Operations:
         return self._run(_core.recall(subject=subject, query=query, limit=limit))
 
 
+    # task state, the actions ledger, workspace snapshots (written by code after a tool returns)
+    def state(self, conversation_id):
+        """The task state: {"version", "state", "position", "updated_at", "updated_by", …}."""
+        return self._run(_core.state(conversation_id))
+
+    def set_state(self, conversation_id, state: dict, *, expected_version: int):
+        """Replace the task state if it is still at `expected_version` (else Conflict `version_conflict`).
+        Safe to retry: sending the state it already has changes nothing."""
+        return self._run(_core.set_state(conversation_id, state=state, expected_version=expected_version))
+
+    def record_action(self, conversation_id, *, key: str, name: str, arguments=None, result=None,
+                      status: str = "performed", idempotency_key: str | None = None):
+        """Record a side effect under its business `key`: {"status": "performed" | "failed" |
+        "already_performed", "action": the entry that counts, "attempt": this one}."""
+        return self._run(_core.record_action(conversation_id, key=key, name=name, arguments=arguments, result=result,
+                                             status=status, idempotency_key=idempotency_key))
+
+    def find_action(self, key: str, *, namespace: str | None = None, conversation_id=None):
+        """Has it been done? {"performed", "action", "entries"} for a business key."""
+        return self._run(_core.find_action(key=key, namespace=namespace, conversation_id=conversation_id))
+
+    def record_snapshot(self, conversation_id, snapshot: workspace.Snapshot, *, position: int,
+                        idempotency_key: str | None = None):
+        """Record a snapshot taken with `workspace.take_snapshot` on the turn at `position`."""
+        return self._run(_core.record_snapshot(conversation_id, snapshot.as_record(position),
+                                               idempotency_key=idempotency_key))
+
+
 class Memoryui(_Operations):
     """The synchronous client. `url` is the server (…/api/v1 is added); the key comes from
     `api_key` or MEMORYUI_API_KEY. `transport` is an httpx transport (tests, proxies)."""
@@ -153,6 +181,13 @@ class Memoryui(_Operations):
 
     def _run(self, call: Call):
         return call.parse(self.request(call))
+
+    def snapshot_workspace(self, conversation_id, workdir, *, position: int) -> dict | None:
+        """Before a turn: snapshot the git working tree at `workdir` under
+        refs/memoryui/<conversation>/<position> and record it on that turn. None when
+        nothing changed (see memoryui_client.workspace)."""
+        snapshot = workspace.take_snapshot(workdir, conversation_id, position)
+        return None if snapshot is None else self.record_snapshot(conversation_id, snapshot, position=position)
 
     def list(self, *, subject: str | None = None, namespace: str | None = None, order: str | None = None,
              page_size: int | None = None) -> Iterator[dict]:
@@ -249,6 +284,11 @@ class AsyncMemoryui(_Operations):
 
     async def _run(self, call: Call):
         return call.parse(await self.request(call))
+
+    async def snapshot_workspace(self, conversation_id, workdir, *, position: int) -> dict | None:
+        """As Memoryui.snapshot_workspace; git runs in a worker thread."""
+        snapshot = await asyncio.to_thread(workspace.take_snapshot, workdir, conversation_id, position)
+        return None if snapshot is None else await self.record_snapshot(conversation_id, snapshot, position=position)
 
     async def list(self, *, subject: str | None = None, namespace: str | None = None, order: str | None = None,
                    page_size: int | None = None) -> AsyncIterator[dict]:
