@@ -89,8 +89,13 @@ def _check_page_args(after, limit):
 
 
 def read_rows(conversation_id, *, after: int = -1, limit: int | None = None, until: int | None = None,
-              kinds=None, include_broken: bool = False) -> Page:
+              kinds=None, include_broken: bool = False, errors_only: bool = False, tool: str | None = None,
+              descending: bool = False) -> Page:
     """Rows after `after` (and up to `until`), decoded.
+
+    `errors_only`: tool results marked is_error; `tool`: calls of and results from
+    that tool (matched in the stored encoding, which is canonical). `descending`
+    reads from `until` down to `after`; `next_after` is then the next `until`.
 
     Broken rows are listed in `skipped`; with include_broken they are also kept
     in `items` (marked not ok) for the audit UI.
@@ -99,6 +104,13 @@ def read_rows(conversation_id, *, after: int = -1, limit: int | None = None, unt
     qs = Message.objects.page(conversation_id, after=after, until=until)
     if kinds:
         qs = qs.filter(kind__in=list(kinds))
+    if errors_only:
+        qs = qs.filter(kind="tool", content__contains='"is_error":true')
+    if tool:
+        name = '"name":' + json.dumps(tool, ensure_ascii=False)
+        qs = qs.filter(kind__in=("tool", "assistant"), content__contains=name)
+    if descending:
+        qs = qs.order_by("-position")
     qs = qs.values_list("position", "kind", "created_at", "content")
     # One row more than asked tells whether there is a next page.
     rows = list(qs if limit is None else qs[: limit + 1])

@@ -15,4 +15,5 @@ urlpatterns = [
     path("conversations/<str:conversation_id>/checkpoint/<int:position>/", views.checkpoint, name="checkpoint"),
     path("conversations/<str:conversation_id>/export.<str:fmt>", views.export, name="export"),
     path("conversations/<str:conversation_id>/pin/", views.pin, name="pin"),
+    path("conversations/<str:conversation_id>/tool/<int:position>/", views.tool_link, name="tool_link"),
 ]

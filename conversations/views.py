@@ -286,6 +286,11 @@ def conversation(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
     kinds = _kinds_param(request)
     last = convo.next_position - 1
+    errors_only = request.GET.get("errors") == "1"
+    tool = " ".join(request.GET.get("tool", "").split())[:200] or None
+    # The row filters besides kind, carried by every link that pages.
+    row_filters = {"errors_only": errors_only, "tool": tool}
+    carried = {"errors": "1" if errors_only else None, "tool": tool}
     try:
         at = _int_param(request, "at")
         after = _int_param(request, "after", minimum=-1, default=-1)
@@ -299,9 +304,17 @@ def conversation(request, conversation_id):
 
     latest = Checkpoint.objects.latest_for(convo.pk)
     target = request.htmx.target if request.htmx else None
+    fold = latest.message_position if latest else -1
+    if at is not None and active_after is None and at > fold:
+        # Jump-to aligns the active view on the same rows as the full record.
+        active_after = max(fold, after)
 
     context = {
         "conversation": convo,
+        "errors_only": errors_only,
+        "tool": tool or "",
+        "filtered": bool(kinds or errors_only or tool),
+        "filter_query": _query(kinds, **carried),
         "kinds": kinds,
         "all_kinds": KINDS,
         "latest": latest,
@@ -310,7 +323,7 @@ def conversation(request, conversation_id):
         "fold": latest.message_position if latest else -1,
     }
     if target != "active-more":
-        page = read_rows(convo.pk, after=after, limit=ROW_PAGE, kinds=kinds, include_broken=True)
+        page = read_rows(convo.pk, after=after, limit=ROW_PAGE, kinds=kinds, include_broken=True, **row_filters)
         # Only the checkpoints this page draws: an agent that folds every hundred rows
         # must not make each page read thousands of them. Markers before the first
         # row were drawn on an earlier page; those after the last row go on the next.
@@ -322,17 +335,23 @@ def conversation(request, conversation_id):
         context["record"] = ledger.with_timeline(
             _interleave(page.items, list(marks), latest, upto=upto), convo.pk, after=after, upto=upto
         )
-        context["record_more"] = _query(kinds, after=page.next_after) if page.next_after is not None else None
+        context["record_more"] = _query(kinds, after=page.next_after, **carried) if page.next_after is not None else None
         context["record_after"] = after
         context["record_earlier"] = (
-            _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None) if after > -1 else None
+            _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None, **carried)
+            if after > -1 else None
         )
     if target in (None, "views", "active-more"):
-        view = list_active(convo.pk, after=active_after, limit=ROW_PAGE, kinds=kinds, include_broken=True)
+        view = list_active(convo.pk, after=active_after, limit=ROW_PAGE, kinds=kinds, include_broken=True,
+                           **row_filters)
         context["active"] = view
         context["active_first_page"] = active_after is None or active_after <= context["fold"]
+        context["active_earlier"] = (
+            _query(kinds, active_after=max(fold, active_after - ROW_PAGE), **carried)
+            if active_after is not None and active_after > fold else None
+        )
         context["active_more"] = (
-            _query(kinds, active_after=view.page.next_after) if view.page.next_after is not None else None
+            _query(kinds, active_after=view.page.next_after, **carried) if view.page.next_after is not None else None
         )
     if target is None:
         context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
@@ -352,30 +371,45 @@ def conversation(request, conversation_id):
 @require_safe
 @_reader
 def model_saw(request, conversation_id, position):
+    """The context the model had when it wrote row #position, newest first: the rows
+    just before it at the top, reading back to the fold (and its handoff summary)."""
     convo = _conversation_or_404(conversation_id)
     _position_or_404(convo, position)
     try:
-        after = _int_param(request, "after", minimum=-1)
+        until = _int_param(request, "until", minimum=-1)
     except BadParameter as exc:
         return _bad_request(request, exc)
-    view = active_before(convo.pk, position, after=after, limit=ROW_PAGE, include_broken=True)
+    checkpoint = active_before(convo.pk, position, limit=1, include_broken=True).checkpoint
+    fold = checkpoint.message_position if checkpoint else -1
+    until = position - 1 if until is None else min(until, position - 1)
+    page = read_rows(convo.pk, after=fold, until=until, limit=ROW_PAGE, descending=True, include_broken=True)
+    row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
+    first_page = until == position - 1
+    context = {
+        "conversation": convo,
+        "position": position,
+        "row": row,
+        "checkpoint": checkpoint,
+        "items": page.items,
+        "first_page": first_page,
+        "last_page": page.next_after is None,
+        "more_url": f"?until={page.next_after - 1}" if page.next_after is not None else None,
+        "all_kinds": KINDS,
+    }
+    if first_page:
+        from django.db.models import Sum
+        from django.db.models.functions import Length
+
+        from .models import Message
+
+        rows = Message.objects.of(convo.pk).filter(position__gt=fold, position__lt=position)
+        context["context_rows"] = position - 1 - fold
+        context["context_chars"] = (rows.aggregate(n=Sum(Length("content")))["n"] or 0) + (
+            len(checkpoint.summary) if checkpoint else 0)
+        context["first_row"] = fold + 1
     if not request.htmx:
         _opened(request, convo, "model_saw", f"#{position}")
-    row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
-    first_page = after is None or after <= (view.checkpoint.message_position if view.checkpoint else -1)
-    return _render(
-        request,
-        "conversations/model_saw.html",
-        {
-            "conversation": convo,
-            "position": position,
-            "row": row,
-            "view": view,
-            "first_page": first_page,
-            "more_url": f"?after={view.page.next_after}" if view.page.next_after is not None else None,
-        },
-        fragments=("saw-more",),
-    )
+    return _render(request, "conversations/model_saw.html", context, fragments=("saw-more",))
 
 
 @require_http_methods(["GET", "POST"])
@@ -469,3 +503,35 @@ def pin(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
     store.set_pinned(conversation_id=convo.pk, pinned=request.POST.get("pinned") == "1", actor=_actor(request))
     return redirect("conversation", conversation_id=convo.pk)
+
+
+@require_safe
+@_reader
+def tool_link(request, conversation_id, position):
+    """From a tool call to its result (?call=<id>), or from a result back to its call."""
+    import json
+
+    from .models import Message
+
+    convo = _conversation_or_404(conversation_id)
+    _position_or_404(convo, position)
+    call = request.GET.get("call", "")[:300]
+    rows = Message.objects.of(convo.pk)
+    if call:
+        key = '"tool_call_id":' + json.dumps(call, ensure_ascii=False) + ","
+        found = rows.filter(kind="tool", position__gt=position, content__contains=key).order_by("position")
+        missing = f"no result of call {call!r} after #{position}"
+    else:
+        row = rows.filter(position=position, kind="tool").values_list("content", flat=True).first()
+        try:
+            call = json.loads(row)["tool_call_id"] if row else ""
+        except (ValueError, KeyError, TypeError):
+            call = ""
+        key = '"id":' + json.dumps(call, ensure_ascii=False) + ","
+        found = rows.filter(kind="assistant", position__lt=position, content__contains=key).order_by("-position")
+        missing = f"no call {call!r} before #{position}" if call else f"#{position} is not a tool result"
+    target = found.values_list("position", flat=True).first() if call else None
+    if target is None:
+        raise Http404(missing)
+    return redirect(reverse("conversation", args=[convo.pk]) + f"?at={target}#p{target}")
+

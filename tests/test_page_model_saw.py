@@ -39,32 +39,41 @@ def url(c, position, query=""):
 def test_it_shows_the_checkpoint_of_that_time_then_the_rows_before(client, auditor, convo):
     response = client.get(url(convo, 5))
     assert response.status_code == 200
-    assert response.context["view"].checkpoint.summary == "Folded 0-1"
-    assert [i.position for i in response.context["view"].page.items] == [2, 3, 4]
+    assert response.context["checkpoint"].summary == "Folded 0-1"
+    # Newest first: the rows just before #5 at the top, reading back to the fold's summary.
+    assert [i.position for i in response.context["items"]] == [4, 3, 2]
     body = response.content.decode()
     assert "Later fold" not in body
-    assert body.index('id="shandoff"') < body.index('id="s2"') < body.index('id="s4"') < body.index('id="w5"')
+    assert body.index('id="w5"') < body.index('id="s4"') < body.index('id="s2"') < body.index('id="shandoff"')
     assert "row 5" in body
+    assert response.context["context_rows"] == 3
+    assert "<strong>3 rows</strong> plus the handoff summary of the checkpoint at #1" in body
+    chars = sum(len(m.content) for m in convo.messages.filter(position__in=[2, 3, 4])) + len("Folded 0-1")
+    assert f"<strong>{chars} characters</strong>" in body
+    # The legend names every kind.
+    assert body.count('<li class="kind-') == 10
 
 
 def test_it_shows_everything_before_when_there_was_no_checkpoint(client, auditor, convo):
     response = client.get(url(convo, 2))
-    assert response.context["view"].checkpoint is None
-    assert [i.position for i in response.context["view"].page.items] == [0, 1]
-    assert b"no checkpoint existed then" in response.content
+    assert response.context["checkpoint"] is None
+    assert [i.position for i in response.context["items"]] == [1, 0]
+    assert b"No checkpoint existed then" in response.content
 
 
 def test_it_says_when_the_row_was_the_first(client, auditor, convo):
-    assert b"was the first row" in client.get(url(convo, 0)).content
+    body = client.get(url(convo, 0)).content.decode()
+    assert "#0 is the first row" in body and "#-1" not in body
 
 
 def test_it_loads_more_by_keyset(client, auditor, convo, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 2)
     response = client.get(url(convo, 5))
-    assert response.context["more_url"] == "?after=3"
-    fragment = client.get(url(convo, 5, "?after=3"), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="saw-more")
+    assert [i.position for i in response.context["items"]] == [4, 3]
+    assert response.context["more_url"] == "?until=2" and "shandoff" not in response.content.decode()
+    fragment = client.get(url(convo, 5, "?until=2"), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="saw-more")
     body = fragment.content.decode()
-    assert "<html" not in body and 'id="s4"' in body and 'id="s3"' not in body and "shandoff" not in body
+    assert "<html" not in body and 'id="s2"' in body and 'id="s3"' not in body and "shandoff" in body
     assert "HX-Request" in fragment["Vary"]
 
 
@@ -84,4 +93,4 @@ def test_it_refuses_a_user_without_a_role(client, convo):
 
 
 def test_it_answers_a_bad_cursor_with_400(client, auditor, convo):
-    assert client.get(url(convo, 5, "?after=abc")).status_code == 400
+    assert client.get(url(convo, 5, "?until=abc")).status_code == 400

@@ -3,6 +3,7 @@
 // the same, rows link by #pN and the times are absolute.
 (function () {
   "use strict";
+  document.documentElement.classList.add("js");
 
   function focusRow(row) {
     if (!row) return;
@@ -52,10 +53,14 @@
     if (button) {
       var row = button.closest("article.msg");
       if (button.dataset.copy === "json") {
-        var source = row && row.querySelector("script[type='application/json'], template.row-json");
-        var text = source ? (source.content ? source.content.textContent : source.textContent) : "";
-        window.__lastCopied = text;
-        copyText(text, button);
+        // The row as the API returns it (position, kind, message, created_at): the stored bytes, parsed.
+        fetch(button.dataset.jsonUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+          .then(function (response) { return response.json(); })
+          .then(function (body) {
+            var text = JSON.stringify(body.items[0], null, 2);
+            window.__lastCopied = text;
+            copyText(text, button);
+          });
       } else if (button.dataset.copy === "link") {
         var link = row.querySelector("a.pos");
         window.__lastCopied = link.href;
