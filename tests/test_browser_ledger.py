@@ -1,0 +1,115 @@
+"""The ledger beside the transcript in a real Chromium: an agent's harness writes task state,
+a retried refund and workspace snapshots through the Python client (a real git repository in
+a temporary directory); an auditor reads them on the conversation page. Saves the screenshot
+the README shows."""
+
+import re
+import subprocess
+
+import pytest
+
+from conversations.roles import AUDITOR
+from tests.api_support import make_key
+from tests.conftest import skip_or_fail
+from tests.test_browser_ui import _log_in, _shot, _user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+KEY = "refund:T-40219:SU-88421:oak-shelf:11800"
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def shop_repo(tmp_path):
+    try:
+        git(tmp_path, "init", "-q", "-b", "main")
+    except (FileNotFoundError, subprocess.CalledProcessError):
+        skip_or_fail("git is not installed")
+    git(tmp_path, "config", "user.email", "dev@example.com")
+    git(tmp_path, "config", "user.name", "Dev")
+    (tmp_path / "tax.py").write_text("def vat(lines):\n    return sum(round(l * 0.19, 2) for l in lines)\n")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "billing")
+    return tmp_path
+
+
+def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(live_server, page, shop_repo):
+    from memoryui_client import Memoryui
+
+    with Memoryui(live_server.url, api_key=make_key(["read", "write"], name="support-bot")) as mui:
+        cid = mui.create(title="Order SU-88421: overcharged by the VAT rounding bug", subject="customer:4711")["id"]
+
+        def say(message):
+            return mui.append(cid, message)["position"]
+
+        say({"kind": "user", "content": "I was charged 118.04 for the oak shelf, the price was 118.00."})
+        say({"kind": "assistant", "content": "Looking at the order and the invoice code.",
+             "tool_calls": [{"id": "c1", "name": "lookup_order", "arguments": {"order": "SU-88421"}}]})
+        say({"kind": "tool", "tool_call_id": "c1", "name": "lookup_order",
+             "content": '{"order": "SU-88421", "item": "oak shelving unit", "charged_cents": 11804}'})
+        version = mui.set_state(cid, {"ticket": "T-40219", "order": "SU-88421", "item": "oak shelving unit",
+                                      "amount_cents": 11800}, expected_version=0)["version"]
+        # Before the coding turn: the workspace as it was (clean, so no snapshot), then the fix.
+        assert mui.snapshot_workspace(cid, shop_repo, position=3) is None
+        (shop_repo / "tax.py").write_text("def vat(lines):\n    return round(sum(lines) * 0.19, 2)\n")
+        say({"kind": "assistant", "content": "VAT was rounded per line; it is now rounded once per invoice."})
+        first_snapshot = mui.snapshot_workspace(cid, shop_repo, position=4)
+        (shop_repo / "test_tax.py").write_text("from tax import vat\n\ndef test_once():\n    assert vat([0.5] * 3)"
+                                               " == 0.29\n")
+        say({"kind": "did", "text": "Added a regression test for the rounding."})
+        second_snapshot = mui.snapshot_workspace(cid, shop_repo, position=5)
+        version = mui.set_state(cid, {"ticket": "T-40219", "order": "SU-88421", "item": "oak shelving unit",
+                                      "amount_cents": 11800, "decision": "refund the 4 cents and fix the rounding"},
+                                expected_version=version)["version"]
+        refund = {"order": "SU-88421", "amount_cents": 4}
+        say({"kind": "assistant", "content": "Refunding the difference.",
+             "tool_calls": [{"id": "c2", "name": "issue_refund", "arguments": refund}]})
+        say({"kind": "tool", "tool_call_id": "c2", "name": "issue_refund", "is_error": True,
+             "content": "TimeoutError: payments did not answer within 10 s"})
+        first = mui.record_action(cid, key=KEY, name="issue_refund", arguments=refund,
+                                  result={"refund_id": "RF-77120", "status": "ok"})
+        say({"kind": "assistant", "content": "Timed out; retrying with the same key.",
+             "tool_calls": [{"id": "c3", "name": "issue_refund", "arguments": refund}]})
+        say({"kind": "tool", "tool_call_id": "c3", "name": "issue_refund",
+             "content": '{"status": "already_performed", "refund_id": "RF-77120"}'})
+        retry = mui.record_action(cid, key=KEY, name="issue_refund", arguments=refund,
+                                  result={"status": "already_performed", "refund_id": "RF-77120"})
+        mui.set_state(cid, {"ticket": "T-40219", "order": "SU-88421", "item": "oak shelving unit",
+                            "amount_cents": 11800, "decision": "refund the 4 cents and fix the rounding",
+                            "refund": "RF-77120"}, expected_version=version)
+        say({"kind": "assistant", "content": "Refunded 0.04 (RF-77120) and fixed the invoice rounding."})
+    assert retry["status"] == "already_performed" and retry["action"]["id"] == first["action"]["id"]
+
+    _user(AUDITOR, "audrey")
+    _log_in(page, live_server, "audrey")
+    page.set_viewport_size({"width": 1400, "height": 1500})
+    page.goto(f"{live_server.url}/conversations/{cid}/")
+
+    state = page.locator("#task-state")
+    assert "version 3" in state.locator("h3").inner_text()
+    assert state.locator("dl.state").get_by_text("RF-77120").is_visible()
+    assert state.locator("ol.versions > li").count() == 3
+
+    ledger_rows = page.locator("#actions-ledger tbody tr")
+    assert ledger_rows.count() == 2
+    assert ledger_rows.nth(1).locator(".badge.status").inner_text() == "already_performed"
+    ledger_rows.nth(1).get_by_role("link", name=re.compile("entry")).click()
+    page.wait_for_url(f"**#action-{first['action']['id']}")
+
+    # In the full record: each entry right after the tool result it was written from.
+    record = page.locator("#record")
+    marks = record.locator(".ledger-mark, article.msg")
+    order = [m.get_attribute("id") for m in marks.all()]
+    assert order.index(f"t-action-{first['action']['id']}") == order.index("p6") + 1
+    assert order.index(f"t-action-{retry['attempt']['id']}") == order.index("p8") + 1
+    snapshot_mark = record.locator(f"#t-snapshot-{second_snapshot['id']}")
+    assert order.index(f"t-snapshot-{second_snapshot['id']}") == order.index("p5") - 1
+    assert second_snapshot["restore"] in snapshot_mark.locator("code.cmd").inner_text()
+    assert "since #4: +1 file" in snapshot_mark.inner_text()
+    assert first_snapshot["ref"] == f"refs/memoryui/{cid}/4"
+
+    page.evaluate("window.scrollTo(0, 0)")
+    _shot(page, "ledger.png", full_page=True)
