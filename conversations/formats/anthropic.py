@@ -1,0 +1,260 @@
+"""Anthropic Messages API request bodies.
+
+Accepted: `{"model", "system", "messages": [...], …}` or a bare array of messages.
+`system` (a string or text blocks) → a `system` row first; in messages, `text`
+blocks → content, `tool_use` → tool calls, `tool_result` → `tool` rows,
+`thinking` → `thought`, `image`/`document`/others stay content blocks, and a
+`compaction` block → a checkpoint after the rows before it, whose summary is the
+block's content. Each message is kept whole as an entry, and the request's
+other fields in a first entry.
+
+Export (`render`) writes the active view as a request body ready to send again:
+the handoff summary first (as the first user turn), `system` rows in `system`,
+and consecutive rows of one role merged into one message, as the API wants.
+"""
+
+import json
+
+from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
+    first_text, loads, make_row, parse_time
+
+NAME = "anthropic"
+BLOCKS = {"text", "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document", "compaction",
+          "server_tool_use", "web_search_tool_result", "search_result", "container_upload", "mcp_tool_use",
+          "mcp_tool_result"}
+
+
+def _messages(data):
+    if isinstance(data, list):
+        return data, None
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        return data["messages"], {k: v for k, v in data.items() if k != "messages"}
+    raise FormatError("expected an Anthropic Messages request body (an object with messages)", field="file")
+
+
+def detect_document(data) -> bool:
+    try:
+        messages, envelope = _messages(data)
+    except FormatError:
+        return False
+    if not all(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in messages):
+        return False
+    if envelope is not None and ("max_tokens" in envelope or "system" in envelope):
+        return True
+    return any(isinstance(m.get("content"), list) and any(
+        isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result", "thinking", "compaction", "image")
+        and "image_url" not in b for b in m["content"]) for m in messages)
+
+
+def _text_blocks(value):
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return "\n\n".join(b.get("text", "") for b in value if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return None
+
+
+def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: str | None) -> None:
+    role = m.get("role")
+    content = m.get("content")
+    at = parse_time(m.get("created_at"))
+    meta = {"anthropic": {"entry": entry.seq}}
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        problems.append(Problem(entry.line, "message without content; kept, not shown"))
+        return
+    parts, calls = [], []
+
+    def flush():
+        nonlocal parts, calls
+        if parts or calls:
+            out = {"kind": role, "meta": dict(meta)}
+            if parts:
+                out["content"] = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+            if calls:
+                out["tool_calls"] = calls
+            if role == "assistant" and model:
+                out["meta"]["model"] = model
+            if role == "user" and calls:
+                out = {"kind": "user", "content": parts or "(tool calls)", "meta": meta}
+            row = make_row(out, at, entry.seq, problems, entry.line)
+            if row:
+                conv.rows.append(row)
+        parts, calls = [], []
+
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str) or not block["type"].strip():
+            continue
+        btype = block["type"]
+        if btype == "text":
+            text = clean_text(block.get("text"))
+            if text and text.strip():
+                parts.append({"type": "text", "text": text})
+        elif btype == "tool_use" and role == "assistant":
+            if isinstance(block.get("id"), str) and block["id"] and isinstance(block.get("name"), str) and block["name"]:
+                args = block.get("input")
+                calls.append({"id": block["id"], "name": block["name"],
+                              "arguments": args if isinstance(args, (dict, str)) else {}})
+            else:
+                problems.append(Problem(entry.line, "tool_use without id or name; kept, not shown"))
+        elif btype == "tool_result":
+            flush()
+            call_id = block.get("tool_use_id")
+            if not isinstance(call_id, str) or not call_id:
+                problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
+                continue
+            result = block.get("content")
+            if isinstance(result, list):
+                result = [b for b in result if isinstance(b, dict) and isinstance(b.get("type"), str)
+                          and (b["type"] != "text" or (isinstance(b.get("text"), str) and b["text"].strip()))]
+            elif isinstance(result, str):
+                result = clean_text(result)
+            out = {"kind": "tool", "tool_call_id": call_id, "content": result or "(empty result)", "meta": meta}
+            if block.get("is_error") is True:
+                out["is_error"] = True
+            row = make_row(out, at, entry.seq, problems, entry.line)
+            if row:
+                conv.rows.append(row)
+        elif btype == "thinking":
+            flush()
+            text = clean_text(block.get("thinking"))
+            if text and text.strip():
+                row = make_row({"kind": "thought", "text": text, "meta": meta}, at, entry.seq, problems, entry.line)
+                if row:
+                    conv.rows.append(row)
+        elif btype == "redacted_thinking":
+            continue
+        elif btype == "compaction":
+            flush()
+            summary = _text_blocks(block.get("content")) or ""
+            if not summary.strip():
+                summary = "(compacted by the API; no readable summary)"
+            if conv.last_position < 0:
+                row = make_row({"kind": "system", "content": summary,
+                                "meta": {"anthropic": {"entry": entry.seq, "compaction": True}}},
+                               at, entry.seq, problems, entry.line)
+                if row:
+                    conv.rows.append(row)
+            if conv.last_position >= 0:
+                conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="anthropic"))
+        else:
+            if btype not in BLOCKS:
+                problems.append(Problem(entry.line, f"unknown content block type {btype[:40]!r}; kept as a block"))
+            parts.append(block)
+    flush()
+
+
+def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
+    messages, envelope = _messages(data)
+    plan = Plan(format=NAME, source_key=content_hash(raw_text))
+    conv = ConvPlan(key="main", subject=subject, meta={})
+    plan.conversations["main"] = conv
+    seq = 0
+    model = None
+    if envelope is not None:
+        entry = Entry(seq=0, line=None, raw=dumps({"envelope": envelope}), conv="main")
+        plan.entries.append(entry)
+        seq = 1
+        model = envelope.get("model") if isinstance(envelope.get("model"), str) else None
+        if model:
+            conv.meta["model"] = model
+        system = _text_blocks(envelope.get("system"))
+        if system and system.strip():
+            row = make_row({"kind": "system", "content": system, "meta": {"anthropic": {"entry": 0}}}, None, 0,
+                           plan.problems, None)
+            if row:
+                conv.rows.append(row)
+        entry.position = conv.last_position
+    for i, m in enumerate(messages):
+        entry = Entry(seq=seq + i, line=i + 1, raw=dumps(m), conv="main")
+        plan.entries.append(entry)
+        if isinstance(m, dict) and m.get("role") in ("user", "assistant"):
+            message_rows(m, entry, conv, plan.problems, model)
+            if not conv.title and m.get("role") == "user":
+                conv.title = first_text(m.get("content"))
+        else:
+            plan.problems.append(Problem(i + 1, "message is not a user/assistant object; kept, not shown"))
+        entry.position = conv.last_position
+    return plan
+
+
+def parse(data, *, subject: str = "") -> Plan:
+    text = decode_text(data)
+    try:
+        doc = loads(text)
+    except ValueError as exc:
+        raise FormatError(f"an Anthropic request body is one JSON document: {exc}", field="file") from None
+    return parse_document(doc, text, subject=subject)
+
+
+# ---- rendering -----------------------------------------------------------------------
+
+
+def render_document(originals: list[str]) -> str:
+    messages, envelope = [], None
+    for raw in originals:
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and set(obj) == {"envelope"} and envelope is None and not messages:
+            envelope = obj["envelope"]
+            continue
+        messages.append(obj)
+    if envelope is None:
+        return json.dumps(messages, ensure_ascii=False)
+    return json.dumps({**envelope, "messages": messages}, ensure_ascii=False)
+
+
+def _blocks_of(kind: str, message: dict) -> tuple[str, list] | None:
+    content = message.get("content")
+    if kind == "assistant":
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        for call in message.get("tool_calls") or []:
+            args = call["arguments"]
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    args = {"arguments": args}
+            blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
+                           "input": args if isinstance(args, dict) else {"arguments": args}})
+        return "assistant", blocks
+    if kind == "user":
+        return "user", [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    if kind == "tool":
+        block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": content}
+        if message.get("is_error"):
+            block["is_error"] = True
+        return "user", [block]
+    if kind == "thought":
+        return None  # thinking without its signature cannot be sent back
+    return "user", [{"type": "text", "text": f"[{kind}] {message.get('text', '')}"}]
+
+
+def render(active_rows, handoff: str | None, *, model: str | None = None, max_tokens: int = 4096):
+    """Chunks of one JSON request body: the active view, ready to send again."""
+    system_parts, messages = [], []
+    if handoff:
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"Summary of the conversation so "
+                                                                               f"far:\n\n{handoff}"}]})
+    for kind, message in active_rows:
+        if kind == "system":
+            content = message.get("content")
+            system_parts.append(content if isinstance(content, str) else "\n".join(
+                b.get("text", "") for b in content if isinstance(b, dict)))
+            continue
+        if kind == "assistant" and isinstance(message.get("meta"), dict) and isinstance(
+                message["meta"].get("model"), str):
+            model = message["meta"]["model"]
+        got = _blocks_of(kind, message)
+        if got is None:
+            continue
+        role, blocks = got
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    body = {"model": model or "claude-sonnet-4-5", "max_tokens": max_tokens}
+    if system_parts:
+        body["system"] = "\n\n".join(system_parts)
+    body["messages"] = messages
+    yield json.dumps(body, ensure_ascii=False, indent=1) + "\n"

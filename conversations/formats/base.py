@@ -1,0 +1,293 @@
+"""What every format module shares: the plan a parse produces, and reading lines.
+
+A parser never touches the database. It reads lines (or one JSON document) and
+returns a `Plan`: the conversations to create or continue, the rows to append
+to each (already validated and encoded by `conversations.schema`, so the store
+writes exactly what the plan says and positions are known in advance), the
+checkpoints ("folds"), the original entries kept beside the rows, and the
+problems found, each with its line number and reason.
+
+The importer (`conversations.imports.importer`) applies a plan through the
+store. Nothing here knows about HTTP or the ORM.
+"""
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ..errors import InvalidMessage, StoreError
+from ..schema import encode_message
+
+
+class FormatError(StoreError):
+    """The input is not this format at all (or no format fits it)."""
+
+    code = "unknown_format"
+    status = 422
+
+
+@dataclass
+class Problem:
+    line: int | None
+    reason: str
+    # A hard problem stops its conversation from being imported; a soft one is reported.
+    hard: bool = False
+
+    def as_dict(self) -> dict:
+        return {"line": self.line, "reason": self.reason, "hard": self.hard}
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        return f"{where}{self.reason}"
+
+
+@dataclass
+class Row:
+    """One message, encoded once: what the store will insert at the next position."""
+
+    kind: str
+    text: str
+    at: datetime | None
+    entry: int | None = None  # seq of the original entry it came from
+
+    @property
+    def message(self) -> dict:
+        return json.loads(self.text)
+
+
+@dataclass
+class Fold:
+    """A checkpoint: `summary` stands in for positions 0..position."""
+
+    position: int
+    summary: str
+    at: datetime | None = None
+    created_by: str = ""
+
+
+@dataclass
+class Entry:
+    """An original object of the format, kept byte for byte beside the rows."""
+
+    seq: int
+    line: int | None
+    raw: str
+    conv: str = "main"  # key of the conversation it was placed in
+    position: int = -1  # the last position of that conversation once it was placed
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    group: str | None = None  # e.g. an API response id shared by several entries
+    real: bool = False  # a turn of its own (a rewind is a second real child)
+
+
+@dataclass
+class ConvPlan:
+    """A conversation to create (or continue) and what to append to it."""
+
+    key: str
+    title: str = ""
+    subject: str = ""
+    meta: dict = field(default_factory=dict)
+    # Continue this stored conversation (incremental import) instead of creating one.
+    existing_id: str | None = None
+    # For the memoryui format: reproduce these exactly.
+    id: str | None = None
+    created_at: datetime | None = None
+    last_activity_at: datetime | None = None
+    external_id: str | None = None
+    namespace: str | None = None
+    pinned: bool = False
+    expected_count: int | None = None
+    parent_key: str | None = None  # another ConvPlan of the same plan
+    parent_id: str | None = None  # a stored conversation
+    parent_position: int | None = None
+    relation: str = ""  # "fork" (copies rows 0..parent_position) or "subagent"
+    copy_prefix: bool = False
+    base: int = 0  # rows that exist before `rows` (stored, or copied from the parent)
+    rows: list[Row] = field(default_factory=list)
+    folds: list[Fold] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def next_position(self) -> int:
+        return self.base + len(self.rows)
+
+    @property
+    def last_position(self) -> int:
+        return self.next_position - 1
+
+
+@dataclass
+class Plan:
+    format: str
+    source_key: str = ""  # session id, or a content hash
+    conversations: dict[str, ConvPlan] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    state: dict = field(default_factory=dict)  # what an incremental import resumes from
+
+    def conversation(self, key: str) -> ConvPlan:
+        return self.conversations[key]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(c.rows) for c in self.conversations.values())
+
+    @property
+    def folds(self) -> int:
+        return sum(len(c.folds) for c in self.conversations.values())
+
+    def all_problems(self) -> list[Problem]:
+        out = list(self.problems)
+        for c in self.conversations.values():
+            out.extend(c.problems)
+        return sorted(out, key=lambda p: (p.line is None, p.line or 0))
+
+    def summary(self) -> dict:
+        return {
+            "format": self.format,
+            "source": self.source_key,
+            "conversations": [
+                {"key": c.key, "title": c.title, "messages": len(c.rows), "checkpoints": len(c.folds),
+                 "relation": c.relation, "parent": c.parent_key or c.parent_id, "parent_position": c.parent_position}
+                for c in self.conversations.values()
+            ],
+            "messages": self.rows,
+            "checkpoints": self.folds,
+            "entries": len(self.entries),
+            "problems": [p.as_dict() for p in self.all_problems()],
+        }
+
+
+# ---- reading ------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    number: int  # 1-based
+    text: str
+    obj: object = None
+    error: str = ""
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def loads(text):
+    """Strict JSON: no NaN/Infinity, no numbers that overflow to infinity."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def decode_text(data) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"the file is not UTF-8 text (byte {exc.start} cannot be decoded)", field="file") from None
+
+
+def split_lines(text: str) -> Iterator[tuple[int, str, bool]]:
+    """(line number, text, is_last) for each non-blank line; `is_last` marks a last line
+    without a newline after it (possibly torn: the writer stopped in the middle)."""
+    start, number, length = 0, 0, len(text)
+    while start < length:
+        end = text.find("\n", start)
+        number += 1
+        if end == -1:
+            line, start, last = text[start:], length, True
+        else:
+            line, start, last = text[start:end], end + 1, False
+        line = line.rstrip("\r")
+        if line.strip():
+            yield number, line, last
+
+
+def read_jsonl(lines: Iterable[tuple[int, str, bool]]) -> Iterator[Line]:
+    """Parse each line as JSON; a line that is not JSON comes back with `error` set."""
+    for number, text, last in lines:
+        try:
+            obj = loads(text)
+        except (ValueError, RecursionError) as exc:
+            reason = f"not JSON: {exc}"
+            if last:
+                reason = f"torn last line (the file ends in the middle of a JSON object): {exc}"
+            yield Line(number, text, None, reason)
+            continue
+        yield Line(number, text, obj)
+
+
+def content_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parse_time(value) -> datetime | None:
+    """An ISO 8601 time (or epoch seconds/milliseconds) as an aware datetime; None if unusable."""
+    try:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, (int, float)):
+            seconds = value / 1000 if value > 1e11 else value
+            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        if isinstance(value, str) and value:
+            at = datetime.fromisoformat(value.strip())
+            if at.tzinfo is None:
+                at = at.replace(tzinfo=timezone.utc)
+            at.astimezone(timezone.utc)  # overflows here rather than in the driver
+            return at
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def first_text(content, limit: int = 80) -> str:
+    """A short title from message content."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    else:
+        text = ""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clean_text(value) -> str | None:
+    """A string the databases can store, or None (NUL and lone surrogates are not storable)."""
+    if not isinstance(value, str):
+        return None
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+def make_row(message: dict, at, entry: int | None, problems: list, line: int | None) -> Row | None:
+    """Validate and encode one message; a message the schema refuses is reported and skipped."""
+    try:
+        kind, text = encode_message(message)
+    except InvalidMessage as exc:
+        problems.append(Problem(line, f"a message was skipped: {exc.message}"))
+        return None
+    except StoreError as exc:  # too large
+        problems.append(Problem(line, f"a message was skipped: {exc.message}"))
+        return None
+    return Row(kind, text, at, entry)
+
+
+def dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,233 @@
+"""OpenAI Chat Completions message arrays.
+
+Accepted: a JSON array of messages, a request body `{"model", "messages": [...], …}`,
+or JSONL with one message per line. Roles map to kinds (`developer` → `system`,
+legacy `function` → `tool`); `tool_calls[].function` → tool calls whose arguments
+stay the string the model wrote; text parts → text, other parts (`image_url`,
+`input_audio`, `file`) stay content blocks. Each message is kept whole as an
+entry, and the request's other fields in a first entry, so rendering back gives
+the same document.
+
+Export (`render`) writes the active view: the handoff summary as the first
+`system` message, then the rows, with consecutive assistant rows merged so each
+assistant turn carries all its tool calls before their results.
+"""
+
+import json
+
+from .base import ConvPlan, Entry, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
+    first_text, loads, make_row, parse_time, read_jsonl, split_lines
+
+NAME = "openai-chat"
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
+         "function": "tool"}
+
+
+def _messages(data) -> tuple[list, dict | None]:
+    if isinstance(data, list):
+        return data, None
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        return data["messages"], {k: v for k, v in data.items() if k != "messages"}
+    raise FormatError("expected a JSON array of chat messages (or a request body with messages)", field="file")
+
+
+def detect_document(data) -> bool:
+    try:
+        messages, envelope = _messages(data)
+    except FormatError:
+        return False
+    if not messages or not all(isinstance(m, dict) and m.get("role") in ROLES for m in messages):
+        return False
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result", "thinking", "input_text",
+                                                          "output_text", "compaction") for p in content):
+            return False
+    return True
+
+
+def _content(content):
+    if isinstance(content, str):
+        text = clean_text(content)
+        return text if text and text.strip() else None
+    if not isinstance(content, list):
+        return None
+    blocks = []
+    for part in content:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str) or not part["type"].strip():
+            continue
+        if part["type"] == "text":
+            text = clean_text(part.get("text"))
+            if text and text.strip():
+                blocks.append({"type": "text", "text": text})
+        else:
+            blocks.append(part)
+    return blocks or None
+
+
+def message_rows(m: dict, entry: Entry, problems: list) -> list:
+    role = m.get("role")
+    kind = ROLES.get(role)
+    meta = {"openai": {"entry": entry.seq}}
+    if role in ("developer", "function"):
+        meta["openai"]["role"] = role
+    content = _content(m.get("content"))
+    at = parse_time(m.get("created_at") or m.get("timestamp"))
+    out = None
+    if kind in ("system", "user"):
+        if content is not None:
+            out = {"kind": kind, "content": content}
+    elif kind == "assistant":
+        calls = []
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and isinstance(call.get("id"), str) and call["id"] and isinstance(
+                    fn.get("name"), str) and fn["name"]:
+                args = fn.get("arguments", {})
+                calls.append({"id": call["id"], "name": fn["name"],
+                              "arguments": args if isinstance(args, (str, dict)) else {}})
+            else:
+                problems.append(Problem(entry.line, "tool call without id or function name; kept, not shown"))
+        fc = m.get("function_call")
+        if isinstance(fc, dict) and isinstance(fc.get("name"), str) and fc["name"]:
+            calls.append({"id": f"function_call_{entry.seq}", "name": fc["name"],
+                          "arguments": fc.get("arguments") if isinstance(fc.get("arguments"), (str, dict)) else {}})
+        if content is None and isinstance(m.get("refusal"), str) and m["refusal"].strip():
+            content = clean_text(m["refusal"])
+            meta["openai"]["refusal"] = True
+        if content is not None or calls:
+            out = {"kind": "assistant"}
+            if content is not None:
+                out["content"] = content
+            if calls:
+                out["tool_calls"] = calls
+    elif kind == "tool":
+        call_id = m.get("tool_call_id") or (f"function:{m.get('name')}" if role == "function" else None)
+        if isinstance(call_id, str) and call_id:
+            out = {"kind": "tool", "tool_call_id": call_id, "content": content or "(empty result)"}
+            if isinstance(m.get("name"), str) and m["name"]:
+                out["name"] = m["name"]
+        else:
+            problems.append(Problem(entry.line, "tool message without tool_call_id; kept, not shown"))
+    else:
+        problems.append(Problem(entry.line, f"unknown role {str(role)[:40]!r}; kept, not shown"))
+    if out is None:
+        return []
+    out["meta"] = meta
+    row = make_row(out, at, entry.seq, problems, entry.line)
+    return [row] if row else []
+
+
+def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
+    messages, envelope = _messages(data)
+    plan = Plan(format=NAME, source_key=content_hash(raw_text))
+    conv = ConvPlan(key="main", subject=subject, meta={})
+    plan.conversations["main"] = conv
+    seq = 0
+    if envelope is not None:
+        plan.entries.append(Entry(seq=0, line=None, raw=dumps({"envelope": envelope}), conv="main"))
+        seq = 1
+        if isinstance(envelope.get("model"), str):
+            conv.meta["model"] = envelope["model"]
+    for i, m in enumerate(messages):
+        entry = Entry(seq=seq + i, line=i + 1, raw=dumps(m), conv="main")
+        plan.entries.append(entry)
+        if isinstance(m, dict):
+            conv.rows.extend(message_rows(m, entry, plan.problems))
+            if not conv.title and m.get("role") == "user":
+                conv.title = first_text(m.get("content"))
+        else:
+            plan.problems.append(Problem(i + 1, "message is not a JSON object; kept, not shown"))
+        entry.position = conv.last_position
+    return plan
+
+
+def parse(data, *, subject: str = "") -> Plan:
+    text = decode_text(data)
+    try:
+        doc = loads(text)
+    except ValueError:
+        lines = list(read_jsonl(split_lines(text)))
+        plan = parse_document([ln.obj for ln in lines if not ln.error], text, subject=subject)
+        plan.problems.extend(Problem(ln.number, ln.error) for ln in lines if ln.error)
+        return plan
+    return parse_document(doc, text, subject=subject)
+
+
+# ---- rendering -----------------------------------------------------------------------
+
+
+def render_document(originals: list[str]) -> str:
+    messages, envelope = [], None
+    for raw in originals:
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and set(obj) == {"envelope"} and envelope is None and not messages:
+            envelope = obj["envelope"]
+            continue
+        messages.append(obj)
+    if envelope is None:
+        return json.dumps(messages, ensure_ascii=False)
+    return json.dumps({**envelope, "messages": messages}, ensure_ascii=False)
+
+
+def to_chat(kind: str, message: dict) -> dict | None:
+    content = message.get("content")
+    if kind in ("user", "system"):
+        return {"role": kind, "content": content}
+    if kind == "assistant":
+        out = {"role": "assistant", "content": content}
+        calls = message.get("tool_calls") or []
+        if calls:
+            out["tool_calls"] = [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
+                              else json.dumps(c["arguments"], ensure_ascii=False)}}
+                for c in calls
+            ]
+        return out
+    if kind == "tool":
+        if not isinstance(content, str):
+            content = [b for b in content if b.get("type") == "text"] or json.dumps(content, ensure_ascii=False)
+        return {"role": "tool", "tool_call_id": message["tool_call_id"], "content": content}
+    if kind == "thought":
+        return None  # a model's own reasoning is not sent back as a chat message
+    return {"role": "user", "content": f"[{kind}] {message.get('text', '')}"}
+
+
+def render(active_rows, handoff: str | None):
+    """Chunks of a JSON array: the active view as Chat Completions messages."""
+    yield "["
+    first = True
+
+    def emit(obj):
+        nonlocal first
+        out = ("\n" if first else ",\n") + json.dumps(obj, ensure_ascii=False)
+        first = False
+        return out
+
+    if handoff:
+        yield emit({"role": "system", "content": handoff})
+    pending = None
+    for kind, message in active_rows:
+        chat = to_chat(kind, message)
+        if chat is None:
+            continue
+        if pending is not None and chat["role"] == "assistant" and pending.get("tool_calls"):
+            # One turn's parallel calls were stored as several rows: one message again.
+            pending["tool_calls"] = pending["tool_calls"] + chat.get("tool_calls", [])
+            if chat.get("content"):
+                pending["content"] = chat["content"] if not pending.get("content") else pending["content"]
+            continue
+        if pending is not None and chat["role"] == "assistant" and chat.get("tool_calls") and not pending.get(
+                "tool_calls"):
+            pending["tool_calls"] = chat["tool_calls"]
+            continue
+        if pending is not None:
+            yield emit(pending)
+        pending = chat if chat["role"] == "assistant" else None
+        if pending is None:
+            yield emit(chat)
+    if pending is not None:
+        yield emit(pending)
+    yield "\n]\n"
