@@ -576,7 +576,8 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     openapi_extra={"responses": {200: {
         "description": "The conversation, streamed as a download (Content-Disposition: attachment).",
         "content": {
-            "application/json": {"schema": {"type": "object"}},
+            # json and anthropic: an object; openai-chat: an array of messages.
+            "application/json": {"schema": {"type": ["object", "array"]}},
             "application/x-ndjson": {"schema": {"type": "string"}},
             "text/markdown": {"schema": {"type": "string"}},
         },
@@ -585,7 +586,10 @@ def fork_conversation(request, conversation_id: str = ConversationId):
 def export_conversation(
     request,
     conversation_id: str = ConversationId,
-    format: Literal["json", "jsonl", "markdown"] = Query("json", description="json, jsonl or markdown"),
+    format: Literal["json", "jsonl", "markdown", "openai-chat", "anthropic", "claude-code", "memoryui"] = Query(
+        "json", description="json, jsonl or markdown; openai-chat or anthropic (the active view as a request, "
+                            "handoff summary first); claude-code or memoryui (the full record as a transcript "
+                            "that imports back)"),
 ):
     """Streamed in batches, so a long conversation exports in constant memory. Needs `read`.
     Recorded in the audit log, as exports from the pages are."""

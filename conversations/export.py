@@ -30,6 +30,15 @@ FORMATS = {
     "jsonl": ("application/x-ndjson; charset=utf-8", "jsonl"),
     "markdown": ("text/markdown; charset=utf-8", "md"),
 }
+# The formats agents write (conversations/imports/exports.py): the active view as an
+# OpenAI or Anthropic request, the full record as a Claude Code or memoryui transcript.
+AGENT_FORMATS = {
+    "openai-chat": ("application/json; charset=utf-8", "openai-chat.json"),
+    "anthropic": ("application/json; charset=utf-8", "anthropic.json"),
+    "claude-code": ("application/x-ndjson; charset=utf-8", "claude-code.jsonl"),
+    "memoryui": ("application/x-ndjson; charset=utf-8", "memoryui.jsonl"),
+}
+FORMATS.update(AGENT_FORMATS)
 
 
 @dataclass
@@ -48,6 +57,11 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
         )
     conversation = Conversation.objects.get_live(conversation_id)
     content_type, ext = FORMATS[fmt]
+    if fmt in AGENT_FORMATS:
+        from .imports import exports
+
+        return ExportStream(chunks=_buffered(exports.chunks(conversation, fmt)), content_type=content_type,
+                            filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
     return ExportStream(
         chunks=_buffered(writer(conversation)),

@@ -457,7 +457,13 @@ def delete_conversation(*, conversation_id) -> Deleted:
 
 
 def _delete_rows(cid) -> Deleted:
+    from .retention.owned import owned_tables
+
     with connection.cursor() as cursor:
+        # Rows other apps keep per conversation (import sources, …) go first, while
+        # the conversation is still there and marked `deleting` (their guards check it).
+        for owned in owned_tables():
+            cursor.execute(f"DELETE FROM {owned.table} WHERE conversation_id = %s", [_db_uuid(cid)])
         cursor.execute(f"DELETE FROM {_message_table} WHERE conversation_id = %s", [_db_uuid(cid)])
         messages = cursor.rowcount
         cursor.execute(f"DELETE FROM {_checkpoint_table} WHERE conversation_id = %s", [_db_uuid(cid)])

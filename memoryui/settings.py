@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "conversations.ledger",
     "conversations.search",
     "conversations.access",
+    "conversations.imports",
 ]
 
 MIDDLEWARE = [

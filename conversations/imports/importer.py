@@ -1,0 +1,515 @@
+"""Import transcripts: parse (conversations.formats), then write through the stores.
+
+Three doors call this module: `manage.py import`, the admin upload page, and
+`POST /api/v1/imports` (whole files, or a batch of entries for one session key,
+which is how the Claude Agent SDK's SessionStore appends).
+
+- Idempotent: a source is identified by (format, namespace, session id or content
+  hash) and recorded in `ImportSource`; importing it again creates nothing.
+- Incremental: a file that has grown since (same beginning) appends only its new
+  lines; a batch of entries appends only entries whose uuid is not stored yet.
+- Each conversation is written atomically (a savepoint inside the import's
+  transaction): a hard error in one imports nothing of it and is reported, the
+  others are written. Soft problems (a line that is not JSON, an unknown type, a
+  torn last line, a dangling parentUuid) are reported with their line numbers.
+- A dry run does all of it and rolls back.
+"""
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import IntegrityError, connection, transaction
+
+from conversations import store as conversation_store
+from conversations.errors import Conflict, InvalidInput, NotFound, StoreError
+from conversations.formats import FORMATS, check_format, claude_code, codex, detect, parse
+from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, read_jsonl, \
+    split_lines
+from conversations.models import Conversation, Message
+
+from . import store
+from .models import ImportSource, SourceEntry
+
+
+class _DryRun(Exception):
+    pass
+
+
+@dataclass
+class ImportResult:
+    format: str
+    source_key: str
+    namespace: str = ""
+    dry_run: bool = False
+    created: list[dict] = field(default_factory=list)
+    appended: list[dict] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    entries_added: int = 0
+    unchanged: bool = False
+    conversation_id: str | None = None
+
+    @property
+    def messages(self) -> int:
+        return sum(c["messages"] for c in self.created + self.appended)
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(c["checkpoints"] for c in self.created + self.appended)
+
+    def as_dict(self) -> dict:
+        return {
+            "format": self.format, "source": self.source_key, "namespace": self.namespace, "dry_run": self.dry_run,
+            "unchanged": self.unchanged, "conversation_id": self.conversation_id,
+            "created": self.created, "appended": self.appended, "failed": self.failed,
+            "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
+            "problems": [p.as_dict() for p in self.problems],
+        }
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def default_namespace(format: str, path: str | None) -> str:
+    """Claude Code: the project directory a session file lives in (what the SDK's
+    SessionStore uses as project_key), so both doors find the same conversation."""
+    if path and format == "claude-code":
+        p = Path(path)
+        parts = p.parts
+        if "subagents" in parts:
+            i = parts.index("subagents")
+            if i >= 2:
+                return parts[i - 2]
+        return p.parent.name or format
+    return format
+
+
+# ---- whole files -------------------------------------------------------------------------
+
+
+def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
+                dry_run: bool = False, path: str | None = None) -> ImportResult:
+    """Import one file (text or bytes). Raises FormatError/InvalidInput for input that is
+    not a transcript at all; everything else is reported in the result."""
+    format = check_format(format)
+    text = decode_text(data)
+    if format == "auto":
+        format = detect(text)
+    namespace = (namespace if namespace is not None else default_namespace(format, path)).strip()[:200]
+    subject = (subject or "").strip()
+    try:
+        with transaction.atomic():
+            result = _import_text(text, format=format, namespace=namespace, subject=subject, actor=actor, path=path)
+            if dry_run:
+                raise _DryRun()
+    except _DryRun:
+        result.dry_run = True
+    return result
+
+
+def _source_key_of(text: str, format: str) -> str:
+    if format == "claude-code":
+        for ln in read_jsonl(split_lines(text)):
+            if isinstance(ln.obj, dict) and isinstance(ln.obj.get("sessionId"), str) and ln.obj["sessionId"]:
+                agent = next((o.obj.get("agentId") for o in read_jsonl(split_lines(text))
+                              if isinstance(o.obj, dict) and o.obj.get("isSidechain") is True
+                              and isinstance(o.obj.get("agentId"), str)), None)
+                linked = [o.obj for o in read_jsonl(split_lines(text))
+                          if isinstance(o.obj, dict) and o.obj.get("type") in claude_code.LINKED and o.obj.get("uuid")]
+                if agent and linked and all(o.get("isSidechain") for o in linked):
+                    return f"{ln.obj['sessionId']}/subagents/agent-{agent}"
+                return ln.obj["sessionId"]
+    if format == "codex":
+        for ln in read_jsonl(split_lines(text)):
+            kind, payload = codex._record(ln.obj)
+            if kind == "session_meta" and isinstance(payload, dict) and isinstance(payload.get("id"), str):
+                return payload["id"]
+    return "sha256:" + _hash(text)
+
+
+def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path) -> ImportResult:
+    key = _source_key_of(text, format) if format in ("claude-code", "codex") else None
+    if format == "memoryui":
+        plan = parse(text, format=format, subject=subject)
+        return _apply(plan, None, namespace=namespace, actor=actor, consumed=(len(text), _hash(text)))
+    source = _locked_source(format, namespace, key or "sha256:" + _hash(text))
+    if source is not None and not Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        source = None
+    if source is None:
+        plan = _parse_new(text, format=format, subject=subject, namespace=namespace)
+        if key:
+            plan.source_key = key
+        return _apply(plan, None, namespace=namespace, actor=actor, consumed=(len(text), _hash(text)))
+    # Seen before: only what has been added since.
+    result = ImportResult(format=format, source_key=source.source_key, namespace=namespace,
+                          conversation_id=str(source.conversation_id))
+    grown = source.consumed_chars and len(text) >= source.consumed_chars and \
+        _hash(text[: source.consumed_chars]) == source.consumed_hash
+    if format not in ("claude-code", "codex", "journal") or (grown and len(text) == source.consumed_chars):
+        result.unchanged = True
+        return result
+    start = source.consumed_chars if grown else 0
+    first_line = text[:start].count("\n")
+    lines = [ln for ln in read_jsonl(split_lines(text[start:]))]
+    for ln in lines:
+        ln.number += first_line
+    if not grown:
+        result.problems.append(Problem(None, "the file is not the one imported before with lines added; lines whose "
+                                             "uuid is already stored are skipped"))
+    plan = _continue(source, lines, format=format, subject=subject, dedup=not grown)
+    if not plan.entries:
+        result.unchanged = True
+        return result
+    return _apply(plan, source, namespace=namespace, actor=actor, consumed=(len(text), _hash(text)), result=result)
+
+
+def _parse_new(text: str, *, format: str, subject: str, namespace: str) -> Plan:
+    if format != "codex":
+        return parse(text, format=format, subject=subject)
+    lines = list(read_jsonl(split_lines(text)))
+    meta = next((p for t, p in (codex._record(ln.obj) for ln in lines if ln.obj is not None)
+                 if t == "session_meta" and isinstance(p, dict)), {})
+    parent_sid, relation = codex.lineage(meta)
+    replayed, parent_id, parent_position = 0, None, None
+    if parent_sid:
+        parent = Conversation.objects.live().filter(namespace=namespace, external_id=parent_sid).first()
+        psource = ImportSource.objects.filter(format="codex", namespace=namespace, source_key=parent_sid).first()
+        if parent and psource:
+            replayed, parent_position = _replayed(lines, psource)
+            parent_id = str(parent.pk)
+    plan = codex.parse_lines(lines, text, subject=subject, replayed=replayed, parent_id=parent_id,
+                             parent_position=parent_position)
+    if parent_sid and not parent_id:
+        plan.problems.append(Problem(None, f"forked from Codex session {parent_sid[:80]}, which is not imported "
+                                           "(import it first to record the lineage)"))
+    return plan
+
+
+def _replayed(lines, psource: ImportSource) -> tuple[int, int | None]:
+    """How many leading response items of a child rollout are its parent's, and the
+    parent's last position among them."""
+    child = codex.response_payloads(lines)
+    count, position = 0, None
+    rows = SourceEntry.objects.filter(source_id=psource.pk).order_by("seq").values_list("raw", "position").iterator()
+    for raw, pos in rows:
+        try:
+            kind, payload = codex._record(json.loads(raw))
+        except ValueError:
+            continue
+        if kind != "response_item":
+            continue
+        if count < len(child) and child[count] == payload:
+            count += 1
+            position = pos if pos >= 0 else position
+        else:
+            break
+    return count, position
+
+
+def _existing_plans(source: ImportSource, plan: Plan) -> dict:
+    """The conversations the stream already placed entries in, as plans to continue."""
+    ids = dict(source.state.get("convs", {"main": str(source.conversation_id)}))
+    live = dict(Conversation.objects.live().filter(pk__in=list(ids.values())).values_list("pk", "next_position"))
+    for key, cid in ids.items():
+        n = live.get(uuid.UUID(cid))
+        if n is None:
+            continue
+        plan.conversations[key] = ConvPlan(key=key, existing_id=cid, base=n)
+    return ids
+
+
+def _lookup(source: ImportSource, ids: dict):
+    by_id = {v: k for k, v in ids.items()}
+
+    def lookup(uuids: set[str]) -> dict:
+        out = {}
+        uuids = list(uuids)
+        for i in range(0, len(uuids), 500):
+            chunk = uuids[i:i + 500]
+            rows = SourceEntry.objects.filter(source_id=source.pk, uuid__in=chunk).values_list(
+                "uuid", "conversation_id", "position", "group")
+            for u, cid, pos, group in rows:
+                key = by_id.get(str(cid))
+                if key is not None:
+                    out[u] = claude_code.Known(key, pos, group)
+            # Has each one a real child already (a second one is a rewind)?
+            for (p,) in SourceEntry.objects.filter(source_id=source.pk, parent_uuid__in=chunk, real=True).values_list(
+                    "parent_uuid").distinct():
+                if p in out:
+                    out[p].has_real_child = True
+        return out
+
+    return lookup
+
+
+def _continue(source: ImportSource, lines, *, format: str, subject: str, dedup: bool) -> Plan:
+    plan = Plan(format=format, source_key=source.source_key)
+    ids = _existing_plans(source, plan)
+    if "main" not in plan.conversations:
+        raise NotFound("the conversation this source was imported into no longer exists", field="source")
+    if dedup:
+        uuids = [ln.obj.get("uuid") for ln in lines if isinstance(ln.obj, dict) and isinstance(ln.obj.get("uuid"), str)]
+        stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=uuids).values_list("uuid", flat=True))
+        lines = [ln for ln in lines if not (isinstance(ln.obj, dict) and ln.obj.get("uuid") in stored)
+                 and (isinstance(ln.obj, dict) and isinstance(ln.obj.get("uuid"), str))]
+    if format == "claude-code":
+        claude_code.feed_lines(plan, lines, state=source.state.get("placer"), lookup=_lookup(source, ids),
+                               first_seq=source.entries, whole=False)
+    else:
+        sub = codex.parse_lines(lines, "", subject=subject) if format == "codex" else None
+        if format == "journal":
+            from conversations.formats import journal
+            sub = journal.parse("\n".join(ln.text for ln in lines), subject=subject)
+            for entry, ln in zip(sub.entries, lines):
+                entry.line = ln.number
+        main = plan.conversations["main"]
+        offset = main.base
+        for row in sub.conversations["main"].rows:
+            main.rows.append(row)
+        for fold in sub.conversations["main"].folds:
+            fold.position += offset
+            main.folds.append(fold)
+        for entry in sub.entries:
+            entry.seq += source.entries
+            entry.position = entry.position + offset if entry.position >= 0 else offset - 1
+            plan.entries.append(entry)
+        plan.problems.extend(sub.problems)
+        plan.state = dict(source.state.get("placer", {}))
+    plan.state = {"placer": plan.state, "convs": ids}
+    return plan
+
+
+# ---- applying a plan ------------------------------------------------------------------
+
+
+def _apply(plan: Plan, source: ImportSource | None, *, namespace: str, actor: str, consumed=None,
+           result: ImportResult | None = None) -> ImportResult:
+    result = result or ImportResult(format=plan.format, source_key=plan.source_key, namespace=namespace)
+    result.problems.extend(plan.all_problems())
+    ids: dict[str, str] = dict((plan.state or {}).get("convs", {})) if source else {}
+    failed: set[str] = set()
+    for conv in list(plan.conversations.values()):
+        if any(p.hard for p in conv.problems):
+            failed.add(conv.key)
+            result.failed.append({"key": conv.key, "title": conv.title,
+                                  "reason": "; ".join(str(p) for p in conv.problems if p.hard)})
+            continue
+        if conv.parent_key and (conv.parent_key in failed or conv.parent_key not in ids):
+            failed.add(conv.key)
+            result.failed.append({"key": conv.key, "title": conv.title, "reason": "its parent was not imported"})
+            continue
+        try:
+            with transaction.atomic():
+                info = _write_conversation(conv, plan, ids, namespace=namespace, actor=actor)
+        except StoreError as exc:
+            failed.add(conv.key)
+            result.failed.append({"key": conv.key, "title": conv.title, "reason": exc.message})
+            continue
+        if info is None:
+            continue
+        ids[conv.key] = info["id"]
+        (result.appended if conv.existing_id else result.created).append(info)
+    main_id = ids.get("main") or (next(iter(ids.values())) if ids else None)
+    result.conversation_id = main_id
+    if plan.format == "memoryui":
+        return result
+    if main_id is None:
+        return result
+    if source is None:
+        source, created = store.get_or_create_source(format=plan.format, namespace=namespace,
+                                                     source_key=plan.source_key, conversation_id=main_id)
+        if not created:  # a concurrent import of the same source won the race
+            raise InvalidInput("this source is being imported by another request; try again", field="source")
+    # Every original is kept, also those of a conversation that failed (on the stream's first one).
+    entries = plan.entries
+    result.entries_added = store.add_entries(source=source, entries=entries, conversation_ids=ids)
+    placer = plan.state.get("placer", {}) if "convs" in (plan.state or {}) else (plan.state or {})
+    state = {"placer": placer, "convs": ids}
+    store.save_source(source=source, entries=source.entries + len(entries), state=state,
+                      consumed_chars=consumed[0] if consumed else None, consumed_hash=consumed[1] if consumed else None)
+    return result
+
+
+def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str, actor: str) -> dict | None:
+    first_at = next((r.at for r in conv.rows if r.at is not None), None)
+    last_at = max((r.at for r in conv.rows if r.at is not None), default=None)
+    parent_id = ids.get(conv.parent_key) if conv.parent_key else conv.parent_id
+    if conv.existing_id:
+        if not conv.rows and not conv.folds:
+            return None
+        cid = conv.existing_id
+    elif plan.format == "memoryui":
+        if conv.id and Conversation.objects.filter(pk=conv.id).exists():
+            return {"id": conv.id, "key": conv.key, "title": conv.title, "messages": 0, "checkpoints": 0,
+                    "relation": conv.relation, "parent_id": conv.parent_id, "already_present": True}
+        c = store.create_imported_conversation(
+            id=conv.id, title=conv.title, subject=conv.subject, meta=conv.meta, namespace=conv.namespace or "",
+            external_id=conv.external_id, parent_id=conv.parent_id, parent_relation=conv.relation,
+            forked_from_position=conv.parent_position, created_at=conv.created_at,
+            last_activity_at=conv.last_activity_at, pinned=conv.pinned)
+        cid = str(c.pk)
+    elif conv.copy_prefix and parent_id is not None and conv.parent_position is not None:
+        c = conversation_store.fork_conversation(conversation_id=parent_id, position=conv.parent_position,
+                                                 title=conv.title or None)
+        Conversation.objects.filter(pk=c.pk).update(meta=store._check_meta({**c.meta, **conv.meta}))
+        cid = str(c.pk)
+    else:
+        external_id = plan.source_key[:200] if conv.key == "main" and not plan.source_key.startswith("sha256:") \
+            else conv.external_id
+        if external_id and Conversation.objects.filter(namespace=namespace, external_id=external_id).exists():
+            raise InvalidInput(f"namespace {namespace!r} already has a conversation with external id "
+                               f"{external_id[:80]!r} that was not imported from this source", field="external_id")
+        c = store.create_imported_conversation(
+            title=conv.title, subject=conv.subject, meta=conv.meta, namespace=namespace if conv.key == "main" else "",
+            external_id=external_id if conv.key == "main" else None, parent_id=parent_id,
+            parent_relation=conv.relation if parent_id else "", forked_from_position=conv.parent_position,
+            created_at=first_at, last_activity_at=last_at or first_at)
+        cid = str(c.pk)
+    end = store.append_imported(conversation_id=cid, rows=conv.rows, expected_position=conv.base)
+    for fold in conv.folds:
+        store.checkpoint_imported(conversation_id=cid, position=fold.position, summary=fold.summary,
+                                  created_at=fold.at, created_by=fold.created_by or plan.format)
+    if plan.format == "memoryui" and conv.last_activity_at:
+        Conversation.objects.filter(pk=cid).update(last_activity_at=conv.last_activity_at)
+    store.record_import(actor=actor, conversation_id=cid, detail={
+        "format": plan.format, "messages": len(conv.rows), "checkpoints": len(conv.folds),
+        "appended": bool(conv.existing_id), "next_position": end})
+    return {"id": cid, "key": conv.key, "title": conv.title, "messages": len(conv.rows),
+            "checkpoints": len(conv.folds), "relation": conv.relation, "parent_id": parent_id,
+            "parent_position": conv.parent_position}
+
+
+# ---- entries, one batch at a time (the SessionStore door) --------------------------------
+
+
+def append_entries(*, format: str, namespace: str, external_id: str, entries: list, subject: str = "",
+                   actor: str = "system", title: str = "") -> ImportResult:
+    """Append a batch of format-native entries to the stream `external_id` in `namespace`.
+
+    For Claude Code an external id `SESSION/SUBPATH` is a subagent transcript, kept as
+    a child conversation (relation "subagent") of the session `SESSION`. Entries whose
+    uuid is already stored are skipped, so a retried batch writes nothing twice."""
+    if format != "claude-code":
+        raise InvalidInput("entries can be appended for format claude-code; import whole files of "
+                           f"{', '.join(f for f in FORMATS if f != 'claude-code')}", field="format")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InvalidInput("entries must be a list of JSON objects", field="entries")
+    namespace = (namespace or "").strip()
+    external_id = (external_id or "").strip()
+    if not external_id:
+        raise InvalidInput("external_id must not be blank", field="external_id")
+    if len(external_id) > 200 or len(namespace) > 200:
+        raise InvalidInput("namespace and external_id are at most 200 characters", field="external_id")
+    try:
+        with transaction.atomic():
+            return _append_entries(format=format, namespace=namespace, external_id=external_id, entries=entries,
+                                   subject=subject, actor=actor, title=title)
+    except IntegrityError:
+        # Two first batches of one session at once: one of them created it; the other retries.
+        raise Conflict("another request is writing this session right now; send the batch again",
+                       field="external_id", code="conflict") from None
+
+
+def _append_entries(*, format, namespace, external_id, entries, subject, actor, title) -> ImportResult:
+    result = ImportResult(format=format, source_key=external_id, namespace=namespace)
+    session, _, subpath = external_id.partition("/")
+    source = _locked_source(format, namespace, external_id)
+    if source is not None and not Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        source = None
+    if source is None:
+        conversation = _stream_conversation(namespace=namespace, external_id=external_id, session=session,
+                                            subpath=subpath, subject=subject, title=title)
+        source, _ = store.get_or_create_source(format=format, namespace=namespace, source_key=external_id,
+                                               conversation_id=conversation.pk)
+        state = {"placer": {"subagent_stream": bool(subpath)}, "convs": {"main": str(conversation.pk)}}
+        store.save_source(source=source, entries=source.entries, state=state)
+    result.conversation_id = str(source.conversation_id)
+    if not entries:
+        result.unchanged = True
+        return result
+    # Retries and overlapping batches: entries whose uuid is stored already are skipped.
+    uuids = [e.get("uuid") for e in entries if isinstance(e.get("uuid"), str)]
+    stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=uuids).values_list("uuid", flat=True))
+    fresh, seen = [], set()
+    for e in entries:
+        u = e.get("uuid") if isinstance(e.get("uuid"), str) else None
+        if u is not None and (u in stored or u in seen):
+            continue
+        if u is not None:
+            seen.add(u)
+        fresh.append(e)
+    if not fresh:
+        result.unchanged = True
+        return result
+    from conversations.formats.base import Line
+
+    lines = [Line(number=source.entries + i + 1, text=dumps(e), obj=e) for i, e in enumerate(fresh)]
+    plan = Plan(format=format, source_key=external_id)
+    ids = _existing_plans(source, plan)
+    claude_code.feed_lines(plan, lines, state=source.state.get("placer"), lookup=_lookup(source, ids),
+                           first_seq=source.entries, whole=False, subagent_stream=bool(subpath))
+    plan.state = {"placer": plan.state, "convs": ids}
+    return _apply(plan, source, namespace=namespace, actor=actor, result=result)
+
+
+def _locked_source(format, namespace, key) -> ImportSource | None:
+    qs = ImportSource.objects.filter(format=format, namespace=namespace, source_key=key[:300])
+    if connection.vendor != "sqlite":  # SQLite: the IMMEDIATE transaction already holds the write lock
+        qs = qs.select_for_update()
+    return qs.first()
+
+
+def _stream_conversation(*, namespace, external_id, session, subpath, subject, title) -> Conversation:
+    existing = Conversation.objects.live().filter(namespace=namespace, external_id=external_id).first()
+    if existing is not None:
+        return existing
+    if Conversation.objects.filter(namespace=namespace, external_id=external_id).exists():
+        raise InvalidInput("that session is being deleted", field="external_id")
+    parent, relation, position = None, "", None
+    if subpath:
+        parent = Conversation.objects.live().filter(namespace=namespace, external_id=session).first()
+        if parent is None:  # the subagent's batch came first: its session starts empty
+            parent = store.create_imported_conversation(title=title or f"Claude Code session {session[:8]}",
+                                                        subject=subject, namespace=namespace, external_id=session,
+                                                        meta={"claude_code": {"session_id": session}})
+        relation, position = "subagent", (parent.next_position - 1 if parent.next_position else None)
+    name = subpath.rsplit("/", 1)[-1] if subpath else ""
+    return store.create_imported_conversation(
+        title=title or (f"Subagent {name.removeprefix('agent-')}" if subpath else f"Claude Code session {session[:8]}"),
+        subject=subject, namespace=namespace, external_id=external_id, parent_id=parent.pk if parent else None,
+        parent_relation=relation, forked_from_position=position,
+        meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {})}})
+
+
+def load_entries(*, format: str, namespace: str, external_id: str) -> tuple[str, list] | None:
+    """The entries of a stream, in the order appended, parsed (deep-equal to what came in)."""
+    source = ImportSource.objects.filter(format=format, namespace=(namespace or "").strip(),
+                                         source_key=(external_id or "").strip()).first()
+    if source is None or not Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        return None
+    raws = SourceEntry.objects.filter(source_id=source.pk).order_by("seq").values_list("raw", flat=True)
+    return str(source.conversation_id), [json.loads(raw) for raw in raws.iterator(chunk_size=2000)]
+
+
+def import_path(path: str, **kw) -> ImportResult:
+    with open(path, "rb") as f:
+        data = f.read()
+    return import_text(data, path=path, **kw)
+
+
+def conversation_originals(conversation_id, format: str):
+    """(source, raw entries in order) of the stream that starts in this conversation, if it
+    came in as `format`."""
+    source = ImportSource.objects.filter(conversation_id=conversation_id, format=format).order_by("pk").first()
+    if source is None:
+        return None, []
+    raws = SourceEntry.objects.filter(source_id=source.pk).order_by("seq").values_list("raw", "position")
+    return source, raws
+
+
+def messages_exist(conversation_id) -> bool:
+    return Message.objects.filter(conversation_id=conversation_id).exists()

@@ -1,0 +1,95 @@
+"""manage.py import PATH… [--format auto|claude-code|…] [--namespace N] [--subject S] [--dry-run]
+
+Imports transcript files (a folder: every .jsonl/.json file under it, subagent
+transcripts after their sessions), with a progress bar on a terminal and a summary
+at the end. Importing a file again creates nothing; a session file that has grown
+appends only its new lines. Problems are listed with file and line number.
+"""
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from conversations.errors import StoreError
+from conversations.formats import CHOICES
+from conversations.imports import importer
+
+
+def _files(paths: list[str]) -> list[Path]:
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".jsonl", ".json"))
+            # A session before its subagents, so they find their parent.
+            out.extend(sorted(found, key=lambda f: ("subagents" in f.parts, str(f))))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise CommandError(f"{raw}: no such file or folder")
+    return out
+
+
+class Command(BaseCommand):
+    help = "Import transcripts (Claude Code, Codex, OpenAI, Anthropic, journals, memoryui exports)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument("--format", default="auto", choices=CHOICES)
+        parser.add_argument("--namespace", default=None,
+                            help="where external ids live (default: the Claude Code project folder, or the format)")
+        parser.add_argument("--subject", default="", help="whom the conversations are about")
+        parser.add_argument("--dry-run", action="store_true", help="parse and check everything, write nothing")
+
+    def handle(self, *args, paths, format, namespace, subject, dry_run, **options):
+        files = _files(paths)
+        if not files:
+            raise CommandError("no .jsonl or .json files found")
+        tty = hasattr(self.stdout, "isatty") and self.stdout.isatty()
+        totals = {"files": 0, "unchanged": 0, "failed": 0, "conversations": 0, "messages": 0, "checkpoints": 0,
+                  "problems": 0}
+        for n, path in enumerate(files, 1):
+            if tty:
+                done = int(30 * (n - 1) / len(files))
+                self.stdout.write(f"\r[{'#' * done}{'.' * (30 - done)}] {n}/{len(files)} {path.name[:40]:40}",
+                                  ending="")
+                self.stdout.flush()
+            try:
+                result = importer.import_path(str(path), format=format, namespace=namespace, subject=subject,
+                                              actor="system:import", dry_run=dry_run)
+            except StoreError as exc:
+                totals["failed"] += 1
+                self.stderr.write(("\n" if tty else "") + f"{path}: not imported: {exc.message}")
+                continue
+            except OSError as exc:
+                totals["failed"] += 1
+                self.stderr.write(f"{path}: cannot read: {exc}")
+                continue
+            totals["files"] += 1
+            totals["unchanged"] += result.unchanged
+            totals["conversations"] += len(result.created)
+            totals["messages"] += result.messages
+            totals["checkpoints"] += result.checkpoints
+            totals["problems"] += len(result.problems)
+            if not tty or result.problems or result.failed:
+                verb = "unchanged" if result.unchanged else ("would import" if dry_run else "imported")
+                line = (f"{path}: {verb} ({result.format}) {len(result.created)} new conversation(s), "
+                        f"{len(result.appended)} continued, {result.messages} message(s), "
+                        f"{result.checkpoints} checkpoint(s)")
+                self.stdout.write(("\n" if tty else "") + line)
+            for problem in result.problems:
+                self.stdout.write(f"  {path}:{problem.line or '-'}: {problem.reason}")
+            for fail in result.failed:
+                totals["failed"] += 1
+                self.stderr.write(f"  {path}: conversation {fail['title'] or fail['key']!r} not imported: "
+                                  f"{fail['reason']}")
+        if tty:
+            self.stdout.write(f"\r[{'#' * 30}] {len(files)}/{len(files)}" + " " * 40)
+        self.stdout.write(
+            f"{'Dry run: nothing written. ' if dry_run else ''}{totals['files']} file(s) read, "
+            f"{totals['unchanged']} unchanged; {totals['conversations']} conversation(s) created, "
+            f"{totals['messages']} message(s), {totals['checkpoints']} checkpoint(s); "
+            f"{totals['problems']} problem(s), {totals['failed']} failure(s).")
+        if totals["failed"] and not totals["files"]:
+            sys.exit(1)

@@ -1,0 +1,66 @@
+"""Original entries are append-only, in the database as for messages.
+
+- an entry is never updated;
+- an entry or a source is deleted only while its conversation is being deleted
+  (marked `deleting` by the store's deletion path), or once it no longer exists.
+"""
+
+from django.db import migrations
+
+CONV = "conversations_conversation"
+ENTRY = "imports_sourceentry"
+SOURCE = "imports_importsource"
+
+SQLITE_FORWARD = [
+    f"""CREATE TRIGGER sourceentry_no_update BEFORE UPDATE ON {ENTRY}
+    BEGIN SELECT RAISE(ABORT, 'append-only: an original entry is never updated'); END""",
+    f"""CREATE TRIGGER sourceentry_guard_delete BEFORE DELETE ON {ENTRY}
+    WHEN EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting)
+    BEGIN SELECT RAISE(ABORT, 'append-only: original entries are deleted only with their conversation'); END""",
+    f"""CREATE TRIGGER importsource_guard_delete BEFORE DELETE ON {SOURCE}
+    WHEN EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting)
+    BEGIN SELECT RAISE(ABORT, 'append-only: an import source is deleted only with its conversation'); END""",
+]
+SQLITE_BACKWARD = [
+    "DROP TRIGGER IF EXISTS sourceentry_no_update",
+    "DROP TRIGGER IF EXISTS sourceentry_guard_delete",
+    "DROP TRIGGER IF EXISTS importsource_guard_delete",
+]
+POSTGRES_FORWARD = [
+    f"""CREATE OR REPLACE FUNCTION memoryui_guard_owned_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting) THEN
+            RAISE EXCEPTION 'append-only: % rows are deleted only with their conversation', TG_TABLE_NAME
+                USING ERRCODE = 'integrity_constraint_violation';
+        END IF;
+        RETURN OLD;
+    END $$""",
+    f"CREATE TRIGGER sourceentry_no_update BEFORE UPDATE ON {ENTRY} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
+    f"""CREATE TRIGGER sourceentry_guard_delete BEFORE DELETE ON {ENTRY}
+    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_owned_delete()""",
+    f"""CREATE TRIGGER importsource_guard_delete BEFORE DELETE ON {SOURCE}
+    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_owned_delete()""",
+]
+POSTGRES_BACKWARD = [
+    f"DROP TRIGGER IF EXISTS sourceentry_no_update ON {ENTRY}",
+    f"DROP TRIGGER IF EXISTS sourceentry_guard_delete ON {ENTRY}",
+    f"DROP TRIGGER IF EXISTS importsource_guard_delete ON {SOURCE}",
+    "DROP FUNCTION IF EXISTS memoryui_guard_owned_delete()",
+]
+
+
+def _run(statements_by_vendor):
+    def run(apps, schema_editor):
+        for sql in statements_by_vendor[schema_editor.connection.vendor]:
+            schema_editor.execute(sql, params=None)
+
+    return run
+
+
+class Migration(migrations.Migration):
+    dependencies = [("imports", "0001_initial"), ("conversations", "0002_append_only_guards")]
+
+    operations = [
+        migrations.RunPython(_run({"sqlite": SQLITE_FORWARD, "postgresql": POSTGRES_FORWARD}),
+                             _run({"sqlite": SQLITE_BACKWARD, "postgresql": POSTGRES_BACKWARD})),
+    ]

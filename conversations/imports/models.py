@@ -1,0 +1,66 @@
+"""Where imported transcripts came from, and their original entries, kept beside the rows.
+
+- `ImportSource`: one stream of a format (a session file, a SessionStore key, a
+  document), identified by (format, namespace, source key: the session id, or a
+  hash of the content). Importing the same source again finds it here; a session
+  that has grown continues from `entries` with the placer's saved `state`.
+- `SourceEntry`: each original line or object, byte for byte, in order, with the
+  conversation and position it was placed at. Rendering back to the format reads
+  these. Append-only in the database (migration 0001): never updated, deleted
+  only with the conversation it belongs to.
+
+Both are registered as owned by a conversation (retention/owned.py), so pruning,
+deletion and deletion requests remove them with it.
+"""
+
+from django.db import models
+from django.utils import timezone
+
+
+class ImportSource(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    format = models.CharField(max_length=32)
+    namespace = models.CharField(max_length=200, blank=True, default="")
+    source_key = models.CharField(max_length=300)
+    # The conversation the stream's entries start in (lineage as a plain value, like forks).
+    conversation_id = models.UUIDField(db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    # Entries stored so far: the next entry's seq.
+    entries = models.BigIntegerField(default=0)
+    # For files: the text consumed so far, by length and hash, to recognise a grown file.
+    consumed_chars = models.BigIntegerField(default=0)
+    consumed_hash = models.CharField(max_length=80, blank=True, default="")
+    # What the format's placer resumes from (conversation keys → ids, pending folds, …).
+    state = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["format", "namespace", "source_key"], name="import_source_identity"),
+        ]
+
+    def __str__(self):
+        return f"{self.format}:{self.namespace}/{self.source_key}"
+
+
+class SourceEntry(models.Model):
+    pk = models.CompositePrimaryKey("source_id", "seq")
+    source_id = models.BigIntegerField()
+    seq = models.BigIntegerField()
+    conversation_id = models.UUIDField()
+    # The last position of that conversation once the entry was placed (-1: none yet).
+    position = models.BigIntegerField(default=-1)
+    line = models.BigIntegerField(null=True, blank=True)
+    uuid = models.CharField(max_length=200, null=True, blank=True)
+    parent_uuid = models.CharField(max_length=200, null=True, blank=True)
+    group = models.CharField(max_length=200, null=True, blank=True)
+    real = models.BooleanField(default=False)
+    # The original, exactly as it came in.
+    raw = models.TextField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["source_id", "uuid"], name="source_entry_uuid_idx"),
+            models.Index(fields=["source_id", "parent_uuid"], name="source_entry_parent_idx"),
+            models.Index(fields=["conversation_id"], name="source_entry_conv_idx"),
+        ]

@@ -1,0 +1,220 @@
+"""Importing through the store: idempotent, incremental, one conversation at a time, guarded."""
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import DatabaseError, connection, transaction
+
+from conversations import store
+from conversations.imports import importer
+from conversations.imports.models import ImportSource, SourceEntry
+from conversations.models import AuditEvent, Checkpoint, Conversation, Message
+
+pytestmark = pytest.mark.django_db
+FIX = Path(__file__).parent / "fixtures" / "formats"
+SESSION = "5f0c7a3e-1b2d-4c8e-9f10-aa11bb22cc33"
+
+
+def texts(conversation):
+    return [json.loads(c) for c in Message.objects.filter(conversation=conversation).order_by("position")
+            .values_list("content", flat=True)]
+
+
+def lines_of(name):
+    return (FIX / name).read_text().splitlines(keepends=True)
+
+
+@pytest.fixture
+def imported():
+    return importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+
+
+def test_it_imports_a_claude_code_session_with_its_fork_subagent_and_checkpoint(imported):
+    main = Conversation.objects.get(namespace="proj", external_id=SESSION)
+    assert main.title == "Coupons crash checkout" and main.next_position == 12
+    assert [m["kind"] for m in texts(main)][:3] == ["user", "thought", "assistant"]
+    cp = Checkpoint.objects.get(conversation=main)
+    assert cp.message_position == 9 and cp.created_by == "claude-code"
+    assert cp.created_at.isoformat().startswith("2025-11-02T09:10:00.100")
+    fork = Conversation.objects.get(parent_id=main.pk)
+    assert (fork.parent_relation, fork.forked_from_position, fork.next_position) == ("fork", 7, 12)
+    # The fork holds the shared prefix (same bytes, same times) and its own branch.
+    assert texts(fork)[:8] == texts(main)[:8]
+    agent = Conversation.objects.get(parent_id=fork.pk)
+    assert (agent.parent_relation, agent.forked_from_position) == ("subagent", 10)
+    # Rows keep the transcript's own times.
+    first = Message.objects.get(conversation=main, position=0)
+    assert first.created_at.isoformat().startswith("2025-11-02T09:00:00")
+    assert AuditEvent.objects.filter(action="conversation.imported").count() == 3
+
+
+def test_importing_the_same_file_again_creates_nothing(imported):
+    counts = (Conversation.objects.count(), Message.objects.count(), SourceEntry.objects.count())
+    again = importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+    assert again.unchanged and not again.created
+    assert (Conversation.objects.count(), Message.objects.count(), SourceEntry.objects.count()) == counts
+
+
+def test_a_grown_session_file_appends_only_the_new_entries():
+    lines = lines_of("claude_code_session.jsonl")
+    importer.import_text("".join(lines[:9]), namespace="proj")
+    main = Conversation.objects.get(namespace="proj", external_id=SESSION)
+    assert main.next_position == 8
+    result = importer.import_text("".join(lines), namespace="proj")
+    main.refresh_from_db()
+    assert [a["key"] for a in result.appended] == ["main"]
+    # Later lines continue the first branch; the rewind that comes after it is a fork the session follows.
+    assert SourceEntry.objects.count() == len(lines)
+    assert [e.seq for e in SourceEntry.objects.order_by("seq")] == list(range(len(lines)))
+    assert Conversation.objects.filter(parent_relation="fork").count() == 1
+    assert Conversation.objects.filter(parent_relation="subagent").count() == 1
+    assert Checkpoint.objects.count() == 1
+
+
+def test_a_dry_run_writes_nothing():
+    result = importer.import_text((FIX / "claude_code_session.jsonl").read_text(), dry_run=True)
+    assert result.dry_run and len(result.created) == 3 and result.messages == 18
+    assert not Conversation.objects.exists() and not ImportSource.objects.exists()
+
+
+@pytest.mark.parametrize("name,kinds", [
+    ("codex_rollout.jsonl", ["user", "user", "thought", "assistant", "tool", "assistant", "user", "assistant"]),
+    ("openai_chat.json", ["system", "user", "assistant", "tool", "tool", "assistant"]),
+    ("openai_responses.json", ["user", "thought", "assistant", "tool", "assistant"]),
+    ("anthropic_request.json", ["system", "user", "thought", "assistant", "tool", "user", "assistant"]),
+    ("journal.jsonl", ["woke", "heard", "thought", "did", "said", "note"]),
+])
+def test_it_imports_every_format_once(name, kinds):
+    data = (FIX / name).read_text()
+    result = importer.import_text(data)
+    conversation = Conversation.objects.get(pk=result.conversation_id)
+    assert [m["kind"] for m in texts(conversation)] == kinds
+    assert importer.import_text(data).unchanged
+    assert Conversation.objects.count() == 1
+
+
+def test_a_codex_child_whose_parent_is_imported_gets_lineage_and_skips_the_replayed_lines():
+    importer.import_text((FIX / "codex_rollout.jsonl").read_text())
+    importer.import_text((FIX / "codex_child.jsonl").read_text())
+    parent = Conversation.objects.get(external_id="0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b")
+    child = Conversation.objects.get(external_id="0199a1b2-c3d4-7e5f-8a9b-ffffffff0001")
+    assert (child.parent_id, child.parent_relation, child.forked_from_position) == (parent.pk, "subagent", 5)
+    assert [m.get("content") for m in texts(child)] == ["Write the changelog entry.",
+                                                        "Changelog: coupons now raise CouponExpired."]
+
+
+def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported():
+    text = (FIX / "claude_code_session.jsonl").read_text() + "{not json\n" + '{"type": "user", "uuid": "x'
+    result = importer.import_text(text)
+    assert {p.line for p in result.problems} == {25, 26}
+    assert Conversation.objects.get(pk=result.conversation_id).next_position == 12
+
+
+def test_a_hard_error_imports_nothing_of_that_conversation_and_the_others_are_kept():
+    good = store.create_conversation(title="good")
+    store.append_message(conversation_id=good.pk, message={"kind": "note", "text": "kept"})
+    bad = store.create_conversation(title="bad")
+    for text in ("a", "b"):
+        store.append_message(conversation_id=bad.pk, message={"kind": "note", "text": text})
+    from conversations.export import export_stream
+    dump = "".join(export_stream(good.pk, "memoryui").chunks)
+    bad_dump = "".join(export_stream(bad.pk, "memoryui").chunks).splitlines(keepends=True)
+    bad_dump[2] = bad_dump[2].replace('"position": 1', '"position": 5')  # a gap: positions would not be exact
+    store.delete_conversation(conversation_id=good.pk)
+    store.delete_conversation(conversation_id=bad.pk)
+    result = importer.import_text(dump + "".join(bad_dump), format="memoryui")
+    assert [c["title"] for c in result.created] == ["good"]
+    assert [f["title"] for f in result.failed] == ["bad"]
+    assert list(Conversation.objects.values_list("title", flat=True)) == ["good"]
+
+
+def test_the_import_command_reports_and_summarises(capsys):
+    call_command("import", str(FIX / "journal.jsonl"), str(FIX / "codex_old.jsonl"), "--subject", "cust:7")
+    out = capsys.readouterr().out
+    assert "2 file(s) read" in out and "2 conversation(s) created" in out
+    assert set(Conversation.objects.values_list("subject", flat=True)) == {"cust:7"}
+    call_command("import", str(FIX), "--dry-run")
+    assert "Dry run: nothing written" in capsys.readouterr().out
+
+
+# ---- the SessionStore door: entries in batches -----------------------------------------------
+
+
+def batches(n=5):
+    entries = [json.loads(x) for x in lines_of("claude_code_session.jsonl")]
+    return [entries[i:i + n] for i in range(0, len(entries), n)], entries
+
+
+def test_entries_appended_in_batches_load_back_deep_equal_and_read_as_a_conversation():
+    parts, entries = batches()
+    for part in parts:
+        importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=part)
+    cid, loaded = importer.load_entries(format="claude-code", namespace="proj", external_id=SESSION)
+    assert loaded == entries
+    main = Conversation.objects.get(pk=cid)
+    kinds = [m["kind"] for m in texts(main)]
+    assert kinds[:8] == ["user", "thought", "assistant", "assistant", "assistant", "tool", "tool", "assistant"]
+    assert Checkpoint.objects.filter(conversation__parent_id=main.pk).count() == 1  # folded in the live branch
+    assert Conversation.objects.filter(parent_id=main.pk, parent_relation="fork").exists()
+
+
+def test_a_retried_batch_writes_no_entry_with_a_uuid_twice():
+    parts, _ = batches()
+    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0][1:])
+    before = (Message.objects.count(), SourceEntry.objects.count())
+    again = importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION,
+                                    entries=parts[0][1:])
+    assert again.unchanged and (Message.objects.count(), SourceEntry.objects.count()) == before
+    # Entries without a uuid (titles, snapshots) are appended again: the SDK's contract says so.
+    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0])
+    assert SourceEntry.objects.count() == before[1] + 1 and Message.objects.count() == before[0]
+
+
+def test_opaque_entries_without_uuid_or_known_type_are_kept_in_order():
+    key = {"format": "claude-code", "namespace": "A", "external_id": "s1"}
+    importer.append_entries(**key, entries=[{"type": "x", "n": 1}, {"type": "x", "n": 1}])
+    importer.append_entries(**key, entries=[])
+    importer.append_entries(**key, entries=[{"type": "x", "uuid": "b", "n": 2.5, "deep": {"a": [1, None]}}])
+    assert importer.load_entries(**key)[1] == [{"type": "x", "n": 1}, {"type": "x", "n": 1},
+                                               {"type": "x", "uuid": "b", "n": 2.5, "deep": {"a": [1, None]}}]
+    assert importer.load_entries(format="claude-code", namespace="B", external_id="s1") is None
+
+
+def test_a_subpath_transcript_is_a_subagent_child_of_its_session():
+    importer.append_entries(format="claude-code", namespace="proj", external_id=f"{SESSION}/subagents/agent-1",
+                            entries=[{"type": "user", "uuid": "s1", "parentUuid": None, "isSidechain": True,
+                                      "agentId": "1", "message": {"role": "user", "content": "Find the tests."}}])
+    parts, _ = batches()
+    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0])
+    session = Conversation.objects.get(namespace="proj", external_id=SESSION)
+    agent = Conversation.objects.get(external_id=f"{SESSION}/subagents/agent-1")
+    assert (agent.parent_id, agent.parent_relation) == (session.pk, "subagent")
+    assert texts(agent) [0]["content"] == "Find the tests."
+    assert session.next_position > 0
+
+
+# ---- guards and deletion --------------------------------------------------------------------
+
+
+def test_original_entries_cannot_be_updated_or_deleted_by_raw_sql(imported):
+    def run(sql):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql)
+
+    with pytest.raises(DatabaseError, match="append-only"):
+        run("UPDATE imports_sourceentry SET raw = '{}'")
+    with pytest.raises(DatabaseError, match="append-only"):
+        run("DELETE FROM imports_sourceentry")
+    with pytest.raises(DatabaseError, match="append-only"):
+        run("DELETE FROM imports_importsource")
+    assert SourceEntry.objects.count() == 24
+
+
+def test_deleting_the_conversation_removes_its_source_and_entries(imported):
+    main = Conversation.objects.get(namespace="proj", external_id=SESSION)
+    store.delete_conversation(conversation_id=main.pk)
+    assert not ImportSource.objects.exists()
+    assert not SourceEntry.objects.filter(conversation_id=main.pk).exists()
+    assert importer.load_entries(format="claude-code", namespace="proj", external_id=SESSION) is None
