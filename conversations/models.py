@@ -44,7 +44,9 @@ class ConversationQuerySet(models.QuerySet):
 
     def with_fork_count(self):
         forks = (
+            # A subagent's transcript is a child but not a fork: it is counted apart.
             Conversation.objects.filter(parent_id=OuterRef("pk"), deleting=False)
+            .exclude(parent_relation="subagent")
             .order_by()
             .values("parent_id")
             .annotate(n=models.Count("pk"))

@@ -263,7 +263,8 @@ def _descendants(conversation):
             Conversation.objects.live()
             .filter(parent_id__in=frontier)
             .order_by("created_at", "id")
-            .only("id", "title", "parent_id", "forked_from_position", "next_position", "created_at")[
+            .only("id", "title", "parent_id", "forked_from_position", "next_position", "created_at",
+                  "parent_relation")[
                 : TREE_LIMIT - total + 1
             ]
         )
@@ -357,7 +358,9 @@ def conversation(request, conversation_id):
         context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
         context["lineage"] = convo.lineage()
         context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
-        context["fork_count"] = len(context["tree"]["children"])
+        children = [c["conversation"] for c in context["tree"]["children"]]
+        context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
+        context["subagent_count"] = len(children) - context["fork_count"]
         context["ledger"] = ledger.panel(convo)
         _opened(request, convo, "page")
     return _render(

@@ -14,6 +14,7 @@ urlpatterns = [
     path("facts/", include("conversations.facts.urls")),
     path("search/", include("conversations.search.urls")),
     path("admin/access/", include("conversations.access.urls")),
+    path("admin/import/", include("conversations.imports.urls")),
     path("admin/", include("conversations.retention.urls")),
     path("", include("conversations.urls")),
 ]
