@@ -34,6 +34,9 @@ from .schema import KINDS
 
 LIST_PAGE = 50
 ROW_PAGE = 50  # rows per view per page: two views of 50 render in ~0.1 s; more arrive as you scroll
+# Pages that arrive while scrolling are this many times larger: reaching row 2,400 of a
+# long session takes a dozen requests, not fifty (rows off screen are not laid out: app.css).
+MORE_FACTOR = 4
 # Rows shown above a permalinked position, so it is seen in its context.
 PERMALINK_CONTEXT = 3
 TREE_LIMIT = 200
@@ -324,7 +327,8 @@ def conversation(request, conversation_id):
         "fold": latest.message_position if latest else -1,
     }
     if target != "active-more":
-        page = read_rows(convo.pk, after=after, limit=ROW_PAGE, kinds=kinds, include_broken=True, **row_filters)
+        size = ROW_PAGE * MORE_FACTOR if target == "record-more" else ROW_PAGE
+        page = read_rows(convo.pk, after=after, limit=size, kinds=kinds, include_broken=True, **row_filters)
         # Only the checkpoints this page draws: an agent that folds every hundred rows
         # must not make each page read thousands of them. Markers before the first
         # row were drawn on an earlier page; those after the last row go on the next.
@@ -332,7 +336,7 @@ def conversation(request, conversation_id):
         marks = Checkpoint.objects.of(convo.pk).filter(message_position__gt=after)
         if upto is not None:
             marks = marks.filter(message_position__lte=upto)
-        marks = marks.order_by("message_position", "id")[: ROW_PAGE + 1]
+        marks = marks.order_by("message_position", "id")[: size + 1]
         context["record"] = ledger.with_timeline(
             _interleave(page.items, list(marks), latest, upto=upto), convo.pk, after=after, upto=upto
         )
@@ -343,7 +347,8 @@ def conversation(request, conversation_id):
             if after > -1 else None
         )
     if target in (None, "views", "active-more"):
-        view = list_active(convo.pk, after=active_after, limit=ROW_PAGE, kinds=kinds, include_broken=True,
+        size = ROW_PAGE * MORE_FACTOR if target == "active-more" else ROW_PAGE
+        view = list_active(convo.pk, after=active_after, limit=size, kinds=kinds, include_broken=True,
                            **row_filters)
         context["active"] = view
         context["active_first_page"] = active_after is None or active_after <= context["fold"]

@@ -145,6 +145,7 @@ def test_it_answers_the_views_fragment_to_the_filter_form(client, auditor, convo
 
 def test_it_loads_more_rows_by_keyset(client, auditor, convo, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 2)
+    monkeypatch.setattr(views, "MORE_FACTOR", 1)
     response = client.get(url(convo))
     assert _positions(response.context["record"]) == [0, 1]
     more = response.context["record_more"]
@@ -158,6 +159,14 @@ def test_it_loads_more_rows_by_keyset(client, auditor, convo, monkeypatch):
     # Without JavaScript the same link is a whole page starting after the cursor.
     page = client.get(url(convo, more))
     assert b"<html" in page.content and _positions(page.context["record"]) == [2, 3]
+
+
+def test_pages_that_arrive_while_scrolling_are_larger(client, auditor, convo, monkeypatch):
+    monkeypatch.setattr(views, "ROW_PAGE", 1)
+    monkeypatch.setattr(views, "MORE_FACTOR", 3)
+    assert _positions(client.get(url(convo)).context["record"]) == [0]
+    fragment = client.get(url(convo, "?after=0"), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="record-more")
+    assert _positions(fragment.context["record"]) == [1, 2, 3]
 
 
 def test_it_loads_more_of_the_active_view(client, auditor, convo, monkeypatch):
