@@ -33,7 +33,7 @@ migrate: $(VENV)/.runtime-installed
 run: migrate
 	MEMORYUI_URL=http://$(HOST):$(PORT)/ $(BIN)/python manage.py bootstrap
 	@echo "Serving memoryui on http://$(HOST):$(PORT)/ (Ctrl-C stops it)"
-	$(BIN)/gunicorn memoryui.wsgi --bind $(HOST):$(PORT) --workers 2 --threads 4 --access-logfile - --log-level warning
+	$(BIN)/gunicorn memoryui.wsgi -c memoryui/gunicorn_conf.py --bind $(HOST):$(PORT) --access-logfile - --log-level warning
 
 test: $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

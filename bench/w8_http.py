@@ -1,28 +1,41 @@
-"""Workload 8: appends per second over HTTP with 4 concurrent clients (gunicorn).
+"""Workload 8: appends over HTTP (gunicorn, the settings of `make run`) against the same appends in-process.
 
-gunicorn serves memoryui.wsgi on 127.0.0.1 (4 sync workers) over the workload's
-own SQLite file; 4 client threads each POST their messages one at a time to
-`/api/v1/conversations/{id}/messages` with a Bearer key (scope write), each
-client its own conversation, a new connection per request (sync workers close
-it). In the same run, alternating: the same appends by 4 threads through
-`conversations.store.append_message` in this process, and by 4 threads of raw
-sqlite3 on a raw file. Clients and server share the machine's cores.
+For each database — the workload's own SQLite file, and PostgreSQL when it can be
+reached (a throwaway database `memoryui_bench_w8`, created and dropped here) — and
+for 1, 4 and 16 concurrent clients:
+
+- HTTP single: each client thread has its own conversation and one kept-alive
+  HTTP/1.1 connection, and POSTs its messages one at a time to
+  /api/v1/conversations/{id}/messages with a Bearer key and an Idempotency-Key
+  (as memoryui_client sends every write);
+- HTTP batched: the same with 100 messages per POST to …/messages/batch;
+- in-process: the same number of threads calling store.append_message /
+  store.append_messages(100) in this process, each its own conversation.
+
+HTTP and in-process alternate (common.alternate), medians of the repetitions.
+Rows: messages/s, and p50/p99 of one request (one store call) in ms. gunicorn
+runs memoryui/gunicorn_conf.py (SQLite: 1 worker × 8 threads; PostgreSQL: a
+worker per core × 8 threads). Clients, server and database share the machine's cores.
 """
 
 import http.client
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import common
 
-CLIENTS = 4
 ROOT = Path(__file__).resolve().parent.parent
+CLIENTS = (1, 4, 16)
+BATCH = 100
+PG_NAME = "memoryui_bench_w8"
 
 
 def free_port() -> int:
@@ -32,11 +45,10 @@ def free_port() -> int:
 
 
 def start_gunicorn(port: int, log: Path) -> subprocess.Popen:
-    env = dict(os.environ)
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-b", f"127.0.0.1:{port}",
-         "-w", str(CLIENTS), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
+         "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -54,20 +66,22 @@ def start_gunicorn(port: int, log: Path) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not answer within 60 s")
 
 
-def in_threads(work, count):
-    """Run work(i) in `count` threads at once; wall time of the whole."""
-    errors = []
+def in_threads(work, count) -> float:
+    """Run work(i) in `count` threads released together; wall time of the whole."""
+    errors, start = [], threading.Barrier(count + 1)
 
     def target(i):
+        start.wait()
         try:
             work(i)
         except BaseException as exc:  # reported after join
             errors.append(exc)
 
     threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
-    t0 = time.perf_counter()
     for t in threads:
         t.start()
+    start.wait()
+    t0 = time.perf_counter()
     for t in threads:
         t.join()
     dt = time.perf_counter() - t0
@@ -76,87 +90,210 @@ def in_threads(work, count):
     return dt
 
 
-def main(argv=None):
-    args = common.parse_args(__doc__.splitlines()[0], argv)
-    per_client = 10 if args.quick else 250
-    reps = args.reps or (1 if args.quick else 3)
-    started = time.perf_counter()
-    common.setup_django(args.workdir / "memoryui.sqlite3")
+def percentile(values, q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class Http:
+    """One client's kept-alive connection; reconnects when the server closed it."""
+
+    def __init__(self, port, headers):
+        self.port, self.headers, self.conn = port, headers, None
+
+    def post(self, path, body):
+        for attempt in (1, 2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            try:
+                self.conn.request("POST", path, body=body,
+                                  headers={**self.headers, "Idempotency-Key": uuid.uuid4().hex})
+                response = self.conn.getresponse()
+                payload = response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.conn.close()
+                self.conn = None
+                if attempt == 2:
+                    raise
+                continue
+            if response.status != 201:
+                raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
+            if response.getheader("Connection", "").lower() == "close":
+                self.conn.close()
+                self.conn = None
+            return
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+
+
+def measure(database: str, args) -> list[dict]:
+    """All rows for one database; Django is set up here for it (one database per process)."""
+    quick = args.quick
+    if database == "sqlite":
+        common.setup_django(args.workdir / "memoryui.sqlite3")
+    else:
+        subprocess.run(["dropdb", "--if-exists", PG_NAME], check=True, capture_output=True)
+        subprocess.run(["createdb", PG_NAME], check=True, capture_output=True)
+        os.environ["DATABASE_URL"] = f"postgres:///{PG_NAME}"
+        os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
+        os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
+        os.environ["MEMORYUI_DATA_DIR"] = str(args.workdir / "data-pg")
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)
     from django.db import connection
 
     from conversations import store
 
     _, secret = store.create_api_key(name="bench", scopes=["read", "write"])
-    bodies = [json.dumps(m) for m in common.messages(per_client)]
-    msgs = common.messages(per_client)
-    raw_path = args.workdir / "raw.sqlite3"
-    common.raw_connect(raw_path).close()
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     connection.close()
     port = free_port()
-    server = start_gunicorn(port, args.workdir / "gunicorn.log")
-    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
-
-    def run_http():
-        cids = [str(store.create_conversation(title=f"bench http {i}").pk) for i in range(CLIENTS)]
-        connection.close()
-
-        def client(i):
-            for body in bodies:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                conn.request("POST", f"/api/v1/conversations/{cids[i]}/messages", body=body, headers=headers)
-                response = conn.getresponse()
-                payload = response.read()
-                conn.close()
-                if response.status != 201:
-                    raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
-
-        return CLIENTS * per_client / in_threads(client, CLIENTS)
-
-    def run_store():
-        cids = [store.create_conversation(title=f"bench store {i}").pk for i in range(CLIENTS)]
-
-        def writer(i):
-            try:
-                for m in msgs:
-                    store.append_message(conversation_id=cids[i], message=m)
-            finally:
-                connection.close()  # this thread's connection
-
-        return CLIENTS * per_client / in_threads(writer, CLIENTS)
-
-    def run_raw():
-        conns = [common.raw_connect(raw_path) for _ in range(CLIENTS)]
-        cids = [common.raw_create_conversation(c) for c in conns]
-
-        def writer(i):
-            for m in msgs:
-                common.raw_append(conns[i], cids[i], m)
-
-        rate = CLIENTS * per_client / in_threads(writer, CLIENTS)
-        for c in conns:
-            c.close()
-        return rate
-
+    server = start_gunicorn(port, args.workdir / f"gunicorn-{database}.log")
+    reps = args.reps or (1 if quick else 2)
+    rows = []
     try:
-        runs = common.alternate({"http": run_http, "store": run_store, "raw": run_raw}, reps)
+        for clients in CLIENTS:
+            singles = max(5, (30 if quick else 600) // clients)
+            batches = max(1, (2 if quick else 30) // clients)
+            msgs = common.messages(max(singles, BATCH))
+            single_bodies = [json.dumps(m) for m in msgs[:singles]]
+            batch_body = json.dumps({"messages": msgs[:BATCH]})
+            latencies = {"http single": [], "http batched": [], "store single": [], "store batched": []}
+
+            def conversations(label):
+                ids = [store.create_conversation(title=f"bench {label} {i}").pk for i in range(clients)]
+                connection.close()
+                return ids
+
+            def run_http(batched: bool):
+                cids = conversations("http")
+                lat = latencies["http batched" if batched else "http single"]
+                path = "/api/v1/conversations/{}/messages" + ("/batch" if batched else "")
+
+                def client(i):
+                    conn, mine = Http(port, headers), []
+                    try:
+                        for body in ([batch_body] * batches if batched else single_bodies):
+                            t0 = time.perf_counter()
+                            conn.post(path.format(cids[i]), body)
+                            mine.append(time.perf_counter() - t0)
+                    finally:
+                        conn.close()
+                        lat.extend(mine)
+
+                return clients * (batches * BATCH if batched else singles) / in_threads(client, clients)
+
+            def run_store(batched: bool):
+                cids = conversations("store")
+                lat = latencies["store batched" if batched else "store single"]
+
+                def writer(i):
+                    mine = []
+                    try:
+                        if batched:
+                            for _ in range(batches):
+                                t0 = time.perf_counter()
+                                store.append_messages(conversation_id=cids[i], messages=msgs[:BATCH])
+                                mine.append(time.perf_counter() - t0)
+                        else:
+                            for m in msgs[:singles]:
+                                t0 = time.perf_counter()
+                                store.append_message(conversation_id=cids[i], message=m)
+                                mine.append(time.perf_counter() - t0)
+                    finally:
+                        lat.extend(mine)
+                        connection.close()  # this thread's connection
+
+                return clients * (batches * BATCH if batched else singles) / in_threads(writer, clients)
+
+            runs = common.alternate({
+                "http single": lambda: run_http(False), "store single": lambda: run_store(False),
+                "http batched": lambda: run_http(True), "store batched": lambda: run_store(True),
+            }, reps)
+            rate = {k: statistics.median(v) for k, v in runs.items()}
+            p = {k: (percentile(v, 0.5) * 1000, percentile(v, 0.99) * 1000) for k, v in latencies.items()}
+            for mode in ("single", "batched"):
+                http_rate, store_rate = rate[f"http {mode}"], rate[f"store {mode}"]
+                rows.append({
+                    "database": database, "clients": clients, "mode": mode, "http": http_rate, "store": store_rate,
+                    "http_p50": p[f"http {mode}"][0], "http_p99": p[f"http {mode}"][1],
+                    "store_p50": p[f"store {mode}"][0], "store_p99": p[f"store {mode}"][1],
+                    "batched_over_single": None if mode == "single" else http_rate / rate["http single"],
+                })
+                print(f"  {database} {clients} clients {mode}: HTTP {http_rate:,.0f} msg/s "
+                      f"(p50 {p[f'http {mode}'][0]:.1f} ms, p99 {p[f'http {mode}'][1]:.1f} ms), "
+                      f"store {store_rate:,.0f} msg/s, ratio {http_rate / store_rate:.2f}", flush=True)
     finally:
         server.terminate()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
-    rate = {k: common.median(v) for k, v in runs.items()}
+        common.close_django()
+        if database == "postgres":
+            subprocess.run(["dropdb", "--if-exists", PG_NAME], capture_output=True)
+    return rows
+
+
+def postgres_reachable() -> bool:
+    try:
+        return subprocess.run(["psql", "-d", "postgres", "-Atc", "SELECT 1"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = None
+    if "--database" in argv:  # a child process measuring one database
+        i = argv.index("--database")
+        only = argv[i + 1]
+        del argv[i:i + 2]
+    args = common.parse_args(__doc__.splitlines()[0], argv)
+    if only:
+        rows = measure(only, args)
+        (args.workdir / f"w8-{only}.json").write_text(json.dumps(rows))
+        return 0
+    started = time.perf_counter()
+    databases = ["sqlite"] + (["postgres"] if postgres_reachable() else [])
+    rows = []
+    for database in databases:
+        child = [sys.executable, __file__, "--database", database, "--out", str(args.out),
+                 "--workdir", str(args.workdir / database)] + (["--quick"] if args.quick else [])
+        if args.reps:
+            child += ["--reps", str(args.reps)]
+        subprocess.run(child, check=True)
+        rows += json.loads((args.workdir / database / f"w8-{database}.json").read_text())
+
     res = common.Results("8 HTTP append")
-    res.sizes = {"clients": CLIENTS, "appends_per_client": per_client, "reps": reps}
-    res.add(metric=f"appends/s over HTTP, {CLIENTS} concurrent clients (gunicorn, {CLIENTS} workers)",
-            memoryui=rate["http"], raw=rate["raw"], unit="msg/s", ratio=rate["http"] / rate["store"],
-            target="HTTP / in-process store (no target)",
-            note=f"raw: {CLIENTS} threads of sqlite3; HTTP is {rate['http'] / rate['raw']:.2f}× raw")
-    res.add(metric=f"appends/s through the store in-process, {CLIENTS} threads", memoryui=rate["store"],
-            raw=rate["raw"], unit="msg/s", ratio=rate["store"] / rate["raw"], target="store/raw (no target)")
-    common.close_django()
+    res.sizes = {"clients": list(CLIENTS), "batch": BATCH, "databases": databases, "quick": args.quick}
+    for r in rows:
+        db = "SQLite" if r["database"] == "sqlite" else "PostgreSQL"
+        what = "one message per request" if r["mode"] == "single" else f"{BATCH} messages per request"
+        target, passed = "HTTP / in-process (no target)", None
+        if r["database"] == "sqlite" and r["clients"] == 4 and r["mode"] == "single":
+            target, passed = "HTTP / in-process ≥ 0.50", r["http"] / r["store"] >= 0.5
+        note = (f"p50 {r['http_p50']:.1f} ms, p99 {r['http_p99']:.1f} ms per request over HTTP; "
+                f"in-process p50 {r['store_p50']:.2f} ms, p99 {r['store_p99']:.2f} ms")
+        res.add(metric=f"{db}, {r['clients']} client{'s' if r['clients'] > 1 else ''}, {what}: messages/s "
+                       "over HTTP (memoryui) vs in-process store (raw column)",
+                memoryui=r["http"], raw=r["store"], unit="msg/s", ratio=r["http"] / r["store"], target=target,
+                passed=passed, note=note)
+        if r["mode"] == "batched":
+            res.add(metric=f"{db}, {r['clients']} client{'s' if r['clients'] > 1 else ''}: batched / single "
+                           "messages/s over HTTP",
+                    memoryui=r["batched_over_single"], unit="×", ratio=r["batched_over_single"],
+                    target="batched / single ≥ 10", passed=r["batched_over_single"] >= 10)
     res.seconds = time.perf_counter() - started
     res.write(args.out)
+    return 0
 
 
 if __name__ == "__main__":

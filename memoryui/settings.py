@@ -128,14 +128,19 @@ def _database() -> dict:
         db = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     else:
         db = {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "memoryui.sqlite3"}
-    if db["ENGINE"] == "django.db.backends.sqlite3":
+    if db["ENGINE"] in ("django.db.backends.sqlite3", "memoryui.sqlite"):
+        # Django's SQLite backend with one process's writers queued on a lock (memoryui/sqlite/base.py).
+        db["ENGINE"] = "memoryui.sqlite"
         db["OPTIONS"] = {**SQLITE_OPTIONS, **db.get("OPTIONS", {})}
         # Tests use a file, not :memory:, so several processes can share it.
         db["TEST"] = {
             "NAME": os.environ.get("MEMORYUI_TEST_DB")
             or str(DATA_DIR / f"test-{os.getpid()}.sqlite3")
         }
-        db["CONN_MAX_AGE"] = 0
+        # Connections stay open across requests: opening one and running the pragmas
+        # costs more than an append. Health checks are for servers that go away.
+        db["CONN_MAX_AGE"] = int(os.environ.get("MEMORYUI_SQLITE_CONN_MAX_AGE", 600))
+        db["CONN_HEALTH_CHECKS"] = False
     return db
 
 

@@ -8,6 +8,7 @@ after the commit would.
 
 import asyncio
 import json
+import threading
 
 import httpx
 import pytest
@@ -181,7 +182,12 @@ def test_the_async_client_does_the_same(live_server):
             child = await mui.fork(cid, position=1)
             return created, view, positions, listed, b"".join(chunks), child, transport
 
-    created, view, positions, listed, markdown, child, transport = asyncio.run(run())
+    # In a thread of its own: Playwright's sync API may hold an event loop in this one.
+    out = []
+    thread = threading.Thread(target=lambda: out.append(asyncio.run(run())))
+    thread.start()
+    thread.join(120)
+    created, view, positions, listed, markdown, child, transport = out[0]
     assert created
     assert positions == [0, 1, 2]
     assert [i["position"] for i in view["items"]] == [1, 2] and view["handoff"]["content"] == "greeted"
