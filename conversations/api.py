@@ -352,21 +352,25 @@ def get_conversation(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}",
     operation_id="delete_conversation",
     summary="Delete a conversation",
-    response={200: DeletedOut, **errors_doc(404)},
-    openapi_extra=example_doc(200, {"deleted": EXAMPLE_ID, "messages": 7, "checkpoints": 1}),
+    response={200: DeletedOut, **errors_doc(404, 409)},
+    openapi_extra=example_doc(200, {"deleted": EXAMPLE_ID, "messages": 7, "checkpoints": 1,
+                                 "receipt_id": "5b0c8f3e-2f4e-4d36-9d8e-1f1d2c3b4a59", "verification": "verified",
+                                 "receipt_url": "http://127.0.0.1:8000/api/v1/receipts/5b0c8f3e-2f4e-4d36-9d8e-1f1d2c3b4a59"}),
 )
 def delete_conversation(request, conversation_id: str = ConversationId):
-    """Remove the conversation with its messages and checkpoints; its forks keep their own copies.
-    Needs `admin`. Recorded in the audit log (ids and counts, never text)."""
+    """Remove the conversation with its messages, checkpoints and the rows that belong to it;
+    its forks keep their own copies. The same path as a deletion request: the text is made
+    gone from the database files, checked, and a receipt is kept (`receipt_url`). 409
+    `maintenance_running` while a prune or another deletion runs. Needs `admin`."""
     require_scope(request, "admin")
-    deleted = store.delete_conversation(conversation_id=parse_conversation_id(conversation_id))
-    store.record_audit(
-        actor=actor_of(request), action="conversation.deleted", target_type="conversation",
-        target_id=deleted.conversation_id,
-        detail={"messages": deleted.messages, "checkpoints": deleted.checkpoints, "via": "api"},
-    )
-    return _respond({"deleted": deleted.conversation_id, "messages": deleted.messages,
-                     "checkpoints": deleted.checkpoints})
+    from .retention.erasure import delete_one_conversation
+
+    receipt = delete_one_conversation(conversation_id=parse_conversation_id(conversation_id),
+                                      actor=actor_of(request))
+    return _respond({"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
+                     "checkpoints": receipt.counts.get("checkpoints", 0), "receipt_id": str(receipt.pk),
+                     "verification": receipt.verification.get("status"),
+                     "receipt_url": _url(request, f"/api/v1/receipts/{receipt.pk}")})
 
 
 # -- messages -------------------------------------------------------------------------

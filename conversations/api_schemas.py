@@ -134,6 +134,9 @@ class DeletedOut(Schema):
     deleted: uuid.UUID
     messages: int
     checkpoints: int
+    receipt_id: uuid.UUID
+    verification: str
+    receipt_url: str
 
 
 # -- request bodies (strict: a typo or a wrong type is an error, never coerced) --------

@@ -439,10 +439,12 @@ class Deleted:
 
 
 def delete_conversation(*, conversation_id) -> Deleted:
-    """Remove a conversation, its messages and its checkpoints, in one transaction.
+    """Remove a conversation, its messages, its checkpoints and the rows registered as
+    belonging to it, in one transaction.
 
-    The only path (with pruning) that removes message rows. Forks keep their own
-    copies and survive; they show their parent as removed.
+    Doors (pages, API) delete through retention/erasure.py, which also makes the text
+    gone from disk and keeps a receipt. Forks keep their own copies and survive; they
+    show their parent as removed.
     """
     cid = parse_conversation_id(conversation_id)
     with transaction.atomic():

@@ -21,7 +21,7 @@ cid, stop = sys.argv[1], sys.argv[2]
 import os
 latencies, errors = [], []
 print("ready", flush=True)
-while not os.path.exists(stop) and len(latencies) < 5000:
+while not os.path.exists(stop) and len(latencies) < 1_000_000:
     started = time.monotonic()
     try:
         store.append_message(conversation_id=cid, message={"kind": "note", "text": f"still here {len(latencies)}"})

@@ -14,12 +14,15 @@ The contract the retention app relies on:
 It gets past the append-only guards the one legitimate way: it first marks the
 subject's facts `erasing` (a status change the guards allow), and the database
 allows deleting a fact event only while its fact is so marked, and a fact only
-while it is. On SQLite the FTS5 index is then merged ('optimize'), which rewrites
-its segments without the deleted terms; on PostgreSQL the GIN entries go with
-the rows and VACUUM (the retention app's job) reclaims the pages.
+while it is. The subject is compared in normal form (NFC, case-folded:
+conversations/subjects.py), so `Cust:42` is erased with `cust:42`. The full-text
+index entries go by trigger; merging the index so that no segment keeps them is
+the retention app's job, after the deleting transaction, a few pages at a time.
 """
 
 from django.db import connection, transaction
+
+from conversations.subjects import normalize_subject
 
 from .models import ERASING, Fact, FactAccess, FactEvent
 
@@ -27,19 +30,21 @@ SAMPLE_SIZE = 5
 
 
 def preview_subject(subject: str) -> dict:
-    facts = Fact.objects.about(subject)
+    norm = normalize_subject(subject)
+    facts = Fact.objects.filter(subject_norm=norm)
     return {
         "facts": facts.count(),
-        "fact_events": FactEvent.objects.of_subject(subject).count(),
-        "access_log": FactAccess.objects.filter(subject=subject).count(),
+        "fact_events": FactEvent.objects.filter(fact__subject_norm=norm).count(),
+        "access_log": FactAccess.objects.filter(subject_norm=norm).count(),
         "sample_texts": list(facts.order_by("id").values_list("text", flat=True)[:SAMPLE_SIZE]),
     }
 
 
 def erase_subject(subject: str) -> dict:
     fact_table, event_table = Fact._meta.db_table, FactEvent._meta.db_table
+    norm = normalize_subject(subject)
     with transaction.atomic():
-        facts = Fact.objects.about(subject)
+        facts = Fact.objects.filter(subject_norm=norm)
         n_facts = facts.update(status=ERASING)
         # Facts of one subject supersede only facts of the same subject, so no
         # other subject's fact points at these.
@@ -47,13 +52,11 @@ def erase_subject(subject: str) -> dict:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {event_table} WHERE fact_id IN "
-                f"(SELECT id FROM {fact_table} WHERE subject = %s AND status = %s)",
-                [subject, ERASING],
+                f"(SELECT id FROM {fact_table} WHERE subject_norm = %s AND status = %s)",
+                [norm, ERASING],
             )
             n_events = cursor.rowcount
-            cursor.execute(f"DELETE FROM {fact_table} WHERE subject = %s AND status = %s", [subject, ERASING])
-            cursor.execute(f"DELETE FROM {FactAccess._meta.db_table} WHERE subject = %s", [subject])
+            cursor.execute(f"DELETE FROM {fact_table} WHERE subject_norm = %s AND status = %s", [norm, ERASING])
+            cursor.execute(f"DELETE FROM {FactAccess._meta.db_table} WHERE subject_norm = %s", [norm])
             n_access = cursor.rowcount
-            if n_facts and connection.vendor == "sqlite":
-                cursor.execute("INSERT INTO facts_fact_fts(facts_fact_fts) VALUES ('optimize')")
     return {"facts": n_facts, "fact_events": n_events, "access_log": n_access}

@@ -1,39 +1,68 @@
 """Deletion requests: delete everything about a subject, prove it is gone, keep a receipt.
 
-The path (also used to delete one conversation from its page):
+Every door that deletes a conversation takes this path: a deletion request (page
+and API), the delete button on a conversation page and `DELETE` in the API. Each
+ends in a receipt. Agents keep writing meanwhile, so no step holds the write lock
+for long, and nothing here ever opens a database file in this process (see
+rawfiles.py for why that would lose other workers' writes):
 
-1. preview — every conversation about the subject plus the extra ids, their
-   message and checkpoint counts, and the facts store's counts;
-2. before deleting, pick what to look for afterwards: the subject and short
-   snippets of the texts being deleted, exactly as they are stored (a snippet
-   that also occurs in data which stays is set aside: finding it would prove
-   nothing);
-3. delete all of it in ONE transaction (messages through the `deleting` path
-   the database guards allow; facts through `conversations.facts.erasure`);
-4. make the text gone from disk: full-text indexes merged, VACUUM, WAL
-   truncated (SQLite, where secure_delete is on), VACUUM FULL (PostgreSQL);
-5. verify: search the raw bytes of every database file for those strings;
-6. store the receipt (append-only): ids, counts, SHA-256 of the subject and the
-   verification result — never the subject or a text.
+1. one maintenance run at a time (lease.py): a second request, or a prune, is
+   told one is running;
+2. preview: every conversation about the subject (compared in normal form, so
+   `Cust:42` is `cust:42`) plus the extra ids, with counts, and the facts
+   store's counts;
+3. before deleting, pick what to look for afterwards: the subject, short
+   snippets of the texts being deleted exactly as stored, and on SQLite each
+   conversation's id as stored (every row of a conversation carries it, so a
+   stale copy of any of its rows is found);
+4. delete: the conversations are marked `deleting` in one short transaction
+   (hidden from every read from then on; the database's delete guards open for
+   them), their rows go in batches of short transactions, and one last
+   transaction removes the conversation rows and the subject's facts and writes
+   the audit event. A crash between leaves them marked, hidden and consistent;
+   the next prune (or the same request again) finishes them;
+5. set aside any string that still occurs in data that stays: finding it would
+   prove nothing;
+6. make the text gone from disk, in steps writers can pass between: SQLite
+   (secure_delete zeroes deleted cells) merges its full-text indexes a few pages
+   at a time, checkpoints and truncates the WAL, and gives freed pages back by
+   incremental vacuum; PostgreSQL rewrites the tables (VACUUM FULL, which
+   appends wait for, taken with a short lock timeout so they never queue behind
+   it for long);
+7. verify in a separate process: search the raw bytes of every database file.
+   On SQLite a match left in a page's unused space (a stale copy of a row that a
+   b-tree rebalance moved) is zeroed through SQLite itself, page by page, and
+   the search runs again;
+8. store the receipt (append-only) with its audit event in one transaction:
+   ids, counts, SHA-256 of the subject and the verification — never the subject
+   or a text.
 """
 
 import hashlib
+import json
 import logging
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.db import connection, transaction
+from django.apps import apps
+from django.conf import settings
+from django.db import connection, models, transaction
 
 from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.schema import decode_message, message_text
+from conversations.subjects import normalize_subject
 
 from . import disk
-from .owned import owned_tables
+from .lease import Lease, maintenance
 from .models import DeletionReceipt
+from .owned import owned_tables
+from .pruning import delete_conversations_in_batches, incremental_vacuum, mark_deleting
 
 log = logging.getLogger("memoryui.retention")
 
@@ -45,13 +74,22 @@ SNIPPET_MIN, SNIPPET_MAX = 12, 40
 MESSAGES_SAMPLED_PER_CONVERSATION = 3
 MESSAGES_SAMPLED = 30
 MAX_STRINGS = 40
+# Conversation ids searched as stored (SQLite): one needle finds a stale copy of any of its rows.
+MAX_ID_NEEDLES = 200
 # PostgreSQL compresses values over ~2 KB (TOAST); compressed text is not in the
 # raw bytes, so only rows stored plainly are sampled there.
 PG_PLAIN_LIMIT = 1800
-READ_CHUNK = 8 * 1024 * 1024
+DELETE_BATCH = 2000
 # How long erasure waits for transactions older than the deletion to end (see _wait_for_older_snapshots).
 SNAPSHOT_WAIT_SECONDS = 30
-SCRUB_ATTEMPTS = 2
+VERIFY_PASSES = 3
+# SQLite steps that take the write lock wait at most this long for it, then retry:
+# a writer never queues behind erasure for more than about this.
+STEP_BUSY_MS = 250
+STEP_ATTEMPTS = 40
+FTS_MERGE_PAGES = 64
+PG_LOCK_TIMEOUT = "500ms"
+HELPER_TIMEOUT_SECONDS = 3600
 
 
 @dataclass
@@ -74,6 +112,8 @@ class DeletionPreview:
     # None when the facts store offers no erasure (then facts are not touched).
     facts: dict | None
     requested_ids: list[str] = field(default_factory=list)
+    # Rows of other tables that belong to these conversations (task state, actions, …), by table.
+    owned: dict = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
@@ -101,8 +141,11 @@ def clean_request(subject, conversation_ids) -> tuple[str, list[uuid.UUID]]:
     subject = subject.strip()
     if len(subject) > SUBJECT_MAX:
         raise InvalidInput(f"subject is {len(subject)} characters; at most {SUBJECT_MAX}", field="subject")
+    store._check_storable(subject, "subject")
     if isinstance(conversation_ids, str):
         conversation_ids = conversation_ids.replace(",", " ").split()
+    if not isinstance(conversation_ids, (list, tuple)) and conversation_ids is not None:
+        raise InvalidInput("conversation_ids must be a list of conversation ids", field="conversation_ids")
     ids: list[uuid.UUID] = []
     for raw in conversation_ids or ():
         try:
@@ -142,10 +185,16 @@ def _preview(subject: str, ids: list[uuid.UUID]) -> DeletionPreview:
     if subject and erasure is not None:
         counts = erasure.preview_subject(subject)
         facts = {k: counts.get(k, 0) for k in ("facts", "fact_events", "access_log")}
+    victim_ids = [uuid.UUID(r.id) for r in rows]
+    owned = {}
+    for table in owned_tables():
+        n = table.model._base_manager.filter(conversation_id__in=victim_ids).count() if victim_ids else 0
+        if n:
+            owned[table.table] = n
     return DeletionPreview(
         subject=subject, conversations=rows, missing_ids=missing,
         messages=sum(r.messages for r in rows), checkpoints=sum(r.checkpoints for r in rows),
-        facts=facts, requested_ids=[str(i) for i in ids],
+        facts=facts, requested_ids=[str(i) for i in ids], owned=owned,
     )
 
 
@@ -190,6 +239,16 @@ def _sample_strings(preview: DeletionPreview, fact_texts: list[str]) -> list[str
             strings += _snippets(checkpoint.summary, checkpoint.summary)
         if row.title and _stored_plainly(row.title):
             strings += _snippets(row.title, row.title)
+    victim_ids = [uuid.UUID(r.id) for r in preview.conversations]
+    for table in owned_tables():
+        if not victim_ids or not table.text_fields:
+            continue
+        for values in table.model._base_manager.filter(conversation_id__in=victim_ids[:MESSAGES_SAMPLED]) \
+                .values_list(*table.text_fields)[:MESSAGES_SAMPLED]:
+            for value in values:
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False) if value else ""
+                if text and _stored_plainly(text):
+                    strings += _snippets(text, text)
     for text in fact_texts:
         if isinstance(text, str) and _stored_plainly(text):
             strings += _snippets(text, text)
@@ -200,37 +259,57 @@ def _sample_strings(preview: DeletionPreview, fact_texts: list[str]) -> list[str
     return unique
 
 
-def _strings_in_kept_data(values: list[str], subject: str, extra_ids: list) -> set[str]:
-    """Which of `values` also occur in rows this request keeps? A byte search for
-    those could not prove anything. One pass per table, whatever the number of strings."""
+def _text_columns() -> list[tuple[str, str]]:
+    """(table, column) of every text that data which stays can hold."""
+    columns = [(Message._meta.db_table, "content"), (Checkpoint._meta.db_table, "summary"),
+               (Conversation._meta.db_table, "title"), (Conversation._meta.db_table, "subject")]
+    try:
+        from conversations.facts.models import Fact
+    except ImportError:
+        pass
+    else:
+        columns += [(Fact._meta.db_table, "text"), (Fact._meta.db_table, "subject"), (Fact._meta.db_table, "reason")]
+    for table in owned_tables():
+        for name in table.text_fields:
+            columns.append((table.table, table.model._meta.get_field(name).column))
+    return list(dict.fromkeys(columns))
+
+
+def _strings_in_live_data(values: list[str]) -> set[str]:
+    """Which of `values` still occur in rows that exist after the deletion? One pass per column."""
     if not values:
         return set()
-    find = "instr({col}, %s) > 0" if connection.vendor == "sqlite" else "strpos({col}, %s) > 0"
-    db_extra = [Conversation._meta.pk.get_db_prep_value(i, connection) for i in extra_ids]
-    # "Kept" is expressed by the request itself (the subject, the extra ids), so the
-    # statement stays small however many conversations the subject has.
-    gone = [f"{{id}} IN (SELECT id FROM {Conversation._meta.db_table} WHERE subject = %s)"] if subject else []
-    gone_params = [subject] if subject else []
-    if db_extra:
-        gone.append(f"{{id}} IN ({', '.join(['%s'] * len(db_extra))})")
-        gone_params += db_extra
+    find = "instr(CAST({col} AS TEXT), %s) > 0" if connection.vendor == "sqlite" else "strpos({col}::text, %s) > 0"
     found: set[str] = set()
     with connection.cursor() as cursor:
-        for table, column, id_column in (
-            (Message._meta.db_table, "content", "conversation_id"),
-            (Checkpoint._meta.db_table, "summary", "conversation_id"),
-            (Conversation._meta.db_table, "title", "id"),
-            (Conversation._meta.db_table, "subject", "id"),
-        ):
-            kept = f"NOT ({' OR '.join(g.format(id=id_column) for g in gone)})" if gone else "1=1"
+        for table, column in _text_columns():
             flags = ", ".join(f"MAX(CASE WHEN {find.format(col=column)} THEN 1 ELSE 0 END)" for _ in values)
-            cursor.execute(f"SELECT {flags} FROM {table} WHERE {kept}", [*values, *gone_params])
+            cursor.execute(f"SELECT {flags} FROM {table}", values)
             row = cursor.fetchone() or ()
             found |= {v for v, flag in zip(values, row) if flag}
     return found
 
 
-# --- searching the files ---------------------------------------------------------
+def _ids_in_live_data(ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Which conversation ids are still stored somewhere (a fork's parent_id, a fact's source, …)?"""
+    if not ids:
+        return set()
+    found: set[uuid.UUID] = set()
+    for model in apps.get_models():
+        for f in model._meta.concrete_fields:
+            if isinstance(f, models.UUIDField) or (
+                    isinstance(f, models.ForeignKey) and isinstance(f.target_field, models.UUIDField)):
+                values = model._base_manager.filter(**{f"{f.attname}__in": ids}).values_list(f.attname, flat=True)
+                found |= set(values.distinct())
+    return found
+
+
+def _id_needle(cid: uuid.UUID) -> str:
+    """How SQLite stores a conversation id (Django's UUIDField: 32 hex characters)."""
+    return cid.hex
+
+
+# --- searching the files, from another process -----------------------------------
 
 @dataclass
 class FileSearch:
@@ -240,10 +319,24 @@ class FileSearch:
     found_in: list[str]
     found_count: int
     problem: str = ""
+    # SQLite: database pages that hold a match (main file and WAL frames).
+    pages: list[int] = field(default_factory=list)
+    found_needles: set[int] = field(default_factory=set)
+    passes: int = 0
+
+
+def _run_helper(request: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "conversations.retention.rawfiles"], input=json.dumps(request),
+        capture_output=True, text=True, timeout=HELPER_TIMEOUT_SECONDS, cwd=str(settings.BASE_DIR),
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the file helper failed: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout)
 
 
 def checkpoint_to_disk() -> None:
-    """Push everything the database holds in memory or in its log into the files searched."""
+    """Push everything the database holds in memory into the files searched."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -251,41 +344,59 @@ def checkpoint_to_disk() -> None:
             cursor.execute("CHECKPOINT")
 
 
-def search_database_files(needles: list[str]) -> FileSearch:
-    """Search the raw bytes of every database file for each needle (UTF-8).
+def _page_size() -> int:
+    if connection.vendor != "sqlite":
+        return 0
+    with connection.cursor() as cursor:
+        return int(cursor.execute("PRAGMA page_size").fetchone()[0])
 
-    Found needles are counted, never returned: the result goes into receipts.
+
+def search_database_files(needles: list[str | bytes]) -> FileSearch:
+    """Search the raw bytes of every database file for each needle (str as UTF-8, or bytes).
+
+    The files are read by a separate process. Found needles are counted, never
+    returned: the result goes into receipts.
     """
-    encoded = [n.encode("utf-8") for n in needles if n]
+    encoded = [n.encode("utf-8") if isinstance(n, str) else n for n in needles if n]
     if connection.vendor == "sqlite":
-        paths, problem, root = disk.sqlite_files(), None, None
+        paths, problem = disk.sqlite_files(), None
         if not paths:
             problem = "the database file was not found"
+        main = Path(str(connection.settings_dict["NAME"]))
+        specs = [{"path": str(p), "name": p.name,
+                  "kind": "sqlite-main" if p == main else "sqlite-wal" if p.name.endswith("-wal") else "other"}
+                 for p in paths]
     else:
         paths, problem = disk.postgres_relation_files()
-        root = None
+        specs = [{"path": str(p), "name": "/".join(p.parts[-3:]), "kind": "postgres"} for p in paths]
     if problem:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0, problem=problem)
-    files, found_in, hits = [], [], set()
-    for path in paths:
-        name = _display_name(path, root)
-        size, matched = _search_file(path, encoded)
-        if size is None:
+    try:
+        answer = _run_helper({"op": "scan", "files": specs, "needles": [n.hex() for n in encoded],
+                              "page_size": _page_size()})
+    except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
+        return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
+                          problem=f"the files could not be searched ({exc})"[:500])
+    files, found_in, hits, pages = [], [], set(), set()
+    for result in answer["files"]:
+        if result["error"]:
             return FileSearch(status="not_possible", files=files, found=None, found_in=[], found_count=0,
-                              problem=f"{name} could not be read")
-        files.append({"file": name, "bytes": size})
-        if matched:
-            found_in.append(name)
-            hits |= matched
+                              problem=f"{result['name']} could not be read ({result['error']})")
+        files.append({"file": result["name"], "bytes": result["bytes"]})
+        if result["found"]:
+            found_in.append(result["name"])
+            hits |= set(result["found"])
+            pages |= set(result["pages"])
     if connection.vendor == "postgresql" and found_in:
         found_in = [_with_relation_name(name) for name in found_in]
-    return FileSearch(status="searched", files=files, found=bool(hits), found_in=found_in, found_count=len(hits))
+    return FileSearch(status="searched", files=files, found=bool(hits), found_in=found_in, found_count=len(hits),
+                      pages=sorted(pages), found_needles=hits)
 
 
 def _with_relation_name(name: str) -> str:
     """'base/16384/2619' → 'base/16384/2619 (pg_statistic)', so a finding says where."""
     stem = name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
-    if not stem.isdigit():
+    if not stem.isascii() or not stem.isdigit():
         return name
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_filenode_relation(0, %s)::text", [int(stem)])
@@ -293,36 +404,14 @@ def _with_relation_name(name: str) -> str:
     return f"{name} ({row[0]})" if row and row[0] else f"{name} (no relation: an old file)"
 
 
-def _display_name(path: Path, root) -> str:
-    if connection.vendor == "sqlite":
-        return path.name
-    parts = path.parts
-    return "/".join(parts[-3:])  # base/<db oid>/<relfilenode>
-
-
-def _search_file(path: Path, needles: list[bytes]) -> tuple[int | None, set[int]]:
-    """Read in chunks (not mmap: the server may truncate a file meanwhile, and a
-    mapped page past the new end kills the process)."""
-    overlap = max((len(n) for n in needles), default=1) - 1
-    found: set[int] = set()
-    size = 0
-    tail = b""
+def zero_unused_space(pages: list[int]) -> tuple[int, str | None]:
+    """SQLite: overwrite the unused space of these pages with zeros, through SQLite, in another process."""
     try:
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(READ_CHUNK)
-                if not chunk:
-                    break
-                size += len(chunk)
-                window = tail + chunk
-                found |= {i for i, needle in enumerate(needles) if i not in found and needle in window}
-                tail = window[-overlap:] if overlap else b""
-    except FileNotFoundError:
-        # PostgreSQL unlinks a rewritten relation's old file at checkpoint: gone is fine.
-        return size, found
-    except OSError:
-        return None, set()
-    return size, found
+        answer = _run_helper({"op": "zero", "database": str(connection.settings_dict["NAME"]),
+                              "pages": pages, "busy_ms": STEP_BUSY_MS * STEP_ATTEMPTS})
+    except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
+        return 0, f"pages could not be cleaned ({exc})"[:500]
+    return int(answer.get("zeroed", 0)), answer.get("error")
 
 
 # --- making it gone from disk ----------------------------------------------------
@@ -330,6 +419,81 @@ def _search_file(path: Path, needles: list[bytes]) -> tuple[int | None, set[int]
 def _fts5_tables(cursor) -> list[str]:
     cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")
     return [row[0] for row in cursor.fetchall()]
+
+
+class _ShortBusy:
+    """SQLite: wait at most STEP_BUSY_MS for a lock in this block (then the step is retried)."""
+
+    def __enter__(self):
+        self.cursor = connection.cursor()
+        self.previous = self.cursor.execute("PRAGMA busy_timeout").fetchone()[0]
+        self.cursor.execute(f"PRAGMA busy_timeout = {STEP_BUSY_MS}")
+        return self.cursor
+
+    def __exit__(self, *exc):
+        self.cursor.execute(f"PRAGMA busy_timeout = {int(self.previous)}")
+        self.cursor.close()
+
+
+def _retrying(step, lease: Lease | None) -> bool:
+    """Run a SQLite step that takes the write lock; on "database is locked" let writers
+    through and try again. False when it never got its turn."""
+    from django.db import OperationalError
+
+    for attempt in range(STEP_ATTEMPTS):
+        try:
+            step()
+            return True
+        except OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        if lease is not None:
+            lease.beat()
+        time.sleep(0.02 * (attempt + 1))
+    return False
+
+
+def _merge_fts(cursor, table: str, lease: Lease | None, notes: list[str]) -> None:
+    """Merge the index a few pages per transaction until it is one segment, which
+    leaves no entry of a deleted row behind (what 'optimize' does in one go)."""
+    while True:
+        before = connection.connection.total_changes
+
+        def step():
+            cursor.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'merge\', {-FTS_MERGE_PAGES})')
+
+        if not _retrying(step, lease):
+            notes.append(f"the full-text index {table} could not be fully merged: writers kept it busy")
+            return
+        if connection.connection.total_changes - before < 2:
+            return
+        if lease is not None:
+            lease.beat()
+
+
+def _truncate_wal(cursor, notes: list[str], lease: Lease | None) -> bool:
+    """Checkpoint everything and cut the WAL to zero bytes: old page images live there."""
+    cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # most of the work, without blocking anyone
+    for attempt in range(STEP_ATTEMPTS):
+        busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            return True
+        if lease is not None:
+            lease.beat()
+        time.sleep(0.02 * (attempt + 1))  # a reader holds an old snapshot; it finishes soon
+    notes.append("the WAL could not be truncated: other connections kept reading")
+    return False
+
+
+def _scrub_sqlite(notes: list[str], lease: Lease | None) -> None:
+    with _ShortBusy() as cursor:
+        for table in _fts5_tables(cursor):
+            _merge_fts(cursor, table, lease, notes)
+        _truncate_wal(cursor, notes, lease)
+    if not incremental_vacuum(busy_ms=STEP_BUSY_MS, beat=lease.beat if lease else None):
+        notes.append("freed pages were not all given back: writers kept the database busy (they are zeroed)")
+    with _ShortBusy() as cursor:
+        _truncate_wal(cursor, notes, lease)
 
 
 def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
@@ -341,8 +505,6 @@ def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
     deadline = time.monotonic() + SNAPSHOT_WAIT_SECONDS
     with connection.cursor() as cursor:
         while True:
-            # Every database of the cluster: in practice a transaction elsewhere that
-            # started before the deletion also holds its rows back.
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
                 "AND (age(backend_xmin) >= age((%s::bigint %% 4294967296)::text::xid) "
@@ -357,30 +519,51 @@ def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
             time.sleep(0.05)
 
 
-def scrub_disk(xid: int | None = None) -> list[str]:
-    """After the deleting transaction: leave no copy of the deleted text in the files."""
+def _vacuum_full(cursor, table: str, notes: list[str], lease: Lease | None) -> None:
+    """VACUUM FULL needs an exclusive lock; asked for with a short timeout so that
+    appends never queue behind a request that waits for a long reader."""
+    from django.db import OperationalError
+
+    cursor.execute(f"SET lock_timeout = '{PG_LOCK_TIMEOUT}'")
+    try:
+        for attempt in range(STEP_ATTEMPTS):
+            try:
+                cursor.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
+                return
+            except OperationalError as exc:
+                if "lock timeout" not in str(exc):
+                    raise
+            if lease is not None:
+                lease.beat()
+            time.sleep(0.05 * (attempt + 1))
+        notes.append(f"{table} could not be rewritten: other sessions kept it locked")
+    finally:
+        cursor.execute("SET lock_timeout = 0")
+
+
+def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None) -> None:
+    _wait_for_older_snapshots(xid, notes)
+    with connection.cursor() as cursor:
+        for table in _tables_holding_subject_data():
+            _vacuum_full(cursor, table, notes, lease)
+        try:
+            # Planner statistics keep sample column values; ANALYZE above replaced
+            # them, this drops the dead copies.
+            cursor.execute("VACUUM FULL pg_statistic")
+        except Exception as exc:
+            notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
+        cursor.execute("CHECKPOINT")
+
+
+def scrub_disk(xid: int | None = None, lease: Lease | None = None) -> list[str]:
+    """After the deleting transactions: leave no copy of the deleted text in the files."""
     notes: list[str] = []
     if connection.in_atomic_block:
         return ["the files were not scrubbed: called inside a transaction"]
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            for table in _fts5_tables(cursor):
-                # Rewrites the index's segments without the deleted terms.
-                cursor.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'optimize\')')
-            _truncate_wal(cursor, notes)
-            cursor.execute("VACUUM")
-            _truncate_wal(cursor, notes)
-        else:
-            _wait_for_older_snapshots(xid, notes)
-            for table in _tables_holding_subject_data():
-                cursor.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
-            try:
-                # Planner statistics keep sample column values; ANALYZE above replaced
-                # them, this drops the dead copies.
-                cursor.execute("VACUUM FULL pg_statistic")
-            except Exception as exc:
-                notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
-            cursor.execute("CHECKPOINT")
+    if connection.vendor == "sqlite":
+        _scrub_sqlite(notes, lease)
+    else:
+        _scrub_postgres(xid, notes, lease)
     return notes
 
 
@@ -392,35 +575,29 @@ def _current_xid() -> int | None:
         return int(cursor.fetchone()[0])
 
 
-def _truncate_wal(cursor, notes: list[str]) -> None:
-    for attempt in range(10):
-        busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy:
-            return
-        time.sleep(0.1 * (attempt + 1))  # a reader holds an old snapshot; it finishes soon
-    notes.append("the WAL could not be truncated: another connection kept reading")
-
-
 def _tables_holding_subject_data() -> list[str]:
     tables = [Message._meta.db_table, Checkpoint._meta.db_table, Conversation._meta.db_table]
-    tables += [owned.table for owned in owned_tables() if owned.table not in tables]
+    tables += [t.table for t in owned_tables()]
     try:
-        from conversations.facts import models as facts_models
-    except ImportError:
-        return tables
-    from django.apps import apps
-
-    for model in apps.get_app_config("facts").get_models():
-        tables.append(model._meta.db_table)
-    del facts_models
-    return tables
+        for model in apps.get_app_config("facts").get_models():
+            tables.append(model._meta.db_table)
+    except LookupError:
+        pass
+    return list(dict.fromkeys(tables))
 
 
 # --- the request -----------------------------------------------------------------
 
 def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind: str = "subject") -> DeletionReceipt:
-    """Carry out a deletion request (see the module docstring) and return its receipt."""
+    """Carry out a deletion request (see the module docstring) and return its receipt.
+
+    Raises MaintenanceRunning (409) while a prune or another deletion runs."""
     subject, ids = clean_request(subject, conversation_ids)
+    with maintenance(kind="deletion", actor=actor) as lease:
+        return _execute(subject, ids, actor=actor, kind=kind, lease=lease)
+
+
+def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease: Lease) -> DeletionReceipt:
     request_id = uuid.uuid4()
     preview = _preview(subject, ids)
     erasure = _facts_erasure() if subject else None
@@ -429,18 +606,15 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
 
     # What to look for afterwards, chosen before anything is deleted.
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
-    shared = _strings_in_kept_data(candidates, subject, ids)
-    checkable = [s for s in candidates if s not in shared]
-    subject_checkable = bool(subject) and subject in checkable
 
     counts = {"conversations": 0, "messages": 0, "checkpoints": 0}
+    mark_deleting(victim_ids)
+    deleted = delete_conversations_in_batches(victim_ids, batch_size=DELETE_BATCH, beat=lease.beat)
+    counts.update(messages=deleted.messages, checkpoints=deleted.checkpoints)
+    for table, n in deleted.owned.items():
+        counts[table] = n
     with transaction.atomic():
-        for cid in victim_ids:
-            Conversation.objects.filter(pk=cid).update(deleting=True)
-            deleted = store._delete_rows(cid)
-            counts["conversations"] += 1
-            counts["messages"] += deleted.messages
-            counts["checkpoints"] += deleted.checkpoints
+        counts["conversations"] = deleted.finish()
         # Idempotency keys whose stored answers reference what is erased (conversations/idempotency.py).
         idempotency.forget(conversation_ids=victim_ids, subject=subject)
         if erasure is not None:
@@ -453,28 +627,36 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
                            detail={"kind": kind, "subject_sha256": subject_sha256(subject), "counts": counts,
                                    "conversation_ids": [str(i) for i in victim_ids]})
 
+    # Anything still stored in data that stays proves nothing when found.
+    shared = _strings_in_live_data(candidates)
+    checkable: list[str | bytes] = [s for s in candidates if s not in shared]
+    subject_checkable = bool(subject) and subject in checkable
+    ids_checked = 0
+    if connection.vendor == "sqlite":
+        still_stored = _ids_in_live_data(victim_ids)
+        id_needles = [_id_needle(cid) for cid in victim_ids if cid not in still_stored][:MAX_ID_NEEDLES]
+        ids_checked = len(id_needles)
+        checkable += id_needles
+
+    notes: list[str] = []
+    passes = 0
     if connection.in_atomic_block:
         # An outer transaction (a test, a caller's atomic) still holds the rows:
         # nothing can be verified, and the receipt must not claim it was.
-        notes = scrub_disk(xid)
+        notes = scrub_disk(xid, lease)
         search = FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                             problem="ran inside an outer transaction: the deletion was not yet committed")
-        attempts = 1
     else:
-        for attempts in range(1, SCRUB_ATTEMPTS + 1):
-            # A second pass covers what a reader still holding old rows kept the first
-            # one from removing (a WAL that could not be truncated, recently dead rows).
-            notes = scrub_disk(xid)
-            checkpoint_to_disk()
-            search = search_database_files(checkable)
-            if search.status != "searched" or not search.found:
-                break
+        notes = scrub_disk(xid, lease)
+        search = _verify(checkable, notes, lease)
+        passes = search.passes
     verification = {
         "database": connection.vendor,
         "status": ("not_possible" if search.status == "not_possible" else "found" if search.found else "verified"),
         "found": search.found,
-        "strings_checked": len(checkable) if search.status == "searched" else 0,
-        "strings_set_aside": len(candidates) - len(checkable),
+        "strings_checked": (len(checkable) - ids_checked) if search.status == "searched" else 0,
+        "strings_set_aside": len(candidates) - (len(checkable) - ids_checked),
+        "conversation_ids_checked": ids_checked if search.status == "searched" else 0,
         "subject_checked": subject_checkable and search.status == "searched",
         "files_searched": len(search.files),
         "bytes_searched": sum(f["bytes"] for f in search.files),
@@ -482,7 +664,7 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
         "found_in": search.found_in,
         "found_count": search.found_count,
         "scope": _scope(),
-        "scrub_passes": attempts,
+        "verify_passes": passes,
         "notes": notes + ([search.problem] if search.problem else []),
     }
     if not checkable and search.status == "searched":
@@ -501,6 +683,27 @@ def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind
     return receipt
 
 
+def _verify(needles: list[str | bytes], notes: list[str], lease: Lease | None) -> FileSearch:
+    """Search the files; on SQLite clean what a match points at and search again."""
+    search = None
+    for passes in range(1, VERIFY_PASSES + 1):
+        checkpoint_to_disk()
+        search = search_database_files(needles)
+        search.passes = passes
+        if search.status != "searched" or not search.found or connection.vendor != "sqlite" or passes == VERIFY_PASSES:
+            break
+        # Stale copies of deleted rows in pages' unused space (main file or WAL frames).
+        zeroed, problem = zero_unused_space(search.pages)
+        if problem:
+            notes.append(problem)
+            break
+        if zeroed:
+            notes.append(f"pass {passes}: zeroed unused space in {zeroed} database pages that held stale copies")
+        with _ShortBusy() as cursor:
+            _truncate_wal(cursor, notes, lease)
+    return search
+
+
 def _scope() -> str:
     if connection.vendor == "sqlite":
         return "the SQLite main file, its -wal and -shm files"
@@ -510,7 +713,7 @@ def _scope() -> str:
 
 
 def delete_one_conversation(*, conversation_id, actor: str) -> DeletionReceipt:
-    """An admin deleting one conversation from its page: the same path, without a subject."""
+    """A person or key deleting one conversation (its page, the API): the same path, without a subject."""
     conversation = Conversation.objects.filter(pk=parse_conversation_id(conversation_id)).first()
     if conversation is None:
         raise NotFound(f"conversation {conversation_id} not found", field="id")

@@ -94,3 +94,19 @@ class DeletionReceipt(models.Model):
             "counts": self.counts,
             "verification": self.verification,
         }
+
+
+class MaintenanceLease(models.Model):
+    """Who is running maintenance (a prune or a deletion request) right now.
+
+    At most one row, named "maintenance": a second run finds it and is refused. The
+    holder refreshes `heartbeat_at` while it works; a row whose heartbeat stopped
+    (the process died) is stale and the next run takes it over (retention/lease.py).
+    """
+
+    name = models.CharField(max_length=32, primary_key=True)
+    holder = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16)
+    actor = models.CharField(max_length=200)
+    acquired_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()

@@ -36,3 +36,4 @@ def register(model, *, text_fields=()) -> None:
 
 def owned_tables() -> list[Owned]:
     return list(_REGISTRY.values())
+

@@ -31,7 +31,9 @@ from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
 
 from . import disk
+from .lease import Lease, maintenance
 from .models import PruneRun
+from .owned import owned_tables
 
 MAX_DAYS = 36500
 MAX_BATCH = 100_000
@@ -151,11 +153,25 @@ def _mark_victims(ids: list, cutoff: datetime) -> None:
             ).update(deleting=True)
 
 
-def _delete_batch(table: str, ids: list, limit: int) -> int:
-    """Delete up to `limit` rows of `table` belonging to the marked conversations `ids`, in one transaction."""
+def mark_deleting(ids: list) -> None:
+    """Mark conversations for deletion whatever their age (a deletion request, a delete
+    button): from here on every read hides them and appends to them are refused."""
+    for chunk in _chunks(ids):
+        with transaction.atomic():
+            Conversation.objects.filter(pk__in=chunk).update(deleting=True)
+
+
+def _key_columns(model) -> str:
+    pk = model._meta.pk
+    fields = getattr(pk, "fields", None) or [pk]
+    return ", ".join(f.column for f in fields)
+
+
+def _delete_batch(model, ids: list, limit: int) -> int:
+    """Delete up to `limit` rows of `model` belonging to the marked conversations `ids`, in one transaction."""
+    table = model._meta.db_table
     marks = ", ".join(["%s"] * len(ids))
-    # Messages are keyed by (conversation, position); other tables by id.
-    key = "conversation_id, position" if table == Message._meta.db_table else "id"
+    key = _key_columns(model)
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -176,12 +192,50 @@ def _delete_conversation_rows(ids: list) -> int:
             return cursor.rowcount
 
 
-def reclaim_space(*, full: bool = False) -> list[str]:
+@dataclass
+class BatchDeletion:
+    """What `delete_conversations_in_batches` removed; `finish()` removes the conversation rows."""
+
+    ids: list
+    messages: int = 0
+    checkpoints: int = 0
+    owned: dict = field(default_factory=dict)
+
+    def finish(self) -> int:
+        return sum(_delete_conversation_rows(chunk) for chunk in _chunks(self.ids))
+
+
+def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callable[[], None] | None = None,
+                                    on_batch: Callable[[str, int], None] | None = None) -> BatchDeletion:
+    """Delete the rows of marked conversations, `batch_size` rows per short transaction:
+    rows of registered tables (retention/owned.py), then messages, then checkpoints.
+    The conversation rows stay until `finish()`, so a crash leaves them marked."""
+    result = BatchDeletion(ids=list(ids))
+    models = [(t.table, t.model) for t in owned_tables()] + [("messages", Message), ("checkpoints", Checkpoint)]
+    for chunk in _chunks(result.ids):
+        for name, model in models:
+            while True:
+                n = _delete_batch(model, chunk, batch_size)
+                if name == "messages":
+                    result.messages += n
+                elif name == "checkpoints":
+                    result.checkpoints += n
+                elif n:
+                    result.owned[name] = result.owned.get(name, 0) + n
+                if n and on_batch:
+                    on_batch(name, n)
+                if beat:
+                    beat()
+                if n < batch_size:
+                    break
+    return result
+
+
+def reclaim_space() -> list[str]:
     """Give freed pages back to the file system; returns notes on what could not be done.
 
-    `full` (erasure) runs a full VACUUM on SQLite and VACUUM FULL on PostgreSQL,
-    which rewrites everything and blocks writers meanwhile; pruning uses the
-    incremental forms, which do not.
+    SQLite: incremental vacuum in short steps, then the WAL truncated; PostgreSQL:
+    plain VACUUM. Neither blocks writers for more than a step.
     """
     notes: list[str] = []
     if connection.in_atomic_block:
@@ -190,28 +244,27 @@ def reclaim_space(*, full: bool = False) -> list[str]:
         return ["space not reclaimed: called inside a transaction"]
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
-            if full:
-                cursor.execute("VACUUM")
-            else:
-                mode = cursor.execute("PRAGMA auto_vacuum").fetchone()[0]
-                if mode == 2:
-                    _incremental_vacuum(cursor)
-                else:
-                    notes.append(
-                        "this SQLite file was created without auto_vacuum=INCREMENTAL: freed pages are reused "
-                        "but the file does not shrink until a full VACUUM"
-                    )
+            mode = cursor.execute("PRAGMA auto_vacuum").fetchone()[0]
+        if mode == 2:
+            if not incremental_vacuum():
+                notes.append("not every freed page was given back: writers kept the database busy")
+        else:
+            notes.append(
+                "this SQLite file was created without auto_vacuum=INCREMENTAL: freed pages are reused "
+                "but the file does not shrink until a full VACUUM"
+            )
+        with connection.cursor() as cursor:
             busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy:
-                notes.append("the WAL could not be truncated: another connection was reading; it shrinks later")
+        if busy:
+            notes.append("the WAL could not be truncated: another connection was reading; it shrinks later")
     else:
-        tables = [Message._meta.db_table, Checkpoint._meta.db_table, Conversation._meta.db_table]
+        tables = [t.table for t in owned_tables()] + [Message._meta.db_table, Checkpoint._meta.db_table,
+                                                       Conversation._meta.db_table]
         with connection.cursor() as cursor:
             for table in tables:
-                cursor.execute(f"VACUUM {'(FULL, ANALYZE)' if full else '(ANALYZE)'} {table}")
-        if not full:
-            notes.append("PostgreSQL: VACUUM makes the freed space reusable inside the tables; "
-                         "the files shrink only where whole pages at their end were freed")
+                cursor.execute(f"VACUUM (ANALYZE) {table}")
+        notes.append("PostgreSQL: VACUUM makes the freed space reusable inside the tables; "
+                     "the files shrink only where whole pages at their end were freed")
     return notes
 
 
@@ -221,17 +274,47 @@ def _truncate_wal() -> None:
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
 
-def _incremental_vacuum(cursor) -> None:
-    previous = None
-    while True:
-        free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
-        if free == 0 or (previous is not None and free >= previous):
-            return
-        previous = free
-        # Through a cursor, Python's sqlite3 steps this pragma once, which frees a
-        # single page; executescript runs it to the end. Each step is its own short
-        # transaction, so writers wait for at most one step.
-        connection.connection.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES_PER_STEP});")
+def incremental_vacuum(*, busy_ms: int | None = None, beat: Callable[[], None] | None = None,
+                       attempts: int = 40) -> bool:
+    """SQLite: give free pages back to the file system, VACUUM_PAGES_PER_STEP per step.
+
+    Each step is its own short write transaction, so writers wait for at most one
+    step. With `busy_ms`, a step waits at most that long for the lock and is tried
+    again later. False when it had to stop before the free list was empty.
+    """
+    from django.db import OperationalError
+
+    raw = connection.connection if connection.connection is not None else None
+    if raw is None:
+        connection.ensure_connection()
+        raw = connection.connection
+    previous_timeout = raw.execute("PRAGMA busy_timeout").fetchone()[0]
+    if busy_ms is not None:
+        raw.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+    try:
+        previous, failures = None, 0
+        while True:
+            free = raw.execute("PRAGMA freelist_count").fetchone()[0]
+            if free == 0 or (previous is not None and free >= previous and failures == 0):
+                return free == 0
+            previous = free
+            try:
+                # Through a cursor, Python's sqlite3 steps this pragma once, which frees a
+                # single page; executescript runs it to the end.
+                with connection.wrap_database_errors:
+                    raw.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES_PER_STEP});")
+                failures = 0
+            except OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                failures += 1
+                if failures >= attempts:
+                    return False
+                time.sleep(0.02 * failures)
+            if beat:
+                beat()
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {int(previous_timeout)}")
 
 
 def prune_older_than(
@@ -263,12 +346,13 @@ def prune_older_than(
             resumed=Conversation.objects.filter(deleting=True).count(), seconds=time.monotonic() - started,
         )
 
-    run = _start_run(actor=actor, days=days, cutoff=cutoff, batch_size=batch_size, bytes_before=bytes_before)
-    try:
-        result = _run(run, cutoff=cutoff, batch_size=batch_size, progress=progress)
-    except BaseException as exc:  # KeyboardInterrupt too: the run row must not stay "running"
-        _fail_run(run, exc)
-        raise
+    with maintenance(kind="prune", actor=actor) as lease:
+        run = _start_run(actor=actor, days=days, cutoff=cutoff, batch_size=batch_size, bytes_before=bytes_before)
+        try:
+            result = _run(run, cutoff=cutoff, batch_size=batch_size, progress=progress, lease=lease)
+        except BaseException as exc:  # KeyboardInterrupt too: the run row must not stay "running"
+            _fail_run(run, exc)
+            raise
     result.seconds = time.monotonic() - started
     return result
 
@@ -276,7 +360,8 @@ def prune_older_than(
 def _start_run(*, actor, days, cutoff, batch_size, bytes_before) -> PruneRun:
     with transaction.atomic():
         # A run killed without a chance to record its end (SIGKILL, power loss) stays
-        # "running"; this run picks up its marked conversations, so say so on it.
+        # "running"; this run holds the maintenance lease, so that run is dead: it
+        # picks up its marked conversations, and says so on it.
         PruneRun.objects.filter(status=PruneRun.RUNNING).update(
             status=PruneRun.FAILED, finished_at=timezone.now(),
             error="interrupted before it could record its end; a later run finished its work")
@@ -307,7 +392,7 @@ def _fail_run(run: PruneRun, exc: BaseException) -> None:
         pass
 
 
-def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None) -> PruneResult:
+def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None, lease: Lease) -> PruneResult:
     resumed = Conversation.objects.filter(deleting=True).count()
     _mark_victims(list(candidates(cutoff).filter(deleting=False).values_list("pk", flat=True)), cutoff)
     victims = list(Conversation.objects.filter(deleting=True).order_by("last_activity_at", "id")
@@ -319,28 +404,22 @@ def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None) -
     if progress:
         progress(0, total)
 
-    done = messages = checkpoints = conversations = 0
-    for chunk in _chunks(victims):
-        for table in (Message._meta.db_table, Checkpoint._meta.db_table):
-            while True:
-                n = _delete_batch(table, chunk, batch_size)
-                if table == Message._meta.db_table:
-                    messages += n
-                else:
-                    checkpoints += n
-                done += n
-                if n:
-                    _update_run(run, done_rows=done, messages=messages, checkpoints=checkpoints)
-                    if progress:
-                        progress(done, total)
-                if n < batch_size:
-                    break
-        n = _delete_conversation_rows(chunk)
-        conversations += n
+    done = 0
+
+    def on_batch(table: str, n: int) -> None:
+        nonlocal done
         done += n
-        _update_run(run, done_rows=done, conversations=conversations)
+        _update_run(run, done_rows=done)
         if progress:
             progress(done, total)
+
+    deletion = delete_conversations_in_batches(victims, batch_size=batch_size, beat=lease.beat, on_batch=on_batch)
+    messages, checkpoints = deletion.messages, deletion.checkpoints
+    conversations = deletion.finish()
+    done += conversations
+    _update_run(run, done_rows=done, messages=messages, checkpoints=checkpoints, conversations=conversations)
+    if progress:
+        progress(done, total)
 
     notes = reclaim_space()
     bytes_after = disk.database_bytes()

@@ -100,7 +100,13 @@ def prune_run(request):
         return render(request, "retention/prune.html",
                       {"older_than_days": request.POST.get("older_than_days", ""), "error": exc.message,
                        "retention_days": default_retention_days(), "max_days": MAX_DAYS}, status=422)
-    result = prune_older_than(days=days, actor=actor_of(request))
+    try:
+        result = prune_older_than(days=days, actor=actor_of(request))
+    except StoreError as exc:  # another prune or a deletion request is running
+        return render(request, "retention/prune.html",
+                      {"older_than_days": days, "error": exc.message, "retention_days": default_retention_days(),
+                       "max_days": MAX_DAYS, "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first()},
+                      status=exc.status)
     return _redirect(request, reverse("retention:prune_run_detail", args=[result.run_id]))
 
 
@@ -191,16 +197,22 @@ def delete_conversation(request, conversation_id):
     conversation = Conversation.objects.filter(pk=cid).first()
     if conversation is None:
         raise Http404("no such conversation")
+    error, status = None, 200
     if request.method == "POST":
-        receipt = erasure.delete_one_conversation(conversation_id=cid, actor=actor_of(request))
-        return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
+        try:
+            receipt = erasure.delete_one_conversation(conversation_id=cid, actor=actor_of(request))
+        except StoreError as exc:  # a prune or a deletion request is running
+            error, status = exc.message, exc.status
+        else:
+            return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
     forks = Conversation.objects.live().filter(parent_id=cid).count()
     return render(request, "retention/delete_conversation.html", {
         "conversation": conversation,
         "message_count": Message.objects.of(cid).count(),
         "checkpoint_count": conversation.checkpoints.count(),
         "forks": forks,
-    })
+        "error": error,
+    }, status=status)
 
 
 # --- receipts -----------------------------------------------------------------------
