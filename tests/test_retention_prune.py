@@ -103,11 +103,12 @@ def test_a_prune_killed_halfway_leaves_a_consistent_database_and_the_next_run_fi
     real = pruning._delete_batch
     calls = {"n": 0}
 
-    def dies_after_three_batches(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] > 3:
-            raise KeyboardInterrupt("killed")
-        return real(*args, **kwargs)
+    def dies_after_three_batches(model, *args, **kwargs):
+        if model is Message:  # other tables' rows go first; count the message batches
+            calls["n"] += 1
+            if calls["n"] > 3:
+                raise KeyboardInterrupt("killed")
+        return real(model, *args, **kwargs)
 
     monkeypatch.setattr(pruning, "_delete_batch", dies_after_three_batches)
     with pytest.raises(KeyboardInterrupt):
