@@ -43,6 +43,7 @@ WORKLOADS = [
     ("9", "w9_prune.py"),
     ("10", "w10_recall.py"),
     ("11", "w11_search.py"),
+    ("12", "w12_import.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

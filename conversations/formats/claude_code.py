@@ -522,15 +522,19 @@ def main_line(skeleton: list[Entry], objs_kind: dict[int, tuple]) -> set[int]:
     for u, e in nodes.items():
         p = e.parent_uuid if e.parent_uuid in nodes else None
         parent_of[u] = p
-    # Drop links that make a cycle (a logicalParentUuid pointing below its boundary).
-    for u in list(parent_of):
-        seen, cur = {u}, parent_of[u]
-        while cur is not None:
-            if cur in seen:
-                parent_of[u] = None
+    # Drop links that make a cycle (a logicalParentUuid pointing below its boundary): walk up
+    # from each node once; a walk that meets itself cuts the link that closed the loop.
+    done: set[str] = set()
+    for u in parent_of:
+        path, on_path, cur = [], set(), u
+        while cur is not None and cur not in done:
+            if cur in on_path:
+                parent_of[path[-1]] = None
                 break
-            seen.add(cur)
+            path.append(cur)
+            on_path.add(cur)
             cur = parent_of.get(cur)
+        done.update(path)
     root_of: dict[str, str] = {}
 
     def root(u):

@@ -114,15 +114,11 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
 def _source_key_of(text: str, format: str) -> str:
     if format == "claude-code":
         for ln in read_jsonl(split_lines(text)):
-            if isinstance(ln.obj, dict) and isinstance(ln.obj.get("sessionId"), str) and ln.obj["sessionId"]:
-                agent = next((o.obj.get("agentId") for o in read_jsonl(split_lines(text))
-                              if isinstance(o.obj, dict) and o.obj.get("isSidechain") is True
-                              and isinstance(o.obj.get("agentId"), str)), None)
-                linked = [o.obj for o in read_jsonl(split_lines(text))
-                          if isinstance(o.obj, dict) and o.obj.get("type") in claude_code.LINKED and o.obj.get("uuid")]
-                if agent and linked and all(o.get("isSidechain") for o in linked):
-                    return f"{ln.obj['sessionId']}/subagents/agent-{agent}"
-                return ln.obj["sessionId"]
+            obj = ln.obj
+            if isinstance(obj, dict) and obj.get("type") in claude_code.LINKED and isinstance(obj.get("sessionId"), str):
+                if obj.get("isSidechain") is True and isinstance(obj.get("agentId"), str):
+                    return f"{obj['sessionId']}/subagents/agent-{obj['agentId']}"  # a subagent's own file
+                return obj["sessionId"]
     if format == "codex":
         for ln in read_jsonl(split_lines(text)):
             kind, payload = codex._record(ln.obj)

@@ -1,0 +1,55 @@
+"""A person imports a Claude Code session with a compaction, a rewind and a subagent, then reads it.
+
+Saves docs/screenshots/import-*.png, which the closing note of the import issue shows.
+"""
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from conversations.models import Conversation
+from conversations.roles import ADMIN, assign_role
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+FIX = Path(__file__).parent / "fixtures" / "formats" / "claude_code_session.jsonl"
+SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+PASSWORD = "pw-browser-3141-y"
+
+
+def test_an_admin_imports_a_session_and_reads_its_fold_fork_and_subagent(live_server, page):
+    user = get_user_model().objects.create_user("ada", password=PASSWORD)
+    assign_role(user, ADMIN)
+    page.goto(live_server.url + "/admin/import/")
+    page.fill("input[name=username]", "ada")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/admin/import/")
+
+    page.set_input_files("input[name=file]", str(FIX))
+    page.fill("input[name=namespace]", "-home-dev-shop")
+    page.get_by_role("button", name="Preview").click()
+    page.locator("#import-result h2", has_text="Preview").wait_for()
+    assert page.locator("#preview-created").inner_text() == "3"
+    assert not Conversation.objects.exists()  # a preview writes nothing
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "import-preview.png"), full_page=True)
+
+    page.get_by_role("button", name="Import 3 conversations now").click()
+    page.locator("#import-result h2", has_text="Imported").wait_for()
+    page.get_by_role("link", name="Coupons crash checkout", exact=True).click()
+    page.wait_for_url("**/conversations/*/")
+
+    # The session: the fold after #9, the rewind as a fork at #7, the subagent under the fork.
+    assert page.locator("#record .fold").count() == 1
+    assert "Fold after #9" in page.locator("#record .fold").inner_text()
+    tree = page.locator(".fork-tree")
+    assert "at #7" in tree.inner_text() and "subagent" in tree.inner_text()
+    page.screenshot(path=str(SHOTS / "import-session.png"), full_page=True)
+
+    page.locator(".fork-tree a", has_text="Subagent 7f3a9c").click()
+    page.wait_for_url("**/conversations/*/")
+    crumbs = page.locator("nav.crumbs").inner_text()
+    assert "subagent, spawned at #10" in crumbs
+    page.screenshot(path=str(SHOTS / "import-subagent.png"), full_page=True)
