@@ -1,0 +1,191 @@
+"""Agents write through gunicorn while deletion requests, deletes and prunes run.
+
+The way production broke: the raw-byte verification opened and closed the live
+SQLite files inside a worker, which dropped that worker's locks, and the other
+workers then lost acknowledged appends and corrupted the file. Here several
+gunicorn worker processes serve appenders in separate processes while the
+maintenance doors run over HTTP; afterwards every acknowledged append must be
+present exactly once with its text, no request may have answered 5xx, every
+receipt the API returned must exist, and the database must check out.
+"""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from conversations import store
+from conversations.models import Conversation, Message
+from conversations.retention.models import DeletionReceipt
+from tests.retention_support import ROOT, age, conversation, database_url, sqlite_integrity_check, subprocess_env
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+APPENDERS = 3
+SUBJECTS = 5
+
+APPENDER = r"""
+import http.client, json, os, sys, time
+port, key, cid, writer, stop = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+acked, failures, latencies = [], [], []
+conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+i = 0
+print("ready", flush=True)
+while not os.path.exists(stop):
+    text = f"writer {writer} append {i}"
+    body = json.dumps({"kind": "user", "content": text})
+    started = time.monotonic()
+    try:
+        conn.request("POST", f"/api/v1/conversations/{cid}/messages", body=body,
+                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                              "Idempotency-Key": f"{writer}-{i}"})
+        response = conn.getresponse()
+        answer = response.read()
+    except Exception as exc:  # the connection broke: the write may or may not have happened
+        failures.append(f"{type(exc).__name__}: {exc}")
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+        i += 1
+        continue
+    latencies.append(time.monotonic() - started)
+    if response.status == 201:
+        acked.append([json.loads(answer)["position"], text])
+    else:
+        failures.append(f"{response.status}: {answer[:300]!r}")
+    i += 1
+print(json.dumps({"acked": acked, "failures": failures, "max_latency": max(latencies, default=0)}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_gunicorn(port: int, log: Path) -> subprocess.Popen:
+    env = subprocess_env(DATABASE_URL=database_url(), MEMORYUI_WORKERS=str(APPENDERS), MEMORYUI_THREADS="2")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
+         "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "120"],
+        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/login/")
+            conn.getresponse().read()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("gunicorn did not answer within 60 s")
+
+
+def _call(port: int, key: str, method: str, path: str, body=None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    headers = {"Authorization": f"Bearer {key}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    conn.request(method, f"/api/v1{path}", body=json.dumps(body) if body is not None else None, headers=headers)
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, json.loads(data or b"{}")
+
+
+def _until_not_busy(call) -> tuple[int, dict]:
+    """A second maintenance run is refused with 409 maintenance_running: wait and ask again."""
+    for _ in range(600):
+        status, body = call()
+        if status != 409 or body.get("error", {}).get("code") != "maintenance_running":
+            return status, body
+        time.sleep(0.1)
+    raise AssertionError("maintenance stayed busy for a minute")
+
+
+def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path):
+    _, key = store.create_api_key(name="load", scopes=["admin"], created_by="test")
+    busy = [conversation(title=f"busy {i}", subject=f"cust:busy-{i}", messages=0) for i in range(APPENDERS)]
+    filler = " ".join(f"word{j}" for j in range(60))
+    subjects = [f"cust:gone-{i}" for i in range(SUBJECTS)]
+    for subject in subjects:
+        for j in range(2):
+            conversation(title=f"{subject} {j}", subject=subject, messages=40,
+                         text=f"{subject} private note {{i}} {filler}")
+    old = [conversation(title=f"old {i}", messages=30, text=f"stale chat {{i}} {filler}") for i in range(4)]
+    for c in old:
+        age(c, 100)
+    lonely = conversation(title="delete me", messages=25, text="one conversation to delete {i}")
+
+    port, stop = _free_port(), tmp_path / "stop"
+    server = _start_gunicorn(port, tmp_path / "gunicorn.log")
+    appenders = []
+    try:
+        for i, c in enumerate(busy):
+            p = subprocess.Popen([sys.executable, "-c", APPENDER, str(port), key, str(c.pk), str(i), str(stop)],
+                                 cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert p.stdout.readline().strip() == "ready"
+            appenders.append(p)
+        time.sleep(0.5)
+
+        receipts, answers = [], []
+        for n, subject in enumerate(subjects):
+            status, body = _until_not_busy(lambda: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
+            answers.append(status)
+            if status == 201:
+                receipts.append(body["request_id"])
+            if n == 1:
+                status, body = _until_not_busy(lambda: _call(port, key, "POST", "/prune", {"older_than_days": 90}))
+                answers.append(status)
+            if n == 2:
+                status, body = _until_not_busy(lambda: _call(port, key, "DELETE", f"/conversations/{lonely.pk}"))
+                answers.append(status)
+                if status == 200:
+                    receipts.append(body["receipt_id"])
+        time.sleep(0.5)
+    finally:
+        stop.write_text("stop")
+        reports = []
+        for p in appenders:
+            out, err = p.communicate(timeout=120)
+            reports.append((json.loads(out.strip().splitlines()[-1]) if out.strip() else None, err))
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+    log = (tmp_path / "gunicorn.log").read_text()
+    assert "Traceback" not in log and "SIGBUS" not in log and "Worker exited" not in log, log[-3000:]
+    assert answers == [201, 201, 200, 201, 200, 201, 201], answers  # the prune and the DELETE answer 200
+
+    acknowledged = present = 0
+    for c, (report, err) in zip(busy, reports):
+        assert report is not None, err[-3000:]
+        assert report["failures"] == [], report["failures"][:5]
+        rows = list(Message.objects.of(c.pk).order_by("position").values_list("position", "content"))
+        acked = sorted(report["acked"])
+        # Every acknowledged position once, with its own text, and nothing else.
+        assert [p for p, _ in rows] == [p for p, _ in acked] == list(range(len(acked)))
+        assert all(text in content for (_, text), (_, content) in zip(acked, rows))
+        assert Conversation.objects.get(pk=c.pk).next_position == len(acked)
+        acknowledged += len(acked)
+        present += len(rows)
+    assert acknowledged == present and acknowledged > 0
+    print(f"\n{acknowledged} acknowledged appends, {present} present; "
+          f"longest append {max(r['max_latency'] for r, _ in reports):.3f} s")
+
+    stored = DeletionReceipt.objects.filter(pk__in=receipts)
+    assert stored.count() == len(receipts) == SUBJECTS + 1
+    assert {r.verification["status"] for r in stored} == {"verified"}, [r.verification for r in stored]
+    assert not Conversation.objects.filter(subject__in=subjects).exists()
+    assert not Conversation.objects.filter(pk__in=[c.pk for c in old] + [lonely.pk]).exists()
+    if connection.vendor == "sqlite":
+        assert sqlite_integrity_check() == ["ok"]
