@@ -3,6 +3,7 @@
 Everything is written through the store, as an agent would write it.
 """
 
+import hashlib
 import random
 from datetime import datetime, timedelta, timezone as dt_timezone
 
@@ -11,16 +12,32 @@ from django.utils import timezone
 
 from . import store
 from .facts import store as facts
+from .ledger import store as ledger
 
 SUPPORT_SUBJECT = "customer:maria.keller@example.com"
 
 
+REFUND_KEY = "refund:order-48213:problend-900:149.00-EUR"
+SUPPORT_AGENT = "key:support-bot"
+
+
 def _support_ticket():
+    """The refund ticket. Its dispatcher writes the task state and the actions
+    ledger after the tool results, as code would: the store-credit refund times
+    out, is retried with the same business key, and the ledger shows it happened once."""
     conversation = store.create_conversation(
         title="Order #48213: blender arrived cracked",
         subject=SUPPORT_SUBJECT,
         meta={"channel": "email", "agent": "support-bot v3.2"},
     )
+    cid = conversation.pk
+    order = {"order": "48213", "item": "ProBlend 900 blender", "amount_eur": 149.0}
+    store_credit = {"order_id": "48213", "amount_eur": 149.0, "method": "store_credit",
+                    "idempotency_key": REFUND_KEY}
+
+    def state(version, **values):
+        return ledger.set_state(conversation_id=cid, state=values, expected_version=version, actor=SUPPORT_AGENT)
+
     steps = [
         {"kind": "system", "content": "You are the support agent for Kestrel Home. Refunds over 200 EUR need a supervisor. Be brief and kind."},
         {"kind": "user", "content": "Hi, my order 48213 arrived today and the blender jug has a crack down the side. I'd like my money back please."},
@@ -30,21 +47,45 @@ def _support_ticket():
          "meta": {"model": "claude-sonnet", "usage": {"input_tokens": 812, "output_tokens": 41}}},
         {"kind": "tool", "tool_call_id": "call_lookup_1", "name": "lookup_order",
          "content": '{"order_id": "48213", "item": "ProBlend 900 blender", "price_eur": 149.0, "delivered": "2026-11-26", "customer_since": "2021-03-02", "previous_refunds": 0}'},
+        lambda: state(0, **order),
         {"kind": "assistant", "content": "I can see the ProBlend 900, delivered on 26 November. Would you prefer a replacement or a refund to your card?"},
         {"kind": "user", "content": "A refund please, I've already bought another one locally."},
+        lambda: state(1, **order, decision="refund"),
         {"kind": "assistant", "content": "Understood, issuing the refund now.",
          "tool_calls": [{"id": "call_refund_1", "name": "issue_refund", "arguments": {"order_id": "48213", "amount_eur": 149.0, "reason": "damaged_on_arrival"}}]},
         {"kind": "tool", "tool_call_id": "call_refund_1", "name": "issue_refund", "is_error": True,
          "content": "PaymentGatewayError: card ending 4417 expired; refund must go to store credit or a new card"},
         {"kind": "assistant", "content": "The refund couldn't go to the card ending 4417 because it has expired. I can refund you as store credit right away, or to another card if you send the details through the secure link. Which would you like?"},
         {"kind": "user", "content": "Store credit is fine."},
+        lambda: state(2, **order, decision="refund", method="store_credit"),
         {"kind": "assistant", "content": "Done in a moment.",
-         "tool_calls": [{"id": "call_refund_2", "name": "issue_refund", "arguments": {"order_id": "48213", "amount_eur": 149.0, "method": "store_credit"}}]},
-        {"kind": "tool", "tool_call_id": "call_refund_2", "name": "issue_refund", "content": '{"status": "ok", "credit_id": "SC-99120", "amount_eur": 149.0}'},
+         "tool_calls": [{"id": "call_refund_2", "name": "issue_refund", "arguments": store_credit}]},
+        {"kind": "tool", "tool_call_id": "call_refund_2", "name": "issue_refund", "is_error": True,
+         "content": "TimeoutError: the payments service did not answer within 10 s"},
+        # The payments service's confirmation reached the dispatcher after the tool had
+        # given up: the refund went out, and code records it.
+        lambda: ledger.record_action(conversation_id=cid, idempotency_key=REFUND_KEY, name="issue_refund",
+                                     arguments=store_credit, result={"status": "ok", "credit_id": "SC-99120",
+                                                                     "amount_eur": 149.0},
+                                     status="performed", actor=SUPPORT_AGENT),
+        {"kind": "assistant", "content": "The payments service timed out. Retrying with the same key, so it cannot pay twice.",
+         "tool_calls": [{"id": "call_refund_3", "name": "issue_refund", "arguments": store_credit}]},
+        {"kind": "tool", "tool_call_id": "call_refund_3", "name": "issue_refund",
+         "content": '{"status": "already_performed", "credit_id": "SC-99120", "amount_eur": 149.0}'},
+        lambda: ledger.record_action(conversation_id=cid, idempotency_key=REFUND_KEY, name="issue_refund",
+                                     arguments=store_credit, result={"status": "already_performed",
+                                                                     "credit_id": "SC-99120", "amount_eur": 149.0},
+                                     status="performed", actor=SUPPORT_AGENT),
+        lambda: state(3, **order, decision="refund", method="store_credit", outcome="refunded: store credit SC-99120"),
         {"kind": "assistant", "content": "You now have 149.00 EUR of store credit (reference SC-99120). No need to send the jug back. Sorry again for the trouble!"},
         {"kind": "note", "text": "Customer preferred store credit once the card refund failed. Card on file is expired."},
     ]
-    positions = [store.append_message(conversation_id=conversation.pk, message=step) for step in steps]
+    positions = []
+    for step in steps:
+        if callable(step):
+            step()
+        else:
+            positions.append(store.append_message(conversation_id=cid, message=step))
     return conversation, positions
 
 
@@ -152,7 +193,7 @@ def _support_facts(ticket, at: list[int]):
         return facts.propose_fact(subject=SUPPORT_SUBJECT, text=text, category=category, importance=importance,
                                   created_by=agent, source_conversation_id=cid, source_position=at[position], **kw)
 
-    credit = propose("Prefers store credit when a card refund fails", "preference", 7, 14)
+    credit = propose("Prefers store credit when a card refund fails", "preference", 7, 16)
     facts.approve_fact(fact_id=credit.pk, actor=REVIEWER)
     since = propose("Customer since 2021", "profile", 4, 4,
                     valid_from=datetime(2021, 3, 2, tzinfo=dt_timezone.utc))
@@ -192,6 +233,22 @@ def _payments_facts(coding, marks: dict):
                            source_conversation_id=cid, source_position=marks["task:3"])
 
 
+def _coding_snapshots(coding, marks: dict):
+    """The harness snapshotted the workspace before the first turns (as the client's
+    `snapshot_workspace` does); the agent committed after the third, so HEAD moved."""
+    head, committed = hashlib.sha1(b"kestrel/shop HEAD").hexdigest(), hashlib.sha1(b"kestrel/shop VAT fix").hexdigest()
+    figures = [(1, 12, 3), (2, 31, 9), (4, 58, 14), (1, 6, 0), (2, 19, 2)]
+    for turn, (files, insertions, deletions) in enumerate(figures):
+        position = marks.get(f"task:{turn}")
+        if position is None:
+            continue
+        ledger.record_snapshot(
+            conversation_id=coding.pk, position=position, repo="/home/dev/kestrel-shop",
+            commit=hashlib.sha1(f"snapshot {turn}".encode()).hexdigest(), base=head if turn < 3 else committed,
+            files_changed=files, insertions=insertions, deletions=deletions, actor="key:coder",
+        )
+
+
 def load_demo(*, coding_turns: int = 600) -> list:
     """Create the demonstration conversations and the facts their agents proposed
     (some reviewed, some waiting); returns the conversations."""
@@ -202,10 +259,14 @@ def load_demo(*, coding_turns: int = 600) -> list:
         _support_facts(ticket, ticket_positions)
         coding = _coding_session(rng, turns=coding_turns, marks=marks)
         _payments_facts(coding, marks)
+        _coding_snapshots(coding, marks)
         journal = _journal()
         fork = store.fork_conversation(
             conversation_id=ticket.pk, position=6, title="Order #48213: what if we offered a replacement?"
         )
         store.append_message(conversation_id=fork.pk, message={
             "kind": "assistant", "content": "Before refunding: we have the ProBlend 900 in stock and could ship a new one tomorrow at no cost. Would that suit you better?"})
+        # The fork carried the task state as of #6 (version 2) and goes its own way from it.
+        ledger.set_state(conversation_id=fork.pk, expected_version=2, actor=SUPPORT_AGENT, state={
+            "order": "48213", "item": "ProBlend 900 blender", "amount_eur": 149.0, "decision": "replacement offered"})
     return [ticket, coding, journal, fork]

@@ -91,7 +91,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**kind=tool**")
     kinds = page.locator("#record-pane article.msg").evaluate_all("els => els.map(e => e.dataset.kind)")
-    assert kinds == ["tool"] * 3
+    assert kinds == ["tool"] * 4  # the lookup, the expired card, the timeout, the retry
 
     # Scroll to load more: the coding session has more rows than one page.
     page.goto(live_server.url + f"/conversations/{coding.pk}/")
@@ -134,9 +134,11 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
         assert download.suggested_filename == f"conversation-{ticket.pk}.{ext}"
         contents[ext] = Path(download.path()).read_text()
     data = json.loads(contents["json"])
-    assert len(data["messages"]) == 15 and data["checkpoints"][0]["message_position"] == 8
+    assert len(data["messages"]) == 17 and data["checkpoints"][0]["message_position"] == 8
     lines = [json.loads(line) for line in contents["jsonl"].splitlines()]
-    assert [m["position"] for m in lines] == list(range(15))
+    assert [m["position"] for m in lines if "record" not in m] == list(range(17))
+    # Then the ledger: four task-state versions and the refund with its retry.
+    assert [m["record"] for m in lines if "record" in m] == ["task_state_event"] * 4 + ["action"] * 2
     assert "Fold: checkpoint at position 8" in contents["md"]
 
 

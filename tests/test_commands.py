@@ -137,3 +137,25 @@ def test_create_user_changes_an_existing_users_role():
 def test_create_user_rejects_an_unknown_role():
     with pytest.raises(CommandError):
         call_command("create_user", "sam", "--role", "owner")
+
+
+def test_load_demo_gives_the_refund_ticket_its_task_state_and_a_retried_refund():
+    from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+
+    run("load_demo", "--coding-turns", "40")
+    ticket = Conversation.objects.get(title="Order #48213: blender arrived cracked")
+    state = TaskStateEvent.objects.current(ticket.pk)
+    assert {"order", "item", "amount_eur", "decision"} <= set(state.state_json)
+    assert state.state_json["decision"] == "refund" and state.version == 4
+    refunds = list(Action.objects.of(ticket.pk).order_by("id"))
+    assert [(a.name, a.status) for a in refunds] == [("issue_refund", "performed"),
+                                                      ("issue_refund", "already_performed")]
+    assert refunds[0].idempotency_key == refunds[1].idempotency_key == demo.REFUND_KEY
+    assert refunds[1].original_id == refunds[0].id and refunds[1].position > refunds[0].position
+    messages = {i.position: i for i in reads.list_messages(ticket.pk).items}
+    assert "TimeoutError" in messages[refunds[0].position].message.content
+    assert "already_performed" in messages[refunds[1].position].message.content
+    fork = Conversation.objects.get(parent_id=ticket.pk)
+    assert TaskStateEvent.objects.current(fork.pk).state_json["decision"] == "replacement offered"
+    coding = Conversation.objects.get(title__startswith="Refactor billing")
+    assert WorkspaceSnapshot.objects.of(coding.pk).count() == 5
