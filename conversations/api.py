@@ -1,30 +1,24 @@
 """The conversations part of the agent API: every store operation over JSON.
 
 Handlers parse, check the caller's scope, make one store call or read, and
-answer. Request bodies are read here rather than by ninja so that every kind of
-bad body gets its own clear 4xx (wrong content type 415, not JSON 400, too big
-413, wrong shape 422) and so that a message reaches the store exactly as the
-agent sent it: the store validates and encodes it once, and every read returns
-that stored text decoded. Responses are built here as plain JSON for the same
+answer. Request bodies are read by `conversations.jsonbody` rather than by ninja
+so that every kind of bad body gets its own clear 4xx (wrong content type 415,
+not JSON 400, too big 413, wrong shape 422) and so that a message reaches the
+store exactly as the agent sent it: the store validates and encodes it once, and
+every read returns that stored text decoded. Responses are built here as plain JSON for the same
 reason; `api_schemas` documents them (schemathesis checks that the two agree).
 """
 
-import base64
-import json
-import math
 import uuid
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
 from typing import Literal
 from urllib.parse import urlencode
 
-from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q
 from django.http import JsonResponse, StreamingHttpResponse
-from django.http.request import RawPostDataException
 from ninja import Path, Query, Router
-from pydantic import BaseModel, ValidationError
 
-from . import reads, store
+from . import params, reads, store
 from .api_schemas import (
     APPEND_EXAMPLES, EXAMPLE_CHECKPOINT, EXAMPLE_DETAIL, EXAMPLE_ID, EXAMPLE_MESSAGES, EXAMPLE_SUMMARY,
     MAX_POSITION, MESSAGE_PAGE, MESSAGE_PAGE_MAX, CONVERSATION_PAGE, CONVERSATION_PAGE_MAX,
@@ -33,30 +27,11 @@ from .api_schemas import (
     errors_doc, example_doc, inline_schema, json_body_doc, merge_doc, message_schema,
 )
 from .apiauth import actor_of, require_scope
-from .errors import InvalidInput, StoreError
 from .export import export_stream
+from .jsonbody import BadRequest, read_body, read_json
 from .models import Checkpoint, Conversation, parse_conversation_id
-from .schema import describe_validation_error
 
 router = Router(tags=["conversations"])
-
-# -- errors only the HTTP layer knows -------------------------------------------------
-
-
-class BadRequest(StoreError):
-    code = "bad_request"
-    status = 400
-
-
-class BodyTooLarge(StoreError):
-    code = "body_too_large"
-    status = 413
-
-
-class UnsupportedMediaType(StoreError):
-    code = "unsupported_media_type"
-    status = 415
-
 
 # -- helpers --------------------------------------------------------------------------
 
@@ -69,77 +44,9 @@ def _respond(data, status: int = 200) -> JsonResponse:
     return JsonResponse(data, status=status, safe=False, json_dumps_params={"ensure_ascii": False})
 
 
-def _reject_constant(name):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    # 1e400 parses as infinity, which PostgreSQL's jsonb and strict JSON readers refuse.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
-
-
-def _check_strings(data, *, allow_nul: bool) -> None:
-    """Refuse text the databases cannot store: lone surrogates anywhere, NUL where
-    it would land in a text column (a message is stored as escaped JSON, so it may
-    carry one)."""
-    stack = [(data, "")]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                stack.append((key, where))
-                stack.append((item, f"{where}.{key}" if where else str(key)))
-        elif isinstance(value, list):
-            stack.extend((item, f"{where}.{i}" if where else str(i)) for i, item in enumerate(value))
-        elif isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidInput("text contains an unpaired surrogate (not valid Unicode)",
-                                   field=where or None) from None
-            if not allow_nul and "\x00" in value:
-                raise InvalidInput("text must not contain NUL characters", field=where or None)
-
-
-def _json_body(request, *, allow_nul: bool = False) -> dict:
-    content_type = (request.content_type or "").lower()
-    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
-        raise UnsupportedMediaType(
-            f"send the body as JSON with 'Content-Type: application/json' (got {content_type[:80]!r})",
-            field="body",
-        )
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise BodyTooLarge("the request body is larger than this server accepts", field="body") from None
-    except RawPostDataException:
-        raise UnsupportedMediaType("the body was read as a form; send it as application/json", field="body") from None
-    if not raw.strip():
-        raise BadRequest("the request body is empty; send a JSON object", field="body", code="invalid_json")
-    try:
-        data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, RecursionError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}", field="body", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise InvalidInput(f"the request body must be a JSON object, not {type(data).__name__}", field="body")
-    _check_strings(data, allow_nul=allow_nul)
-    return data
-
-
-def _parse(model: type[BaseModel], data: dict):
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        text, field = describe_validation_error(exc)
-        raise InvalidInput(text, field=field) from None
-
-
 def _check_query_text(value: str | None, field: str) -> None:
-    if value is not None and "\x00" in value:
-        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
+    if value is not None:
+        params.check_text(value, field)
 
 
 def _url(request, path: str) -> str:
@@ -221,25 +128,14 @@ def _page(request, page: reads.Page, *, next_position: int, limit: int) -> dict:
 _ORDER_FIELDS = {"recent": "last_activity_at", "created": "created_at"}
 
 
-def _encode_cursor(order: str, at: datetime, pk) -> str:
-    raw = json.dumps([order, at.isoformat(), uuid.UUID(str(pk)).hex], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
 def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        got_order, at, pk = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        at, pk = datetime.fromisoformat(at), uuid.UUID(pk)
-        if got_order != order or at.tzinfo is None:
-            raise ValueError("cursor of another listing")
-        at = at.astimezone(dt_timezone.utc)  # a crafted offset can overflow here, not in the driver
-    except (ValueError, TypeError, UnicodeError, AttributeError, OverflowError):
+        return params.decode_cursor(cursor, order)
+    except ValueError:
         raise BadRequest(
             "cursor is not one this API gave out for this order; pass the 'next' value of the previous page unchanged",
             field="cursor", code="invalid_cursor",
         ) from None
-    return at, pk
 
 
 # -- conversations --------------------------------------------------------------------
@@ -270,7 +166,7 @@ def create_conversation(request):
     With an `external_id` this is a create-or-get: 201 when it was created, 200 with the existing
     conversation when the namespace already has that id. Needs `write`."""
     require_scope(request, "write")
-    body = _parse(CreateConversationIn, _json_body(request))
+    body = read_body(request, CreateConversationIn)
     fields = dict(title=body.title or "", subject=body.subject or "", meta=body.meta,
                   namespace=body.namespace or "")
     if body.external_id is None:
@@ -323,12 +219,12 @@ def list_conversations(
     next_cursor = next_url = None
     if more:
         last = rows[-1]
-        next_cursor = _encode_cursor(order, getattr(last, field), last.pk)
-        params = {"cursor": next_cursor, "limit": limit, "order": order}
+        next_cursor = params.encode_cursor(order, getattr(last, field), last.pk)
+        query = {"cursor": next_cursor, "limit": limit, "order": order}
         for name, value in (("subject", subject), ("namespace", namespace), ("external_id", external_id)):
             if value is not None:
-                params[name] = value
-        next_url = _url(request, f"{request.path}?{urlencode(params)}")
+                query[name] = value
+        next_url = _url(request, f"{request.path}?{urlencode(query)}")
     return _respond({"items": [_summary(c, request) for c in rows], "next": next_cursor, "next_url": next_url})
 
 
@@ -401,7 +297,7 @@ def append_message(
     """Append after every settled step; the store assigns the position. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    data = _json_body(request, allow_nul=True)
+    data = read_json(request, allow_nul=True)
     position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
     return _respond({"position": position, "kind": data["kind"]}, 201)
 
@@ -524,7 +420,7 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     Nothing is deleted; a checkpoint can only move the fold forward. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    body = _parse(CheckpointIn, _json_body(request))
+    body = read_body(request, CheckpointIn)
     checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
                                      actor=actor_of(request))
     return _respond(_checkpoint(checkpoint), 201)
@@ -563,7 +459,7 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     and the latest checkpoint at or before it; the parent is untouched. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    body = _parse(ForkIn, _json_body(request))
+    body = read_body(request, ForkIn)
     child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title,
                                     actor=actor_of(request), external_id=body.external_id)
     return _respond(_detail(child.pk, request), 201)

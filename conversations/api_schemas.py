@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from ninja import Field, Schema
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
+from pydantic import BaseModel, StrictInt, StrictStr
 
 from . import reads, store
+from .jsonbody import StrictBody
 from .schema import Message, SystemMessage, message_adapter
 
 
@@ -142,11 +143,7 @@ class DeletedOut(Schema):
 # -- request bodies (strict: a typo or a wrong type is an error, never coerced) --------
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CreateConversationIn(_Body):
+class CreateConversationIn(StrictBody):
     title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
     subject: StrictStr | None = Field(
         None, max_length=store.SUBJECT_MAX, description="Whom the conversation is about, e.g. `customer:42`."
@@ -160,12 +157,12 @@ class CreateConversationIn(_Body):
                     "the existing conversation is answered with 200 instead of a new one.")
 
 
-class CheckpointIn(_Body):
+class CheckpointIn(StrictBody):
     position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
     summary: StrictStr = Field(..., min_length=1)
 
 
-class ForkIn(_Body):
+class ForkIn(StrictBody):
     position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
     title: StrictStr | None = Field(None, max_length=store.TITLE_MAX)
     external_id: StrictStr | None = Field(

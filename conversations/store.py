@@ -20,6 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections,
 from django.utils import timezone
 
 from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
+from .params import check_text, check_tree
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .schema import encode_message, max_message_bytes
 
@@ -51,22 +52,12 @@ def _clean_text(value, *, field: str, max_length: int, required: bool = False) -
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string", field=field)
     value = value.strip()
-    _check_storable(value, field)
+    check_text(value, field)
     if required and not value:
         raise InvalidInput(f"{field} must not be blank", field=field)
     if len(value) > max_length:
         raise InvalidInput(f"{field} is {len(value)} characters; at most {max_length}", field=field)
     return value
-
-
-def _check_storable(value: str, field: str) -> None:
-    # PostgreSQL text cannot hold NUL, and no database can hold half a surrogate pair.
-    if "\x00" in value:
-        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{field} holds an unpaired surrogate, which is not UTF-8", field=field) from None
 
 
 def _check_meta(meta) -> dict:
@@ -75,23 +66,12 @@ def _check_meta(meta) -> dict:
     if not isinstance(meta, dict):
         raise InvalidInput("meta must be a JSON object", field="meta")
     try:
-        text = json.dumps(meta, allow_nan=False, ensure_ascii=False)
+        json.dumps(meta, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"meta must be plain JSON: {exc}", field="meta") from None
-    _check_storable(text, "meta")
-    if _holds_nul(meta):  # PostgreSQL's jsonb refuses \u0000
-        raise InvalidInput("meta must not contain NUL characters", field="meta")
+    # PostgreSQL's jsonb refuses \u0000, and no database stores half a surrogate pair.
+    check_tree(meta, where="meta")
     return meta
-
-
-def _holds_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
-    return False
 
 
 def _lock_conversation(conversation_id) -> Conversation:
@@ -334,7 +314,7 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
     otherwise."""
     if not isinstance(summary, str) or not summary.strip():
         raise InvalidInput("summary must not be blank", field="summary")
-    _check_storable(summary, "summary")
+    check_text(summary, "summary")
     if len(summary.encode()) > max_message_bytes():
         raise InvalidInput(
             f"summary is over the {max_message_bytes()}-byte message limit", field="summary"

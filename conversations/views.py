@@ -6,10 +6,8 @@ A page answers htmx with just the fragment whose element id the request targets
 (`_render`); every other request, history restores included, gets the whole page.
 """
 
-import base64
-import binascii
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
@@ -23,10 +21,11 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import store
+from . import params, store
 from .errors import NotFound, StoreError
 from .ledger import reads as ledger
 from .export import FORMATS, export_stream
+from .params import BadParameter
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .reads import active_before, list_active, read_rows
 from .roles import can_read_conversations, is_admin
@@ -93,23 +92,8 @@ def _render(request, template, context, *, fragments=(), status=200):
     return response
 
 
-class BadParameter(Exception):
-    def __init__(self, field, message):
-        super().__init__(message)
-        self.field, self.message = field, message
-
-
 def _int_param(request, name, *, default=None, minimum=0, maximum=MAX_POSITION):
-    raw = request.GET.get(name, "").strip()
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadParameter(name, f"{name} must be a whole number, not {raw[:40]!r}") from None
-    if value < minimum or value > maximum:
-        raise BadParameter(name, f"{name} must be between {minimum} and {maximum}")
-    return value
+    return params.int_param(request.GET, name, default=default, minimum=minimum, maximum=maximum)
 
 
 def _bad_request(request, exc: BadParameter):
@@ -121,21 +105,7 @@ def _bad_request(request, exc: BadParameter):
 # ---- the list --------------------------------------------------------------
 
 
-def _encode_cursor(conversation) -> str:
-    raw = f"{conversation.last_activity_at.isoformat()}|{conversation.pk}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(value: str):
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
-        at, cid = raw.split("|", 1)
-        at = datetime.fromisoformat(at)
-        if timezone.is_naive(at):
-            raise ValueError("naive")
-        return at, parse_conversation_id(cid)
-    except (ValueError, binascii.Error, UnicodeDecodeError, NotFound):
-        raise BadParameter("cursor", "cursor is not one this page made; start again from the first page") from None
+LIST_CURSOR = "conversations"
 
 
 NAMESPACE_CHOICES = 200
@@ -152,12 +122,11 @@ LIST_FLAGS = {
 def index(request):
     try:
         older = _int_param(request, "older", minimum=1, maximum=36500)
-        cursor = request.GET.get("cursor", "").strip()
-        after = _decode_cursor(cursor) if cursor else None
+        after = params.cursor_param(request.GET, "cursor", LIST_CURSOR)
+        q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
+        namespace = params.text_param(request.GET, "namespace", max_length=200)
     except BadParameter as exc:
         return _bad_request(request, exc)
-    q = " ".join(request.GET.get("q", "").split())[:300]
-    namespace = request.GET.get("namespace", "").strip()[:200].replace("\x00", "")
     flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
 
     live_children = Conversation.objects.live().filter(parent_id=OuterRef("pk"))
@@ -189,8 +158,9 @@ def index(request):
     more_url = None
     if len(rows) > LIST_PAGE:
         rows = rows[:LIST_PAGE]
-        params = {k: v for k, v in request.GET.items() if k != "cursor" and v}
-        more_url = "?" + urlencode({**params, "cursor": _encode_cursor(rows[-1])})
+        kept = {k: v for k, v in request.GET.items() if k != "cursor" and v}
+        last = rows[-1]
+        more_url = "?" + urlencode({**kept, "cursor": params.encode_cursor(LIST_CURSOR, last.last_activity_at, last.pk)})
     filtered = bool(q or flags or older or namespace)
     # The namespaces agents filed conversations under (read off the namespace index).
     namespaces = list(Conversation.objects.live().exclude(namespace="").order_by("namespace")
@@ -254,8 +224,8 @@ def _kinds_param(request):
 
 
 def _query(kinds, **extra):
-    params = [("kind", k) for k in kinds] + [(k, v) for k, v in extra.items() if v is not None]
-    return "?" + urlencode(params) if params else "?"
+    pairs = [("kind", k) for k in kinds] + [(k, v) for k, v in extra.items() if v is not None]
+    return "?" + urlencode(pairs) if pairs else "?"
 
 
 def _descendants(conversation):

@@ -189,8 +189,9 @@ def test_the_command_uses_the_retention_setting(settings):
 def test_the_command_rejects_a_bad_period():
     from django.core.management.base import CommandError
 
-    with pytest.raises(CommandError, match="older_than_days"):
-        call_command("prune", "--older-than-days", "0", stdout=io.StringIO(), stderr=io.StringIO())
+    for bad in ("0", "²", "٣", "99999999999999999999999"):
+        with pytest.raises(CommandError, match="older-than-days"):
+            call_command("prune", "--older-than-days", bad, stdout=io.StringIO(), stderr=io.StringIO())
 
 
 def test_a_run_that_never_recorded_its_end_is_marked_by_the_next_run():

@@ -317,7 +317,7 @@ def test_a_conversation_being_deleted_is_hidden_and_refuses_appends(conversation
     [
         ({"title": "a\x00b"}, "title"),
         ({"subject": "x\ud800"}, "subject"),
-        ({"meta": {"k": "v\x00"}}, "meta"),
+        ({"meta": {"k": "v\x00"}}, "meta.k"),
         ({"meta": {"k": float("inf")}}, "meta"),
         ({"meta": {"k": object()}}, "meta"),
     ],

@@ -36,6 +36,7 @@ from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from conversations import params
 from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOfRange
 from conversations.models import Conversation
 from conversations.store import record_audit
@@ -47,7 +48,9 @@ TEXT_MAX = 4000
 REASON_MAX = 2000
 RECALL_LIMIT_MAX = 100
 # Ids are BIGINT: a larger number cannot exist and must not reach the database.
-MAX_ID = 2**63 - 1
+MAX_ID = params.MAX_BIGINT
+# A century: longer is a typo, and far larger would overflow the calendar.
+MAX_RETENTION_DAYS = 36500
 
 
 def setting(name: str, default):
@@ -72,6 +75,7 @@ def _clean_text(value, *, field: str, max_length: int, required: bool = True) ->
         value = ""
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string", field=field)
+    params.check_text(value, field)
     value = value.strip()
     if required and not value:
         raise InvalidInput(f"{field} must not be blank", field=field)
@@ -107,7 +111,10 @@ def _clean_datetime(value, *, field: str, default=None):
         raise InvalidInput(f"{field} must be a date and time", field=field)
     if timezone.is_naive(value):
         raise InvalidInput(f"{field} needs a time zone (e.g. 2026-01-31T12:00:00Z)", field=field)
-    return value
+    try:
+        return params.to_utc(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{field} {exc}", field=field) from None
 
 
 def _check_source(conversation_id, position):
@@ -181,8 +188,10 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
     if retention_days is not None:
         if expires_at is not None:
             raise InvalidInput("give expires_at or retention_days, not both", field="retention_days")
-        if isinstance(retention_days, bool) or not isinstance(retention_days, int) or retention_days < 1:
-            raise InvalidInput("retention_days must be a whole number of days, 1 or more", field="retention_days")
+        if (isinstance(retention_days, bool) or not isinstance(retention_days, int)
+                or not 1 <= retention_days <= MAX_RETENTION_DAYS):
+            raise InvalidInput(f"retention_days must be a whole number of days from 1 to {MAX_RETENTION_DAYS}",
+                               field="retention_days")
     if expires_at is None:
         days = retention_days or int(setting("MEMORYUI_FACT_RETENTION_DAYS", 365))
         expires_at = now + timedelta(days=days)
@@ -312,6 +321,7 @@ def keep_fact(*, fact_id, actor: str) -> Fact:
 
 def record_access(*, actor: str, subject: str, view: str = "subject") -> FactAccess:
     """A person opened a subject's facts. Written before the page renders them."""
+    params.check_text(str(subject), "subject")
     with transaction.atomic():
         return FactAccess.objects.create(actor=str(actor)[:200], subject=str(subject)[:SUBJECT_MAX],
                                          view=str(view)[:100])
@@ -494,15 +504,15 @@ _FTS_RANKS = "SELECT rowid AS id, -bm25(facts_fact_fts, 1.0, 0.0) AS rank FROM f
 
 def _best_sqlite(subject, terms, now, limit, weights) -> list[tuple[float, int, ScoreParts]]:
     at = connection.ops.adapt_datetimefield_value(now)
-    params = [at, subject, at, at, at]
+    args = [at, subject, at, at, at]
     if terms:
         ranks = _FTS_RANKS
-        params.append(_fts_match(subject, terms))
+        args.append(_fts_match(subject, terms))
     else:
         ranks = _NO_RANKS
-    params += [*weights, limit]
+    args += [*weights, limit]
     with connection.cursor() as cursor:
-        cursor.execute(_SQLITE_BEST.format(ranks=ranks), params)
+        cursor.execute(_SQLITE_BEST.format(ranks=ranks), args)
         return [(score, pk, ScoreParts(rec, imp, rel)) for pk, rec, imp, rel, score in cursor.fetchall()]
 
 

@@ -8,7 +8,7 @@ changed fragment (the queue item vanishes, the count updates out of band) and
 plain form posts with a redirect, so the pages work without JavaScript.
 """
 
-from datetime import datetime, time, timedelta
+from datetime import timedelta
 from functools import wraps
 
 from django.contrib import messages
@@ -19,10 +19,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
-from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_safe, require_POST
 
+from conversations import params
 from conversations.errors import InvalidInput, StoreError
 from conversations.models import Conversation
 from conversations.reads import read_rows
@@ -181,10 +181,7 @@ def reject(request, fact_id: int):
 
 
 def _int_field(raw, field):
-    try:
-        return int(str(raw).strip())
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{field} must be a whole number", field=field) from None
+    return params.int_field(raw, field, minimum=1, maximum=10)
 
 
 @require_POST
@@ -212,19 +209,16 @@ def _parse_as_of(raw: str):
     if not raw:
         return None
     # A bare date means the whole of that day (its last instant), not its midnight.
-    day = parse_date(raw) if len(raw) == 10 else None
-    value = datetime.combine(day, time.max) if day else parse_datetime(raw)
-    if value is None:
-        raise ValueError
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value, timezone.get_current_timezone())
-    return value
+    return params.parse_instant(raw, end_of_day=True)
 
 
 @require_safe
 @_reviewer
 def subject(request):
-    name = (request.GET.get("s") or "").strip()
+    try:
+        name = params.text_param(request.GET, "s", max_length=store.SUBJECT_MAX)
+    except params.BadParameter as exc:
+        return _vary(render(request, "conversations/bad_request.html", {"error": exc}, status=400))
     if not name:
         subjects = (Fact.objects.exclude(status="erasing").values_list("subject", flat=True)
                     .order_by("subject").distinct()[:LIST_LIMIT])
@@ -349,16 +343,16 @@ def forgetting(request):
 @_admin_only
 def access_log(request):
     qs = FactAccess.objects.recent()
-    subject_filter = (request.GET.get("subject") or "").strip()
+    try:
+        subject_filter = params.text_param(request.GET, "subject", max_length=store.SUBJECT_MAX)
+        before = params.int_param(request.GET, "before", minimum=1)
+    except params.BadParameter as exc:
+        return _vary(render(request, "facts/access_log.html",
+                            {"rows": [], "error": exc.message, "subject": ""}, status=400))
     if subject_filter:
         qs = qs.filter(subject=subject_filter)
-    before = (request.GET.get("before") or "").strip()
-    if before:
-        if not before.isdigit():
-            return _vary(render(request, "facts/access_log.html",
-                                {"rows": [], "error": "before must be an access-log id", "subject": subject_filter},
-                                status=400))
-        qs = qs.filter(id__lt=int(before))
+    if before is not None:
+        qs = qs.filter(id__lt=before)
     rows = list(qs[: ACCESS_PAGE + 1])
     more = len(rows) > ACCESS_PAGE
     rows = rows[:ACCESS_PAGE]

@@ -4,10 +4,8 @@ Every view checks the admin role itself (`admin_required`): a template hiding
 a link is not a permission.
 """
 
-import base64
 import json
 from urllib.parse import urlencode
-from datetime import datetime, time, timedelta
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
@@ -17,9 +15,9 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonRespons
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_safe, require_http_methods, require_POST
 
+from conversations import params
 from conversations.apiauth import actor_of
 from conversations.errors import InvalidInput, NotFound, StoreError
 from conversations.models import AuditEvent, Conversation, Message, parse_conversation_id
@@ -78,7 +76,7 @@ def prune_page(request):
     status = 200
     if raw:
         try:
-            days = check_days(raw)
+            days = check_days(params.int_field(raw, "older_than_days", minimum=1, maximum=MAX_DAYS))
         except InvalidInput as exc:
             context["error"] = exc.message
             status = 422
@@ -95,7 +93,8 @@ def prune_page(request):
 @admin_required
 def prune_run(request):
     try:
-        days = check_days(request.POST.get("older_than_days", ""))
+        days = check_days(params.int_field(request.POST.get("older_than_days", ""), "older_than_days",
+                                           minimum=1, maximum=MAX_DAYS))
     except InvalidInput as exc:
         return render(request, "retention/prune.html",
                       {"older_than_days": request.POST.get("older_than_days", ""), "error": exc.message,
@@ -122,9 +121,12 @@ def prune_progress(request):
 @admin_required
 def prune_runs(request):
     qs = PruneRun.objects.order_by("-id")
-    before = request.GET.get("before", "")
-    if before.isdigit():
-        qs = qs.filter(id__lt=int(before))
+    try:
+        before = params.int_param(request.GET, "before", minimum=1)
+    except params.BadParameter as exc:
+        return render(request, "conversations/bad_request.html", {"error": exc}, status=400)
+    if before is not None:
+        qs = qs.filter(id__lt=before)
     rows = list(qs[: RUN_PAGE + 1])
     return render(request, "retention/prune_runs.html",
                   {"runs": rows[:RUN_PAGE], "next_before": rows[RUN_PAGE - 1].pk if len(rows) > RUN_PAGE else None})
@@ -145,6 +147,12 @@ def _request_fields(request):
     return request.POST.get("subject", ""), request.POST.get("conversation_ids", "")
 
 
+def _check_request(subject, ids):
+    # Text no database can store is refused before erasure looks anything up with it.
+    params.check_text(subject, "subject")
+    params.check_text(ids, "conversation_ids")
+
+
 @require_safe
 @admin_required
 def deletion_form(request):
@@ -157,6 +165,7 @@ def deletion_preview(request):
     # POST, not GET: the subject is personal data and must not land in URLs or access logs.
     subject, ids = _request_fields(request)
     try:
+        _check_request(subject, ids)
         preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
     except StoreError as exc:
         return render(request, "retention/deletion_form.html",
@@ -171,6 +180,7 @@ def deletion_execute(request):
     subject, ids = _request_fields(request)
     if request.POST.get("confirm") != "yes":
         try:
+            _check_request(subject, ids)
             preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
         except StoreError as exc:
             return render(request, "retention/deletion_form.html",
@@ -180,6 +190,7 @@ def deletion_execute(request):
                        "conversation_ids": " ".join(preview.requested_ids),
                        "error": "Tick the confirmation box to carry out the deletion."}, status=422)
     try:
+        _check_request(subject, ids)
         receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request))
     except StoreError as exc:
         return render(request, "retention/deletion_form.html",
@@ -266,41 +277,37 @@ def receipt_json(request, request_id):
 
 # --- audit log ----------------------------------------------------------------------
 
-def _audit_filters(params) -> tuple[dict, Q, str | None]:
+AUDIT_CURSOR = "audit"
+
+
+def _audit_filters(query) -> tuple[dict, Q, str | None]:
     """The filter form's values, the matching Q, and an error sentence (or None)."""
-    values = {k: params.get(k, "").strip() for k in ("actor", "action", "since", "until")}
+    values = {k: query.get(k, "").strip() for k in ("actor", "action", "since", "until")}
     q = Q()
+    try:
+        for key in ("actor", "action"):
+            params.check_text(values[key], key)
+    except StoreError as exc:
+        return values, q, exc.message
     if values["actor"]:
         q &= Q(actor=values["actor"]) if "*" not in values["actor"] else Q(actor__startswith=values["actor"].rstrip("*"))
     if values["action"]:
         q &= Q(action=values["action"]) if not values["action"].endswith(".") else Q(action__startswith=values["action"])
-    tz = timezone.get_current_timezone()
-    for key, edge in (("since", time.min), ("until", time.min)):
-        if not values[key]:
-            continue
+    for key in ("since", "until"):
         try:
-            day = parse_date(values[key]) if len(values[key]) == 10 else None
-        except ValueError:  # well-formed but impossible, like 2026-13-01
-            day = None
-        if day is None:
+            day = params.day_param(values, key)
+        except StoreError:
             return values, q, f"{key} must be a date like 2026-01-31"
-        moment = timezone.make_aware(datetime.combine(day, edge), tz)
-        # "until" includes the whole day it names.
-        q &= Q(at__gte=moment) if key == "since" else Q(at__lt=moment + timedelta(days=1))
+        if day is None:
+            continue
+        if key == "since":
+            q &= Q(at__gte=params.day_start(day))
+        else:
+            # "until" includes the whole day it names; after 9999-12-31 there is nothing to exclude.
+            end = params.day_after(day)
+            if end is not None:
+                q &= Q(at__lt=end)
     return values, q, None
-
-
-def _encode_cursor(event: AuditEvent) -> str:
-    return base64.urlsafe_b64encode(f"{event.at.isoformat()}|{event.pk}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(value: str):
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
-        at, pk = raw.rsplit("|", 1)
-        return datetime.fromisoformat(at), int(pk)
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 @require_safe
@@ -311,13 +318,14 @@ def audit(request):
         return render(request, "retention/audit.html",
                       {"filters": values, "error": error, "events": [], "actions": _known_actions()}, status=422)
     qs = AuditEvent.objects.filter(q).order_by("-at", "-id")
-    after = request.GET.get("after", "")
-    if after:
-        cursor = _decode_cursor(after)
-        if cursor is None:
-            return render(request, "retention/audit.html",
-                          {"filters": values, "error": "the page cursor is not valid; start from the first page",
-                           "events": [], "actions": _known_actions()}, status=400)
+    try:
+        cursor = params.cursor_param(request.GET, "after", AUDIT_CURSOR, key=int)
+    except params.BadParameter:
+        return render(request, "retention/audit.html",
+                      {"filters": values, "error": "the page cursor is not valid; start from the first page",
+                       "events": [], "actions": _known_actions()}, status=400)
+    after = cursor is not None
+    if cursor is not None:
         at, pk = cursor
         qs = qs.filter(Q(at__lt=at) | Q(at=at, id__lt=pk))
     rows = list(qs[: AUDIT_PAGE + 1])
@@ -327,7 +335,7 @@ def audit(request):
     query = {k: v for k, v in values.items() if v}
     next_url = None
     if len(rows) > AUDIT_PAGE:
-        next_url = f"{reverse('retention:audit')}?{urlencode({**query, 'after': _encode_cursor(events[-1])})}"
+        next_url = f"{reverse('retention:audit')}?{urlencode({**query, 'after': params.encode_cursor(AUDIT_CURSOR, events[-1].at, events[-1].pk)})}"
     context = {"filters": values, "events": events, "next_url": next_url, "first_page": not after,
                "export_url": f"{reverse('retention:audit_export')}?{urlencode(query)}", "actions": _known_actions()}
     if request.htmx and request.htmx.target == "audit-more":

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from conversations.models import Conversation
+from conversations.params import int_argument
 from conversations.roles import ADMIN, assign_role
 
 
@@ -17,7 +18,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--coding-turns", type=int, default=600, help="size of the demo's coding session")
+        parser.add_argument("--coding-turns", type=int_argument(minimum=0, maximum=1_000_000), default=600, help="size of the demo's coding session")
 
     def handle(self, *args, coding_turns=600, **options):
         if not Conversation.objects.exists():

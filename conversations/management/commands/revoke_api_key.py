@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from conversations import store
 from conversations.models import ApiKey
+from conversations.params import parse_int
 
 
 class Command(BaseCommand):
@@ -16,8 +17,13 @@ class Command(BaseCommand):
         if given.startswith("mui_") and given.count("_") >= 2:
             given = given.split("_", 2)[1]
         found = ApiKey.objects.filter(prefix=given).first()
-        if found is None and given.isdigit() and len(given) < 19:
-            found = ApiKey.objects.filter(pk=int(given)).first()
+        if found is None:
+            try:
+                key_id = parse_int(given, minimum=1)
+            except ValueError:
+                key_id = None
+            if key_id is not None:
+                found = ApiKey.objects.filter(pk=key_id).first()
         if found is None:
             raise CommandError(f"no API key with prefix or id {given!r}")
         if found.revoked_at is not None:

@@ -12,7 +12,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations.errors import StoreError
-from conversations.retention.pruning import default_retention_days, prune_older_than
+from conversations.params import int_argument
+from conversations.retention.pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_older_than
 
 
 def human_bytes(n: int) -> str:
@@ -48,10 +49,10 @@ class Command(BaseCommand):
     help = "Delete conversations inactive for longer than the retention period, then give the disk back."
 
     def add_arguments(self, parser):
-        parser.add_argument("--older-than-days", type=int, default=None,
+        parser.add_argument("--older-than-days", type=int_argument(minimum=1, maximum=MAX_DAYS), default=None,
                             help=f"days of inactivity (default: MEMORYUI_RETENTION_DAYS, now {default_retention_days()})")
         parser.add_argument("--dry-run", action="store_true", help="show what would go; change nothing")
-        parser.add_argument("--batch-size", type=int, default=5000, help="rows deleted per transaction (default 5000)")
+        parser.add_argument("--batch-size", type=int_argument(minimum=1, maximum=MAX_BATCH), default=5000, help="rows deleted per transaction (default 5000)")
         parser.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not a terminal")
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
         parser.add_argument("--list", action="store_true", help="with --dry-run: list the conversation ids")
