@@ -9,9 +9,13 @@ log), admins also write; auditors have no facts scope and get 403.
 from datetime import datetime
 
 from django.utils import timezone
-from ninja import Router, Schema, Status
+from ninja import Field, Router, Schema, Status
+from pydantic import StrictInt, StrictStr
 
+from conversations import params
+from conversations.api_schemas import errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, require_scope
+from conversations.jsonbody import Instant, StrictBody, read_body
 from conversations.errors import InvalidInput, NotFound
 from conversations.models import ApiKey
 
@@ -21,21 +25,21 @@ from .models import Fact
 router = Router(tags=["facts"])
 
 
-class FactIn(Schema):
-    subject: str
-    text: str
-    category: str = "other"
-    importance: int
-    source_conversation_id: str | None = None
-    source_position: int | None = None
-    valid_from: datetime | None = None
-    expires_at: datetime | None = None
-    retention_days: int | None = None
+class FactIn(StrictBody):
+    subject: StrictStr = Field(..., examples=["customer:42"])
+    text: StrictStr = Field(..., examples=["Prefers a replacement over a refund"])
+    category: StrictStr = "other"
+    importance: StrictInt = Field(..., ge=1, le=10)
+    source_conversation_id: StrictStr | None = None
+    source_position: StrictInt | None = Field(None, ge=0, le=params.MAX_BIGINT)
+    valid_from: Instant | None = None
+    expires_at: Instant | None = None
+    retention_days: StrictInt | None = Field(None, ge=1, le=store.MAX_RETENTION_DAYS)
 
 
-class InvalidateIn(Schema):
-    reason: str
-    invalid_at: datetime | None = None
+class InvalidateIn(StrictBody):
+    reason: StrictStr
+    invalid_at: Instant | None = None
 
 
 class SourceOut(Schema):
@@ -125,10 +129,15 @@ def _get(fact_id: int) -> Fact:
     return fact
 
 
-@router.post("/facts", response={201: FactOut}, summary="Propose a fact (always proposed; a person reviews it)")
-def propose(request, payload: FactIn):
+@router.post("/facts", response={201: FactOut, **errors_doc(400, 404, 413, 415, 422)},
+             summary="Propose a fact (always proposed; a person reviews it)",
+             openapi_extra=json_body_doc(inline_schema(FactIn), {"proposal": {"summary": "A preference", "value": {
+                 "subject": "customer:42", "text": "Prefers a replacement over a refund", "category": "preference",
+                 "importance": 7}}}))
+def propose(request):
     require_scope(request, "facts:write")
-    fact = store.propose_fact(created_by=actor_of(request), **payload.dict())
+    payload = read_body(request, FactIn)
+    fact = store.propose_fact(created_by=actor_of(request), **payload.model_dump())
     return Status(201, fact_out(fact))
 
 
@@ -151,6 +160,7 @@ def list_facts(request, subject: str, status: str | None = None, limit: int = 20
 @router.get("/facts/recall", response=RecallOut, summary="The best facts about a subject for a query")
 def recall(request, subject: str, query: str = "", limit: int = 10):
     require_scope(request, "facts:read")
+    params.check_text(query, "query")
     results = store.recall(subject=subject, query=query, limit=limit, actor=actor_of(request))
     if _is_person(request):
         store.record_access(actor=actor_of(request), subject=subject.strip(), view="api recall")
@@ -174,10 +184,14 @@ def detail(request, fact_id: int):
     return {**fact_out(fact), "events": events}
 
 
-@router.post("/facts/{int:fact_id}/invalidate", response=FactOut,
-             summary="The fact stopped being true at invalid_at (default now)")
-def invalidate(request, fact_id: int, payload: InvalidateIn):
+@router.post("/facts/{int:fact_id}/invalidate", response={200: FactOut, **errors_doc(400, 404, 409, 413, 415, 422)},
+             summary="The fact stopped being true at invalid_at (default now)",
+             openapi_extra=json_body_doc(inline_schema(InvalidateIn), {"moved": {
+                 "summary": "The customer moved", "value": {"reason": "moved to Lyon",
+                                                            "invalid_at": "2026-01-31T12:00:00Z"}}}))
+def invalidate(request, fact_id: int):
     require_scope(request, "facts:write")
+    payload = read_body(request, InvalidateIn)
     fact = store.invalidate_fact(fact_id=fact_id, actor=actor_of(request), reason=payload.reason,
                                  invalid_at=payload.invalid_at)
     return fact_out(fact)

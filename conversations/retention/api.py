@@ -6,7 +6,9 @@ from django.http import JsonResponse
 from ninja import Field, Router, Schema
 from pydantic import StrictBool, StrictInt, StrictStr
 
+from conversations.api_schemas import errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, require_scope
+from conversations.jsonbody import StrictBody, read_body
 from conversations.errors import NotFound
 from conversations.models import parse_conversation_id
 
@@ -18,7 +20,7 @@ router = Router(tags=["retention"])
 RECEIPT_PAGE = 50
 
 
-class PruneIn(Schema):
+class PruneIn(StrictBody):
     older_than_days: StrictInt = Field(default_factory=default_retention_days, ge=1, le=MAX_DAYS)
     dry_run: StrictBool = False
     batch_size: StrictInt = Field(5000, ge=1, le=MAX_BATCH)
@@ -42,7 +44,7 @@ class PruneOut(Schema):
     notes: list[str]
 
 
-class DeletionIn(Schema):
+class DeletionIn(StrictBody):
     subject: StrictStr = Field("", max_length=erasure.SUBJECT_MAX)
     conversation_ids: list[StrictStr] = Field(default_factory=list, max_length=erasure.MAX_EXTRA_IDS)
     dry_run: StrictBool = False
@@ -64,9 +66,14 @@ class ReceiptListOut(Schema):
     next: str | None
 
 
-@router.post("/prune", response=PruneOut, summary="Prune conversations inactive for older_than_days (or preview)")
-def prune(request, payload: PruneIn):
+@router.post("/prune", response={200: PruneOut, **errors_doc(400, 413, 415, 422)},
+             summary="Prune conversations inactive for older_than_days (or preview)",
+             openapi_extra=json_body_doc(inline_schema(PruneIn), {
+                 "preview": {"summary": "What a 90-day prune would remove", "value": {"older_than_days": 90,
+                                                                                       "dry_run": True}}}))
+def prune(request):
     require_scope(request, "admin")
+    payload = read_body(request, PruneIn)
     result = prune_older_than(days=payload.older_than_days, dry_run=payload.dry_run,
                               batch_size=payload.batch_size, actor=actor_of(request))
     return result.as_dict()
@@ -85,9 +92,14 @@ def _preview_out(preview: erasure.DeletionPreview) -> dict:
     }
 
 
-@router.post("/deletion-requests", summary="Preview (dry_run) or carry out a deletion request; returns the receipt")
-def deletion_request(request, payload: DeletionIn):
+@router.post("/deletion-requests", response={200: dict, 201: ReceiptOut, **errors_doc(400, 413, 415, 422)},
+             summary="Preview (dry_run) or carry out a deletion request; returns the receipt",
+             openapi_extra=json_body_doc(inline_schema(DeletionIn), {
+                 "preview": {"summary": "Preview what a subject's deletion removes",
+                             "value": {"subject": "customer:42", "dry_run": True}}}))
+def deletion_request(request):
     require_scope(request, "admin")
+    payload = read_body(request, DeletionIn)
     if payload.dry_run:
         return _preview_out(erasure.preview_deletion(subject=payload.subject,
                                                      conversation_ids=payload.conversation_ids))
