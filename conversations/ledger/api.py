@@ -5,19 +5,19 @@ store call or read, and answer in the API's JSON and error shapes, as
 `conversations.api` does.
 """
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
 from typing import Literal
 from urllib.parse import urlencode
 
 from django.http import StreamingHttpResponse
 from ninja import Query, Router
 
-from conversations.api import (
-    ConversationId, _check_query_text, _iso, _json_body, _parse, _respond, _url,
-)
+from conversations import params
+from conversations.api import ConversationId, _check_query_text, _iso, _respond, _url
 from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput
+from conversations.jsonbody import read_body
 from conversations.models import Conversation, parse_conversation_id
 
 from . import store
@@ -82,7 +82,7 @@ def set_state(request, conversation_id: str = ConversationId):
     Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    body = _parse(StateIn, _json_body(request))
+    body = read_body(request, StateIn)
     written = store.set_state(conversation_id=cid, state=body.state, expected_version=body.expected_version,
                               actor=actor_of(request))
     return _respond({**state_dict(cid, written.event), "changed": written.changed,
@@ -149,7 +149,7 @@ def record_action(request, conversation_id: str = ConversationId):
     Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    body = _parse(ActionIn, _json_body(request))
+    body = read_body(request, ActionIn)
     recorded = store.record_action(
         conversation_id=cid, idempotency_key=body.idempotency_key, name=body.name, arguments=body.arguments,
         result=body.result, status=body.status, actor=actor_of(request),
@@ -223,13 +223,7 @@ def _instant(value: str | None, field: str) -> datetime | None:
     """An ISO 8601 date or date-time; a date, or a time without an offset, is UTC."""
     if value is None or not value.strip():
         return None
-    try:
-        at = datetime.fromisoformat(value.strip())
-        at = at.replace(tzinfo=dt_timezone.utc) if at.tzinfo is None else at
-        return at.astimezone(dt_timezone.utc)  # a crafted offset can overflow here, not in the driver
-    except (ValueError, OverflowError):
-        raise InvalidInput(f"{field} must be an ISO 8601 date or date-time, e.g. 2026-05-04 or "
-                           f"2026-05-04T14:30:00Z (got {value[:40]!r})", field=field) from None
+    return params.instant_field(value, field)
 
 
 @router.get(
@@ -305,7 +299,7 @@ def record_snapshot(request, conversation_id: str = ConversationId):
     409 `snapshot_exists`. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    body = _parse(SnapshotIn, _json_body(request))
+    body = read_body(request, SnapshotIn)
     written = store.record_snapshot(
         conversation_id=cid, position=body.position, repo=body.repo, ref=body.ref, commit=body.commit,
         base=body.base or "", files_changed=body.files_changed, insertions=body.insertions,

@@ -12,7 +12,8 @@ from typing import Any, Literal
 from ninja import Field, Schema
 from pydantic import StrictInt, StrictStr
 
-from conversations.api_schemas import EXAMPLE_ID, EXAMPLE_TIME, MAX_POSITION, _Body  # noqa: F401 (re-exported)
+from conversations.api_schemas import EXAMPLE_ID, EXAMPLE_TIME, MAX_POSITION  # noqa: F401 (re-exported)
+from conversations.jsonbody import StrictBody
 
 from . import store
 
@@ -120,13 +121,13 @@ class SnapshotList(Schema):
 # -- request bodies -------------------------------------------------------------------
 
 
-class StateIn(_Body):
+class StateIn(StrictBody):
     state: dict[str, Any]
     expected_version: StrictInt = Field(..., ge=0, le=MAX_POSITION,
                                         description="The version you read; 409 `version_conflict` if it moved.")
 
 
-class ActionIn(_Body):
+class ActionIn(StrictBody):
     idempotency_key: StrictStr = Field(..., min_length=1, max_length=store.KEY_MAX, description=(
         "The business key: derived from what the action is about (ticket, order, item, amount), "
         "never generated per call."))
@@ -136,7 +137,7 @@ class ActionIn(_Body):
     status: Literal["performed", "failed"] = "performed"
 
 
-class SnapshotIn(_Body):
+class SnapshotIn(StrictBody):
     position: StrictInt = Field(..., ge=0, le=MAX_POSITION)
     repo: StrictStr = Field(..., min_length=1, max_length=store.REPO_MAX)
     ref: StrictStr | None = Field(None, max_length=400, description="`refs/memoryui/<conversation>/<position>`.")

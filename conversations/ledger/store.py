@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from conversations import params
 from conversations.errors import Conflict, InvalidInput
 from conversations.models import Conversation
 from conversations.schema import max_message_bytes
-from conversations.store import _check_storable, _db_uuid, _holds_nul, _lock_conversation
+from conversations.store import _db_uuid, _lock_conversation
 
 from .models import (
     ALREADY_PERFORMED, FAILED, PERFORMED, REPORTED_STATUSES, Action, TaskStateEvent, WorkspaceSnapshot,
@@ -47,9 +48,10 @@ def _encode_json(value, *, field: str) -> str:
         raise InvalidInput(f"{field} must be plain JSON: {exc}", field=field) from None
     except RecursionError:
         raise InvalidInput(f"{field} is nested too deeply", field=field) from None
-    _check_storable(text, field)
-    if _holds_nul(value):
-        raise InvalidInput(f"{field} must not contain NUL characters", field=field)
+    try:
+        params.check_tree(value, where=field)
+    except InvalidInput as exc:  # the message names the path inside; the field is the payload
+        raise InvalidInput(exc.message, field=field) from None
     if len(text.encode()) > max_message_bytes():
         raise InvalidInput(f"{field} is over the {max_message_bytes()}-byte limit", field=field)
     return text
@@ -60,7 +62,7 @@ def _text(value, *, field: str, max_length: int) -> str:
         raise InvalidInput(f"{field} must be a string", field=field)
     if not value.strip():
         raise InvalidInput(f"{field} must not be blank", field=field)
-    _check_storable(value, field)
+    params.check_text(value, field)
     if len(value) > max_length:
         raise InvalidInput(f"{field} is {len(value)} characters; at most {max_length}", field=field)
     if any(ord(ch) < 32 for ch in value):
