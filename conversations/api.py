@@ -27,6 +27,7 @@ from .api_schemas import (
     errors_doc, example_doc, inline_schema, json_body_doc, merge_doc, message_schema,
 )
 from .apiauth import actor_of, require_scope
+from .errors import InvalidInput
 from .export import export_stream
 from .jsonbody import BadRequest, read_body, read_json
 from .models import Checkpoint, Conversation, parse_conversation_id
@@ -130,7 +131,7 @@ _ORDER_FIELDS = {"recent": "last_activity_at", "created": "created_at"}
 
 def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
     try:
-        return params.decode_cursor(cursor, order)
+        return params.decode_cursor(cursor, order, datetime, uuid.UUID)
     except ValueError:
         raise BadRequest(
             "cursor is not one this API gave out for this order; pass the 'next' value of the previous page unchanged",
@@ -334,7 +335,7 @@ def append_messages(
     nothing is written. The whole body must fit the request size limit. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    data = _json_body(request, allow_nul=True)
+    data = read_json(request, allow_nul=True)
     unknown = sorted(set(data) - {"messages"})
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}; send {{\"messages\": [...]}}", field=unknown[0])

@@ -170,7 +170,7 @@ class ForkIn(StrictBody):
         description="An external id for the child, in the parent's namespace.")
 
 
-class BatchIn(_Body):
+class BatchIn(StrictBody):
     messages: list[dict[str, Any]] = Field(
         ..., min_length=1, max_length=store.BATCH_MAX,
         description="1 to 1,000 messages, each one of the kinds (as for a single append).")

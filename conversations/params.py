@@ -11,8 +11,9 @@ The rules:
   in UTC. A value that leaves the representable range when shifted to UTC
   (`0001-01-01T00:00:00+23:59`, `9999-12-31T23:59:59-23:59`) is refused here
   with a clear message, not later in the database driver with a 500.
-- A cursor is opaque: base64url of `[listing, instant, key]`. A cursor of
-  another listing, a forged one, one whose instant overflows: all refused.
+- A cursor is opaque: base64url of `[listing, value, …]` (instants, integers,
+  UUIDs). A cursor of another listing, a forged one, one whose instant
+  overflows: all refused.
 - Text the databases cannot store is refused: NUL anywhere it would land in a
   text column (PostgreSQL refuses it) and unpaired surrogates (not UTF-8).
 
@@ -157,30 +158,43 @@ def plus_days(moment: datetime, days: int) -> datetime | None:
 # ---- cursors -----------------------------------------------------------------------
 
 
-def encode_cursor(listing: str, at: datetime, key) -> str:
-    """An opaque keyset cursor: where the previous page ended in a listing."""
-    if isinstance(key, int) and not isinstance(key, bool):
-        key_text = str(key)
-    else:
-        key_text = uuid.UUID(str(key)).hex
-    raw = json.dumps([listing, to_utc(at).isoformat(), key_text], separators=(",", ":"))
+def _cursor_item(value) -> str:
+    if isinstance(value, datetime):
+        return to_utc(value).isoformat()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return uuid.UUID(str(value)).hex
+
+
+def encode_cursor(listing: str, *values) -> str:
+    """An opaque keyset cursor: where the previous page of `listing` ended.
+    `values` are instants (datetime), integers or UUIDs."""
+    raw = json.dumps([listing, *(_cursor_item(v) for v in values)], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(value: str, listing: str, *, key=uuid.UUID) -> tuple[datetime, object]:
-    """(instant in UTC, key) from a cursor of `listing`; `key` is uuid.UUID or int."""
+def _cursor_value(text, kind):
+    if not isinstance(text, str):
+        raise ValueError("not text")
+    if kind is datetime:
+        return parse_instant(text, require_tz=True)
+    if kind is int:
+        return parse_int(text, minimum=0)
+    return uuid.UUID(hex=text)
+
+
+def decode_cursor(value: str, listing: str, *kinds) -> tuple:
+    """The values of a cursor of `listing`, one per kind given (datetime, int or uuid.UUID)."""
     try:
         if not isinstance(value, str) or not value or len(value) > CURSOR_MAX:
             raise ValueError("length")
         padded = value + "=" * (-len(value) % 4)
-        got_listing, at, key_text = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        if got_listing != listing or not isinstance(at, str) or not isinstance(key_text, str):
+        items = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        if not isinstance(items, list) or len(items) != len(kinds) + 1 or items[0] != listing:
             raise ValueError("cursor of another listing")
-        moment = parse_instant(at, require_tz=True)
-        parsed = parse_int(key_text, minimum=0) if key is int else uuid.UUID(key_text)
+        return tuple(_cursor_value(text, kind) for text, kind in zip(items[1:], kinds))
     except (ValueError, TypeError, UnicodeError, AttributeError, OverflowError, RecursionError):
         raise ValueError("is not a cursor this listing gave out; pass the previous page's value unchanged") from None
-    return moment, parsed
 
 
 # ---- text --------------------------------------------------------------------------
@@ -264,12 +278,12 @@ def day_param(params, name: str):
         raise BadParameter(f"{name} {exc}", field=name) from None
 
 
-def cursor_param(params, name: str, listing: str, *, key=uuid.UUID):
+def cursor_param(params, name: str, listing: str, *kinds):
     raw = _raw(params, name).strip()
     if raw == "":
         return None
     try:
-        return decode_cursor(raw, listing, key=key)
+        return decode_cursor(raw, listing, *kinds)
     except ValueError as exc:
         raise BadParameter(f"{name} {exc}", field=name, code="invalid_cursor") from None
 

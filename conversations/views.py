@@ -7,7 +7,8 @@ A page answers htmx with just the fragment whose element id the request targets
 """
 
 from dataclasses import dataclass
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
@@ -122,7 +123,7 @@ LIST_FLAGS = {
 def index(request):
     try:
         older = _int_param(request, "older", minimum=1, maximum=36500)
-        after = params.cursor_param(request.GET, "cursor", LIST_CURSOR)
+        after = params.cursor_param(request.GET, "cursor", LIST_CURSOR, datetime, uuid.UUID)
         q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
         namespace = params.text_param(request.GET, "namespace", max_length=200)
     except BadParameter as exc:

@@ -243,3 +243,22 @@ def test_an_unknown_cursor_listing_is_refused_everywhere(client, admin, source):
     assert client.get("/api/v1/conversations", {"cursor": page_cursor}, **bearer("read")).status_code == 400
     assert client.get("/admin/audit/", {"after": crafted_cursor("audit", "2026-01-01T00:00:00+00:00",
                                                                  str(uuid.uuid4()))}).status_code == 400
+
+
+@pytest.mark.parametrize("query, field", [
+    ("to=9999-12-31", None),
+    ("from=0001-01-01&to=9999-12-31", None),
+    (f"from={OVERFLOW_LOW}", "from"),
+    (f"to={OVERFLOW_HIGH}", "to"),
+    ("limit=٣", "limit"),
+    ("limit=²", "limit"),
+    ("cursor=" + crafted_cursor("search", "٣", "1"), "cursor"),
+])
+def test_search_reads_dates_limits_and_cursors_by_the_same_rules(client, admin, source, query, field):
+    page = client.get(f"/search/?q=hello&{query}")
+    api = client.get(f"/api/v1/search?q=hello&{query}", **bearer("read"))
+    if field is None:
+        assert page.status_code == 200 and api.status_code == 200, (page.content[:200], api.content)
+    else:
+        assert page.status_code == 400
+        assert api.status_code in (400, 422) and error_of(api)["field"] == field

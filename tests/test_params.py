@@ -79,7 +79,7 @@ def test_day_arithmetic_stops_at_the_end_of_the_calendar():
 def test_a_cursor_comes_back_as_it_went_out(key):
     at = datetime(2026, 1, 31, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
     cursor = params.encode_cursor("listing", at, key)
-    moment, got = params.decode_cursor(cursor, "listing", key=type(key))
+    moment, got = params.decode_cursor(cursor, "listing", datetime, type(key))
     assert moment == at and moment.tzinfo is UTC and got == key
 
 
@@ -103,12 +103,15 @@ def _forge(payload: str) -> str:
 ])
 def test_a_forged_or_foreign_cursor_is_refused(cursor):
     with pytest.raises(ValueError):
-        params.decode_cursor(cursor, "listing")
+        params.decode_cursor(cursor, "listing", datetime, uuid.UUID)
 
 
 def test_an_integer_keyed_cursor_refuses_other_digits():
     with pytest.raises(ValueError):
-        params.decode_cursor(_forge('["audit", "2026-01-01T00:00:00+00:00", "٣"]'), "audit", key=int)
+        params.decode_cursor(_forge('["audit", "2026-01-01T00:00:00+00:00", "٣"]'), "audit", datetime, int)
+    with pytest.raises(ValueError):
+        params.decode_cursor(_forge('["search", "1", "-2"]'), "search", int, int)
+    assert params.decode_cursor(params.encode_cursor("search", 1, 2), "search", int, int) == (1, 2)
 
 
 @pytest.mark.parametrize("value", ["a\x00b", "half \ud800 pair", "\udfff"])
@@ -145,7 +148,7 @@ def test_query_helpers_answer_400_naming_the_parameter():
     assert params.text_param({"q": "  a   b "}, "q", collapse=True) == "a b"
     assert params.text_param({"q": "x" * 400}, "q", max_length=300, cut=True) == "x" * 300
     with pytest.raises(params.BadParameter) as exc:
-        params.cursor_param({"cursor": "junk"}, "cursor", "listing")
+        params.cursor_param({"cursor": "junk"}, "cursor", "listing", datetime, uuid.UUID)
     assert exc.value.code == "invalid_cursor"
 
 

@@ -137,13 +137,10 @@ def _check_source(conversation_id, position):
 
 
 def _locked_fact(fact_id) -> Fact:
-    if isinstance(fact_id, bool) or not isinstance(fact_id, int):
-        try:
-            fact_id = int(str(fact_id))
-        except ValueError:
-            raise NotFound(f"fact {str(fact_id)[:40]!r} not found", field="id") from None
-    if not 0 < fact_id <= MAX_ID:
-        raise NotFound(f"fact {fact_id} not found", field="id")
+    try:
+        fact_id = params.parse_int(fact_id if isinstance(fact_id, int) else str(fact_id), minimum=1, maximum=MAX_ID)
+    except ValueError:
+        raise NotFound(f"fact {str(fact_id)[:40]!r} not found", field="id") from None
     qs = Fact.objects.exclude(status="erasing")
     if connection.vendor != "sqlite":
         qs = qs.select_for_update()

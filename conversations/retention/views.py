@@ -5,6 +5,7 @@ a link is not a permission.
 """
 
 import json
+from datetime import datetime
 from urllib.parse import urlencode
 from functools import wraps
 
@@ -319,7 +320,7 @@ def audit(request):
                       {"filters": values, "error": error, "events": [], "actions": _known_actions()}, status=422)
     qs = AuditEvent.objects.filter(q).order_by("-at", "-id")
     try:
-        cursor = params.cursor_param(request.GET, "after", AUDIT_CURSOR, key=int)
+        cursor = params.cursor_param(request.GET, "after", AUDIT_CURSOR, datetime, int)
     except params.BadParameter:
         return render(request, "retention/audit.html",
                       {"filters": values, "error": "the page cursor is not valid; start from the first page",

@@ -5,9 +5,10 @@ page (a 400 page naming the field) and in the API (the one JSON error shape).
 """
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone as dt_timezone
+from datetime import datetime
 
-from conversations.errors import NotFound
+from conversations import params
+from conversations.errors import NotFound, StoreError
 from conversations.models import parse_conversation_id
 
 from .query import Query, parse_query
@@ -29,8 +30,10 @@ def _text(value, field: str) -> str | None:
     if value is None:
         return None
     value = str(value).strip()
-    if "\x00" in value:
-        raise BadSearch(f"{field} must not contain NUL characters", field=field)
+    try:
+        params.check_text(value, field)
+    except StoreError as exc:
+        raise BadSearch(exc.message, field=field) from None
     if len(value) > TEXT_MAX:
         raise BadSearch(f"{field} is {len(value)} characters; at most {TEXT_MAX}", field=field)
     return value or None
@@ -45,29 +48,21 @@ def parse_moment(value, field: str, *, end: bool = False) -> datetime | None:
     if value is None:
         return None
     try:
-        if len(value) == 10:
-            day = date.fromisoformat(value)
-            moment = datetime.combine(day, time.min, tzinfo=dt_timezone.utc)
-            return moment + timedelta(days=1) if end else moment
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=dt_timezone.utc)
-        return moment.astimezone(dt_timezone.utc)
-    except (ValueError, OverflowError):
-        raise BadSearch(f"{field} must be a date (YYYY-MM-DD) or an ISO date-time, not {value[:40]!r}",
-                        field=field) from None
+        if end and len(value) == 10:
+            # None after 9999-12-31: there is no later moment to stop before.
+            return params.day_after(params.parse_day(value))
+        return params.parse_instant(value)
+    except ValueError as exc:
+        raise BadSearch(f"{field} {exc}", field=field) from None
 
 
 def parse_limit(value, *, default: int = PAGE, maximum: int = 100) -> int:
     if value in (None, ""):
         return default
     try:
-        limit = int(str(value).strip())
-    except ValueError:
-        raise BadSearch(f"limit must be a whole number, not {str(value)[:40]!r}", field="limit") from None
-    if not 1 <= limit <= maximum:
-        raise BadSearch(f"limit must be between 1 and {maximum}", field="limit")
-    return limit
+        return params.parse_int(value, minimum=1, maximum=maximum)
+    except ValueError as exc:
+        raise BadSearch(f"limit {exc}", field="limit") from None
 
 
 def parse_search(data, *, kinds=None, conversation_id=None) -> SearchRequest:

@@ -6,8 +6,6 @@ first), rows within one by position (latest first). The cursor is the last hit's
 never shifts a page. Filters narrow the hits in the same statement.
 """
 
-import base64
-import binascii
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone as dt_timezone
@@ -18,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from conversations.errors import StoreError
 from conversations.models import Conversation, Message
+from conversations.params import decode_cursor as decode_keyset, encode_cursor as encode_keyset
 from conversations.schema import KINDS
 from conversations.subjects import normalize_subject
 
@@ -82,19 +81,19 @@ class Filters:
     conversation_id: uuid.UUID | None = None
 
 
+SEARCH_CURSOR = "search"
+
+
 def encode_cursor(seq: int, position: int) -> str:
-    return base64.urlsafe_b64encode(f"s{seq}.{position}".encode()).decode().rstrip("=")
+    return encode_keyset(SEARCH_CURSOR, seq, position)
 
 
 def decode_cursor(value: str) -> tuple[int, int]:
     try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode("ascii")
-        if not raw.startswith("s"):
-            raise ValueError(raw)
-        seq, position = (int(part) for part in raw[1:].split("."))
-        if seq < 0 or not 0 <= position < POSITION_SPAN or seq >= 2**31:
-            raise ValueError(raw)
-    except (ValueError, binascii.Error, UnicodeError):
+        seq, position = decode_keyset(value, SEARCH_CURSOR, int, int)
+        if not 0 <= position < POSITION_SPAN or seq >= 2**31:
+            raise ValueError("out of range")
+    except ValueError:
         raise BadSearch("cursor is not one this search gave out; pass the previous page's `next` unchanged",
                         field="cursor", code="invalid_cursor") from None
     return seq, position
