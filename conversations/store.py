@@ -20,9 +20,12 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections,
 from django.utils import timezone
 
 from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
-from .params import check_text, check_tree
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
+from .params import check_text, check_tree
 from .schema import encode_message, max_message_bytes
+
+# The old name, still called by retention/erasure.py.
+_check_storable = check_text
 
 
 TITLE_MAX = Conversation._meta.get_field("title").max_length

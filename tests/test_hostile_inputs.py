@@ -262,3 +262,8 @@ def test_search_reads_dates_limits_and_cursors_by_the_same_rules(client, admin, 
     else:
         assert page.status_code == 400
         assert api.status_code in (400, 422) and error_of(api)["field"] == field
+
+
+@pytest.mark.parametrize("query", ["before=²", "before=٣", "actor=user%00x", "before=99999999999999999999999"])
+def test_the_conversation_access_log_refuses_what_is_not_a_filter(client, admin, query):
+    assert client.get(f"/admin/access/?{query}").status_code == 400

@@ -6,6 +6,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
+from conversations import params
 from conversations.models import Conversation, parse_conversation_id
 from conversations.errors import NotFound
 from conversations.retention.views import admin_required
@@ -19,10 +20,14 @@ PAGE = 100
 @admin_required
 def access_log(request):
     qs = ConversationAccess.objects.recent()
-    actor = (request.GET.get("actor") or "").strip()[:200]
-    conversation = (request.GET.get("conversation") or "").strip()
-    before = (request.GET.get("before") or "").strip()
+    actor = conversation = ""
     error = None
+    try:
+        actor = params.text_param(request.GET, "actor", max_length=200)
+        conversation = params.text_param(request.GET, "conversation", max_length=100)
+        before = params.int_param(request.GET, "before", minimum=1)
+    except params.BadParameter as exc:
+        error, before = exc.message, None
     if actor:
         qs = qs.filter(actor=actor)
     if conversation:
@@ -30,17 +35,14 @@ def access_log(request):
             qs = qs.filter(conversation_id=parse_conversation_id(conversation))
         except NotFound:
             error = "conversation must be a conversation id"
-    if before:
-        if before.isdigit() and len(before) < 19:
-            qs = qs.filter(id__lt=int(before))
-        else:
-            error = "before must be an access-log id"
+    if before is not None:
+        qs = qs.filter(id__lt=before)
     rows = [] if error else list(qs[: PAGE + 1])
     next_url = None
     if len(rows) > PAGE:
         rows = rows[:PAGE]
-        params = {k: v for k, v in {"actor": actor, "conversation": conversation, "before": rows[-1].pk}.items() if v}
-        next_url = reverse("access:log") + "?" + urlencode(params)
+        query = {k: v for k, v in {"actor": actor, "conversation": conversation, "before": rows[-1].pk}.items() if v}
+        next_url = reverse("access:log") + "?" + urlencode(query)
     titles = dict(Conversation.objects.live().filter(pk__in={r.conversation_id for r in rows})
                   .values_list("pk", "title"))
     for row in rows:

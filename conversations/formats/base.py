@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from .. import params
 from ..errors import InvalidMessage, StoreError
 from ..schema import encode_message
 
@@ -242,10 +243,8 @@ def parse_time(value) -> datetime | None:
             return datetime.fromtimestamp(seconds, tz=timezone.utc)
         if isinstance(value, str) and value:
             at = datetime.fromisoformat(value.strip())
-            if at.tzinfo is None:
-                at = at.replace(tzinfo=timezone.utc)
-            at.astimezone(timezone.utc)  # overflows here rather than in the driver
-            return at
+            # Refused here (None) when it overflows on the way to UTC, rather than in the driver.
+            return params.to_utc(at if at.tzinfo else at.replace(tzinfo=timezone.utc))
     except (ValueError, OverflowError, OSError):
         return None
     return None

@@ -18,7 +18,7 @@ import json
 from django.http import JsonResponse
 from ninja import Query, Router
 
-from conversations.api import _json_body
+from conversations.jsonbody import read_json
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
@@ -52,7 +52,7 @@ def import_transcript(request):
     `entries` to a session key. Needs `write`. Never a 500: bad input is a 4xx naming the
     field, and problems inside the transcript come back in `problems` with line numbers."""
     require_scope(request, "write")
-    body = _json_body(request, allow_nul=True)
+    body = read_json(request, allow_nul=True)
     known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run"}
     unknown = sorted(set(body) - known)
     if unknown:
