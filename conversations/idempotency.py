@@ -154,6 +154,9 @@ class IdempotencyMiddleware:
         found = _find(caller, key)
         if found is not None:
             return _replay(found, sent)
+        defer = getattr(connection, "defer_next_begin", None)
+        if defer is not None and not connection.in_atomic_block:
+            defer()  # SQLite: take the write lock at the handler's first statement, not before its parsing
         with transaction.atomic():
             response = self.get_response(request)
             if not _keepable(response):
@@ -195,8 +198,12 @@ def _keepable(response) -> bool:
     return 200 <= response.status_code < 300 and not response.streaming
 
 
+_FIND = f"SELECT * FROM {_table} WHERE caller = %s AND key = %s"
+
+
 def _find(caller: str, key: str):
-    row = IdempotencyKey.objects.filter(caller=caller, key=key).first()
+    # Every keyed write runs this first: a plain statement, not a compiled ORM query.
+    row = next(iter(IdempotencyKey.objects.raw(_FIND, [caller, key])), None)
     if row is not None and row.created_at < timezone.now() - key_lifetime():
         IdempotencyKey.objects.filter(pk=row.pk, created_at=row.created_at).delete()
         return None

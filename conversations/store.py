@@ -524,12 +524,16 @@ def hash_api_key(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+_ACTIVE_KEY = f"SELECT * FROM {ApiKey._meta.db_table} WHERE prefix = %s AND revoked_at IS NULL LIMIT 1"
+
+
 def authenticate_api_key(secret: str) -> ApiKey | None:
     """The active key for a presented secret, or None. Compares hashes in constant time."""
     if not isinstance(secret, str) or not secret.startswith("mui_") or secret.count("_") < 2:
         return None
     prefix = secret.split("_", 2)[1]
-    key = ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
+    # Every API request runs this: a plain statement costs a fraction of compiling the ORM query.
+    key = next(iter(ApiKey.objects.raw(_ACTIVE_KEY, [prefix])), None)
     if key is None or not hmac.compare_digest(key.key_hash, hash_api_key(secret)):
         return None
     now = timezone.now()

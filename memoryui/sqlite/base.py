@@ -32,6 +32,10 @@ def writer_queue_for(name: str) -> threading.Lock:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     _holds_writer_queue = False
+    # Set by `deferred_begin()`: the next transaction's BEGIN IMMEDIATE (and the writer
+    # lock) waits until its first statement, so what runs before it holds no lock.
+    _defer_next_begin = False
+    _begin_pending = False
 
     def _writer_lock(self) -> threading.Lock:
         return writer_queue_for(str(self.settings_dict["NAME"]))
@@ -63,7 +67,29 @@ class DatabaseWrapper(base.DatabaseWrapper):
         finally:
             self._release_writer_queue()
 
+    def defer_next_begin(self) -> None:
+        """Open the next transaction lazily: at its first statement rather than at atomic()'s entry.
+
+        The idempotency middleware opens its transaction around a whole API handler;
+        with this, request parsing and validation run before the write lock is taken."""
+        self._defer_next_begin = True
+
+    def _cursor(self, name=None):
+        if self._begin_pending:
+            self._begin_pending = False
+            self._acquire_writer_queue()
+            try:
+                super()._start_transaction_under_autocommit()
+            except BaseException:
+                self._release_writer_queue()
+                raise
+        return super()._cursor(name)
+
     def _start_transaction_under_autocommit(self):
+        if self._defer_next_begin:
+            self._defer_next_begin = False
+            self._begin_pending = True
+            return
         self._acquire_writer_queue()
         try:
             super()._start_transaction_under_autocommit()
@@ -72,18 +98,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
             raise
 
     def _commit(self):
+        if self._begin_pending:  # the transaction never ran a statement: nothing to commit
+            self._begin_pending = False
+            return None
         try:
             return super()._commit()
         finally:
             self._release_writer_queue()
 
     def _rollback(self):
+        if self._begin_pending:
+            self._begin_pending = False
+            return None
         try:
             return super()._rollback()
         finally:
             self._release_writer_queue()
 
     def _close(self):
+        self._begin_pending = self._defer_next_begin = False
         try:
             return super()._close()
         finally:
