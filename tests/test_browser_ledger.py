@@ -91,7 +91,9 @@ def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(li
     state = page.locator("#task-state")
     assert "version 3" in state.locator("h3").inner_text()
     assert state.locator("dl.state").get_by_text("RF-77120").is_visible()
+    state.locator("details.state-history summary").click()
     assert state.locator("ol.versions > li").count() == 3
+    assert state.locator("ol.versions > li").first.get_by_text("RF-77120").is_visible()
 
     ledger_rows = page.locator("#actions-ledger tbody tr")
     assert ledger_rows.count() == 2

@@ -119,5 +119,5 @@ def test_a_page_without_ledger_rows_says_so(client):
     c = store.create_conversation(title="quiet")
     _login(client, AUDITOR)
     html = page(client, c)
-    assert "No task state recorded." in html and "No actions recorded." in html
-    assert 'id="workspace"' not in html
+    assert "No task state, actions or workspace snapshots recorded." in html
+    assert 'id="task-state"' not in html and 'id="workspace"' not in html
