@@ -111,7 +111,86 @@ def test_it_approves_with_htmx_and_the_item_disappears(client, reviewer, proposa
 
 def test_it_approves_without_javascript(client, reviewer, proposal):
     r = client.post(f"/facts/{proposal.pk}/approve")
-    assert r.status_code == 302 and r["Location"] == "/facts/"
+    assert r.status_code == 302 and r["Location"] == f"/facts/?reviewed={proposal.pk}"
+
+
+def _propose(text, subject="cust:7"):
+    return facts.propose_fact(subject=subject, text=text, importance=5, created_by="key:agent")
+
+
+def test_without_javascript_it_goes_on_at_the_next_proposal_with_the_status_and_undo(client, reviewer):
+    first, second, third = _propose("one"), _propose("two"), _propose("three")
+    r = client.post(f"/facts/{second.pk}/reject", {"reason": "hearsay"})
+    # The next proposal is the one after the decided one, not the first.
+    assert r["Location"] == f"/facts/?reviewed={second.pk}#fact-{third.pk}"
+    html = client.get(r["Location"]).content.decode()
+    assert f'id="fact-{third.pk}" tabindex="0" data-fact="{third.pk}" aria-labelledby="fact-{third.pk}-text" autofocus' in html
+    assert f"Rejected fact {second.pk}." in html
+    assert f'action="/facts/{second.pk}/undo"' in html
+    # At the end of the queue it goes back to the one before.
+    r = client.post(f"/facts/{third.pk}/approve")
+    assert r["Location"] == f"/facts/?reviewed={third.pk}#fact-{first.pk}"
+    # Undo: the proposal is back, focused, and the status says so (no second undo).
+    r = client.post(f"/facts/{second.pk}/undo")
+    assert r["Location"] == f"/facts/?reviewed={second.pk}#fact-{second.pk}"
+    html = client.get(r["Location"]).content.decode()
+    assert f"Review of fact {second.pk} undone: it is back in the queue." in html
+    assert f'data-fact="{second.pk}" aria-labelledby="fact-{second.pk}-text" autofocus' in html
+    assert "/undo" not in html
+    assert [f.pk for f in Fact.objects.pending()] == [first.pk, second.pk]
+
+
+def test_with_htmx_the_status_carries_the_undo_and_undo_brings_the_item_back(client, reviewer):
+    first, second = _propose("one"), _propose("two")
+    r = client.post(f"/facts/{first.pk}/approve", **HTMX)
+    html = r.content.decode()
+    assert f'id="queue-status"' in html and f"Approved fact {first.pk}." in html
+    assert f'hx-post="/facts/{first.pk}/undo"' in html
+    r = client.post(f"/facts/{first.pk}/undo", **HTMX)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert html.index(f'id="fact-{first.pk}"') < html.index(f'id="fact-{second.pk}"')  # back in its place
+    assert f'id="fact-{first.pk}" tabindex="0" data-fact="{first.pk}" aria-labelledby="fact-{first.pk}-text" autofocus data-focus' in html
+    assert 'id="queue-count" hx-swap-oob="true">2<' in html
+    assert AuditEvent.objects.filter(action="fact.review_undone", actor=f"user:{reviewer.username}").exists()
+
+
+def test_an_undo_that_is_too_late_says_why_and_changes_nothing(client, reviewer):
+    p = _propose("one")
+    facts.approve_fact(fact_id=p.pk, actor="user:rev")
+    facts.recall(subject="cust:7")
+    r = client.post(f"/facts/{p.pk}/undo", **HTMX)
+    assert r.status_code == 409 and r["HX-Reswap"] == "none"
+    assert "an agent has recalled it" in r.content.decode()
+    r = client.post(f"/facts/{p.pk}/undo", follow=True)
+    assert "an agent has recalled it" in r.content.decode()
+    assert Fact.objects.get(pk=p.pk).status == "approved"
+
+
+def test_auditors_cannot_undo(client, proposal):
+    facts.approve_fact(fact_id=proposal.pk, actor="user:rev")
+    login(client, AUDITOR)
+    assert client.post(f"/facts/{proposal.pk}/undo").status_code == 403
+    assert Fact.objects.get(pk=proposal.pk).status == "approved"
+
+
+def test_each_proposal_shows_the_subjects_approved_facts_and_flags_a_duplicate(client, reviewer, proposal):
+    known = _propose("Prefers replacements.")
+    facts.approve_fact(fact_id=known.pk, actor="user:rev")
+    other = _propose("Orders on Mondays")
+    facts.approve_fact(fact_id=other.pk, actor="user:rev")
+    html = client.get("/facts/").content.decode()
+    item = html[html.index(f'id="fact-{proposal.pk}"'):]
+    assert "Likely duplicate" in item
+    assert f'#fact-{known.pk}">#{known.pk}</a>: approved already.' in item
+    assert "Approved about cust:7" in item and "Orders on Mondays" in item
+    assert '<li class="known is-duplicate" data-fact="%d">' % known.pk in item
+    assert '<li class="known" data-fact="%d">' % other.pk in item
+
+
+def test_a_bad_reviewed_parameter_is_a_400(client, reviewer):
+    assert client.get("/facts/?reviewed=abc").status_code == 400
+    assert client.get("/facts/?reviewed=99999").status_code == 200
 
 
 def test_it_rejects_with_a_reason(client, reviewer, proposal):

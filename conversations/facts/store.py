@@ -280,6 +280,101 @@ def supersede_fact(*, fact_id, actor: str, text, category=None, importance=None,
     return new
 
 
+class Decision(NamedTuple):
+    """The review decision `undo_review` would take back: what it was ("approved",
+    "rejected" or "edited"), its event, and for an edit the fact it created."""
+
+    kind: str
+    event: FactEvent
+    new_fact: Fact | None = None
+
+
+def _last_event(fact_id) -> FactEvent | None:
+    return FactEvent.objects.filter(fact_id=fact_id).order_by("-id").first()
+
+
+def undoable_decision(fact: Fact) -> Decision | None:
+    """The review decision on this proposal that may still be undone, or None.
+
+    Only the last thing that happened to the fact can be undone: once an agent has
+    recalled it, it has expired, been kept or invalidated, the decision had effects
+    and the honest tool is invalidate or supersede, not undo. Works from either
+    fact of an edit-and-approve (the proposal or the fact that replaced it)."""
+    last = _last_event(fact.pk)
+    if last is None:
+        return None
+    if last.kind == "approved" and "supersedes" in last.detail:
+        # The replacement of an edit: the decision belongs to the proposal it replaced.
+        old = Fact.objects.exclude(status="erasing").filter(pk=last.detail["supersedes"]).first()
+        return undoable_decision(old) if old is not None and old.superseded_by_id == fact.pk else None
+    if last.kind == "approved" and fact.status == APPROVED and not fact.superseded_by_id \
+            and fact.invalidated_recorded_at is None:
+        return Decision("approved", last)
+    if last.kind == "rejected" and fact.status == REJECTED and "undoes" not in last.detail:
+        return Decision("rejected", last)
+    if last.kind == "superseded" and fact.status == PROPOSED and fact.superseded_by_id:
+        new = Fact.objects.exclude(status="erasing").filter(pk=fact.superseded_by_id).first()
+        new_last = _last_event(new.pk) if new is not None else None
+        if (new is not None and new.status == APPROVED and not new.superseded_by_id
+                and new.invalidated_recorded_at is None and new_last is not None
+                and new_last.kind == "approved" and new_last.detail.get("supersedes") == fact.pk):
+            return Decision("edited", last, new)
+    return None
+
+
+def undo_review(*, fact_id, actor: str) -> Fact:
+    """Take back the last review decision on a proposal: it is a proposal in the
+    queue again. Returns the proposal.
+
+    Nothing is edited in place or deleted: the undo is a new `proposed` event on the
+    proposal (reason "review undone", detail `undoes`: the decision's event id, and
+    `undone`: approved, rejected or edited), and an audit event `fact.review_undone`.
+    The status bookkeeping goes back to proposed. Undoing an edit-and-approve
+    withdraws the fact the edit created: it becomes `rejected` with its own event,
+    so it stays on record and is never recalled. Raises Conflict when the decision
+    can no longer be undone (see `undoable_decision`)."""
+    with transaction.atomic():
+        fact = _locked_fact(fact_id)
+        decision = undoable_decision(fact)
+        if decision is not None:
+            # Lock every fact the undo writes, then decide again on what is locked.
+            proposal = fact if decision.event.fact_id == fact.pk else _locked_fact(decision.event.fact_id)
+            if decision.new_fact is not None and decision.new_fact.pk != fact.pk:
+                _locked_fact(decision.new_fact.pk)
+            decision = undoable_decision(proposal)
+        if decision is None:
+            raise Conflict(
+                f"fact {fact.pk} has no review to undo: {_why_not_undoable(fact)}", code="not_undoable")
+        now, who = timezone.now(), str(actor)[:200]
+        detail = {"undoes": decision.event.pk, "undone": decision.kind}
+        if decision.kind == "edited":
+            new = decision.new_fact
+            Fact.objects.filter(pk=new.pk).update(status=REJECTED, reviewed_at=now, reviewed_by=who,
+                                                  reason="review undone")
+            undo_of = _last_event(new.pk)
+            _event(new, "rejected", actor, at=now, reason="review undone",
+                   detail={"undoes": undo_of.pk, "undone": "edited", "proposal": proposal.pk})
+            Fact.objects.filter(pk=proposal.pk).update(superseded_by=None, superseded_at=None, reason="")
+            detail["withdrawn_fact"] = new.pk
+        else:
+            Fact.objects.filter(pk=proposal.pk).update(status=PROPOSED, reviewed_at=None, reviewed_by="",
+                                                       reason="")
+        _event(proposal, "proposed", actor, at=now, reason="review undone", detail=detail)
+        _audit(actor, "fact.review_undone", proposal, detail)
+    return Fact.objects.get(pk=proposal.pk)
+
+
+def _why_not_undoable(fact: Fact) -> str:
+    last = _last_event(fact.pk)
+    if fact.status == PROPOSED and not fact.superseded_by_id:
+        return "it is waiting for review"
+    if last is not None and last.kind in ("recalled", "kept", "expired", "invalidated", "superseded"):
+        what = {"recalled": "an agent has recalled it", "kept": "it was kept", "expired": "it has expired",
+                "invalidated": "it was invalidated", "superseded": "it was superseded"}[last.kind]
+        return f"{what} since it was reviewed; invalidate or supersede it on the subject page instead"
+    return "its last change was not a review decision"
+
+
 def invalidate_fact(*, fact_id, actor: str, reason, invalid_at=None) -> Fact:
     """The world changed: the fact stopped being true at `invalid_at` (default now).
     It stays on record and drops out of recall from that moment."""
@@ -428,6 +523,13 @@ def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
                 [" ".join(terms), subject],
             )
         return {pk: float(rank) for pk, rank in cursor.fetchall()}
+
+
+def rank_by_words(subject: str, text: str) -> dict[int, float]:
+    """fact id → full-text rank for the subject's facts sharing words with `text`
+    (the review queue's duplicate check). Reads only; may include facts that are
+    not current, which the caller filters out."""
+    return _relevance(subject, query_terms(text))
 
 
 def _hours_since_last_reference(now: datetime) -> RawSQL:

@@ -14,6 +14,7 @@ urlpatterns = [
     path("<int:fact_id>/approve", views.approve, name="approve"),
     path("<int:fact_id>/reject", views.reject, name="reject"),
     path("<int:fact_id>/edit-approve", views.edit_approve, name="edit_approve"),
+    path("<int:fact_id>/undo", views.undo, name="undo"),
     path("<int:fact_id>/invalidate", views.invalidate, name="invalidate"),
     path("<int:fact_id>/supersede", views.supersede, name="supersede"),
     path("<int:fact_id>/keep", views.keep, name="keep"),

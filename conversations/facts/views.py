@@ -14,6 +14,7 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -29,7 +30,7 @@ from conversations.reads import read_rows
 from conversations.roles import can_review_facts, is_admin
 from conversations.schema import message_text
 
-from . import store
+from . import duplicates, store
 from .models import CATEGORIES, Fact, FactAccess, FactEvent
 
 QUEUE_PAGE = 50
@@ -108,38 +109,81 @@ def source_context(fact: Fact) -> dict | None:
     return {"removed": False, "conversation_id": cid, "position": pos, "link": link, "rows": rows}
 
 
-def _queue_item(fact: Fact, *, error=None, form=None) -> dict:
-    return {"fact": fact, "source": source_context(fact), "error": error, "form": form or {}}
+def _queue_item(fact: Fact, *, error=None, form=None, beside=None) -> dict:
+    if beside is None:
+        beside = duplicates.beside([fact]).get(fact.pk)
+    return {"fact": fact, "source": source_context(fact), "error": error, "form": form or {}, "known": beside}
 
 
-def _queue_context(request):
+def _queue_context(request, *, reviewed: Fact | None = None):
     pending = Fact.objects.pending()
     facts = list(pending[:QUEUE_PAGE])
-    return {
-        "items": [_queue_item(f) for f in facts],
+    known = duplicates.beside(facts)
+    context = {
+        "items": [_queue_item(f, beside=known.get(f.pk)) for f in facts],
         "queue_count": pending.count(),
         "categories": CATEGORIES,
     }
+    if reviewed is not None:
+        context["status"] = _status(reviewed)
+        focus = reviewed if reviewed.pk in {f.pk for f in facts} else _next_in_queue(reviewed)
+        context["focus"] = focus.pk if focus else None
+    return context
+
+
+def _next_in_queue(fact: Fact) -> Fact | None:
+    """The proposal a reviewer meets after this one (the one before it at the end of the queue)."""
+    pending = Fact.objects.pending()
+    later = Q(recorded_at__gt=fact.recorded_at) | Q(recorded_at=fact.recorded_at, id__gt=fact.pk)
+    return pending.filter(later).first() or pending.exclude(pk=fact.pk).last()
+
+
+def _status(fact: Fact) -> dict:
+    """The status line after a review or an undo, read back from the fact's own
+    history (so a reload, or the page without JavaScript, says the same), with the
+    undo offered while the decision can still be undone."""
+    decision = store.undoable_decision(fact)
+    if decision is None:
+        note = (f"Review of fact {fact.pk} undone: it is back in the queue." if fact.status == "proposed"
+                and not fact.superseded_by_id else f"Fact {fact.pk} is {fact.state()}.")
+    elif decision.kind == "edited":
+        note = f"Approved fact {decision.new_fact.pk} as an edit of proposal {fact.pk}."
+    else:
+        note = f"{decision.kind.capitalize()} fact {fact.pk}."
+    return {"note": note, "undo": fact.pk if decision else None}
+
+
+def _reviewed_url(fact: Fact) -> str:
+    following = _next_in_queue(fact)
+    return reverse("facts:queue") + f"?reviewed={fact.pk}" + (f"#fact-{following.pk}" if following else "")
 
 
 @require_safe
 @_reviewer
 def queue(request):
-    context = _queue_context(request)
+    reviewed = None
+    try:
+        reviewed_id = params.int_param(request.GET, "reviewed", minimum=1, maximum=store.MAX_ID)
+    except params.BadParameter as exc:
+        return _vary(render(request, "conversations/bad_request.html", {"error": exc}, status=400))
+    if reviewed_id is not None:
+        reviewed = Fact.objects.exclude(status="erasing").filter(pk=reviewed_id).first()
+    context = _queue_context(request, reviewed=reviewed)
     _log_reads(request, [i["fact"].subject for i in context["items"]], "review queue")
     return _vary(render(request, "facts/queue.html", context))
 
 
-def _after_review(request, fact: Fact, note: str):
-    """htmx: the item vanishes, the count and the status line update out of band.
-    A plain form post: back to the queue with a message."""
+def _after_review(request, fact: Fact):
+    """htmx: the item vanishes, the count and the status line (with its undo) update
+    out of band. A plain form post: back to the queue, at the next proposal, with the
+    same status line."""
+    fact.refresh_from_db()
     if request.htmx:
         response = render(request, "facts/queue.html#review_done", {
-            "queue_count": Fact.objects.pending().count(), "note": note,
+            "queue_count": Fact.objects.pending().count(), "status": _status(fact),
         })
         return _vary(response)
-    messages.success(request, note)
-    return redirect("facts:queue")
+    return redirect(_reviewed_url(fact))
 
 
 def _review_failed(request, fact: Fact, error: StoreError, form=None):
@@ -165,7 +209,7 @@ def approve(request, fact_id: int):
         store.approve_fact(fact_id=fact.pk, actor=_actor(request))
     except StoreError as exc:
         return _review_failed(request, fact, exc)
-    return _after_review(request, fact, f"Approved fact {fact.pk}.")
+    return _after_review(request, fact)
 
 
 @require_POST
@@ -177,7 +221,31 @@ def reject(request, fact_id: int):
         store.reject_fact(fact_id=fact.pk, actor=_actor(request), reason=reason)
     except StoreError as exc:
         return _review_failed(request, fact, exc, form={"reason": reason})
-    return _after_review(request, fact, f"Rejected fact {fact.pk}.")
+    return _after_review(request, fact)
+
+
+@require_POST
+@_reviewer
+def undo(request, fact_id: int):
+    """Take back the last review of a proposal; it returns to its place in the queue.
+    htmx gets the queue's items (the proposal back in them), count and status."""
+    fact = _fact_or_404(fact_id)
+    try:
+        proposal = store.undo_review(fact_id=fact.pk, actor=_actor(request))
+    except StoreError as exc:
+        if request.htmx:
+            response = render(request, "facts/queue.html#review_done", {
+                "queue_count": Fact.objects.pending().count(),
+                "status": {"note": exc.message, "undo": None, "error": True}}, status=exc.status)
+            response["HX-Reswap"] = "none"  # keep the items; only the status says why
+            return _vary(response)
+        messages.error(request, exc.message)
+        return redirect("facts:queue")
+    if request.htmx:
+        context = _queue_context(request, reviewed=proposal)
+        _log_reads(request, [i["fact"].subject for i in context["items"]], "review queue")
+        return _vary(render(request, "facts/queue.html#undo_done", context))
+    return redirect(reverse("facts:queue") + f"?reviewed={proposal.pk}#fact-{proposal.pk}")
 
 
 def _int_field(raw, field):
@@ -190,14 +258,14 @@ def edit_approve(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     form = {k: request.POST.get(k, "") for k in ("text", "category", "importance", "reason")}
     try:
-        new = store.edit_and_approve(
+        store.edit_and_approve(
             fact_id=fact.pk, actor=_actor(request), text=form["text"], category=form["category"] or None,
             importance=_int_field(form["importance"], "importance") if form["importance"].strip() else None,
             reason=form["reason"],
         )
     except StoreError as exc:
         return _review_failed(request, fact, exc, form=form)
-    return _after_review(request, fact, f"Approved fact {new.pk} as an edit of proposal {fact.pk}.")
+    return _after_review(request, fact)
 
 
 # ---- a subject -----------------------------------------------------------------

@@ -1,0 +1,119 @@
+// The review queue from the keyboard: j/k move between proposals, a/r/e act on the
+// focused one, u undoes the last review, Ctrl+Enter (or Cmd+Enter) submits the form
+// being typed in. After a decision the focus goes to the proposal that came after
+// the decided one (the one before it at the end of the queue), so the flow goes on
+// where the reviewer is. Without JavaScript the same forms post and the server
+// redirects to the next proposal with the status line and its undo.
+(function () {
+  "use strict";
+
+  function items() {
+    return Array.prototype.slice.call(document.querySelectorAll("#queue-items .queue-item"));
+  }
+
+  function focusItem(item) {
+    if (!item) return;
+    item.focus({ preventScroll: true });
+    item.scrollIntoView({ block: "nearest" });
+  }
+
+  // The item being decided, and where the focus goes once it has left the page.
+  var decided = null;
+  var nextFocus = null;
+
+  document.addEventListener("keydown", function (ev) {
+    if (!document.getElementById("review-queue")) return;
+    var tag = (ev.target.tagName || "").toLowerCase();
+    var typing = tag === "input" || tag === "textarea" || tag === "select";
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey) && typing) {
+      var form = ev.target.form;
+      if (form && form.closest("#review-queue")) {
+        ev.preventDefault();
+        form.requestSubmit();
+      }
+      return;
+    }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || typing) return;
+    if (ev.key === "u") {
+      var undo = document.querySelector('#queue-status button[data-key="u"]');
+      if (undo) { ev.preventDefault(); undo.click(); }
+      return;
+    }
+    var list = items();
+    if (!list.length) return;
+    var current = ev.target.closest ? ev.target.closest(".queue-item") : null;
+    var i = current ? list.indexOf(current) : -1;
+    if (ev.key === "j" || ev.key === "k") {
+      ev.preventDefault();
+      focusItem(list[Math.min(list.length - 1, Math.max(0, ev.key === "j" ? i + 1 : i - 1))]);
+    } else if (current && (ev.key === "a" || ev.key === "r" || ev.key === "e")) {
+      var el = current.querySelector('[data-key="' + ev.key + '"]');
+      if (!el) return;
+      ev.preventDefault();
+      if (ev.key === "a") el.click();
+      else if (ev.key === "r") el.focus();
+      else { el.parentElement.open = true; current.querySelector(".edit-approve textarea").focus(); }
+    }
+  });
+
+  // A decision is about to be sent from inside an item: remember its neighbour.
+  document.addEventListener("htmx:beforeRequest", function (ev) {
+    var item = ev.target.closest && ev.target.closest("#queue-items .queue-item");
+    if (!item) return;
+    decided = item.id;
+    nextFocus = item.nextElementSibling || item.previousElementSibling;
+  });
+
+  // A refused review (422) comes back as the item with its error; a refused undo
+  // (409) as the status line saying why. Both are meant to be shown.
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    if (!ev.target.closest || !ev.target.closest("#review-queue")) return;
+    var status = ev.detail.xhr.status;
+    if (status === 422 || status === 409) {
+      ev.detail.shouldSwap = true;
+      ev.detail.isError = false;
+    }
+  });
+
+  // After a swap in the queue (an approve or reject swaps its item for nothing, so
+  // only the status line's out-of-band swap reports it; an undo or a refusal swaps
+  // items in), once the main swap is done: put the focus where the reviewer goes on.
+  var settling = false;
+  function afterQueueSwap() {
+    if (settling) return;
+    settling = true;
+    window.setTimeout(function () {
+      settling = false;
+      var list = items();
+      var asked = document.querySelector("#queue-items .queue-item[data-focus]");
+      var stayed = decided && document.getElementById(decided);
+      if (asked) {
+        // After an undo the proposal that came back asks for the focus.
+        asked.removeAttribute("data-focus");
+        focusItem(asked);
+      } else if (stayed) {
+        // Refused: the item came back with its error; the field at fault gets the focus.
+        var field = stayed.querySelector("[aria-invalid=true]");
+        if (field) field.focus(); else focusItem(stayed);
+      } else if (nextFocus && document.body.contains(nextFocus)) {
+        focusItem(nextFocus);
+      } else if (list.length && !(document.activeElement && document.activeElement.closest(".queue-item"))) {
+        focusItem(list[0]);
+      }
+      decided = nextFocus = null;
+      if (!list.length && !document.getElementById("queue-empty")) {
+        var empty = document.createElement("p");
+        empty.className = "empty";
+        empty.id = "queue-empty";
+        empty.textContent = "Nothing left to review.";
+        document.getElementById("queue-items").appendChild(empty);
+      }
+    }, 0);
+  }
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (ev.target.closest && ev.target.closest("#review-queue")) afterQueueSwap();
+  });
+  document.addEventListener("htmx:oobAfterSwap", function (ev) {
+    if (ev.target.closest && ev.target.closest("#review-queue")) afterQueueSwap();
+  });
+})();
