@@ -121,10 +121,38 @@ def test_audit_events_cannot_be_changed_or_removed():
     assert AuditEvent.objects.get(pk=e.pk).actor == "user:a"
 
 
-def test_prune_and_receipt_targets_link_to_their_pages(client, admin):
-    store.record_audit(actor="system", action="prune.finished", target_type="prune_run", target_id="7")
-    store.record_audit(actor="user:x", action="deletion.receipt", target_type="deletion_receipt",
-                       target_id="0b6f0c1e-8d7a-4a53-9a57-4f1c1d0b2e11")
+def test_every_kind_of_target_links_to_its_page(client, admin):
+    from conversations.facts import store as facts
+    from conversations.retention import erasure
+    from conversations.retention.pruning import prune_older_than
+    from tests.retention_support import conversation
+
+    kept = store.create_conversation(title="kept")
+    store.append_message(conversation_id=kept.pk, message={"kind": "user", "content": "hi"})
+    store.checkpoint_at(conversation_id=kept.pk, position=0, summary="s", actor="user:boss")
+    fact = facts.propose_fact(subject="cust:1", text="likes tea", importance=3, created_by="key:a")
+    facts.approve_fact(fact_id=fact.pk, actor="user:boss")
+    key, _ = store.create_api_key(name="bot", scopes=["read"], created_by="user:boss")
+    conversation(messages=1, age_days=100)
+    run = prune_older_than(days=90, actor="user:boss")
+    doomed = store.create_conversation(title="doomed")
+    receipt = erasure.delete_one_conversation(conversation_id=doomed.pk, actor="user:boss")
     html = client.get("/admin/audit/").content.decode()
-    assert 'href="/admin/prune/runs/7/"' in html
-    assert 'href="/admin/receipts/0b6f0c1e-8d7a-4a53-9a57-4f1c1d0b2e11/"' in html
+    assert f'href="/conversations/{kept.pk}/"><code>{kept.pk}</code></a>' in html
+    assert f'href="/facts/{fact.pk}/"><code>{fact.pk}</code></a>' in html
+    assert f'href="/keys/#key-{key.pk}"><code>{key.pk}</code></a>' in html
+    assert f'href="/admin/prune/runs/{run.run_id}/"><code>{run.run_id}</code></a>' in html
+    # The deletion and its receipt both lead to the receipt.
+    assert html.count(f'href="/admin/receipts/{receipt.pk}/"') == 2
+    # The actor leads to everything that actor did.
+    assert 'href="?actor=user%3Aboss"' in html
+
+
+def test_a_target_that_is_gone_is_named_not_linked(client, admin):
+    store.record_audit(actor="system", action="prune.finished", target_type="prune_run", target_id="7")
+    store.record_audit(actor="user:x", action="conversation.exported", target_type="conversation",
+                       target_id="0b6f0c1e-8d7a-4a53-9a57-4f1c1d0b2e11")
+    store.record_audit(actor="user:x", action="fact.approved", target_type="fact", target_id="not-a-number")
+    html = client.get("/admin/audit/").content.decode()
+    assert "/admin/prune/runs/7/" not in html and "/conversations/0b6f0c1e" not in html
+    assert html.count('<span class="muted gone">(gone)</span>') == 3

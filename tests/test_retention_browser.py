@@ -37,6 +37,16 @@ def test_an_admin_previews_and_runs_a_prune(live_server, page):
     assert preview.get_by_text("Stale ticket 0").is_visible()
     assert preview.get_by_text("Pinned forever").count() == 0 and preview.get_by_text("Fresh ticket").count() == 0
 
+    # It asks first, with the preview's counts; the button alone does nothing.
+    confirm = page.locator("label.confirm-box")
+    assert "Delete 3 conversations with 12 messages" in confirm.inner_text()
+    assert page.locator("#confirm-bytes").inner_text().strip() != ""
+    page.get_by_role("button", name="Prune 3 conversations now").click()
+    page.wait_for_timeout(300)
+    assert "/admin/prune/?older_than_days=90" in page.url
+    assert page.evaluate("document.querySelector('#prune-form input[name=confirm]').validity.valueMissing")
+    assert Conversation.objects.filter(pk__in=[c.pk for c in old]).count() == 3
+    confirm.locator("input[type=checkbox]").check()
     page.get_by_role("button", name="Prune 3 conversations now").click()
     page.wait_for_url("**/admin/prune/runs/*/")
     assert page.locator("#run-status").inner_text() == "finished"

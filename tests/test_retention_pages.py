@@ -59,7 +59,8 @@ def test_the_prune_page_previews_then_runs(client, admin):
     assert 'id="preview-conversations">1<' in html and "Prune 1 conversation now" in html
     assert Conversation.objects.filter(pk=old.pk).exists()
 
-    response = client.post("/admin/prune/run/", {"older_than_days": "90"})
+    response = client.post("/admin/prune/run/", {"older_than_days": "90", "confirm": "yes",
+                                                 "conversations": "1", "messages": "3"})
     run = PruneRun.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/admin/prune/runs/{run.pk}/"
     assert not Conversation.objects.filter(pk=old.pk).exists()
@@ -67,9 +68,49 @@ def test_the_prune_page_previews_then_runs(client, admin):
     assert 'id="result-conversations">1<' in result and "finished" in result
 
 
+def test_the_preview_asks_to_confirm_its_counts(client, admin):
+    conversation(messages=3, age_days=100)
+    conversation(messages=2, age_days=100)
+    html = client.get("/admin/prune/?older_than_days=90").content.decode()
+    form = html[html.index('id="prune-form"'):html.index("</form>", html.index('id="prune-form"'))]
+    assert '<input type="checkbox" name="confirm" value="yes" required>' in form
+    assert 'id="confirm-conversations">2<' in form and 'id="confirm-messages">5<' in form
+    assert 'id="confirm-bytes">' in form
+    assert 'name="conversations" value="2"' in form and 'name="messages" value="5"' in form
+
+
+@pytest.mark.parametrize("data", [
+    {"older_than_days": "90"},
+    {"older_than_days": "90", "confirm": "no", "conversations": "1", "messages": "3"},
+    {"older_than_days": "90", "confirm": "yes"},
+    {"older_than_days": "90", "confirm": "yes", "conversations": "one", "messages": "3"},
+])
+def test_a_prune_without_confirmation_deletes_nothing(client, admin, data):
+    old = conversation(messages=3, age_days=100)
+    response = client.post("/admin/prune/run/", data)
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "Tick the box to confirm the counts" in html and 'id="confirm-conversations">1<' in html
+    assert Conversation.objects.filter(pk=old.pk).exists() and not PruneRun.objects.exists()
+
+
+def test_a_prune_whose_counts_changed_since_the_preview_asks_again(client, admin):
+    first = conversation(messages=3, age_days=100)
+    confirmed = {"older_than_days": "90", "confirm": "yes", "conversations": "1", "messages": "3"}
+    second = conversation(messages=2, age_days=100)  # aged in after the admin looked
+    response = client.post("/admin/prune/run/", confirmed)
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert "The preview changed since you confirmed it (1 conversations, 3 messages)" in html
+    assert 'id="confirm-conversations">2<' in html and 'id="confirm-messages">5<' in html
+    assert Conversation.objects.filter(pk__in=[first.pk, second.pk]).count() == 2
+    assert not PruneRun.objects.exists()
+
+
 def test_an_htmx_prune_run_redirects_the_whole_page(client, admin):
     conversation(messages=1, age_days=100)
-    response = client.post("/admin/prune/run/", {"older_than_days": "90"}, HTTP_HX_REQUEST="true")
+    response = client.post("/admin/prune/run/", {"older_than_days": "90", "confirm": "yes", "conversations": "1",
+                                                 "messages": "1"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 204 and response["HX-Redirect"].startswith("/admin/prune/runs/")
 
 

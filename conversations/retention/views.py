@@ -21,7 +21,7 @@ from django.views.decorators.http import require_safe, require_http_methods, req
 from conversations import params
 from conversations.apiauth import actor_of
 from conversations.errors import InvalidInput, NotFound, StoreError
-from conversations.models import AuditEvent, Conversation, Message, parse_conversation_id
+from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
 from conversations.roles import is_admin
 
 from . import erasure
@@ -67,13 +67,26 @@ def index(request):
 
 # --- prune ---------------------------------------------------------------------------
 
+def _prune_context(**extra) -> dict:
+    return {"retention_days": default_retention_days(), "max_days": MAX_DAYS,
+            "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first(),
+            "recent_runs": PruneRun.objects.all()[:5], **extra}
+
+
+def _with_preview(context: dict, request, days: int) -> dict:
+    """The dry run's counts and the first conversations it would take."""
+    result = prune_older_than(days=days, dry_run=True, actor=actor_of(request))
+    shown = result.conversation_ids[:PREVIEW_LIST]
+    by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
+    context.update(preview=result, older_than_days=days, preview_rows=[by_id[i] for i in shown if i in by_id])
+    return context
+
+
 @require_safe
 @admin_required
 def prune_page(request):
     raw = request.GET.get("older_than_days", "").strip()
-    context = {"older_than_days": raw or default_retention_days(), "retention_days": default_retention_days(),
-               "max_days": MAX_DAYS, "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first(),
-               "recent_runs": PruneRun.objects.all()[:5]}
+    context = _prune_context(older_than_days=raw or default_retention_days())
     status = 200
     if raw:
         try:
@@ -82,30 +95,49 @@ def prune_page(request):
             context["error"] = exc.message
             status = 422
         else:
-            result = prune_older_than(days=days, dry_run=True, actor=actor_of(request))
-            shown = result.conversation_ids[:PREVIEW_LIST]
-            by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
-            context.update(preview=result, older_than_days=days,
-                           preview_rows=[by_id[i] for i in shown if i in by_id])
+            _with_preview(context, request, days)
     return render(request, "retention/prune.html", context, status=status)
+
+
+def _confirmed_counts(post) -> tuple[int, int] | None:
+    """The (conversations, messages) the admin saw in the preview and confirmed, or None."""
+    if post.get("confirm") != "yes":
+        return None
+    try:
+        return (params.int_field(post.get("conversations", ""), "conversations", minimum=0),
+                params.int_field(post.get("messages", ""), "messages", minimum=0))
+    except InvalidInput:
+        return None
 
 
 @require_POST
 @admin_required
 def prune_run(request):
+    """Runs only what the admin confirmed: the confirmation box carries the preview's
+    counts, and when the store would now take more or fewer (time passed, agents wrote)
+    the new preview is shown to be confirmed again. Nothing is deleted on one click."""
     try:
         days = check_days(params.int_field(request.POST.get("older_than_days", ""), "older_than_days",
                                            minimum=1, maximum=MAX_DAYS))
     except InvalidInput as exc:
         return render(request, "retention/prune.html",
-                      {"older_than_days": request.POST.get("older_than_days", ""), "error": exc.message,
-                       "retention_days": default_retention_days(), "max_days": MAX_DAYS}, status=422)
+                      _prune_context(older_than_days=request.POST.get("older_than_days", ""), error=exc.message),
+                      status=422)
+    confirmed = _confirmed_counts(request.POST)
+    if confirmed is None:
+        context = _with_preview(_prune_context(), request, days)
+        context["error"] = "Tick the box to confirm the counts: nothing was pruned."
+        return render(request, "retention/prune.html", context, status=422)
+    context = _with_preview(_prune_context(), request, days)
+    preview = context["preview"]
+    if (preview.conversations, preview.messages) != confirmed:
+        context["error"] = (f"The preview changed since you confirmed it ({confirmed[0]} conversations, "
+                            f"{confirmed[1]} messages): check the new counts and confirm again. Nothing was pruned.")
+        return render(request, "retention/prune.html", context, status=409)
     try:
         result = prune_older_than(days=days, actor=actor_of(request))
     except StoreError as exc:  # another prune or a deletion request is running
-        return render(request, "retention/prune.html",
-                      {"older_than_days": days, "error": exc.message, "retention_days": default_retention_days(),
-                       "max_days": MAX_DAYS, "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first()},
+        return render(request, "retention/prune.html", _prune_context(older_than_days=days, error=exc.message),
                       status=exc.status)
     return _redirect(request, reverse("retention:prune_run_detail", args=[result.run_id]))
 
@@ -333,6 +365,7 @@ def audit(request):
     events = rows[:AUDIT_PAGE]
     for event in events:
         event.detail_json = json.dumps(event.detail, ensure_ascii=False, sort_keys=True)
+    _link_targets(events)
     query = {k: v for k, v in values.items() if v}
     next_url = None
     if len(rows) > AUDIT_PAGE:
@@ -344,6 +377,54 @@ def audit(request):
     response = render(request, "retention/audit.html", context)
     response["Vary"] = "HX-Request"
     return response
+
+
+def _link_targets(events) -> None:
+    """Give each event the page of what it acted on (`target_url`), or say that the
+    target is gone (`target_gone`): one query per kind of target on the page."""
+    from conversations.facts.models import Fact
+
+    def ids_of(kind, parse):
+        out = set()
+        for e in events:
+            if e.target_type in kind:
+                try:
+                    out.add(parse(e.target_id))
+                except (NotFound, ValueError):
+                    pass
+        return out
+
+    conversations = {str(pk) for pk in Conversation.objects.live().filter(
+        pk__in=ids_of(("conversation",), parse_conversation_id)).values_list("pk", flat=True)}
+    receipts = {str(pk) for pk in DeletionReceipt.objects.filter(
+        pk__in=ids_of(("deletion_receipt", "deletion_request"), parse_conversation_id)).values_list("pk", flat=True)}
+    facts = {str(pk) for pk in Fact.objects.exclude(status="erasing").filter(
+        pk__in=ids_of(("fact",), lambda v: params.parse_int(v, minimum=1, maximum=params.MAX_BIGINT))
+    ).values_list("pk", flat=True)}
+    runs = {str(pk) for pk in PruneRun.objects.filter(
+        pk__in=ids_of(("prune_run",), lambda v: params.parse_int(v, minimum=1, maximum=params.MAX_BIGINT))
+    ).values_list("pk", flat=True)}
+    keys = {str(pk) for pk in ApiKey.objects.filter(
+        pk__in=ids_of(("api_key",), lambda v: params.parse_int(v, minimum=1, maximum=params.MAX_BIGINT))
+    ).values_list("pk", flat=True)}
+    pages = {
+        "conversation": (conversations, lambda i: reverse("conversation", args=[i])),
+        "deletion_receipt": (receipts, lambda i: reverse("retention:receipt", args=[i])),
+        "deletion_request": (receipts, lambda i: reverse("retention:receipt", args=[i])),
+        "fact": (facts, lambda i: reverse("facts:detail", args=[int(i)])),
+        "prune_run": (runs, lambda i: reverse("retention:prune_run_detail", args=[int(i)])),
+        "api_key": (keys, lambda i: reverse("keys") + f"#key-{i}"),
+    }
+    for e in events:
+        e.target_url, e.target_gone = None, False
+        if e.target_type not in pages or not e.target_id:
+            continue
+        found, url = pages[e.target_type]
+        key = e.target_id.lower() if e.target_type in ("conversation", "deletion_receipt", "deletion_request") else e.target_id
+        if key in found:
+            e.target_url = url(key)
+        else:
+            e.target_gone = True
 
 
 def _known_actions() -> list[str]:
