@@ -1,7 +1,7 @@
 """Workload 8: appends over HTTP (gunicorn, the settings of `make run`) against the same appends in-process.
 
 For each database — the workload's own SQLite file, and PostgreSQL when it can be
-reached (a throwaway database `memoryui_bench_w8`, created and dropped here) — and
+reached (a throwaway database `memoryui_bench_w8_…`, created and dropped here) — and
 for 1, 4 and 16 concurrent clients:
 
 - HTTP single: each client thread has its own conversation and one kept-alive
@@ -38,7 +38,8 @@ CLIENTS = tuple(int(n) for n in os.environ.get("MEMORYUI_BENCH_W8_CLIENTS", "1,4
 BATCH = 100
 # Every write carries an Idempotency-Key, as memoryui_client sends; MEMORYUI_BENCH_W8_KEYS=0 measures without.
 WITH_KEYS = os.environ.get("MEMORYUI_BENCH_W8_KEYS", "1") != "0"
-PG_NAME = "memoryui_bench_w8"
+# Its own name per run: another run (a test suite's smoke run) may be measuring at the same time.
+PG_NAME = f"memoryui_bench_w8_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 
 
 def free_port() -> int:
