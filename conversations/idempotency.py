@@ -19,7 +19,8 @@ until the first commits, finds the row, rolls its own work back and replays the
 first answer. Exactly one effect either way.
 
 Only 2xx answers are kept: a 4xx or 5xx wrote nothing (the transaction rolls
-back), so sending it again simply runs it again.
+back), so sending it again simply runs it again. (A streamed answer cannot be
+stored; no POST streams today, and one that did would commit unguarded.)
 
 Two operations cannot run inside one transaction: a real prune and a real
 deletion request run VACUUM, and work in many short transactions so agents keep
@@ -102,7 +103,9 @@ def caller_of(request) -> str | None:
         from .apiauth import authenticate_bearer
 
         key = authenticate_bearer(request, header[7:].strip())
-        return f"key:{key.pk}" if isinstance(key, ApiKey) else None
+        if isinstance(key, ApiKey):
+            return f"key:{key.pk}"
+    # No valid key: the API then admits a logged-in person by their session, if any.
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return f"user:{user.pk}"
@@ -159,8 +162,10 @@ class IdempotencyMiddleware:
             defer()  # SQLite: take the write lock at the handler's first statement, not before its parsing
         with transaction.atomic():
             response = self.get_response(request)
-            if not _keepable(response):
+            if not 200 <= response.status_code < 300:
                 transaction.set_rollback(True)
+                return response
+            if response.streaming:  # an answer that cannot be stored: the write stands, unguarded
                 return response
             kept = _insert(caller, key, sent, response, request.path)
             if not kept:

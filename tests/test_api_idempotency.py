@@ -72,6 +72,16 @@ def test_a_person_has_keys_of_their_own(client, convo):
     assert row.caller.startswith("user:")
 
 
+def test_a_person_sending_a_stale_key_writes_as_themselves(client, convo):
+    user = login_as(client, "admin")
+    person = Api(client, "mui_revoked_or_mistyped")
+    path = f"/conversations/{convo.pk}/messages"
+    assert person.post(path, STEP, headers=keyed("k")).status_code == 201
+    assert person.post(path, STEP, headers=keyed("k"))["Idempotent-Replayed"] == "true"
+    assert IdempotencyKey.objects.get().caller == f"user:{user.pk}"
+    assert Message.objects.of(convo.pk).count() == 5
+
+
 @pytest.mark.parametrize("bad", ["", " ", "has space", "x" * 256, "naïve", "tab\there"])
 def test_it_refuses_a_malformed_key_and_writes_nothing(writer, convo, bad):
     response = writer.post(f"/conversations/{convo.pk}/messages", STEP, headers=keyed(bad))
