@@ -40,6 +40,9 @@ MORE_FACTOR = 4
 # Rows shown above a permalinked position, so it is seen in its context.
 PERMALINK_CONTEXT = 3
 TREE_LIMIT = 200
+# A tool name as a filter or a call id in a link: longer is no name an agent gave.
+TOOL_NAME_MAX = 200
+CALL_ID_MAX = 300
 # Positions are BIGINT; anything larger cannot exist and must not reach the database.
 MAX_POSITION = 2**62
 
@@ -262,16 +265,16 @@ def conversation(request, conversation_id):
     kinds = _kinds_param(request)
     last = convo.next_position - 1
     errors_only = request.GET.get("errors") == "1"
-    tool = " ".join(request.GET.get("tool", "").split())[:200] or None
-    # The row filters besides kind, carried by every link that pages.
-    row_filters = {"errors_only": errors_only, "tool": tool}
-    carried = {"errors": "1" if errors_only else None, "tool": tool}
     try:
+        tool = params.text_param(request.GET, "tool", max_length=TOOL_NAME_MAX, collapse=True) or None
         at = _int_param(request, "at")
         after = _int_param(request, "after", minimum=-1, default=-1)
         active_after = _int_param(request, "active_after", minimum=-1)
     except BadParameter as exc:
         return _bad_request(request, exc)
+    # The row filters besides kind, carried by every link that pages.
+    row_filters = {"errors_only": errors_only, "tool": tool}
+    carried = {"errors": "1" if errors_only else None, "tool": tool}
     if at is not None:
         at = min(at, max(last, 0))
         after = max(-1, at - 1 - min(PERMALINK_CONTEXT, ROW_PAGE // 4))
@@ -313,6 +316,7 @@ def conversation(request, conversation_id):
         )
         context["record_more"] = _query(kinds, after=page.next_after, **carried) if page.next_after is not None else None
         context["record_after"] = after
+        context["record_rows"] = bool(page.items)
         context["record_earlier"] = (
             _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None, **carried)
             if after > -1 else None
@@ -494,7 +498,10 @@ def tool_link(request, conversation_id, position):
 
     convo = _conversation_or_404(conversation_id)
     _position_or_404(convo, position)
-    call = request.GET.get("call", "")[:300]
+    try:
+        call = params.text_param(request.GET, "call", max_length=CALL_ID_MAX)
+    except BadParameter as exc:
+        return _bad_request(request, exc)
     rows = Message.objects.of(convo.pk)
     if call:
         key = '"tool_call_id":' + json.dumps(call, ensure_ascii=False) + ","

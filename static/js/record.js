@@ -70,9 +70,8 @@
     }
     var toggle = event.target.closest("button[data-collapse-all]");
     if (toggle) {
+      // A class on the body, not on each row: rows loaded later come in collapsed too.
       var open = toggle.getAttribute("aria-pressed") === "true";
-      var rows = document.querySelectorAll(toggle.dataset.collapseAll);
-      rows.forEach(function (el) { el.classList.toggle("is-collapsed", !open); });
       document.body.classList.toggle("rows-collapsed", !open);
       toggle.setAttribute("aria-pressed", open ? "false" : "true");
       toggle.textContent = open ? "Collapse all" : "Expand all";
@@ -84,12 +83,14 @@
     var seconds = Math.round((Date.now() - date.getTime()) / 1000);
     var future = seconds < 0;
     seconds = Math.abs(seconds);
-    var units = [["year", 31536000], ["month", 2592000], ["day", 86400], ["h", 3600], ["min", 60], ["s", 1]];
+    // Words take a plural; the abbreviations (h, min, s) do not.
+    var units = [["year", 31536000, true], ["month", 2592000, true], ["day", 86400, true],
+                 ["h", 3600, false], ["min", 60, false], ["s", 1, false]];
     for (var i = 0; i < units.length; i++) {
       var n = Math.floor(seconds / units[i][1]);
       if (n >= 1) {
         var unit = units[i][0];
-        var word = unit.length > 3 ? " " + unit + (n > 1 ? "s" : "") : " " + unit;
+        var word = " " + unit + (units[i][2] && n > 1 ? "s" : "");
         return future ? "in " + n + word : n + word + " ago";
       }
     }
@@ -116,6 +117,13 @@
     window.setInterval(stampTimes, 60000);
   });
   window.addEventListener("hashchange", focusFromLocation);
-  document.addEventListener("htmx:afterSettle", function (event) { stampTimes(event.target); });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    stampTimes(event.target);
+    // The filter form's jump-to swaps both views in: the row it asked for gets the focus.
+    if (event.target.id === "views") {
+      var here = event.target.querySelector("#record article.msg.is-here");
+      if (here) focusRow(here);
+    }
+  });
   document.addEventListener("follow:rows", function (event) { stampTimes(event.target); });
 })();
