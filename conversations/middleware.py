@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import resolve_url
 
 
@@ -25,3 +26,82 @@ class HtmxLoginRedirectMiddleware:
             del response["Location"]
             response["HX-Redirect"] = location
         return response
+
+
+API_PREFIX = "/api/"
+# Longest path and query string served (as sent, percent-encoded); gunicorn itself
+# refuses request lines over limit_request_line (8190, memoryui/gunicorn_conf.py)
+# with its own plain answer, so this stays under that.
+MAX_URL_LENGTH = 8000
+_API_ERROR_CODES = {
+    400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 406: "not_acceptable", 408: "request_timeout", 413: "body_too_large",
+    414: "uri_too_long", 415: "unsupported_media_type", 429: "too_many_requests", 500: "internal_error",
+}
+_API_ERROR_MESSAGES = {
+    400: "the request could not be read",
+    403: "not allowed",
+    404: "no API endpoint at this address",
+    405: "this endpoint does not answer that method",
+    413: "the request body is larger than this server accepts",
+    414: f"the address is longer than this server accepts ({MAX_URL_LENGTH} characters)",
+    500: "the server failed on this request; it is logged with its traceback",
+}
+
+
+def api_error(status: int, message: str, code: str | None = None) -> JsonResponse:
+    """The API's one error shape, for answers made outside ninja's handlers."""
+    code = code or _API_ERROR_CODES.get(status, "error")
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+class ApiErrorShapeMiddleware:
+    """Everything under /api/ answers in the API's JSON error shape.
+
+    ninja answers a wrong method with an HTML 405, and Django its 404, 400 and 500
+    pages as HTML; agents parse JSON. This rewrites those, answers an oversized
+    body (413) and an overlong address (414) before anything reads them, and lets
+    HEAD reach a GET endpoint (the body is dropped on the way out).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        is_api = request.path.startswith(API_PREFIX)
+        if len(request.get_full_path()) > MAX_URL_LENGTH:
+            if is_api:
+                return api_error(414, _API_ERROR_MESSAGES[414])
+            return HttpResponse(_API_ERROR_MESSAGES[414] + "\n", status=414, content_type="text/plain; charset=utf-8")
+        if not is_api:
+            return self.get_response(request)
+        if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            return api_error(413, _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)")
+        head = request.method == "HEAD"
+        if head:
+            request.method = "GET"
+        response = self.get_response(request)
+        if response.status_code >= 400 and not _is_json(response):
+            allow = response.get("Allow")
+            response = api_error(response.status_code,
+                                 _API_ERROR_MESSAGES.get(response.status_code, response.reason_phrase or "error"))
+            if allow:
+                response["Allow"] = allow
+        if head:
+            request.method = "HEAD"
+            if not response.streaming:
+                response["Content-Length"] = str(len(response.content))
+                response.content = b""
+        return response
+
+
+def _declared_length(request) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
+
+
+def _is_json(response) -> bool:
+    content_type = response.get("Content-Type", "").split(";")[0].strip().lower()
+    return content_type == "application/json" or content_type.endswith("+json")

@@ -17,7 +17,26 @@ from conversations.errors import StoreError
 class MemoryuiAPI(NinjaAPI):
     def get_openapi_schema(self, **kwargs):
         # Every POST takes an Idempotency-Key (conversations/idempotency.py, a middleware).
-        return idempotency.document(super().get_openapi_schema(**kwargs))
+        return _document_transport_errors(idempotency.document(super().get_openapi_schema(**kwargs)))
+
+
+def _document_transport_errors(schema):
+    """Any operation may be refused before it runs (conversations/middleware.py):
+    414 for an address over the limit, 413 for a body over it."""
+    error = {"$ref": "#/components/schemas/ErrorOut"}
+    if "ErrorOut" not in schema.get("components", {}).get("schemas", {}):
+        return schema
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            refusals = {414: "The address is longer than the server accepts."}
+            if method in ("post", "put", "patch"):
+                refusals[413] = "The request body is larger than the server accepts."
+            for status, description in refusals.items():
+                if status not in responses and str(status) not in responses:
+                    responses[status] = {"description": description,
+                                         "content": {"application/json": {"schema": error}}}
+    return schema
 
 
 api = MemoryuiAPI(

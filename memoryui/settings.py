@@ -14,6 +14,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from memoryui.files import precreate_sqlite_file, prepare_data_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -25,7 +27,7 @@ def env_flag(name: str, default: bool = False) -> bool:
 
 
 DATA_DIR = Path(os.environ.get("MEMORYUI_DATA_DIR", BASE_DIR / "data")).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+prepare_data_dir(DATA_DIR)  # 0700: the database, its WAL and the secret key are the owner's alone
 
 
 def _secret_key() -> str:
@@ -70,6 +72,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the body or renders an HTML error page for /api/.
+    "conversations.middleware.ApiErrorShapeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -145,6 +149,8 @@ def _database() -> dict:
 
 
 DATABASES = {"default": _database()}
+if DATABASES["default"]["ENGINE"] == "memoryui.sqlite":
+    precreate_sqlite_file(DATABASES["default"]["NAME"])  # 0600 before SQLite creates it 0644
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -199,11 +205,18 @@ MEMORYUI_IDEMPOTENCY_HOURS = float(os.environ.get("MEMORYUI_IDEMPOTENCY_HOURS", 
 # Request bodies may carry one full-size message plus its JSON envelope.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_MESSAGE_BYTES * 2 + 64 * 1024
 
+# Everything to stderr (what `make run` shows). An unhandled exception is logged by
+# django.request with its traceback whatever DEBUG says; 4xx answers are left to the
+# access log, which has their status. Messages carry request paths, never query strings.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
     "loggers": {
-        "memoryui": {"handlers": ["console"], "level": os.environ.get("MEMORYUI_LOG_LEVEL", "INFO")},
+        "django.request": {"level": "ERROR"},
+        "memoryui": {"handlers": ["stderr"], "level": os.environ.get("MEMORYUI_LOG_LEVEL", "INFO"),
+                     "propagate": False},
     },
 }
