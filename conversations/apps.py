@@ -6,6 +6,11 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self):
+        from django.db.backends.signals import connection_created
+
+        from memoryui.files import restrict_sqlite_files
+
+        connection_created.connect(restrict_sqlite_files, dispatch_uid="memoryui.restrict_sqlite_files")
         from .models import IdempotencyKey
         from .retention.owned import register
 
