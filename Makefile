@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+CLIENT_EXTRAS := claude
 
 .PHONY: run test bench bench-quick migrate clean
 
@@ -18,9 +19,10 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-# The Python client (clients/python), editable, so its tests run against this checkout's code.
-$(VENV)/.client-installed: clients/python/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ./clients/python
+# The Python client (clients/python), editable, so its tests run against this checkout's code,
+# with its framework extras (their tests run in `make test` too).
+$(VENV)/.client-installed: clients/python/pyproject.toml requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e "./clients/python[$(CLIENT_EXTRAS)]"
 	touch $@
 
 $(VENV)/.bench-installed: requirements.txt requirements-dev.txt bench/requirements.txt | $(BIN)/python

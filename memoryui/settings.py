@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "conversations.search",
     "conversations.access",
     "conversations.imports",
+    "conversations.frameworks",
 ]
 
 MIDDLEWARE = [

@@ -7,10 +7,15 @@
   append a batch of Claude Code entries, as the Claude Agent SDK's SessionStore
   does (`external_id` "SESSION/subagents/agent-X" is a subagent transcript).
   Entries whose uuid is stored already are skipped, so a retried batch is safe.
+  `expected_entries` makes the batch conditional on the count stored, and `summary`
+  keeps the SDK's folded session summary with it, in the same transaction.
 - `GET /imports/entries`: the entries of one session key, in order, deep-equal to
-  what was appended (the SessionStore's `load`).
-- `GET /imports/sources`: the session keys of a namespace (the SessionStore's
-  `list_sessions` and, with `prefix`, `list_subkeys`).
+  what was appended (the SessionStore's `load`), a page at a time.
+- `GET /imports/sources`: the session keys of a namespace with their mtimes, entry
+  counts and summaries (the SessionStore's `list_sessions`, `list_session_summaries`
+  and, with `prefix`, `list_subkeys`).
+- `DELETE /imports/entries`: delete a session with its subagent transcripts, or one
+  subagent transcript, through the deletion path; answers the deletion receipt.
 """
 
 import json
@@ -23,8 +28,7 @@ from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
 
-from . import importer
-from .models import ImportSource
+from . import importer, streams
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
@@ -53,7 +57,8 @@ def import_transcript(request):
     field, and problems inside the transcript come back in `problems` with line numbers."""
     require_scope(request, "write")
     body = read_json(request, allow_nul=True)
-    known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run"}
+    known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
+             "expected_entries", "summary"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
@@ -71,11 +76,20 @@ def import_transcript(request):
     if "entries" in body:
         if dry_run:
             raise InvalidInput("dry_run is for whole transcripts", field="dry_run")
+        expected = body.get("expected_entries")
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+            raise InvalidInput("expected_entries must be a whole number, 0 or more", field="expected_entries")
+        summary = body.get("summary")
+        if summary is not None and not isinstance(summary, dict):
+            raise InvalidInput("summary must be a JSON object (the SDK's summary data)", field="summary")
         result = importer.append_entries(
             format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
             external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
-            actor=actor, title=_text(body, "title"))
+            actor=actor, title=_text(body, "title"), expected_entries=expected, summary=summary)
     else:
+        for name in ("expected_entries", "summary"):
+            if name in body:
+                raise InvalidInput(f"{name} is for entries appended to a session key", field=name)
         if "external_id" in body:
             raise InvalidInput("external_id is for entries; a transcript's own session id identifies it",
                                field="external_id")
@@ -89,44 +103,61 @@ def import_transcript(request):
     return _respond(result.as_dict(), status)
 
 
+def _check_nul(**values) -> None:
+    for name, value in values.items():
+        if "\x00" in value:
+            raise InvalidInput(f"{name} must not contain NUL characters", field=name)
+
+
 @router.get("/imports/entries", operation_id="load_entries", summary="The entries of one session key",
             response={200: dict})
 def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
-                 external_id: str = Query(..., max_length=MAX_TEXT), format: str = Query("claude-code", max_length=40)):
+                 external_id: str = Query(..., max_length=MAX_TEXT), format: str = Query("claude-code", max_length=40),
+                 after: int = Query(-1, ge=-1), limit: int = Query(streams.LOAD_PAGE, ge=1, le=streams.LOAD_PAGE_MAX)):
     """What was appended under this key, in order, deep-equal (the SessionStore's `load`);
-    404 for a key never written. Needs `read`."""
+    `next` is the `after` of the next page, null on the last. 404 for a key never
+    written. Needs `read`."""
     require_scope(request, "read")
-    for name, value in (("namespace", namespace), ("external_id", external_id), ("format", format)):
-        if "\x00" in value:
-            raise InvalidInput(f"{name} must not contain NUL characters", field=name)
-    found = importer.load_entries(format=format, namespace=namespace, external_id=external_id)
-    if found is None:
+    _check_nul(namespace=namespace, external_id=external_id, format=format)
+    page = streams.load_page(format=format, namespace=namespace.strip(), key=external_id.strip(), after=after,
+                             limit=limit)
+    if page is None:
         raise NotFound(f"no entries stored under {namespace!r} / {external_id[:80]!r}", field="external_id")
-    conversation_id, entries = found
-    return _respond({"conversation_id": conversation_id, "entries": entries})
+    return _respond({"conversation_id": page.conversation_id, "entries": page.entries, "next": page.next})
+
+
+@router.delete("/imports/entries", operation_id="delete_entries", summary="Delete a session key's conversations",
+               response={200: dict})
+def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
+                   external_id: str = Query(..., max_length=MAX_TEXT),
+                   format: str = Query("claude-code", max_length=40)):
+    """Delete what a session key wrote, through the deletion path (the SessionStore's
+    `delete`): a main session with its subagent transcripts, rewinds and inline
+    subagents, or one subagent transcript (`SESSION/SUBPATH`). Gone from the database
+    files, checked, one receipt (`receipt_url`). 404 when nothing is stored under the
+    key; 409 `maintenance_running` while a prune or another deletion runs (retry
+    later). Needs `admin`."""
+    require_scope(request, "admin")
+    _check_nul(namespace=namespace, external_id=external_id, format=format)
+    receipt = streams.delete_stream(format=format, namespace=namespace.strip(), key=external_id.strip(),
+                                    actor=actor_of(request))
+    return _respond({**receipt.as_document(), "receipt_id": str(receipt.pk),
+                     "receipt_url": request.build_absolute_uri(f"/api/v1/receipts/{receipt.pk}")})
 
 
 @router.get("/imports/sources", operation_id="list_sources", summary="Session keys of a namespace",
             response={200: dict})
 def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), format: str = Query("claude-code",
-                 max_length=40), prefix: str = Query("", max_length=MAX_TEXT)):
-    """Imported streams of one namespace (a SessionStore's project), newest first; `prefix`
-    "SESSION/" lists a session's subagent transcripts. Needs `read`."""
+                 max_length=40), prefix: str = Query("", max_length=MAX_TEXT),
+                 key: str | None = Query(None, max_length=MAX_TEXT), sessions: bool = Query(False)):
+    """Imported streams of one namespace (a SessionStore's project), newest first, each
+    with `updated_ms` (epoch ms of its last stored batch), `entries` (how many) and
+    `summary` ({"data", "mtime"} or null). `prefix` "SESSION/" lists a session's
+    subagent transcripts; `key` one stream; `sessions=true` only main sessions (keys
+    without "/"). Needs `read`."""
     require_scope(request, "read")
-    for name, value in (("namespace", namespace), ("prefix", prefix), ("format", format)):
-        if "\x00" in value:
-            raise InvalidInput(f"{name} must not contain NUL characters", field=name)
-    from conversations.models import Conversation
-
-    qs = ImportSource.objects.filter(format=format, namespace=namespace)
-    if prefix:
-        qs = qs.filter(source_key__startswith=prefix)
-    rows = list(qs.order_by("-updated_at", "-pk")[:10000])
-    live = set(Conversation.objects.live().filter(pk__in=[r.conversation_id for r in rows]).values_list("pk",
-                                                                                                        flat=True))
-    items = [{"format": r.format, "namespace": r.namespace, "key": r.source_key,
-              "conversation_id": str(r.conversation_id), "entries": r.entries,
-              "created_at": r.created_at.isoformat(), "updated_at": r.updated_at.isoformat(),
-              "updated_ms": int(r.updated_at.timestamp() * 1000)}
-             for r in rows if r.conversation_id in live]
+    _check_nul(namespace=namespace, prefix=prefix, format=format, key=key or "")
+    items = streams.list_streams(format=format, namespace=namespace.strip(), prefix=prefix,
+                                 key=key.strip() if key is not None else None, sessions_only=sessions)
     return _respond({"items": items})
+

@@ -51,6 +51,8 @@ class ImportResult:
     entries_added: int = 0
     unchanged: bool = False
     conversation_id: str | None = None
+    # The entries door: where the stream stands after the batch (entries stored, mtime).
+    stream: dict | None = None
 
     @property
     def messages(self) -> int:
@@ -67,6 +69,7 @@ class ImportResult:
             "created": self.created, "appended": self.appended, "failed": self.failed,
             "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
             "problems": [p.as_dict() for p in self.problems],
+            **({"stream": self.stream} if self.stream is not None else {}),
         }
 
 
@@ -83,9 +86,19 @@ def default_namespace(format: str, path: str | None) -> str:
         if "subagents" in parts:
             i = parts.index("subagents")
             if i >= 2:
-                return parts[i - 2]
-        return p.parent.name or format
+                return namespace_for_project(parts[i - 2])
+        return namespace_for_project(p.parent.name) if p.parent.name else format
     return format
+
+
+def namespace_for_project(project_key: str) -> str:
+    """A project key as a namespace: itself, or when over 200 characters (Claude Code
+    directory names of long paths are) its first 183 and a hash of the whole. The
+    client's SessionStore (memoryui_client.integrations.claude.namespace_for) uses the
+    same rule."""
+    if len(project_key) <= 200:
+        return project_key
+    return project_key[:183] + "-" + hashlib.sha256(project_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 # ---- whole files -------------------------------------------------------------------------
@@ -385,12 +398,19 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
 
 
 def append_entries(*, format: str, namespace: str, external_id: str, entries: list, subject: str = "",
-                   actor: str = "system", title: str = "") -> ImportResult:
+                   actor: str = "system", title: str = "", expected_entries: int | None = None,
+                   summary: dict | None = None) -> ImportResult:
     """Append a batch of format-native entries to the stream `external_id` in `namespace`.
 
     For Claude Code an external id `SESSION/SUBPATH` is a subagent transcript, kept as
     a child conversation (relation "subagent") of the session `SESSION`. Entries whose
-    uuid is already stored are skipped, so a retried batch writes nothing twice."""
+    uuid is already stored are skipped, so a retried batch writes nothing twice.
+
+    `expected_entries`: the number of entries the caller believes are stored; another
+    count is a Conflict (`entries_conflict`) and nothing is written. `summary`: the
+    Claude Agent SDK's summary of a main session folded over this batch, kept verbatim
+    in the same transaction (conversations.frameworks); it is kept only while it can
+    describe every stored entry (the stream began with this door, or has one already)."""
     if format != "claude-code":
         raise InvalidInput("entries can be appended for format claude-code; import whole files of "
                            f"{', '.join(f for f in FORMATS if f != 'claude-code')}", field="format")
@@ -405,27 +425,37 @@ def append_entries(*, format: str, namespace: str, external_id: str, entries: li
     try:
         with transaction.atomic():
             return _append_entries(format=format, namespace=namespace, external_id=external_id, entries=entries,
-                                   subject=subject, actor=actor, title=title)
+                                   subject=subject, actor=actor, title=title, expected_entries=expected_entries,
+                                   summary=summary)
     except IntegrityError:
         # Two first batches of one session at once: one of them created it; the other retries.
         raise Conflict("another request is writing this session right now; send the batch again",
                        field="external_id", code="conflict") from None
 
 
-def _append_entries(*, format, namespace, external_id, entries, subject, actor, title) -> ImportResult:
+def _append_entries(*, format, namespace, external_id, entries, subject, actor, title, expected_entries,
+                    summary) -> ImportResult:
     result = ImportResult(format=format, source_key=external_id, namespace=namespace)
     session, _, subpath = external_id.partition("/")
+    if summary is not None and subpath:
+        raise InvalidInput("a summary is kept for a main session, not for a subagent transcript", field="summary")
     source = _locked_source(format, namespace, external_id)
     if source is not None and not Conversation.objects.live().filter(pk=source.conversation_id).exists():
         source = None
+    stored_before = source.entries if source is not None else 0
+    if expected_entries is not None and expected_entries != stored_before:
+        raise Conflict(f"the session has {stored_before} entries stored, the batch expected {expected_entries}: "
+                       "another writer appended meanwhile; read the session's state and send the batch again",
+                       code="entries_conflict", field="expected_entries")
     if source is None:
         conversation = _stream_conversation(namespace=namespace, external_id=external_id, session=session,
-                                            subpath=subpath, subject=subject, title=title)
+                                            subpath=subpath, subject=subject, title=title, entries=entries)
         source, _ = store.get_or_create_source(format=format, namespace=namespace, source_key=external_id,
                                                conversation_id=conversation.pk)
         state = {"placer": {"subagent_stream": bool(subpath)}, "convs": {"main": str(conversation.pk)}}
         store.save_source(source=source, entries=source.entries, state=state)
     result.conversation_id = str(source.conversation_id)
+    result.stream = _stream_state(source, summary_saved=False)
     if not entries:
         result.unchanged = True
         return result
@@ -451,7 +481,53 @@ def _append_entries(*, format, namespace, external_id, entries, subject, actor, 
     claude_code.feed_lines(plan, lines, state=source.state.get("placer"), lookup=_lookup(source, ids),
                            first_seq=source.entries, whole=False, subagent_stream=bool(subpath))
     plan.state = {"placer": plan.state, "convs": ids}
-    return _apply(plan, source, namespace=namespace, actor=actor, result=result)
+    result = _apply(plan, source, namespace=namespace, actor=actor, result=result)
+    _name_stream(source, plan, fresh, subpath=subpath)
+    saved = False
+    if summary is not None:
+        from conversations.frameworks import store as frameworks_store
+        from conversations.frameworks.models import SessionSummary
+
+        # A summary folded from this door's batches alone cannot describe entries that
+        # another door stored before: then none is kept, and the SDK reads the session.
+        if stored_before == 0 or SessionSummary.objects.filter(source_id=source.pk).exists():
+            frameworks_store.save_summary(source=source, data=summary, at=source.updated_at)
+            saved = True
+    result.stream = _stream_state(source, summary_saved=saved)
+    return result
+
+
+def _placeholder_title(session: str, subpath: str) -> str:
+    if subpath:
+        return f"Subagent {subpath.rsplit('/', 1)[-1].removeprefix('agent-')}"
+    return f"Claude Code session {session[:8]}"
+
+
+def _name_stream(source: ImportSource, plan: Plan, entries: list, *, subpath: str) -> None:
+    """A stream's conversation starts with a placeholder title; its first prompt names it,
+    and a title entry (`custom-title`, `ai-title`) renames it."""
+    title = plan.conversations["main"].title.strip() if "main" in plan.conversations else ""
+    if not title:
+        return
+    titled = any(e.get("type") in ("custom-title", "ai-title") for e in entries)
+    session = source.source_key.partition("/")[0]
+    placeholder = _placeholder_title(session, subpath)
+    current = Conversation.objects.filter(pk=source.conversation_id).values_list("title", flat=True).first()
+    if current is None or (current != placeholder and not titled):
+        return
+    if subpath and not titled and not title.startswith("Subagent "):
+        title = f"{placeholder}: {title}"
+    if title != current:
+        store.retitle(conversation_id=source.conversation_id, title=title)
+
+
+def _stream_state(source: ImportSource, *, summary_saved: bool) -> dict:
+    return {"key": source.source_key, "entries": source.entries, "updated_ms": _ms(source.updated_at),
+            "summary_saved": summary_saved}
+
+
+def _ms(at) -> int:
+    return int(at.timestamp() * 1000)
 
 
 def _locked_source(format, namespace, key) -> ImportSource | None:
@@ -461,7 +537,39 @@ def _locked_source(format, namespace, key) -> ImportSource | None:
     return qs.first()
 
 
-def _stream_conversation(*, namespace, external_id, session, subpath, subject, title) -> Conversation:
+def _spawn_position(*, namespace, session, subpath, entries, parent) -> int | None:
+    """Where the session spawned this subagent: the row of the Task (Agent) call whose
+    result names the agent (`toolUseResult.agentId`), else the call whose prompt is the
+    subagent's first prompt, else the session's last row so far."""
+    fallback = parent.next_position - 1 if parent.next_position else None
+    source = ImportSource.objects.filter(format="claude-code", namespace=namespace, source_key=session).first()
+    if source is None:
+        return fallback
+    agent = subpath.rsplit("/", 1)[-1].removeprefix("agent-")
+    first = next((e for e in entries if e.get("type") == "user"), None)
+    prompt = claude_code._text_of(claude_code._blocks(first)) if first else ""
+    rows = SourceEntry.objects.filter(source_id=source.pk, conversation_id=parent.pk)
+    call_id = None
+    for raw in rows.filter(raw__contains=f'"agentId":"{agent}"').values_list("raw", flat=True)[:20]:
+        obj = json.loads(raw)
+        result = obj.get("toolUseResult") if isinstance(obj, dict) else None
+        if isinstance(result, dict) and result.get("agentId") == agent:
+            call_id = next((b.get("tool_use_id") for b in claude_code._blocks(obj) or []
+                            if isinstance(b, dict) and b.get("type") == "tool_result"), None)
+            break
+    needle = f'"id":"{call_id}"' if call_id else '"tool_use"'
+    for raw, position in rows.filter(raw__contains=needle).order_by("-seq").values_list("raw", "position")[:200]:
+        obj = json.loads(raw)
+        for block in (claude_code._blocks(obj) or []) if isinstance(obj, dict) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            given = block.get("input") if isinstance(block.get("input"), dict) else {}
+            if (call_id and block.get("id") == call_id) or (not call_id and prompt and given.get("prompt") == prompt):
+                return position if position >= 0 else fallback
+    return fallback
+
+
+def _stream_conversation(*, namespace, external_id, session, subpath, subject, title, entries=()) -> Conversation:
     existing = Conversation.objects.live().filter(namespace=namespace, external_id=external_id).first()
     if existing is not None:
         return existing
@@ -471,13 +579,14 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
     if subpath:
         parent = Conversation.objects.live().filter(namespace=namespace, external_id=session).first()
         if parent is None:  # the subagent's batch came first: its session starts empty
-            parent = store.create_imported_conversation(title=title or f"Claude Code session {session[:8]}",
+            parent = store.create_imported_conversation(title=title or _placeholder_title(session, ""),
                                                         subject=subject, namespace=namespace, external_id=session,
                                                         meta={"claude_code": {"session_id": session}})
-        relation, position = "subagent", (parent.next_position - 1 if parent.next_position else None)
-    name = subpath.rsplit("/", 1)[-1] if subpath else ""
+        relation = "subagent"
+        position = _spawn_position(namespace=namespace, session=session, subpath=subpath, entries=entries,
+                                   parent=parent)
     return store.create_imported_conversation(
-        title=title or (f"Subagent {name.removeprefix('agent-')}" if subpath else f"Claude Code session {session[:8]}"),
+        title=title or _placeholder_title(session, subpath),
         subject=subject, namespace=namespace, external_id=external_id, parent_id=parent.pk if parent else None,
         parent_relation=relation, forked_from_position=position,
         meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {})}})

@@ -113,6 +113,13 @@ def checkpoint_imported(*, conversation_id, position: int, summary: str, created
                                          created_at=created_at or timezone.now(), created_by=str(created_by)[:200])
 
 
+def retitle(*, conversation_id, title: str) -> None:
+    """Name an imported stream's conversation (its placeholder title, or a title entry)."""
+    title = _clean_text(" ".join(str(title).split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(title=title)
+
+
 def get_or_create_source(*, format: str, namespace: str, source_key: str, conversation_id) -> tuple[ImportSource, bool]:
     with transaction.atomic():
         return ImportSource.objects.get_or_create(

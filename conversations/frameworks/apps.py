@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class FrameworksConfig(AppConfig):
+    name = "conversations.frameworks"
+    label = "frameworks"
+    verbose_name = "What agent frameworks keep beside their sessions"
+
+    def ready(self):
+        # A session summary belongs to its session's conversation: pruning, deletion and
+        # deletion requests remove it with it. Its data holds the first prompt's text.
+        from conversations.retention.owned import register
+
+        from .models import SessionSummary
+
+        register(SessionSummary, text_fields=())
