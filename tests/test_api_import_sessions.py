@@ -115,3 +115,24 @@ def test_a_session_while_maintenance_runs_answers_409(api):
         answer = api.delete("/imports/entries?namespace=proj&external_id=s1")
     assert answer.status_code == 409 and error_of(answer)["code"] == "maintenance_running"
     assert Conversation.objects.filter(external_id="s1").exists()
+
+
+# ---- sessions of Responses items (the OpenAI Agents SDK's Session) ----------------------------
+
+
+def test_items_append_only_from_the_count_they_expect_and_bad_items_are_refused(api):
+    first = api.post("/imports", {"format": "openai-responses", "namespace": "agents", "external_id": "s1",
+                                  "entries": [{"role": "user", "content": "hi"}], "expected_entries": 0})
+    assert first.status_code == 200 and first.json()["stream"]["entries"] == 1
+    stale = api.post("/imports", {"format": "openai-responses", "namespace": "agents", "external_id": "s1",
+                                  "entries": [{"role": "user", "content": "again"}], "expected_entries": 0})
+    assert stale.status_code == 409 and error_of(stale)["code"] == "entries_conflict"
+    for body, field in (({"entries": ["text"]}, "entries"), ({"entries": [{}], "external_id": "a#b"}, "session_id"),
+                        ({"entries": [{}], "summary": {}}, "summary")):
+        answer = api.post("/imports", {"format": "openai-responses", "namespace": "agents", "external_id": "s2",
+                                       **body})
+        assert answer.status_code == 422 and error_of(answer)["field"] == field, answer.content
+    assert api.post("/imports/sessions/pop", {"namespace": "agents", "session_id": "s1",
+                                              "expected_entries": 5}).status_code == 409
+    assert api.post("/imports/sessions/pop", {"namespace": "agents", "session_id": "s1", "x": 1}).status_code == 422
+    assert list(Conversation.objects.values_list("external_id", flat=True)) == ["s1"]

@@ -16,6 +16,11 @@
   and, with `prefix`, `list_subkeys`).
 - `DELETE /imports/entries`: delete a session with its subagent transcripts, or one
   subagent transcript, through the deletion path; answers the deletion receipt.
+- Sessions of Responses items (the OpenAI Agents SDK's `Session`, imports/sessions.py):
+  `POST /imports` with format `openai-responses`, `external_id` the session id and
+  `entries` the items appends to the session; `GET /imports/sessions/items` is its
+  active view as items; `POST /imports/sessions/pop` forks it without its last item;
+  `POST /imports/sessions/clear` starts its next conversation. Nothing is destroyed.
 """
 
 import json
@@ -28,7 +33,7 @@ from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
 
-from . import importer, streams
+from . import importer, sessions, streams
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
@@ -82,6 +87,13 @@ def import_transcript(request):
         summary = body.get("summary")
         if summary is not None and not isinstance(summary, dict):
             raise InvalidInput("summary must be a JSON object (the SDK's summary data)", field="summary")
+        if format == "openai-responses":
+            if "summary" in body:
+                raise InvalidInput("a summary is kept for Claude Code sessions", field="summary")
+            stream = sessions.append_items(namespace=_text(body, "namespace"), session_id=_text(body, "external_id"),
+                                           items=body["entries"], expected_entries=expected,
+                                           subject=_text(body, "subject"), actor=actor)
+            return _respond({"format": format, "stream": stream.as_dict()})
         result = importer.append_entries(
             format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
             external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
@@ -161,3 +173,53 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
                                  key=key.strip() if key is not None else None, sessions_only=sessions)
     return _respond({"items": items})
 
+
+def _session_body(request) -> tuple[str, str, int | None]:
+    body = read_json(request)
+    unknown = sorted(set(body) - {"namespace", "session_id", "expected_entries"})
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
+    expected = body.get("expected_entries")
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+        raise InvalidInput("expected_entries must be a whole number, 0 or more", field="expected_entries")
+    return _text(body, "namespace"), _text(body, "session_id"), expected
+
+
+@router.get("/imports/sessions/items", operation_id="session_items", summary="A session's active view as items",
+            response={200: dict})
+def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
+                  session_id: str = Query(..., max_length=MAX_TEXT), limit: int | None = Query(None, ge=0)):
+    """The OpenAI Agents SDK's `get_items`: the head conversation's active view as Responses
+    items (with a checkpoint: its summary first, then the items after it), the latest
+    `limit` of them when given; `stream` says which generation is the head and how many
+    items it holds. Needs `read`."""
+    require_scope(request, "read")
+    _check_nul(namespace=namespace, session_id=session_id)
+    items, stream = sessions.active_items(namespace=namespace, session_id=session_id, limit=limit)
+    return _respond({"items": items, "stream": stream.as_dict()})
+
+
+@router.post("/imports/sessions/pop", operation_id="session_pop", summary="Fork a session without its last item",
+             response={200: dict})
+def session_pop(request):
+    """The OpenAI Agents SDK's `pop_item`, destroying nothing: the head is forked without its
+    last item and the session follows the fork. Answers the item (null when the session
+    is empty). With `expected_entries`, only if the head still holds that many items
+    (409 `entries_conflict`). Needs `write`."""
+    require_scope(request, "write")
+    namespace, session_id, expected = _session_body(request)
+    item, stream = sessions.pop_item(namespace=namespace, session_id=session_id, expected_entries=expected,
+                                     actor=actor_of(request))
+    return _respond({"item": item, "stream": stream.as_dict()})
+
+
+@router.post("/imports/sessions/clear", operation_id="session_clear", summary="Start a session's next conversation",
+             response={200: dict})
+def session_clear(request):
+    """The OpenAI Agents SDK's `clear_session`, destroying nothing: the session continues in a
+    new, empty conversation, a child of the one it leaves (which keeps every row).
+    Needs `write`."""
+    require_scope(request, "write")
+    namespace, session_id, _ = _session_body(request)
+    stream = sessions.clear_session(namespace=namespace, session_id=session_id, actor=actor_of(request))
+    return _respond({"stream": stream.as_dict()})

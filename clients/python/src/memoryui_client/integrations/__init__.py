@@ -1,15 +1,17 @@
 """Framework adapters, each behind an optional extra of this package.
 
-Where they go (each module imports its framework lazily and builds on `Memoryui` /
-`AsyncMemoryui` and `memoryui_client._core.Call`, never on Django):
+Each module imports its framework at the top (install the extra to use it) and builds
+on `AsyncMemoryui` and `memoryui_client._core.Call`, never on Django:
 
-- `memoryui_client.integrations.claude` — `pip install "./clients/python[claude]"`:
-  a Claude Agent SDK SessionStore (project_key → namespace, session_id → external_id,
-  appends through `append_batch` with idempotency keys derived from the entries).
-- `memoryui_client.integrations.openai_agents` — `[openai-agents]`: an OpenAI Agents SDK Session.
-- `memoryui_client.integrations.mcp` — `[mcp]`: the `memoryui-mcp` stdio server.
+- `memoryui_client.integrations.claude` — `pip install "memoryui-client[claude]"`: a
+  Claude Agent SDK `SessionStore` (`MemoryuiSessionStore`): project_key → namespace,
+  session_id → external id, subagent transcripts → child conversations; batches
+  appended with idempotency keys derived from the entries.
+- `memoryui_client.integrations.openai_agents` — `[openai-agents]`: an OpenAI Agents SDK
+  `Session` (`MemoryuiSession`): items kept verbatim, `get_items` the active view,
+  `pop_item` and `clear_session` fork or restart and destroy nothing.
+- `memoryui_client.integrations.mcp_server` — `[mcp]`: the `memoryui-mcp` stdio server.
 
-An adapter that must survive its own process restarting passes its own
-`idempotency_key=` (derived from business values: session, entry uuid) to each write,
-so that a retry after a restart is still recognised by the server.
+The mapping of each framework's records to memoryui's messages lives on the server
+(`conversations/formats`), one mapping for importing files and for these adapters.
 """

@@ -1,0 +1,229 @@
+"""`memoryui-mcp`: memoryui as an MCP server (stdio), for Claude Code, Codex and editors.
+
+    pip install "memoryui-client[mcp]"
+    MEMORYUI_API_KEY=mui_… memoryui-mcp --url http://127.0.0.1:8000
+
+Tools: list, find and read conversations (the active view: what a model receives),
+create one, append messages, checkpoint (fold) and fork it, recall approved facts
+about a subject and propose a new one. Every call goes to memoryui's HTTP API with
+the key from MEMORYUI_API_KEY; what the API refuses comes back as a tool error
+carrying the API's code, message and field, so the model can correct itself.
+"""
+
+import argparse
+import os
+import sys
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from .. import _core
+from ..client import AsyncMemoryui
+from ..errors import MemoryuiError
+
+__all__ = ["build_server", "main"]
+
+INSTRUCTIONS = """\
+memoryui is the durable, append-only memory of agents. A conversation is a list of
+messages at positions 0, 1, 2, … that is never rewritten. To continue one, read its
+active view (read_conversation) and send `handoff` then each item's message to the
+model; append each settled step (append_messages). Fold a long history with
+checkpoint (nothing is deleted: the active view then starts with the summary), branch
+with fork. Facts about people are proposed (propose_fact) and recalled only once a
+person has approved them (recall_facts)."""
+
+MESSAGE_SHAPES = (
+    "Each message is one object with `kind`: "
+    "user {kind, content: text or content blocks}; "
+    "assistant {kind, content, tool_calls?: [{id, name, arguments}]}; "
+    "tool {kind, tool_call_id, name?, content, is_error?}; "
+    "system {kind, content}; "
+    "journal kinds note, thought, heard, said, did, woke {kind, text}. "
+    "Any message may carry `meta` (an object: model, token usage, …). "
+    "Never send positions: the store assigns them."
+)
+
+
+def _error(exc: MemoryuiError) -> ToolError:
+    where = f" (field: {exc.field})" if exc.field else ""
+    return ToolError(f"memoryui refused: {exc.code}: {exc.message}{where}")
+
+
+def build_server(url: str | None = None, *, api_key: str | None = None, client: AsyncMemoryui | None = None,
+                 ) -> MCPServer:
+    """The MCP server with its tools, talking to memoryui at `url` with `api_key`."""
+    server = MCPServer(name="memoryui", title="memoryui", instructions=INSTRUCTIONS,
+                       description="Durable, append-only memory for agents: conversations, checkpoints, forks, "
+                                   "facts.")
+    holder: dict[str, AsyncMemoryui] = {}
+
+    def mui() -> AsyncMemoryui:
+        if client is not None:
+            return client
+        if "client" not in holder:
+            holder["client"] = AsyncMemoryui(url, api_key=api_key)
+        return holder["client"]
+
+    async def call(method, *args, **kwargs):
+        try:
+            return await method(*args, **kwargs)
+        except MemoryuiError as exc:
+            raise _error(exc) from None
+
+    ConversationId = Annotated[str, Field(description="The conversation's id (a UUID), as list_conversations or "
+                                                      "find_conversations return it.")]
+
+    @server.tool(title="List conversations")
+    async def list_conversations(
+        namespace: Annotated[str | None, Field(description="Only this namespace (an agent's or a framework's "
+                                                           "name, e.g. 'openai-agents').")] = None,
+        subject: Annotated[str | None, Field(description="Only conversations about this subject, e.g. "
+                                                         "'customer:42'.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="How many, at most.")] = 20,
+        cursor: Annotated[str | None, Field(description="The `next` of the previous page, to read on.")] = None,
+    ) -> dict[str, Any]:
+        """List conversations, latest activity first, with their id, title, namespace,
+        external id and message count (`next_position`). Page with `cursor`."""
+        page = await call(mui()._run, _core.list_page(cursor=cursor, limit=limit, subject=subject,
+                                                       namespace=namespace))
+        return {"conversations": [_summary(c) for c in page["items"]], "next": page.get("next")}
+
+    @server.tool(title="Find conversations")
+    async def find_conversations(
+        query: Annotated[str | None, Field(description="Words to find in messages: all must occur; "
+                                                       "\"a phrase\", prefix*, a OR b, -excluded.")] = None,
+        external_id: Annotated[str | None, Field(description="Instead of words: the conversation a framework "
+                                                             "knows by this id (its session id).")] = None,
+        namespace: Annotated[str | None, Field(description="Only this namespace (with external_id: the "
+                                                           "namespace the id is in; default '').")] = None,
+        subject: Annotated[str | None, Field(description="Only conversations about this subject.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="How many hits, at most.")] = 10,
+    ) -> dict[str, Any]:
+        """Find conversations by what was said in them (full-text search over every message;
+        each hit names its conversation, position and a snippet), or the one conversation a
+        framework knows by `external_id`. Give exactly one of `query` and `external_id`."""
+        if bool(query) == bool(external_id):
+            raise ToolError("give exactly one of query (words to find) and external_id (a framework's id)")
+        if external_id:
+            found = await call(mui().find, external_id=external_id, namespace=namespace or "")
+            return {"conversations": [_summary(found)] if found else []}
+        params = {k: v for k, v in {"q": query, "namespace": namespace, "subject": subject,
+                                     "limit": limit}.items() if v is not None}
+        page = await call(mui()._run, _core.Call("GET", "/search", params=params))
+        return {"hits": page.get("items", page.get("hits", [])), "next": page.get("next")}
+
+    @server.tool(title="Read a conversation's active view")
+    async def read_conversation(conversation_id: ConversationId) -> dict[str, Any]:
+        """What a model receives from this conversation: `handoff` (the latest checkpoint's
+        summary, standing in for the rows it folds, or null) and then `items`, the messages
+        after it, each {position, kind, message}. `next_position` is where the next append
+        lands."""
+        view = await call(mui().active, conversation_id)
+        return {"conversation_id": conversation_id, "checkpoint": view.get("checkpoint"),
+                "handoff": view.get("handoff"), "items": view.get("items", []),
+                "next_position": view.get("next_position"), "skipped": view.get("skipped", [])}
+
+    @server.tool(title="Create a conversation")
+    async def create_conversation(
+        title: Annotated[str, Field(max_length=300, description="A short title people will see.")],
+        namespace: Annotated[str, Field(max_length=200, description="Your agent's name, to find it again.")] = "mcp",
+        external_id: Annotated[str | None, Field(max_length=200, description="Your own id for it (a session "
+                                                                            "id): the same id finds the same "
+                                                                            "conversation again instead of "
+                                                                            "creating another.")] = None,
+        subject: Annotated[str | None, Field(max_length=300, description="Who it is about, e.g. "
+                                                                        "'customer:42' (erasure finds it by "
+                                                                        "this).")] = None,
+    ) -> dict[str, Any]:
+        """Start a conversation (or, with an external_id that exists, get that one back)."""
+        created = await call(mui().create, title=title, namespace=namespace, external_id=external_id,
+                             subject=subject)
+        return _summary(created)
+
+    @server.tool(title="Append messages")
+    async def append_messages(
+        conversation_id: ConversationId,
+        messages: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1000, description=MESSAGE_SHAPES)],
+        expected_position: Annotated[int | None, Field(ge=0, description="Append only if the first message "
+                                                                         "would land at this position "
+                                                                         "(another writer came first: "
+                                                                         "nothing is written).")] = None,
+    ) -> dict[str, Any]:
+        """Append messages to the end of a conversation, all or none, in one transaction.
+        Returns the positions they were given."""
+        return await call(mui().append_batch, conversation_id, messages, expected_position=expected_position)
+
+    @server.tool(title="Checkpoint (fold) a conversation")
+    async def checkpoint(
+        conversation_id: ConversationId,
+        position: Annotated[int, Field(ge=0, description="The last position the summary stands in for.")],
+        summary: Annotated[str, Field(min_length=1, description="What the folded messages established: "
+                                                                "decisions, facts, open questions.")],
+    ) -> dict[str, Any]:
+        """Fold positions 0..position into a summary. Nothing is deleted: the active view
+        starts with the summary, the full record keeps every message. A checkpoint can only
+        move forward."""
+        return await call(mui().checkpoint, conversation_id, position=position, summary=summary)
+
+    @server.tool(title="Fork a conversation")
+    async def fork(
+        conversation_id: ConversationId,
+        position: Annotated[int, Field(ge=0, description="The last position the fork keeps.")],
+        title: Annotated[str | None, Field(max_length=300, description="The fork's title.")] = None,
+    ) -> dict[str, Any]:
+        """A new conversation holding copies of positions 0..position (and the checkpoint
+        in force there), to try another path; the original is untouched."""
+        return _summary(await call(mui().fork, conversation_id, position=position, title=title))
+
+    @server.tool(title="Recall facts")
+    async def recall_facts(
+        subject: Annotated[str, Field(min_length=1, description="Who the facts are about, e.g. 'customer:42'.")],
+        query: Annotated[str, Field(description="What you want to know, in words (ranks the facts).")] = "",
+        limit: Annotated[int, Field(ge=1, le=50, description="How many, at most.")] = 10,
+    ) -> dict[str, Any]:
+        """Approved, current facts about a subject, best first (a person approved each one;
+        proposed, expired and invalidated facts are never recalled)."""
+        return {"facts": await call(mui().recall, subject=subject, query=query, limit=limit)}
+
+    @server.tool(title="Propose a fact")
+    async def propose_fact(
+        subject: Annotated[str, Field(min_length=1, description="Who it is about, e.g. 'customer:42'.")],
+        text: Annotated[str, Field(min_length=1, description="The fact, as one dated, self-contained sentence.")],
+        importance: Annotated[int, Field(ge=1, le=10, description="1 (trivia) to 10 (must never be forgotten).")],
+        category: Annotated[str | None, Field(description="e.g. preference, decision, observation.")] = None,
+        source_conversation_id: Annotated[str | None, Field(description="The conversation it came from.")] = None,
+        source_position: Annotated[int | None, Field(ge=0, description="The message it came from.")] = None,
+    ) -> dict[str, Any]:
+        """Propose a long-term fact about a subject. It is recalled only after a person
+        approves it; returns the proposed fact with its id and status."""
+        return await call(mui().propose_fact, subject=subject, text=text, importance=importance, category=category,
+                          source_conversation_id=source_conversation_id, source_position=source_position)
+
+    return server
+
+
+def _summary(c: dict) -> dict[str, Any]:
+    keys = ("id", "title", "namespace", "external_id", "subject", "next_position", "parent_id", "parent_relation",
+            "forked_from_position", "created_at", "last_activity_at", "url")
+    return {k: c.get(k) for k in keys if k in c}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="memoryui-mcp", description="memoryui as an MCP server over stdio. The API key is read from "
+                                         "MEMORYUI_API_KEY (scopes: read, write; facts:read and facts:write for "
+                                         "the fact tools).")
+    parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000"),
+                        help="memoryui's address (default: MEMORYUI_URL or http://127.0.0.1:8000)")
+    args = parser.parse_args(argv)
+    key = os.environ.get("MEMORYUI_API_KEY")
+    if not key:
+        print("memoryui-mcp: set MEMORYUI_API_KEY to an API key (manage.py create_api_key)", file=sys.stderr)
+        raise SystemExit(2)
+    build_server(args.url, api_key=key).run("stdio")
+
+
+if __name__ == "__main__":
+    main()

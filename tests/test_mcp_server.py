@@ -1,0 +1,164 @@
+"""`memoryui-mcp` (clients/python, `[mcp]` extra): the mcp SDK's own client starts it over stdio
+against a live server, lists its tools, calls each one, and the effect is in the database."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from conversations import store
+from conversations.facts import store as facts_store
+from conversations.facts.models import Fact
+from conversations.models import Checkpoint, Conversation, Message
+from tests.api_support import make_key
+from tests.claude_sdk_support import run_async
+from tests.conftest import skip_or_fail
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENT_SRC = ROOT / "clients" / "python" / "src"
+TOOLS = {"list_conversations", "find_conversations", "read_conversation", "create_conversation", "append_messages",
+         "checkpoint", "fork", "recall_facts", "propose_fact"}
+
+
+def server_params(url: str, key: str | None) -> StdioServerParameters:
+    # This checkout's client, whichever copy is installed in the environment.
+    env = {"PYTHONPATH": os.pathsep.join([str(CLIENT_SRC), os.environ.get("PYTHONPATH", "")])}
+    if key:
+        env["MEMORYUI_API_KEY"] = key
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "memoryui_client.integrations.mcp_server", "--url", url], env=env)
+
+
+async def session_calls(params: StdioServerParameters, calls):
+    """Start the server, initialize, list the tools, then run `calls(session)`."""
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            return tools, await calls(session)
+
+
+def payload(result) -> dict:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+def test_every_tool_works_over_stdio_and_writes_what_it_says(live_server):
+    key = make_key(["read", "write", "facts:read", "facts:write"], name="mcp")
+    other = store.create_conversation(title="Refund for order 48213", subject="customer:maria", namespace="support")
+    store.append_messages(conversation_id=other.pk, messages=[
+        {"kind": "user", "content": "The blender jug arrived cracked."},
+        {"kind": "assistant", "content": "Sorry about that, I will refund it."}])
+    approved = facts_store.propose_fact(subject="customer:maria", text="Prefers store credit to card refunds.",
+                                        importance=6, created_by="test")
+    facts_store.approve_fact(fact_id=approved.pk, actor="user:reviewer")
+
+    async def calls(session):
+        out = {}
+        out["created"] = payload(await session.call_tool("create_conversation", {
+            "title": "Planning the Oslo trip", "namespace": "claude-code-mcp", "external_id": "trip-1",
+            "subject": "customer:maria"}))
+        cid = out["created"]["id"]
+        out["appended"] = payload(await session.call_tool("append_messages", {"conversation_id": cid, "messages": [
+            {"kind": "user", "content": "Book a hotel near the fjord for 3 nights."},
+            {"kind": "assistant", "content": "Looking.", "tool_calls": [
+                {"id": "t1", "name": "search_hotels", "arguments": {"city": "Oslo", "nights": 3}}]},
+            {"kind": "tool", "tool_call_id": "t1", "name": "search_hotels", "content": "Hotel Fjordlys: 1,450 NOK"},
+            {"kind": "assistant", "content": "Hotel Fjordlys has rooms at 1,450 NOK a night."}]}))
+        out["checkpoint"] = payload(await session.call_tool("checkpoint", {
+            "conversation_id": cid, "position": 2, "summary": "Maria wants 3 nights near the fjord; Hotel "
+                                                              "Fjordlys costs 1,450 NOK a night."}))
+        out["view"] = payload(await session.call_tool("read_conversation", {"conversation_id": cid}))
+        out["fork"] = payload(await session.call_tool("fork", {"conversation_id": cid, "position": 1,
+                                                               "title": "Oslo trip, other hotels"}))
+        out["listed"] = payload(await session.call_tool("list_conversations", {"namespace": "claude-code-mcp"}))
+        out["found"] = payload(await session.call_tool("find_conversations", {"query": "blender cracked"}))
+        out["by_id"] = payload(await session.call_tool("find_conversations", {
+            "external_id": "trip-1", "namespace": "claude-code-mcp"}))
+        out["recalled"] = payload(await session.call_tool("recall_facts", {"subject": "customer:maria",
+                                                                           "query": "refund"}))
+        out["proposed"] = payload(await session.call_tool("propose_fact", {
+            "subject": "customer:maria", "text": "Travels to Oslo in March.", "importance": 4,
+            "category": "observation", "source_conversation_id": cid, "source_position": 0}))
+        # What the API refuses comes back as a tool error with the API's message.
+        out["refused"] = await session.call_tool("checkpoint", {"conversation_id": cid, "position": 99,
+                                                                "summary": "too far"})
+        out["missing"] = await session.call_tool("read_conversation", {
+            "conversation_id": "00000000-0000-4000-8000-000000000000"})
+        out["schema_refused"] = await session.call_tool("propose_fact", {"subject": "x", "text": "y",
+                                                                         "importance": 11})
+        return out
+
+    tools, out = run_async(session_calls(server_params(live_server.url, key), calls))
+
+    by_name = {t.name: t for t in tools}
+    assert set(by_name) == TOOLS
+    for tool in tools:  # each says what it does and what it takes
+        assert len(tool.description) > 60 and tool.input_schema["type"] == "object", tool.name
+    assert by_name["append_messages"].input_schema["required"] == ["conversation_id", "messages"]
+    assert "tool_call_id" in json.dumps(by_name["append_messages"].input_schema)
+
+    cid = out["created"]["id"]
+    conversation = Conversation.objects.get(pk=cid)
+    assert (conversation.namespace, conversation.external_id, conversation.subject) == (
+        "claude-code-mcp", "trip-1", "customer:maria")
+    assert out["appended"] == {"first_position": 0, "last_position": 3, "count": 4}
+    assert [json.loads(c)["kind"] for c in Message.objects.filter(conversation_id=cid).order_by("position")
+            .values_list("content", flat=True)] == ["user", "assistant", "tool", "assistant"]
+    assert Checkpoint.objects.get(conversation_id=cid).message_position == 2
+    assert out["view"]["handoff"]["content"].startswith("Maria wants 3 nights")
+    assert [i["position"] for i in out["view"]["items"]] == [3] and out["view"]["next_position"] == 4
+    fork = Conversation.objects.get(pk=out["fork"]["id"])
+    assert fork.parent_id == conversation.pk and fork.forked_from_position == 1 and fork.next_position == 2
+    assert {c["id"] for c in out["listed"]["conversations"]} == {cid, str(fork.pk)}
+    assert [h["conversation_id"] for h in out["found"]["hits"]] == [str(other.pk)]
+    assert [c["id"] for c in out["by_id"]["conversations"]] == [cid]
+    assert [f["fact"]["text"] for f in out["recalled"]["facts"]] == ["Prefers store credit to card refunds."]
+    proposed = Fact.objects.get(pk=out["proposed"]["id"])
+    assert proposed.status == "proposed" and proposed.text == "Travels to Oslo in March."
+
+    assert out["refused"].is_error and "memoryui refused" in out["refused"].content[0].text
+    assert "position" in out["refused"].content[0].text
+    assert out["missing"].is_error and "not_found" in out["missing"].content[0].text
+    assert out["schema_refused"].is_error and "importance" in out["schema_refused"].content[0].text
+
+
+def test_a_key_without_the_scope_comes_back_as_a_tool_error(live_server):
+    key = make_key(["read"], name="mcp-reader")
+
+    async def calls(session):
+        return await session.call_tool("create_conversation", {"title": "nope"})
+
+    _, result = run_async(session_calls(server_params(live_server.url, key), calls))
+    assert result.is_error and "forbidden" in result.content[0].text
+    assert not Conversation.objects.exists()
+
+
+def test_without_a_key_it_says_so_and_stops():
+    env = {**os.environ, "PYTHONPATH": str(CLIENT_SRC)}
+    env.pop("MEMORYUI_API_KEY", None)
+    done = subprocess.run([sys.executable, "-m", "memoryui_client.integrations.mcp_server", "--url",
+                           "http://127.0.0.1:9"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "MEMORYUI_API_KEY" in done.stderr
+
+
+def test_it_is_installed_as_the_memoryui_mcp_console_script():
+    project = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["memoryui-mcp"] == "memoryui_client.integrations.mcp_server:main"
+    assert any(d.startswith("mcp==") for d in project["optional-dependencies"]["mcp"])
+    script = shutil.which("memoryui-mcp", path=str(Path(sys.executable).parent))
+    if script is None:
+        skip_or_fail("memoryui-mcp is not installed in this environment (make test installs the client)")
+    shown = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "--url" in shown.stdout and "MEMORYUI_API_KEY" in shown.stdout
