@@ -12,7 +12,10 @@ from django.utils import timezone
 
 from . import store
 from .facts import store as facts
+from .frameworks import samples
+from .imports import importer, sessions
 from .ledger import store as ledger
+from .models import Conversation
 
 SUPPORT_SUBJECT = "customer:maria.keller@example.com"
 
@@ -249,6 +252,54 @@ def _coding_snapshots(coding, marks: dict):
         )
 
 
+def _claude_agent_session(start):
+    """A Claude Agent SDK session with a compaction and a subagent, stored as the SDK's
+    SessionStore stores it (memoryui_client.integrations.claude): batches of entries per
+    turn through the imports door, the subagent's transcript after the turn that
+    spawned it, its .meta.json as an agent_metadata entry."""
+    session = samples.claude_agent_session(start=start)
+    entries, turn = session.entries, []
+    for entry in entries:  # the SDK flushes once per turn: at each new prompt
+        content = (entry.get("message") or {}).get("content")
+        if turn and entry.get("type") == "user" and isinstance(content, str) and not entry.get("isCompactSummary"):
+            importer.append_entries(format="claude-code", namespace=session.project_key,
+                                    external_id=session.session_id, entries=turn, actor="key:claude-agent-sdk")
+            turn = []
+        turn.append(entry)
+    importer.append_entries(format="claude-code", namespace=session.project_key, external_id=session.session_id,
+                            entries=turn, actor="key:claude-agent-sdk")
+    for subpath, sub in session.subagents.items():
+        meta = {**session.subagent_meta.get(subpath, {}), "type": "agent_metadata"}
+        importer.append_entries(format="claude-code", namespace=session.project_key,
+                                external_id=f"{session.session_id}/{subpath}", entries=sub + [meta],
+                                actor="key:claude-agent-sdk")
+    return Conversation.objects.get(namespace=session.project_key, external_id=session.session_id)
+
+
+def _openai_agents_session():
+    """An OpenAI Agents SDK session, turn by turn, as MemoryuiSession.add_items stores it."""
+    items, turn = samples.openai_agents_items(), []
+    for item in items:
+        if turn and item.get("role") == "user":
+            sessions.append_items(namespace="openai-agents", session_id=samples.OPENAI_SESSION_ID, items=turn,
+                                  actor="key:travel-desk")
+            turn = []
+        turn.append(item)
+    stream = sessions.append_items(namespace="openai-agents", session_id=samples.OPENAI_SESSION_ID, items=turn,
+                                   actor="key:travel-desk")
+    return Conversation.objects.get(pk=stream.source.conversation_id)
+
+
+def _mcp_conversation():
+    """A conversation an agent in Claude Code wrote through memoryui-mcp (create_conversation,
+    then append_messages): the same store calls the API makes for those tools."""
+    conversation, _ = store.get_or_create_conversation(
+        namespace="claude-code-mcp", external_id="release-notes-4.2", title=samples.MCP_TITLE,
+        meta={"written_by": "memoryui-mcp", "client": "Claude Code"})
+    store.append_messages(conversation_id=conversation.pk, messages=samples.mcp_messages())
+    return conversation
+
+
 def load_demo(*, coding_turns: int = 600) -> list:
     """Create the demonstration conversations and the facts their agents proposed
     (some reviewed, some waiting); returns the conversations."""
@@ -269,4 +320,8 @@ def load_demo(*, coding_turns: int = 600) -> list:
         # The fork carried the task state as of #6 (version 2) and goes its own way from it.
         ledger.set_state(conversation_id=fork.pk, expected_version=2, actor=SUPPORT_AGENT, state={
             "order": "48213", "item": "ProBlend 900 blender", "amount_eur": 149.0, "decision": "replacement offered"})
-    return [ticket, coding, journal, fork]
+        # One conversation through each framework door (clients/python/…/integrations).
+        claude_session = _claude_agent_session(timezone.now() - timedelta(days=2, hours=3))
+        agents_session = _openai_agents_session()
+        mcp = _mcp_conversation()
+    return [ticket, coding, journal, fork, claude_session, agents_session, mcp]

@@ -42,7 +42,7 @@ def _shot(page, name, **kw):
 
 def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 25)
-    ticket, coding, journal, fork = demo.load_demo(coding_turns=12)
+    ticket, coding, journal, fork, *_doors = demo.load_demo(coding_turns=12)
     store.checkpoint_at(conversation_id=ticket.pk, position=8, created_by="agent:support-bot",
                         summary="Customer Maria Keller: ProBlend 900 (order 48213, 149 EUR) arrived cracked; "
                                 "she wants a refund. The card refund failed because card 4417 expired.")
@@ -51,7 +51,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
 
     # The list, newest activity first.
     rows = page.locator("table.conversations tbody tr")
-    assert rows.count() == 4
+    assert rows.count() == 8  # the four, and one through each framework door (one with its subagent)
     assert page.locator("table.conversations").get_by_text("blender arrived cracked").first.is_visible()
     _shot(page, "list.png")
 

@@ -120,7 +120,8 @@ def test_import_session_to_store_replays_a_session_with_a_compaction_and_a_subag
     child = Conversation.objects.get(parent_id=main.pk)
     assert child.parent_relation == "subagent" and child.forked_from_position == task_row["position"]
     assert child.namespace == sample.project_key and child.external_id == f"{sample.session_id}/{subpath}"
-    assert child.title.startswith(f"Subagent {AGENT_ID}: Read billing/invoices/lines.py")
+    # Named by its first prompt, then by its .meta.json (agent_metadata), which came last.
+    assert child.title == f"Subagent {AGENT_ID} (Explore): How discount lines are built"
     assert [m["kind"] for m in rows(child)] == ["user", "assistant", "tool", "assistant"]
     assert SessionSummary.objects.filter(session_id=sample.session_id).count() == 1
 

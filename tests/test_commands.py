@@ -21,9 +21,9 @@ def run(*args, **env):
     return out.getvalue()
 
 
-def test_load_demo_fills_an_empty_database_with_the_four_conversations():
+def test_load_demo_fills_an_empty_database_with_its_conversations():
     out = run("load_demo", "--coding-turns", "40")
-    assert "Loaded 4 demonstration conversations" in out
+    assert "Loaded 7 demonstration conversations" in out
     by_title = {c.title: c for c in Conversation.objects.all()}
     ticket = by_title["Order #48213: blender arrived cracked"]
     kinds = {i.kind for i in reads.list_messages(ticket.pk).items}
@@ -33,7 +33,7 @@ def test_load_demo_fills_an_empty_database_with_the_four_conversations():
     assert Checkpoint.objects.filter(conversation=coding).exists()
     journal = next(c for c in by_title.values() if c.title.startswith("Night shift"))
     assert {"note", "thought", "heard", "said", "did", "woke"} <= {i.kind for i in reads.list_messages(journal.pk).items}
-    fork = next(c for c in by_title.values() if c.parent_id)
+    fork = next(c for c in by_title.values() if c.parent_id and c.parent_relation == "fork")
     assert fork.parent_id == ticket.pk
 
 
@@ -82,7 +82,7 @@ def test_load_demo_leaves_a_database_with_data_alone():
     run("load_demo", "--coding-turns", "5")
     out = run("load_demo", "--coding-turns", "5")
     assert "already exist" in out
-    assert Conversation.objects.count() == 4
+    assert Conversation.objects.count() == 8  # seven, and the Claude Agent SDK session's subagent
 
 
 def test_the_default_demo_has_a_few_thousand_messages_in_the_coding_session():
@@ -95,7 +95,7 @@ def test_bootstrap_loads_the_demo_into_an_empty_database(monkeypatch):
     monkeypatch.setenv("MEMORYUI_ADMIN_PASSWORD", "a-long-chosen-password")
     out = run("bootstrap", "--coding-turns", "20")
     assert "loading demonstration data" in out
-    assert Conversation.objects.count() == 4
+    assert Conversation.objects.count() == 8
 
 
 def test_bootstrap_creates_the_admin_once_and_prints_a_random_password(monkeypatch):

@@ -176,3 +176,73 @@ def claude_agent_session(start: datetime | None = None) -> ClaudeSession:
     subpath = f"subagents/agent-{AGENT_ID}"
     return ClaudeSession(project_key=PROJECT_KEY, session_id=SESSION_ID, entries=entries, subagents={subpath: sub},
                          subagent_meta={subpath: {"agentType": "Explore", "description": "How discount lines are built"}})
+
+
+# ---- OpenAI Agents SDK ------------------------------------------------------------------
+
+OPENAI_SESSION_ID = "travel-desk-9c41"
+
+
+def openai_agents_items() -> list[dict]:
+    """Three turns of a travel-desk agent as the OpenAI Agents SDK hands them to its
+    Session: the user's input as an easy message, then the run's items (reasoning, a
+    function call and its output, the assistant's message) in the SDK's own shapes."""
+
+    def said(item_id, text):
+        return {"id": item_id, "type": "message", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
+
+    def call(n, name, args):
+        return {"id": f"fc_{n}", "type": "function_call", "call_id": f"call_{n}", "name": name,
+                "arguments": args, "status": "completed"}
+
+    def output(n, text):
+        return {"type": "function_call_output", "call_id": f"call_{n}", "output": text}
+
+    return [
+        {"role": "user", "content": "I need to be in Oslo for a meeting on 12 March at 9:00. Find me a flight "
+                                    "from Berlin the evening before."},
+        {"id": "rs_1", "type": "reasoning", "summary": [
+            {"type": "summary_text", "text": "Evening of 11 March, BER to OSL; check the schedule first."}]},
+        call(1, "search_flights", '{"from": "BER", "to": "OSL", "date": "2027-03-11", "after": "17:00"}'),
+        output(1, '[{"flight": "SK 1676", "departs": "18:40", "arrives": "20:35", "price_eur": 164}, '
+                  '{"flight": "DY 1103", "departs": "21:05", "arrives": "23:00", "price_eur": 98}]'),
+        said("msg_1", "Two evening flights on 11 March: SK 1676 at 18:40 (arrives 20:35, 164 EUR) and DY 1103 "
+                      "at 21:05 (arrives 23:00, 98 EUR). Shall I hold one?"),
+        {"role": "user", "content": "The SAS one. And a hotel near the central station for one night."},
+        call(2, "hold_flight", '{"flight": "SK 1676", "date": "2027-03-11"}'),
+        output(2, '{"hold": "H-55201", "expires": "2027-03-01T12:00:00Z"}'),
+        call(3, "search_hotels", '{"city": "Oslo", "near": "Oslo S", "nights": 1, "check_in": "2027-03-11"}'),
+        output(3, '[{"hotel": "Hotel Fjordlys", "walk_min": 3, "price_eur": 142}]'),
+        said("msg_2", "SK 1676 is held until 1 March (hold H-55201). Hotel Fjordlys is a 3-minute walk from "
+                      "Oslo S, 142 EUR for the night. Book both?"),
+        {"role": "user", "content": "Yes, book both."},
+        call(4, "book", '{"hold": "H-55201", "hotel": "Hotel Fjordlys", "nights": 1}'),
+        output(4, '{"flight_booking": "SK-8QX2LM", "hotel_booking": "FJ-20417"}'),
+        said("msg_3", "Booked: flight SK-8QX2LM (11 March, 18:40) and Hotel Fjordlys FJ-20417 for one night. "
+                      "You will be 3 minutes from the station for your 9:00 meeting."),
+    ]
+
+
+# ---- an MCP client (Claude Code with memoryui-mcp registered) ----------------------------
+
+MCP_TITLE = "Release notes for billing 4.2 (written through memoryui-mcp)"
+
+
+def mcp_messages() -> list[dict]:
+    """What an agent in Claude Code appended through memoryui-mcp's append_messages tool
+    while drafting release notes: its notes to itself and the exchange it kept."""
+    return [
+        {"kind": "note", "text": "Started from Claude Code via the memoryui MCP server; this conversation keeps "
+                                 "the release-notes work across sessions."},
+        {"kind": "user", "content": "Draft the release notes for billing 4.2 from the merged pull requests."},
+        {"kind": "assistant", "content": "Reading the merged pull requests since 4.1.",
+         "tool_calls": [{"id": "gh_1", "name": "list_merged_prs", "arguments": {"since": "v4.1.0"}}]},
+        {"kind": "tool", "tool_call_id": "gh_1", "name": "list_merged_prs",
+         "content": "#812 Discount lines export correctly\n#815 Invoice PDF shows VAT per line\n"
+                    "#819 Drop Python 3.9"},
+        {"kind": "assistant", "content": "## billing 4.2\n- Fixed: invoices with a discount line export to CSV "
+                                         "again (#812).\n- New: invoice PDFs show VAT per line (#815).\n"
+                                         "- Removed: support for Python 3.9 (#819)."},
+        {"kind": "did", "text": "Saved the draft to docs/releases/4.2.md."},
+    ]

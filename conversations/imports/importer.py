@@ -507,11 +507,16 @@ def _name_stream(source: ImportSource, plan: Plan, entries: list, *, subpath: st
     """A stream's conversation starts with a placeholder title; its first prompt names it,
     and a title entry (`custom-title`, `ai-title`) renames it."""
     title = plan.conversations["main"].title.strip() if "main" in plan.conversations else ""
-    if not title:
-        return
     titled = any(e.get("type") in ("custom-title", "ai-title") for e in entries)
     session = source.source_key.partition("/")[0]
     placeholder = _placeholder_title(session, subpath)
+    # A subagent's sidecar (.meta.json, sent as agent_metadata) says what it was for.
+    about = next((e for e in reversed(entries) if e.get("type") == "agent_metadata"), None) if subpath else None
+    if about and isinstance(about.get("description"), str) and about["description"].strip():
+        kind = f" ({about['agentType']})" if isinstance(about.get("agentType"), str) and about["agentType"] else ""
+        title, titled = f"{placeholder}{kind}: {about['description'].strip()}", True
+    if not title:
+        return
     current = Conversation.objects.filter(pk=source.conversation_id).values_list("title", flat=True).first()
     if current is None or (current != placeholder and not titled):
         return

@@ -1,0 +1,67 @@
+"""A person reads a Claude Agent SDK session that reached memoryui through the SDK's own
+SessionStore door: the compaction as a fold, the subagent under its session.
+
+Saves docs/screenshots/claude-sdk-*.png, which the closing note of the framework issue shows.
+"""
+
+from pathlib import Path
+
+import pytest
+from claude_agent_sdk import import_session_to_store
+from django.contrib.auth import get_user_model
+
+from conversations.frameworks.samples import AGENT_ID, claude_agent_session
+from conversations.models import Conversation
+from conversations.roles import AUDITOR, assign_role
+from tests.api_support import make_key
+from tests.claude_sdk_support import Stores, run_async, write_session_files
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+PASSWORD = "pw-browser-2718-z"
+
+
+def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(live_server, page, tmp_path,
+                                                                                 monkeypatch):
+    sample = claude_agent_session()
+    write_session_files(tmp_path, sample)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    stores = Stores(live_server.url, make_key(["read", "write"], name="claude-agent-sdk"))
+
+    async def replay():
+        await import_session_to_store(sample.session_id, stores(prefix=""), batch_size=6)
+        await stores.close()
+
+    run_async(replay())
+    session = Conversation.objects.get(namespace=sample.project_key, external_id=sample.session_id)
+
+    user = get_user_model().objects.create_user("iris", password=PASSWORD)
+    assign_role(user, AUDITOR)
+    page.goto(f"{live_server.url}/conversations/{session.pk}/")
+    page.fill("input[name=username]", "iris")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/conversations/{session.pk}/")
+    # Tall enough for every row: rows off screen are not laid out (content-visibility), nor shot.
+    page.set_viewport_size({"width": 1400, "height": 3600})
+
+    assert page.locator("h1").inner_text() == "Invoice export fails on discount lines"
+    record = page.locator("#record")
+    assert record.locator(".fold").count() == 1 and "Fold after #12" in record.locator(".fold").inner_text()
+    text = record.inner_text()
+    for seen in ("The nightly invoice export fails", "A discount line probably has a negative amount", "Grep",
+                 "Task", "42 passed", "All 42 export tests pass"):
+        assert seen in text, seen
+    assert "This session is being continued" not in text.split("Fold after")[0]  # the summary is the fold's
+    tree = page.locator(".fork-tree")
+    assert "subagent" in tree.inner_text() and "spawned at #6" in tree.inner_text()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "claude-sdk-session.png"), full_page=True)
+
+    page.set_viewport_size({"width": 1400, "height": 1300})
+    page.locator(".fork-tree a", has_text=f"Subagent {AGENT_ID}").click()
+    page.wait_for_url("**/conversations/*/")
+    assert "subagent, spawned at #6" in page.locator("nav.crumbs").inner_text()
+    assert "NEGATIVE amount" in page.locator("#record").inner_text()
+    page.screenshot(path=str(SHOTS / "claude-sdk-subagent.png"), full_page=True)
