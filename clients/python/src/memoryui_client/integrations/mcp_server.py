@@ -54,7 +54,8 @@ def _error(exc: MemoryuiError) -> ToolError:
 def build_server(url: str | None = None, *, api_key: str | None = None, client: AsyncMemoryui | None = None,
                  ) -> MCPServer:
     """The MCP server with its tools, talking to memoryui at `url` with `api_key`."""
-    server = MCPServer(name="memoryui", title="memoryui", instructions=INSTRUCTIONS,
+    # WARNING: stderr is the MCP client's log; a line per HTTP request would drown it.
+    server = MCPServer(name="memoryui", title="memoryui", instructions=INSTRUCTIONS, log_level="WARNING",
                        description="Durable, append-only memory for agents: conversations, checkpoints, forks, "
                                    "facts.")
     holder: dict[str, AsyncMemoryui] = {}
@@ -85,7 +86,7 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
         cursor: Annotated[str | None, Field(description="The `next` of the previous page, to read on.")] = None,
     ) -> dict[str, Any]:
         """List conversations, latest activity first, with their id, title, namespace,
-        external id and message count (`next_position`). Page with `cursor`."""
+        external id and message count. Page with `cursor`."""
         page = await call(mui()._run, _core.list_page(cursor=cursor, limit=limit, subject=subject,
                                                        namespace=namespace))
         return {"conversations": [_summary(c) for c in page["items"]], "next": page.get("next")}
@@ -205,8 +206,8 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
 
 
 def _summary(c: dict) -> dict[str, Any]:
-    keys = ("id", "title", "namespace", "external_id", "subject", "next_position", "parent_id", "parent_relation",
-            "forked_from_position", "created_at", "last_activity_at", "url")
+    keys = ("id", "title", "namespace", "external_id", "subject", "message_count", "next_position", "parent_id",
+            "parent_relation", "forked_from_position", "created_at", "last_activity_at", "url")
     return {k: c.get(k) for k in keys if k in c}
 
 
