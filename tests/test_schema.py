@@ -92,3 +92,57 @@ def test_it_decodes_what_it_encoded_and_reports_what_it_cannot():
 
 def test_every_kind_is_listed_once():
     assert len(KINDS) == len(set(KINDS)) == 10
+
+
+# ---- the direct encoding is the serializer's -------------------------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+from conversations.schema import _canonical, _canonical_by_dump, _ENCODER, message_adapter  # noqa: E402
+
+_text = st.text(min_size=1).filter(lambda t: t.strip())
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+_meta = st.none() | st.dictionaries(st.text(max_size=6), _json, max_size=4)
+_other_block = st.builds(lambda t, extra: {"type": t, **extra},
+                         st.sampled_from(["image", "document", "tool_reference", "x"]),
+                         st.dictionaries(st.sampled_from(["source", "url", "cache_control", "b", "title"]), _json,
+                                         max_size=3))
+_content = _text | st.lists(st.builds(lambda t: {"type": "text", "text": t}, _text) | _other_block, min_size=1,
+                            max_size=4)
+_call = st.builds(lambda i, n, a: {"id": i, "name": n, **({} if a is None else {"arguments": a})}, _text, _text,
+                  st.none() | _text | st.dictionaries(st.text(max_size=5), _json, max_size=3))
+
+
+def _with_meta(message, meta):
+    return message if meta is None else {**message, "meta": meta}
+
+
+_messages = st.one_of(
+    st.builds(lambda k, c, m: _with_meta({"kind": k, "content": c}, m), st.sampled_from(["user", "system"]),
+              _content, _meta),
+    st.builds(lambda c, calls, m: _with_meta({"kind": "assistant", "content": c, "tool_calls": calls}, m),
+              _content, st.lists(_call, min_size=1, max_size=3), _meta),
+    st.builds(lambda c, m: _with_meta({"kind": "assistant", "content": c}, m), _content, _meta),
+    st.builds(lambda i, n, c, e, m: _with_meta({"kind": "tool", "tool_call_id": i, "name": n, "content": c,
+                                                "is_error": e}, m),
+              _text, st.none() | st.text(), _content, st.none() | st.booleans(), _meta),
+    st.builds(lambda k, t, m: _with_meta({"kind": k, "text": t}, m), st.sampled_from(JOURNAL_KINDS), _text, _meta),
+)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(_messages)
+def test_the_direct_encoding_is_the_same_text_as_the_serializers(message):
+    model = message_adapter.validate_python(message)
+    direct, dumped = _canonical(model), _canonical_by_dump(model)
+    assert list(direct) == list(dumped)
+    try:
+        expected = _ENCODER.encode(dumped)
+    except (ValueError, TypeError):
+        return
+    assert _ENCODER.encode(direct) == expected
