@@ -45,7 +45,7 @@ class Problem:
         return f"{where}{self.reason}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     """One message, encoded once: what the store will insert at the next position."""
 
@@ -69,7 +69,7 @@ class Fold:
     created_by: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """An original object of the format, kept byte for byte beside the rows."""
 

@@ -51,7 +51,7 @@ KNOWN = LINKED | METADATA
 TOOL_NAMES_KEPT = 500
 
 
-@dataclass
+@dataclass(slots=True)
 class Known:
     """What the placer remembers of an entry that was already placed."""
 
@@ -589,67 +589,112 @@ def parse(data, *, subject: str = "", subagent_stream: bool = False) -> Plan:
     return plan
 
 
-def feed_lines(plan: Plan, lines: list[Line], *, subagent_stream: bool = False, state=None, lookup=None,
-               first_seq: int = 0, whole: bool = True) -> "Placer":
-    """Place parsed lines. `whole`: this is the whole stream (choose the main line first)."""
+@dataclass(slots=True)
+class Skeleton:
+    """What placing a whole stream needs to know before it starts: each entry's links
+    and kind, without its text. A large file is read twice (importer): once into this,
+    then again, entry by entry, in the order `placement` gives."""
+
+    entries: list[Entry]
+    # Per entry (same index): (type, on a sidechain of this stream, isMeta), or None for a non-object.
+    kinds: list
+    subagent_stream: bool = False
+    agent: str | None = None
+    session: str | None = None
+    problems: list = None
+
+
+def skeleton_of(lines: Iterable[Line], *, first_seq: int = 0, subagent_stream: bool = False, whole: bool = True,
+                keep_raw: bool = True) -> Skeleton:
+    """Entries (with their raw text only if `keep_raw`) and kinds of parsed lines. For a
+    `whole` stream whose every linked entry is on a sidechain, it is a subagent's own file."""
     entries: list[Entry] = []
-    objs: list = []
+    kinds: list = []
+    problems: list[Problem] = []
+    all_sidechain, any_linked, agent, session = True, False, None, None
     for i, ln in enumerate(lines):
         if ln.error:
-            plan.problems.append(Problem(ln.number, ln.error))
-        entry = make_entry(first_seq + i, ln.number, ln.text, ln.obj)
+            problems.append(Problem(ln.number, ln.error))
+        obj = ln.obj
+        entry = make_entry(first_seq + i, ln.number, ln.text if keep_raw else "", obj)
         entries.append(entry)
-        objs.append(ln.obj)
-    if subagent_stream is False and whole and objs:
-        linked = [o for o in objs if isinstance(o, dict) and o.get("type") in LINKED and o.get("uuid")]
-        if linked and all(o.get("isSidechain") for o in linked):
-            subagent_stream = True  # a subagent's own transcript file
-    placer = Placer(plan, state=state, lookup=lookup, subagent_stream=subagent_stream)
-    placer.prefetch({e.parent_uuid for e in entries if e.parent_uuid})
-    order = list(range(len(entries)))
-    on_line: set[int] = set()
-    if whole and placer.lookup is None:
-        kinds = {
-            e.seq: (
-                (o.get("type") if isinstance(o, dict) else None),
-                bool(isinstance(o, dict) and o.get("isSidechain") and not subagent_stream),
-                bool(isinstance(o, dict) and o.get("isMeta")),
-            )
-            for e, o in zip(entries, objs)
-        }
-        on_line = main_line(entries, kinds)
-        linked_nodes = {e.seq for e in entries if e.uuid and kinds[e.seq][0] in LINKED and not kinds[e.seq][1]}
-        # Main line and metadata first, in file order; then branches; then sidechains.
-        def rank(i):
-            seq = entries[i].seq
-            if kinds[seq][1]:
-                return (2, seq)
-            return (0 if seq in on_line or seq not in linked_nodes else 1, seq)
-        order.sort(key=rank)
-        if not any(e.parent_uuid for e in entries if e.seq in linked_nodes) and len(linked_nodes) > 1:
-            plan.problems.append(Problem(None, "no entry links to a parent (parentUuid); file order is used"))
-    for i in order:
-        placer.place(entries[i], objs[i], main_line=(entries[i].seq in on_line) if on_line else None)
+        if isinstance(obj, dict):
+            kind = obj.get("type")
+            kinds.append((kind, bool(obj.get("isSidechain")), bool(obj.get("isMeta"))))
+            if kind in LINKED and obj.get("uuid"):
+                any_linked = True
+                all_sidechain = all_sidechain and bool(obj.get("isSidechain"))
+            if agent is None and isinstance(obj.get("agentId"), str) and obj["agentId"]:
+                agent = obj["agentId"]
+            if session is None and kind in LINKED and isinstance(obj.get("sessionId"), str):
+                session = obj["sessionId"]
+        else:
+            kinds.append(None)
+    if whole and not subagent_stream and any_linked and all_sidechain:
+        subagent_stream = True  # a subagent's own transcript file
+    if subagent_stream:  # then no entry is on a sidechain of this stream
+        kinds = [(k[0], False, k[2]) if k else None for k in kinds]
+    return Skeleton(entries=entries, kinds=kinds, subagent_stream=subagent_stream, agent=agent, session=session,
+                    problems=problems)
+
+
+def placement(skel: Skeleton) -> tuple[list[int], set[int], list[Problem]]:
+    """The order to place a whole stream's entries in (indexes into skel.entries): the main
+    line and metadata first, in file order; then branches; then sidechains. Returns the
+    order, the seqs on the main line, and problems about the stream as a whole."""
+    entries = skel.entries
+    kinds = {e.seq: (k or (None, False, False)) for e, k in zip(entries, skel.kinds)}
+    on_line = main_line(entries, kinds)
+    linked_nodes = {e.seq for e in entries if e.uuid and kinds[e.seq][0] in LINKED and not kinds[e.seq][1]}
+
+    def rank(i):
+        seq = entries[i].seq
+        if kinds[seq][1]:
+            return (2, seq)
+        return (0 if seq in on_line or seq not in linked_nodes else 1, seq)
+
+    order = sorted(range(len(entries)), key=rank)
+    problems = []
+    if not any(e.parent_uuid for e in entries if e.seq in linked_nodes) and len(linked_nodes) > 1:
+        problems.append(Problem(None, "no entry links to a parent (parentUuid); file order is used"))
+    return order, on_line, problems
+
+
+def finish_plan(plan: Plan, placer: "Placer", skel: Skeleton) -> None:
+    """After the last entry: the placer's state, the source key, and a subagent stream's marks."""
     placer.finish()
-    plan.entries.extend(entries)
-    plan.entries.sort(key=lambda e: e.seq)
     plan.state = placer.state()
     ids = plan.conversations["main"].meta.get("claude_code", {})
     if not plan.source_key and ids.get("session_id"):
         plan.source_key = ids["session_id"]
-        if subagent_stream or placer.subagent_stream:
-            agent = next((o.get("agentId") for o in objs if isinstance(o, dict) and o.get("agentId")), None)
-            if agent:
-                plan.source_key = f"{ids['session_id']}/subagents/agent-{agent}"
+        if (skel.subagent_stream or placer.subagent_stream) and skel.agent:
+            plan.source_key = f"{ids['session_id']}/subagents/agent-{skel.agent}"
     if placer.subagent_stream:
         main = plan.conversations["main"]
         main.relation = "subagent"
-        agent = next((o.get("agentId") for o in objs if isinstance(o, dict) and isinstance(o.get("agentId"), str)),
-                     None)
-        if agent:
-            main.meta.setdefault("claude_code", {})["agent_id"] = agent
+        if skel.agent:
+            main.meta.setdefault("claude_code", {})["agent_id"] = skel.agent
             if not main.title.startswith("Subagent"):
-                main.title = f"Subagent {agent}: {main.title}"[:300]
+                main.title = f"Subagent {skel.agent}: {main.title}"[:300]
+
+
+def feed_lines(plan: Plan, lines: list[Line], *, subagent_stream: bool = False, state=None, lookup=None,
+               first_seq: int = 0, whole: bool = True) -> "Placer":
+    """Place parsed lines. `whole`: this is the whole stream (choose the main line first)."""
+    skel = skeleton_of(lines, first_seq=first_seq, subagent_stream=subagent_stream, whole=whole)
+    plan.problems.extend(skel.problems)
+    entries = skel.entries
+    placer = Placer(plan, state=state, lookup=lookup, subagent_stream=skel.subagent_stream)
+    placer.prefetch({e.parent_uuid for e in entries if e.parent_uuid})
+    order, on_line = list(range(len(entries))), set()
+    if whole and placer.lookup is None and entries:
+        order, on_line, problems = placement(skel)
+        plan.problems.extend(problems)
+    for i in order:
+        placer.place(entries[i], lines[i].obj, main_line=(entries[i].seq in on_line) if on_line else None)
+    plan.entries.extend(entries)
+    plan.entries.sort(key=lambda e: e.seq)
+    finish_plan(plan, placer, skel)
     return placer
 
 

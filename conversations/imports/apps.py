@@ -8,7 +8,10 @@ class ImportsConfig(AppConfig):
     def ready(self):
         from conversations.retention.owned import register
 
-        from .models import ImportSource, SourceEntry
+        from .models import ImportSource, ImportStage, SourceEntry
 
+        # First: a deletion takes a conversation from an import still writing it (that import
+        # stops at its next transaction) before it deletes the conversation's other rows.
+        register(ImportStage)
         register(ImportSource)
         register(SourceEntry, text_fields=("raw",))

@@ -30,8 +30,10 @@ from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, dec
     split_lines
 from conversations.models import Conversation, Message
 
-from . import store
+from . import store, streaming, textfile
 from .models import ImportSource, SourceEntry
+from .textfile import Text
+from .writer import Writer
 
 
 class _DryRun(Exception):
@@ -53,6 +55,9 @@ class ImportResult:
     conversation_id: str | None = None
     # The entries door: where the stream stands after the batch (entries stored, mtime).
     stream: dict | None = None
+    # Write transactions it took, and how long the longest held the write lock (seconds).
+    transactions: int = 0
+    longest_transaction: float = 0.0
 
     @property
     def messages(self) -> int:
@@ -106,22 +111,58 @@ def namespace_for_project(project_key: str) -> str:
 
 def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
                 dry_run: bool = False, path: str | None = None) -> ImportResult:
-    """Import one file (text or bytes). Raises FormatError/InvalidInput for input that is
-    not a transcript at all; everything else is reported in the result."""
+    """Import one file (text, bytes, or a `textfile.Text`). Raises FormatError/InvalidInput
+    for input that is not a transcript at all; everything else is reported in the result."""
     format = check_format(format)
-    text = decode_text(data)
+    text = data if isinstance(data, Text) else Text(data)
     if format == "auto":
-        format = detect(text)
+        try:
+            format = detect(text.head())
+        except FormatError:
+            if len(text) <= textfile.HEAD:
+                raise
+            format = detect(text.whole())  # e.g. a large pretty-printed JSON document
     namespace = (namespace if namespace is not None else default_namespace(format, path)).strip()[:200]
     subject = (subject or "").strip()
-    try:
-        with transaction.atomic():
-            result = _import_text(text, format=format, namespace=namespace, subject=subject, actor=actor, path=path)
-            if dry_run:
-                raise _DryRun()
-    except _DryRun:
-        result.dry_run = True
-    return result
+    kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run)
+    if format == "claude-code":
+        key = streaming.session_key(text)
+        if key is not None:
+            source = _found_source(format, namespace, key)
+            if source is None:
+                result = ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run)
+                return streaming.import_new_session(text, key=key, namespace=namespace, subject=subject, actor=actor,
+                                                    dry_run=dry_run, result=result)
+            if _unchanged(text, source):
+                return ImportResult(format=format, source_key=source.source_key, namespace=namespace,
+                                    dry_run=dry_run, unchanged=True, conversation_id=str(source.conversation_id))
+    return _import_text(text.whole(), **kw)
+
+
+def _unchanged(text: Text, source: ImportSource) -> bool:
+    """The file is exactly what was imported before (read without decoding all of it)."""
+    if not source.consumed_chars:
+        return False
+    for _line in text.lines(prefix_chars=source.consumed_chars):
+        pass
+    return text.chars == source.consumed_chars and text.prefix_sha256 == source.consumed_hash
+
+
+def _found_source(format: str, namespace: str, key: str) -> ImportSource | None:
+    """The source already imported under this identity, if its conversation is there. One
+    whose import crashed is cleaned away; one being imported or deleted right now is an error."""
+    source = ImportSource.objects.filter(format=format, namespace=namespace, source_key=key[:300]).first()
+    if source is None or Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        return source
+    staged = store.stale_stage(source.conversation_id)
+    if staged is None:
+        raise InvalidInput("this source's conversation is being deleted; import it again when the deletion has "
+                           "finished", field="source")
+    if not staged:
+        raise InvalidInput("this source is being imported by another request right now; try again when it has "
+                           "finished", field="source")
+    store.discard_abandoned(source.conversation_id)
+    return None
 
 
 def _source_key_of(text: str, format: str) -> str:
@@ -140,19 +181,34 @@ def _source_key_of(text: str, format: str) -> str:
     return "sha256:" + _hash(text)
 
 
-def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path) -> ImportResult:
+def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool):
     key = _source_key_of(text, format) if format in ("claude-code", "codex") else None
+    consumed = (len(text), _hash(text))
     if format == "memoryui":
         plan = parse(text, format=format, subject=subject)
-        return _apply(plan, None, namespace=namespace, actor=actor, consumed=(len(text), _hash(text)))
-    source = _locked_source(format, namespace, key or "sha256:" + _hash(text))
-    if source is not None and not Conversation.objects.live().filter(pk=source.conversation_id).exists():
-        source = None
+        return _apply_new(plan, namespace=namespace, actor=actor, consumed=None, dry_run=dry_run)
+    source = _found_source(format, namespace, key or "sha256:" + _hash(text))
     if source is None:
         plan = _parse_new(text, format=format, subject=subject, namespace=namespace)
         if key:
             plan.source_key = key
-        return _apply(plan, None, namespace=namespace, actor=actor, consumed=(len(text), _hash(text)))
+        return _apply_new(plan, namespace=namespace, actor=actor, consumed=consumed, dry_run=dry_run)
+    # Seen before: what was added since is appended in one transaction (rolled back in a dry run).
+    try:
+        with transaction.atomic():
+            result = _import_more(text, source, format=format, namespace=namespace, subject=subject, actor=actor)
+            if dry_run:
+                raise _DryRun()
+    except _DryRun:
+        result.dry_run = True
+    return result
+
+
+def _import_more(text: str, source: ImportSource, *, format: str, namespace: str, subject: str,
+                 actor: str) -> ImportResult:
+    source = _locked_source(format, namespace, source.source_key)
+    if source is None or not Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        raise InvalidInput("this source's conversation was deleted meanwhile; import it again", field="source")
     # Seen before: only what has been added since.
     result = ImportResult(format=format, source_key=source.source_key, namespace=namespace,
                           conversation_id=str(source.conversation_id))
@@ -341,6 +397,82 @@ def _apply(plan: Plan, source: ImportSource | None, *, namespace: str, actor: st
     store.save_source(source=source, entries=source.entries + len(entries), state=state,
                       consumed_chars=consumed[0] if consumed else None, consumed_hash=consumed[1] if consumed else None)
     return result
+
+
+def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: bool) -> ImportResult:
+    """Write a plan whose conversations are all new, staged (writer.py): one conversation
+    after another, each in chunks; a conversation that meets a hard error is discarded
+    (nothing of it is kept) and the others are written; all become visible together."""
+    result = ImportResult(format=plan.format, source_key=plan.source_key, namespace=namespace, dry_run=dry_run)
+    result.problems.extend(plan.all_problems())
+    writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
+    failed: set[str] = set()
+
+    def fail(conv, reason):
+        failed.add(conv.key)
+        result.failed.append({"key": conv.key, "title": conv.title, "reason": reason})
+
+    try:
+        for conv in list(plan.conversations.values()):
+            if any(p.hard for p in conv.problems):
+                fail(conv, "; ".join(str(p) for p in conv.problems if p.hard))
+                continue
+            if conv.parent_key and (conv.parent_key in failed or conv.parent_key not in writer.ids):
+                fail(conv, "its parent was not imported")
+                continue
+            if plan.format == "memoryui" and conv.id and Conversation.objects.filter(pk=conv.id).exists() and \
+                    (dry_run or not store.discard_abandoned(conv.id)):
+                if store.stale_stage(conv.id) is False:
+                    fail(conv, "it is being imported by another request right now")
+                    continue
+                result.created.append({"id": conv.id, "key": conv.key, "title": conv.title, "messages": 0,
+                                       "checkpoints": 0, "relation": conv.relation, "parent_id": conv.parent_id,
+                                       "already_present": True})
+                continue
+            try:
+                _write_new_conversation(writer, conv)
+            except StoreError as exc:
+                writer.discard([conv.key])
+                fail(conv, exc.message)
+        written = [c for c in plan.conversations.values() if c.key in writer.ids]
+        main_id = writer.ids.get("main") or (writer.ids[written[0].key] if written else None)
+        source_fields = None
+        if plan.format != "memoryui" and main_id is not None:
+            writer.reserve_source(format=plan.format, source_key=plan.source_key)
+            # Every original is kept, also those of a conversation that failed (on the stream's first one).
+            for entry in plan.entries:
+                writer.add_entry(entry)
+                if writer.full():
+                    writer.flush()
+            source_fields = {"entries": len(plan.entries), "state": {"placer": plan.state, "convs": dict(writer.ids)}}
+            if consumed:
+                source_fields.update(consumed_chars=consumed[0], consumed_hash=consumed[1])
+            result.entries_added = len(plan.entries)
+        writer.publish(source_fields=source_fields)
+    except BaseException:
+        writer.discard()
+        raise
+    result.created.extend(writer.info(c) for c in plan.conversations.values() if c.key in writer.ids)
+    result.conversation_id = main_id
+    result.transactions, result.longest_transaction = writer.transactions, writer.longest
+    return result
+
+
+def _write_new_conversation(writer: Writer, conv: ConvPlan) -> None:
+    writer.open(conv)
+    rows, folds = conv.rows, conv.folds
+    conv.rows, conv.folds = [], []
+    i = 0
+    while i < len(rows):
+        size = writer.rows_per_chunk()
+        conv.rows = rows[i:i + size]
+        i += size
+        writer.take(conv)
+        if writer.full():
+            writer.flush()
+    conv.folds = folds
+    writer.take(conv)
+    writer.flush()
 
 
 def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str, actor: str) -> dict | None:
@@ -608,9 +740,12 @@ def load_entries(*, format: str, namespace: str, external_id: str) -> tuple[str,
 
 
 def import_path(path: str, **kw) -> ImportResult:
-    with open(path, "rb") as f:
-        data = f.read()
-    return import_text(data, path=path, **kw)
+    """Import a file, mapped into memory rather than read into it."""
+    text = Text.open(path)
+    try:
+        return import_text(text, path=path, **kw)
+    finally:
+        text.close()
 
 
 def conversation_originals(conversation_id, format: str):

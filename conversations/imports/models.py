@@ -64,3 +64,26 @@ class SourceEntry(models.Model):
             models.Index(fields=["source_id", "parent_uuid"], name="source_entry_parent_idx"),
             models.Index(fields=["conversation_id"], name="source_entry_conv_idx"),
         ]
+
+
+class ImportStage(models.Model):
+    """A conversation that an import is still writing (conversations/imports/writer.py).
+
+    The conversation is created marked `deleting`, so every read hides it and no agent
+    can append to it, and it is written in short transactions; the import's last
+    transaction deletes this row and unmarks it. A conversation that stays marked
+    with this row (the import crashed) is finished by the next prune, or cleaned by
+    the next import of the same source once `holder` is gone or silent.
+
+    Registered as owned by its conversation: every deletion path (prune, deletion
+    requests, delete) removes this row first, in its own transaction, and an import
+    checks its rows in every transaction it writes, so it never writes rows into a
+    conversation that a deletion has started on.
+    """
+
+    conversation_id = models.UUIDField(primary_key=True)
+    # host:pid:random of the importing process.
+    holder = models.CharField(max_length=100)
+    source_key = models.CharField(max_length=300, blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now)

@@ -9,16 +9,18 @@ checkpoints only move the fold forward, and each function runs in one
 transaction. The importer nests them in one transaction per conversation.
 """
 
+from dataclasses import dataclass, field
+
 from django.db import connection, transaction
 from django.utils import timezone
 
-from conversations.errors import CheckpointBeforeLatest, Conflict, InvalidInput
+from conversations.errors import CheckpointBeforeLatest, Conflict, InvalidInput, StoreError
 from conversations.formats.base import Entry, Row
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.schema import KINDS, max_message_bytes
 from conversations.store import SUBJECT_MAX, TITLE_MAX, _check_meta, _clean_text, _lock_conversation, record_audit
 
-from .models import ImportSource, SourceEntry
+from .models import ImportSource, ImportStage, SourceEntry
 
 _MSG = Message._meta.db_table
 _CONV = Conversation._meta.db_table
@@ -163,3 +165,225 @@ def save_source(*, source: ImportSource, entries: int, state: dict, consumed_cha
 def record_import(*, actor: str, conversation_id, detail: dict) -> None:
     record_audit(actor=actor or "system", action="conversation.imported", target_type="conversation",
                  target_id=str(conversation_id), detail=detail)
+
+
+# ---- staged imports: short transactions, hidden until the last one -------------------------
+#
+# A whole file is written in chunks of a few thousand rows, one short transaction each,
+# so agents' appends never wait long for the write lock. The conversations it creates
+# are marked `deleting` (hidden from every read, closed to other writers) and have an
+# ImportStage row until `publish_staged` unmarks them all in one transaction. Every
+# transaction here first checks that the import still holds its stage rows: a deletion
+# (prune, deletion request) removes them before it deletes anything else, and the import
+# then stops without writing another row.
+
+
+class ImportInterrupted(StoreError):
+    code = "import_interrupted"
+    status = 409
+
+
+def _check_holds(holder: str, staged: list) -> None:
+    if not staged:
+        return
+    qs = ImportStage.objects.filter(conversation_id__in=staged, holder=holder)
+    if connection.vendor != "sqlite":  # SQLite: the IMMEDIATE transaction already holds the write lock
+        qs = qs.select_for_update()
+    held = len(list(qs.values_list("conversation_id", flat=True)))
+    if held != len(staged):
+        raise ImportInterrupted(
+            "a prune or deletion took the conversations this import was still writing; nothing of them was "
+            "kept: import the file again", field="source")
+
+
+def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=None, title: str = "",
+                       subject: str = "", meta: dict | None = None, namespace: str = "",
+                       external_id: str | None = None, parent_id=None, parent_relation: str = "",
+                       forked_from_position: int | None = None, created_at=None, last_activity_at=None,
+                       pinned: bool = False) -> Conversation:
+    """A new conversation, hidden (marked `deleting`) until the import publishes it."""
+    title = _clean_text(" ".join(str(title or "").split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
+    subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
+    namespace = _clean_text(namespace, field="namespace", max_length=200)
+    if external_id is not None:
+        external_id = _clean_text(external_id, field="external_id", max_length=200, required=True)
+    meta = _check_meta(meta)
+    if parent_relation not in ("", "fork", "subagent"):
+        raise InvalidInput("parent_relation must be fork or subagent", field="parent_relation")
+    now = timezone.now()
+    fields = dict(title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
+                  parent_id=parent_id, parent_relation=parent_relation if parent_id else "",
+                  forked_from_position=forked_from_position if parent_id else None,
+                  created_at=created_at or now, last_activity_at=last_activity_at or created_at or now,
+                  pinned=bool(pinned), deleting=True)
+    if id is not None:
+        fields["id"] = id
+    with transaction.atomic():
+        _check_holds(holder, staged)
+        conversation = Conversation.objects.create(**fields)
+        ImportStage.objects.create(conversation_id=conversation.pk, holder=holder, source_key=source_key[:300])
+    return conversation
+
+
+def copy_prefix_staged(*, holder: str, staged: list, child_id, parent_id, start: int, count: int,
+                       position: int) -> None:
+    """Copy rows start..start+count-1 of the parent into a staged fork (same bytes, same times),
+    at the positions the fork's counter hands out; the last step also copies the latest
+    checkpoint at or before `position` and the parent's ledger as of it."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        _check_holds(holder, staged)
+        cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s WHERE id = %s RETURNING next_position",
+                       [count, _db_uuid(child_id)])
+        found = cursor.fetchone()
+        if found is None or found[0] - count != start:
+            raise Conflict("the fork being imported changed underneath the import", field="source")
+        cursor.execute(
+            f"INSERT INTO {_MSG} (conversation_id, position, kind, content, created_at) "
+            f"SELECT %s, position, kind, content, created_at FROM {_MSG} "
+            "WHERE conversation_id = %s AND position >= %s AND position < %s ORDER BY position",
+            [_db_uuid(child_id), _db_uuid(parent_id), start, start + count])
+        if cursor.rowcount != count:
+            raise Conflict(f"the fork copied {cursor.rowcount} rows of its parent, expected {count}", field="source")
+        if start + count == position + 1:
+            checkpoint = Checkpoint.objects.latest_for(parent_id, at_or_before=position)
+            if checkpoint is not None:
+                Checkpoint.objects.create(conversation_id=child_id, message_position=checkpoint.message_position,
+                                          summary=checkpoint.summary, created_at=checkpoint.created_at,
+                                          created_by=checkpoint.created_by)
+            from conversations.ledger import store as ledger
+
+            ledger.copy_into_fork(parent_id=parent_id, child_id=child_id, position=position)
+
+
+@dataclass
+class Chunk:
+    """What one transaction of an import writes."""
+
+    # (conversation id, the position its first row must get, rows, staged?)
+    rows: list = field(default_factory=list)
+    # (conversation id, Fold, created_by)
+    folds: list = field(default_factory=list)
+    entries: list = field(default_factory=list)  # (Entry, conversation id)
+    # A live conversation appended to: the newest time of its rows, to move last_activity_at.
+    last_at: dict = field(default_factory=dict)
+
+
+def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chunk) -> None:
+    """One short transaction: rows at the positions the counters hand out, checkpoints,
+    original entries; staged conversations must still be held, live ones must be where
+    the import expects them."""
+    now = timezone.now()
+    adapt = connection.ops.adapt_datetimefield_value
+    now_db = adapt(now)
+    with transaction.atomic(), connection.cursor() as cursor:
+        _check_holds(holder, staged)
+        for cid, expected, rows, is_staged in chunk.rows:
+            if not rows:
+                continue
+            if is_staged:
+                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s WHERE id = %s "
+                               "RETURNING next_position", [len(rows), _db_uuid(cid)])
+            else:
+                conversation = _lock_conversation(cid)
+                last_at = max(chunk.last_at.get(cid) or now, conversation.last_activity_at)
+                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s "
+                               "WHERE id = %s AND NOT deleting RETURNING next_position",
+                               [len(rows), adapt(last_at), _db_uuid(cid)])
+            found = cursor.fetchone()
+            start = found[0] - len(rows) if found else None
+            if start != expected:
+                raise Conflict(f"the conversation has {start} rows, the import expected {expected}: another "
+                               "writer appended meanwhile; import again", code="position_conflict",
+                               field="conversation")
+            db_cid = _db_uuid(cid)
+            cursor.executemany(
+                f"INSERT INTO {_MSG} (conversation_id, position, kind, content, created_at) VALUES (%s, %s, %s, %s, %s)",
+                [(db_cid, start + i, row.kind, row.text, adapt(row.at) if row.at is not None else now_db)
+                 for i, row in enumerate(rows)])
+        for cid, fold, created_by in chunk.folds:
+            latest = Checkpoint.objects.latest_for(cid)
+            if latest is not None and fold.position < latest.message_position:
+                raise CheckpointBeforeLatest(f"position {fold.position} is before the latest checkpoint",
+                                             field="position")
+            summary = fold.summary.replace("\x00", "\ufffd") if "\x00" in fold.summary else fold.summary
+            Checkpoint.objects.create(conversation_id=cid, message_position=fold.position, summary=summary,
+                                      created_at=fold.at or now, created_by=str(created_by)[:200])
+        if chunk.entries:
+            db_ids = {cid: _db_uuid(cid) for cid in {cid for _e, cid, _raw in chunk.entries}}
+            cursor.executemany(
+                f'INSERT INTO {_ENTRY} (source_id, seq, conversation_id, position, line, uuid, parent_uuid, "group", '
+                "real, raw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(source_id, e.seq, db_ids[cid], e.position, e.line, (e.uuid or None) and e.uuid[:200],
+                  (e.parent_uuid or None) and e.parent_uuid[:200], (e.group or None) and e.group[:200], e.real,
+                  raw) for e, cid, raw in chunk.entries])
+        if staged:
+            ImportStage.objects.filter(conversation_id__in=staged, holder=holder).update(heartbeat_at=now)
+
+
+def reserve_source(*, holder: str, staged: list, format: str, namespace: str, source_key: str,
+                   conversation_id) -> ImportSource:
+    """The source's identity, taken before its first rows are written: a second import of the
+    same source meanwhile is told so at once."""
+    with transaction.atomic():
+        _check_holds(holder, staged)
+        source, created = ImportSource.objects.get_or_create(
+            format=format, namespace=namespace, source_key=source_key[:300],
+            defaults={"conversation_id": conversation_id})
+    if not created:
+        raise Conflict("this source is being imported by another request; try again when it has finished",
+                       field="source", code="conflict")
+    return source
+
+
+def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audits: list,
+                   source: ImportSource | None = None, source_fields: dict | None = None) -> None:
+    """The import's last transaction: its conversations become visible, with their final
+    titles, times and meta, each with its audit event; the source records what it holds."""
+    with transaction.atomic():
+        _check_holds(holder, staged)
+        for cid, values in finals.items():
+            if "meta" in values:
+                _check_meta(values["meta"])
+            if "title" in values:
+                values["title"] = _clean_text(" ".join(str(values["title"] or "").split())[:TITLE_MAX],
+                                              field="title", max_length=TITLE_MAX)
+            Conversation.objects.filter(pk=cid).update(**values)
+        ImportStage.objects.filter(conversation_id__in=staged, holder=holder).delete()
+        Conversation.objects.filter(pk__in=staged).update(deleting=False)
+        for cid, detail in audits:
+            record_import(actor=actor, conversation_id=cid, detail=detail)
+        if source is not None and source_fields:
+            _check_meta(source_fields.get("state"))
+            ImportSource.objects.filter(pk=source.pk).update(updated_at=timezone.now(), **source_fields)
+
+
+def discard_staged(*, ids: list) -> None:
+    """Remove what an import staged and could not finish, in short transactions (its
+    conversations are hidden already; a crash here leaves them to the next prune)."""
+    from conversations.retention.pruning import delete_conversations_in_batches
+
+    ids = [i for i in ids if i is not None]
+    if ids:
+        delete_conversations_in_batches(ids, batch_size=5000).finish()
+
+
+def stale_stage(conversation_id) -> bool | None:
+    """None: the conversation is not being imported; else whether its import is gone (its
+    process is not alive, or it has not written for STALE_AFTER)."""
+    from conversations.retention.lease import STALE_AFTER, _process_gone
+
+    stage = ImportStage.objects.filter(conversation_id=conversation_id).first()
+    if stage is None:
+        return None
+    return _process_gone(stage.holder) or stage.heartbeat_at < timezone.now() - STALE_AFTER
+
+
+def discard_abandoned(conversation_id) -> bool:
+    """If an import that is gone left this conversation staged, remove everything it staged;
+    True when it did (False: nothing staged there, or its import is still running)."""
+    stage = ImportStage.objects.filter(conversation_id=conversation_id).first()
+    if stage is None or not stale_stage(conversation_id):
+        return False
+    discard_staged(ids=list(ImportStage.objects.filter(holder=stage.holder).values_list("conversation_id",
+                                                                                          flat=True)))
+    return True

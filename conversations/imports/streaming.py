@@ -1,0 +1,109 @@
+"""Importing a new Claude Code session file in bounded memory, in short transactions.
+
+The session's main conversation is the chain that leads to its latest leaf, so the
+placer must know the whole tree before it places the first entry. The file is read
+twice instead of held:
+
+1. every line is parsed and only its skeleton kept (uuid, parentUuid, type,
+   message id, sidechain and meta flags, where the line starts and ends): enough
+   to choose the main line and the order to place entries in
+   (`claude_code.placement`), and to hash and measure the text;
+2. the lines are parsed again one at a time, in that order, and placed; the
+   rows, checkpoints and original lines go to the `Writer`, which writes them a
+   chunk at a time, hidden until its last transaction.
+
+Only the skeleton (about 1/10 of a typical file) and one chunk are in memory at
+once. A session seen before (same session id) is continued by the importer's
+incremental path instead.
+"""
+
+from conversations.formats import claude_code
+from conversations.formats.base import Line, loads
+
+from .writer import Writer
+
+
+def session_key(text) -> str | None:
+    """The source key of a Claude Code file, from its first linked entry with a session id
+    (a subagent's own file: SESSION/subagents/agent-ID); None if it has none."""
+    for number, line, _last in text.lines():
+        try:
+            obj = loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and obj.get("type") in claude_code.LINKED and isinstance(obj.get("sessionId"), str):
+            if obj.get("isSidechain") is True and isinstance(obj.get("agentId"), str):
+                return f"{obj['sessionId']}/subagents/agent-{obj['agentId']}"
+            return obj["sessionId"]
+    return None
+
+
+def _parsed(text):
+    for number, line, last in text.lines():
+        try:
+            obj = loads(line)
+        except (ValueError, RecursionError) as exc:
+            reason = f"not JSON: {exc}"
+            if last:
+                reason = f"torn last line (the file ends in the middle of a JSON object): {exc}"
+            yield Line(number, "", None, reason)
+            continue
+        yield Line(number, "", obj)
+
+
+def _object(text, index: int):
+    try:
+        return loads(text.line(index))
+    except (ValueError, RecursionError):
+        return None
+
+
+def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result):
+    """Place and write a session file never imported before; fills and returns `result`."""
+    skel = claude_code.skeleton_of(_parsed(text), keep_raw=False)
+    plan = claude_code.new_plan(subject=subject, source_key=key)
+    plan.problems.extend(skel.problems)
+    order, on_line, problems = claude_code.placement(skel) if skel.entries else ([], set(), [])
+    plan.problems.extend(problems)
+    placer = claude_code.Placer(plan, subagent_stream=skel.subagent_stream)
+    entries = skel.entries  # entry i is line i of `text.lines()`, and its seq
+    writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run,
+                    raw_of=lambda entry: text.line(entry.seq))
+    conversations = plan.conversations
+    try:
+        writer.open(conversations["main"])
+        writer.reserve_source(format=plan.format, source_key=key)
+        opened = 1
+        for i in order:
+            entry = entries[i]
+            obj = _object(text, i)
+            placer.place(entry, obj, main_line=(entry.seq in on_line) if on_line else None)
+            if len(conversations) != opened:
+                new = list(conversations)[opened:]
+                opened = len(conversations)
+                for key, conv in conversations.items():
+                    if key not in new:
+                        writer.take(conv)
+                for key in new:
+                    writer.open(conversations[key])
+            writer.add_entry(entry)
+            # The entry's rows and checkpoint went to the conversation it was placed in.
+            writer.take(conversations[entry.conv])
+            if writer.full():
+                writer.flush()
+        claude_code.finish_plan(plan, placer, skel)
+        for conv in conversations.values():
+            writer.take(conv)
+        writer.publish(source_fields={"entries": len(entries),
+                                      "state": {"placer": plan.state, "convs": dict(writer.ids)},
+                                      "consumed_chars": text.chars, "consumed_hash": text.sha256})
+    except BaseException:
+        writer.discard()
+        raise
+    result.problems.extend(plan.all_problems())
+    result.created.extend(writer.info(conv) for conv in conversations.values())
+    result.conversation_id = writer.ids.get("main")
+    result.entries_added = len(entries)
+    result.source_key = key
+    result.transactions, result.longest_transaction = writer.transactions, writer.longest
+    return result

@@ -1,0 +1,218 @@
+"""Large imports: read in two passes, written in short transactions, hidden until the last one."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from conversations.formats import claude_code
+from conversations.formats.base import split_lines
+from conversations.imports import importer, store as import_store, textfile, writer
+from conversations.imports.models import ImportSource, ImportStage, SourceEntry
+from conversations.imports.textfile import Text
+from conversations.models import Checkpoint, Conversation, Message
+from conversations.retention.pruning import delete_conversations_in_batches, prune_older_than
+
+FIX = Path(__file__).parent / "fixtures" / "formats"
+SESSION = "5f0c7a3e-1b2d-4c8e-9f10-aa11bb22cc33"
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Two rows per transaction: every step of the chunked path runs on the fixtures."""
+    monkeypatch.setattr(writer, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(writer, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(writer.Writer, "_timed", lambda self, write, **kw: write(**kw))
+
+
+def contents(conversation_id):
+    return list(Message.objects.filter(conversation_id=conversation_id).order_by("position")
+                .values_list("position", "kind", "content"))
+
+
+# ---- reading a file line by line ----------------------------------------------------------------
+
+_lines = st.lists(st.sampled_from(["", " ", "\r", "{}", '{"a": "é"}', "x" * 7, "日本語", "\t", "ab\r"]), max_size=12)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(_lines, st.booleans(), st.integers(0, 40))
+def test_lines_of_a_file_are_those_of_split_lines_with_length_and_hash(tmp_path_factory, parts, newline_at_end,
+                                                                        prefix):
+    text = "\n".join(parts) + ("\n" if newline_at_end and parts else "")
+    folder = tmp_path_factory.mktemp("t")
+    path = folder / "f.jsonl"
+    path.write_bytes(text.encode())
+    expected = [(n, line, last) for n, line, last in split_lines(text)]
+    textfile.BLOCK, saved = 3, textfile.BLOCK
+    try:
+        sources = [Text(text), Text(text.encode())]
+        with_file = Text.open(str(path))
+        with_file._file, with_file._size = open(path, "rb"), len(text.encode())  # read in blocks, however small
+        sources.append(with_file)
+        for source in sources:
+            assert list(source.lines(prefix_chars=prefix)) == expected
+            assert [source.line(i) for i in range(len(expected))] == [line for _n, line, _l in expected]
+            assert source.chars == len(text)
+            assert source.sha256 == hashlib.sha256(text.encode()).hexdigest()
+            if prefix and prefix <= len(text):
+                assert source.prefix_sha256 == hashlib.sha256(text[:prefix].encode()).hexdigest()
+        with_file.close()
+    finally:
+        textfile.BLOCK = saved
+
+
+# ---- the same conversations as a whole-file parse -------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_streamed_import_in_small_chunks_writes_what_the_whole_file_parse_plans(small_chunks, tmp_path):
+    path = tmp_path / "session.jsonl"
+    path.write_text((FIX / "claude_code_session.jsonl").read_text())
+    plan = claude_code.parse(path.read_text())
+    result = importer.import_path(str(path), namespace="proj")
+    assert [c["key"] for c in result.created] == list(plan.conversations)
+    for info in result.created:
+        planned = plan.conversations[info["key"]]
+        rows = contents(info["id"])
+        # A fork holds its parent's rows up to the fork point, then its own.
+        own = rows[planned.base:]
+        assert [(kind, text) for _p, kind, text in own] == [(r.kind, r.text) for r in planned.rows]
+        assert [p for p, _k, _t in rows] == list(range(len(rows)))
+        assert Checkpoint.objects.filter(conversation_id=info["id"]).count() >= len(planned.folds)
+        conversation = Conversation.objects.get(pk=info["id"])
+        assert not conversation.deleting and conversation.title == planned.title
+    main = Conversation.objects.get(namespace="proj", external_id=SESSION)
+    assert main.title == "Coupons crash checkout"
+    raws = list(SourceEntry.objects.order_by("seq").values_list("raw", flat=True))
+    assert raws == [line for line in path.read_text().splitlines() if line.strip()]
+    assert not ImportStage.objects.exists()
+    source = ImportSource.objects.get()
+    assert source.entries == len(raws) and source.consumed_chars == len(path.read_text())
+    # And it is recognised: importing it again creates nothing, a grown file appends.
+    assert importer.import_path(str(path), namespace="proj").unchanged
+
+
+@pytest.mark.django_db
+def test_a_dry_run_of_a_large_import_writes_nothing_and_reports_the_same(small_chunks):
+    data = (FIX / "claude_code_session.jsonl").read_text()
+    dry = importer.import_text(data, namespace="proj", dry_run=True)
+    assert not Conversation.objects.exists() and not ImportSource.objects.exists()
+    real = importer.import_text(data, namespace="proj")
+    strip = lambda infos: [{k: v for k, v in i.items() if k not in ("id", "parent_id")} for i in infos]  # noqa: E731
+    assert strip(dry.created) == strip(real.created) and dry.messages == real.messages
+
+
+# ---- nothing visible until the end; failures leave nothing --------------------------------------
+
+
+@pytest.mark.django_db
+def test_nothing_of_an_import_is_visible_before_its_last_transaction(small_chunks, monkeypatch):
+    seen = []
+    real_write = import_store.write_chunk
+
+    def write_and_look(**kw):
+        real_write(**kw)
+        seen.append((Conversation.objects.live().count(), Message.objects.count()))
+
+    monkeypatch.setattr(import_store, "write_chunk", write_and_look)
+    importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+    assert len(seen) > 5
+    # Rows were written chunk by chunk, but no conversation was live until the end.
+    assert all(live == 0 for live, _rows in seen) and seen[-1][1] > seen[0][1]
+    assert Conversation.objects.live().count() == 3
+
+
+@pytest.mark.django_db
+def test_an_import_that_fails_halfway_leaves_nothing(small_chunks, monkeypatch):
+    calls = 0
+    real_write = import_store.write_chunk
+
+    def fail_on_the_fourth(**kw):
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise RuntimeError("disk full")
+        real_write(**kw)
+
+    monkeypatch.setattr(import_store, "write_chunk", fail_on_the_fourth)
+    with pytest.raises(RuntimeError):
+        importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+    assert not Conversation.objects.exists() and not Message.objects.exists()
+    assert not SourceEntry.objects.exists() and not ImportSource.objects.exists() and not ImportStage.objects.exists()
+
+
+def _crash_after_staging(monkeypatch):
+    """An import whose process dies after writing some chunks: nothing cleans up after it."""
+    monkeypatch.setattr(writer.Writer, "discard", lambda self, keys=None: None)
+    monkeypatch.setattr(import_store, "publish_staged", lambda **kw: (_ for _ in ()).throw(SystemExit("killed")))
+    with pytest.raises(SystemExit):
+        importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+    monkeypatch.undo()
+    assert Conversation.objects.filter(deleting=True).count() == 3 and not Conversation.objects.live().exists()
+
+
+@pytest.mark.django_db
+def test_after_a_crash_the_next_import_of_the_source_cleans_up_and_imports(small_chunks, monkeypatch):
+    _crash_after_staging(monkeypatch)
+    data = (FIX / "claude_code_session.jsonl").read_text()
+    # While the crashed import's process might still be writing, the source is refused.
+    with pytest.raises(Exception, match="being imported"):
+        importer.import_text(data, namespace="proj")
+    ImportStage.objects.update(holder="elsewhere:1:dead")  # another host's process, silent for a day
+    from datetime import timedelta
+
+    from django.utils import timezone
+    ImportStage.objects.update(heartbeat_at=timezone.now() - timedelta(days=1))
+    result = importer.import_text(data, namespace="proj")
+    assert len(result.created) == 3
+    assert Conversation.objects.count() == 3 and not Conversation.objects.filter(deleting=True).exists()
+    assert SourceEntry.objects.count() == 24 and not ImportStage.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_prune_finishes_what_a_crashed_import_left(small_chunks, monkeypatch):
+    _crash_after_staging(monkeypatch)
+    result = prune_older_than(days=90)
+    assert result.conversations == 3
+    assert not Conversation.objects.exists() and not Message.objects.exists() and not SourceEntry.objects.exists()
+    assert not ImportStage.objects.exists() and not ImportSource.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_deletion_that_takes_the_staged_conversations_stops_the_import(small_chunks, monkeypatch):
+    calls = 0
+    real_write = import_store.write_chunk
+
+    def delete_after_the_third(**kw):
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # what a prune does with marked conversations, between two of our transactions
+            delete_conversations_in_batches(list(Conversation.objects.filter(deleting=True)
+                                                 .values_list("pk", flat=True)), batch_size=3).finish()
+        real_write(**kw)
+
+    monkeypatch.setattr(import_store, "write_chunk", delete_after_the_third)
+    with pytest.raises(import_store.ImportInterrupted):
+        importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+    assert not Conversation.objects.exists() and not Message.objects.exists()
+    assert not SourceEntry.objects.exists() and not ImportStage.objects.exists()
+
+
+@pytest.mark.django_db
+def test_other_formats_are_staged_too(small_chunks, monkeypatch):
+    seen = []
+    real_write = import_store.write_chunk
+
+    def write_and_look(**kw):
+        real_write(**kw)
+        seen.append(Conversation.objects.live().count())
+
+    monkeypatch.setattr(import_store, "write_chunk", write_and_look)
+    result = importer.import_text((FIX / "codex_rollout.jsonl").read_text())
+    assert len(seen) > 3 and set(seen) == {0}
+    assert Conversation.objects.get(pk=result.conversation_id).next_position == 8
+    assert json.loads(Message.objects.filter(conversation_id=result.conversation_id).order_by("position")
+                      .first().content)["kind"] == "user"
