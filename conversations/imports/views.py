@@ -20,6 +20,7 @@ from conversations.formats import CHOICES
 from conversations.retention.views import admin_required
 
 from . import importer
+from .textfile import Text
 
 MAX_UPLOAD = 512 * 1024 * 1024
 
@@ -61,12 +62,14 @@ def import_page(request):
         if path is None:
             return _page(request, {"values": values, "error": "That upload has expired or was already imported; "
                                                                 "upload the file again."}, status=422)
+        text = Text.open(str(path))
         try:
-            result = importer.import_text(path.read_bytes(), format=fmt, namespace=values["namespace"] or None,
+            result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
                                           subject=values["subject"], actor=actor, path=request.POST.get("name"))
         except StoreError as exc:
             return _page(request, {"values": values, "error": exc.message}, status=exc.status)
         finally:
+            text.close()
             path.unlink(missing_ok=True)
         return _page(request, {"values": values, "result": result, "done": True,
                                "links": _links(result)})
@@ -75,14 +78,21 @@ def import_page(request):
         return _page(request, {"values": values, "error": "Choose a file to import."}, status=422)
     if upload.size > MAX_UPLOAD:
         return _page(request, {"values": values, "error": "The file is larger than 512 MB."}, status=413)
-    data = upload.read()
+    # Kept on disk between preview and confirm, and read from there a block at a time.
+    token = secrets.token_hex(16)
+    path = _folder() / f"{token}.upload"
+    with path.open("wb") as f:
+        for piece in upload.chunks():
+            f.write(piece)
+    text = Text.open(str(path))
     try:
-        result = importer.import_text(data, format=fmt, namespace=values["namespace"] or None,
+        result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
                                       subject=values["subject"], actor=actor, dry_run=True, path=upload.name)
     except StoreError as exc:
+        path.unlink(missing_ok=True)
         return _page(request, {"values": values, "error": exc.message}, status=exc.status)
-    token = secrets.token_hex(16)
-    (_folder() / f"{token}.upload").write_bytes(data)
+    finally:
+        text.close()
     return _page(request, {"values": {**values, "format": result.format}, "result": result, "token": token,
                            "name": upload.name})
 
