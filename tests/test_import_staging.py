@@ -216,3 +216,60 @@ def test_other_formats_are_staged_too(small_chunks, monkeypatch):
     assert Conversation.objects.get(pk=result.conversation_id).next_position == 8
     assert json.loads(Message.objects.filter(conversation_id=result.conversation_id).order_by("position")
                       .first().content)["kind"] == "user"
+
+
+# ---- a grown session file: its new lines a slice per transaction ---------------------------------
+
+
+def _grown_import(monkeypatch, slice_lines, fail_on=None):
+    lines = (FIX / "claude_code_session.jsonl").read_text().splitlines(keepends=True)
+    importer.import_text("".join(lines[:9]), namespace="proj")
+    monkeypatch.setattr(importer, "SLICE_LINES", slice_lines)
+    if fail_on is not None:
+        calls, real_apply = 0, importer._apply
+
+        def apply_or_fail(*args, **kw):
+            nonlocal calls
+            calls += 1
+            if calls == fail_on:
+                raise RuntimeError("killed")
+            return real_apply(*args, **kw)
+
+        monkeypatch.setattr(importer, "_apply", apply_or_fail)
+        with pytest.raises(RuntimeError):
+            importer.import_text("".join(lines), namespace="proj")
+        monkeypatch.setattr(importer, "_apply", real_apply)
+    return importer.import_text("".join(lines), namespace="proj")
+
+
+def _state():
+    main = Conversation.objects.get(namespace="proj", external_id=SESSION)
+    return {
+        "main": [json.loads(c)["kind"] for _p, _k, c in contents(main.pk)],
+        "conversations": sorted((c.parent_relation, c.next_position) for c in Conversation.objects.all()),
+        "checkpoints": Checkpoint.objects.count(),
+        "seqs": list(SourceEntry.objects.order_by("seq").values_list("seq", flat=True)),
+    }
+
+
+@pytest.mark.django_db
+def test_a_grown_file_in_slices_writes_what_one_transaction_writes(monkeypatch):
+    result = _grown_import(monkeypatch, 10 ** 6)
+    at_once = _state()
+    assert result.transactions == 1
+    Conversation.objects.update(deleting=True)
+    delete_conversations_in_batches(list(Conversation.objects.values_list("pk", flat=True)), batch_size=100).finish()
+    monkeypatch.undo()
+    result = _grown_import(monkeypatch, 2)
+    assert result.transactions >= 3 and [a["key"] for a in result.appended] == ["main"]
+    assert _state() == at_once
+    assert ImportSource.objects.get().consumed_chars == len((FIX / "claude_code_session.jsonl").read_text())
+
+
+@pytest.mark.django_db
+def test_a_grown_file_import_that_stops_halfway_is_continued_by_the_next_one(monkeypatch):
+    _grown_import(monkeypatch, 2, fail_on=4)
+    assert _state()["seqs"] == list(range(24))  # nothing twice, nothing missing
+    source = ImportSource.objects.get()
+    assert source.consumed_chars == len((FIX / "claude_code_session.jsonl").read_text())
+    assert importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj").unchanged

@@ -17,6 +17,7 @@ which is how the Claude Agent SDK's SessionStore appends).
 
 import hashlib
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from conversations.models import Conversation, Message
 from . import store, streaming, textfile
 from .models import ImportSource, SourceEntry
 from .textfile import Text
-from .writer import Writer
+from .writer import TARGET_SECONDS, Writer
 
 
 class _DryRun(Exception):
@@ -193,6 +194,8 @@ def _import_text(text: str, *, format: str, namespace: str, subject: str, actor:
         if key:
             plan.source_key = key
         return _apply_new(plan, namespace=namespace, actor=actor, consumed=consumed, dry_run=dry_run)
+    if format == "claude-code" and not dry_run:
+        return _import_more_in_slices(text, source, namespace=namespace, subject=subject, actor=actor)
     # Seen before: what was added since is appended in one transaction (rolled back in a dry run).
     try:
         with transaction.atomic():
@@ -230,6 +233,96 @@ def _import_more(text: str, source: ImportSource, *, format: str, namespace: str
         result.unchanged = True
         return result
     return _apply(plan, source, namespace=namespace, actor=actor, consumed=(len(text), _hash(text)), result=result)
+
+
+# Lines of a grown session file appended per transaction at first; then sized by how long
+# each transaction took, as the writer sizes its chunks.
+SLICE_LINES = 500
+
+
+def _line_ends(text: str, start: int) -> list[int]:
+    """Where each line (blank ones too) of text[start:] ends, after its newline."""
+    ends, pos = [], start
+    while pos < len(text):
+        end = text.find("\n", pos)
+        pos = len(text) if end == -1 else end + 1
+        ends.append(pos)
+    return ends
+
+
+def _import_more_in_slices(text: str, source: ImportSource, *, namespace: str, subject: str,
+                           actor: str) -> ImportResult:
+    """A grown Claude Code session: its new lines a slice per transaction, as the SessionStore
+    door appends batches. Each transaction also records how much of the file the source
+    now holds (length and hash of that prefix), so an import that stops halfway leaves a
+    consistent prefix, and the next import continues after it."""
+    format = "claude-code"
+    result = ImportResult(format=format, source_key=source.source_key, namespace=namespace,
+                          conversation_id=str(source.conversation_id))
+    grown = bool(source.consumed_chars) and len(text) >= source.consumed_chars and \
+        _hash(text[: source.consumed_chars]) == source.consumed_hash
+    if grown and len(text) == source.consumed_chars:
+        result.unchanged = True
+        return result
+    start = source.consumed_chars if grown else 0
+    first_line = text[:start].count("\n")
+    ends = _line_ends(text, start)
+    lines = list(read_jsonl(split_lines(text[start:])))
+    line_ends = [ends[ln.number - 1] for ln in lines]
+    for ln in lines:
+        ln.number += first_line
+    if not grown:
+        result.problems.append(Problem(None, "the file is not the one imported before with lines added; lines whose "
+                                             "uuid is already stored are skipped"))
+    hasher = hashlib.sha256(text[:start].encode("utf-8", "surrogatepass"))
+    held, done_at, i, size = source.consumed_chars, start, 0, SLICE_LINES
+    infos: dict[str, dict] = {}
+    while i < len(lines):
+        piece = lines[i:i + size]
+        i += len(piece)
+        end = len(text) if i >= len(lines) else line_ends[i - 1]
+        hasher.update(text[done_at:end].encode("utf-8", "surrogatepass"))
+        done_at = end
+        # A file that is not the one imported before is recorded as consumed only at the end.
+        consumed = (end, hasher.hexdigest()) if grown or i >= len(lines) else None
+        started = time.monotonic()
+        with transaction.atomic():
+            src = _locked_source(format, namespace, source.source_key)
+            if src is None or not Conversation.objects.live().filter(pk=src.conversation_id).exists():
+                raise InvalidInput("this source's conversation was deleted meanwhile; import it again", field="source")
+            if grown and src.consumed_chars != held:
+                raise Conflict("another import of this file ran meanwhile; import it again", field="source",
+                               code="conflict")
+            plan = _continue(src, piece, format=format, subject=subject, dedup=not grown)
+            if plan.entries:
+                part = _apply(plan, src, namespace=namespace, actor=actor, consumed=consumed)
+            else:
+                part = ImportResult(format=format, source_key=src.source_key, problems=plan.all_problems())
+                if consumed:
+                    store.save_source(source=src, entries=src.entries, state=src.state, consumed_chars=consumed[0],
+                                      consumed_hash=consumed[1])
+        held = consumed[0] if consumed else held
+        seconds = time.monotonic() - started
+        result.transactions += 1
+        result.longest_transaction = max(result.longest_transaction, seconds)
+        if seconds > TARGET_SECONDS:
+            size = max(20, int(size * TARGET_SECONDS / seconds))
+        elif seconds < TARGET_SECONDS / 3:
+            size = min(SLICE_LINES * 4, int(size * 1.5))
+        result.problems.extend(part.problems)
+        result.failed.extend(part.failed)
+        result.entries_added += part.entries_added
+        for kind in ("created", "appended"):
+            for info in getattr(part, kind):
+                kept = infos.get(info["id"])
+                if kept is None:
+                    infos[info["id"]] = dict(info)
+                    getattr(result, kind).append(infos[info["id"]])
+                else:
+                    kept["messages"] += info["messages"]
+                    kept["checkpoints"] += info["checkpoints"]
+    result.unchanged = not result.entries_added
+    return result
 
 
 def _parse_new(text: str, *, format: str, subject: str, namespace: str) -> Plan:
