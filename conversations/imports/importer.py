@@ -803,7 +803,11 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
     existing = Conversation.objects.live().filter(namespace=namespace, external_id=external_id).first()
     if existing is not None:
         return existing
-    if Conversation.objects.filter(namespace=namespace, external_id=external_id).exists():
+    hidden = Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
+    if hidden is not None:
+        if store.stale_stage(hidden.pk) is False:
+            raise Conflict("that session's file is being imported right now; send the batch again when it has "
+                           "finished", field="external_id", code="conflict")
         raise InvalidInput("that session is being deleted", field="external_id")
     parent, relation, position = None, "", None
     if subpath:
