@@ -181,7 +181,11 @@ class Writer:
             if self.written[key] != conv.base:
                 raise InvalidInput(f"the import expected {conv.base} rows in {key}, found {self.written[key]}",
                                    field="source")
-            self.chunk.rows.append((cid, self.written[key], rows, True))
+            pending = self.chunk.rows[-1] if self.chunk.rows else None
+            if pending is not None and pending[0] == cid and pending[1] + len(pending[2]) == self.written[key]:
+                pending[2].extend(rows)  # one counter bump and one insert for the conversation's run of rows
+            else:
+                self.chunk.rows.append((cid, self.written[key], list(rows), True))
             self.written[key] += len(rows)
             counts[0] += len(rows)
             for row in rows:
