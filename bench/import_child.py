@@ -1,17 +1,38 @@
 """Child process of workload 12: import one file (or only json.loads it); report time and peak memory.
 
-  memoryui  conversations.imports.importer.import_path into a fresh SQLite database
-  raw       json.loads of every line of the same file, nothing else
-  baseline  Django set up on a fresh database, nothing imported
+  memoryui    conversations.imports.importer.import_path into a fresh SQLite database
+  concurrent  the same, while another process appends to another conversation of that
+              database every 10 ms, each append committed; reports the longest append
+  raw         json.loads of every line of the same file, nothing else
+  baseline    Django set up on a fresh database, nothing imported
 """
 
 import json
+import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import common
+
+APPENDER = """
+import json, os, sys, time
+sys.path.insert(0, sys.argv[4])
+from pathlib import Path
+import common
+common.setup_django(Path(sys.argv[1]))
+from conversations import store
+waits = []
+print("ready", flush=True)
+while not os.path.exists(sys.argv[3]):
+    started = time.monotonic()
+    store.append_message(conversation_id=sys.argv[2], message={"kind": "note", "text": f"still here {len(waits)}"})
+    waits.append(time.monotonic() - started)
+    time.sleep(0.01)
+print(json.dumps({"appends": len(waits), "max_wait": max(waits, default=0)}))
+"""
 
 
 def main():
@@ -27,15 +48,30 @@ def main():
         out["seconds"] = time.perf_counter() - t0
     else:
         common.setup_django(db)
-        if mode == "memoryui":
+        if mode in ("memoryui", "concurrent"):
             from conversations.imports import importer
 
+            appender = stop = None
+            if mode == "concurrent":
+                from conversations import store
+
+                busy = store.create_conversation(title="an agent appending meanwhile")
+                stop = db.parent / f"{db.name}.stop"
+                appender = subprocess.Popen(
+                    [sys.executable, "-c", APPENDER, str(db), str(busy.pk), str(stop), str(Path(__file__).parent)],
+                    stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+                assert appender.stdout.readline().strip() == "ready"
             t0 = time.perf_counter()
             result = importer.import_path(path, format="claude-code", namespace="bench")
             out["seconds"] = time.perf_counter() - t0
+            if appender is not None:
+                stop.write_text("stop")
+                out.update(json.loads(appender.communicate(timeout=120)[0].strip().splitlines()[-1]))
             out["messages"] = result.messages
             out["conversations"] = len(result.created)
             out["checkpoints"] = result.checkpoints
+            out["transactions"] = result.transactions
+            out["longest_transaction"] = result.longest_transaction
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 

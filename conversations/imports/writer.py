@@ -41,13 +41,13 @@ from . import store
 from .store import Chunk
 
 # The most one transaction writes. Each transaction is also timed, and the next one made
-# smaller (down to a twentieth) when it held the write lock longer than TARGET_SECONDS,
+# smaller (down to a fiftieth) when it held the write lock longer than TARGET_SECONDS,
 # larger again when it was quick: on an idle machine few commits (each one an fsync),
 # on a busy one short waits for everyone else's appends.
 CHUNK_ROWS = 2000
 CHUNK_BYTES = 4 * 1024 * 1024
-TARGET_SECONDS = 0.2
-MIN_SCALE = 0.05
+TARGET_SECONDS = 0.1
+MIN_SCALE = 0.02
 GAP_SECONDS = 0.05
 
 
@@ -72,7 +72,7 @@ class Writer:
         self.chunk = Chunk()
         self.chunk_rows = 0
         self.chunk_bytes = 0
-        self.scale = 0.25  # of CHUNK_ROWS and CHUNK_BYTES, adjusted by how long transactions take
+        self.scale = 0.1  # of CHUNK_ROWS and CHUNK_BYTES, adjusted by how long transactions take
         self.transactions = 0
         self.longest = 0.0  # seconds, the longest transaction
 
