@@ -51,9 +51,9 @@ def _parsed(text):
         yield Line(number, "", obj)
 
 
-def _object(text, index: int):
+def _object(line: str):
     try:
-        return loads(text.line(index))
+        return loads(line)
     except (ValueError, RecursionError):
         return None
 
@@ -67,8 +67,7 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     plan.problems.extend(problems)
     placer = claude_code.Placer(plan, subagent_stream=skel.subagent_stream)
     entries = skel.entries  # entry i is line i of `text.lines()`, and its seq
-    writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run,
-                    raw_of=lambda entry: text.line(entry.seq))
+    writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
     conversations = plan.conversations
     try:
         writer.open(conversations["main"])
@@ -76,7 +75,8 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         opened = 1
         for i in order:
             entry = entries[i]
-            obj = _object(text, i)
+            line = text.line(i)  # read once: parsed here, stored as the original below
+            obj = _object(line)
             placer.place(entry, obj, main_line=(entry.seq in on_line) if on_line else None)
             if len(conversations) != opened:
                 new = list(conversations)[opened:]
@@ -86,7 +86,7 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
                         writer.take(conv)
                 for key in new:
                     writer.open(conversations[key])
-            writer.add_entry(entry)
+            writer.add_entry(entry, line)
             # The entry's rows and checkpoint went to the conversation it was placed in.
             writer.take(conversations[entry.conv])
             if writer.full():

@@ -56,13 +56,12 @@ def new_holder() -> str:
 
 
 class Writer:
-    def __init__(self, *, plan: Plan, namespace: str, actor: str, dry_run: bool = False, raw_of=None):
+    def __init__(self, *, plan: Plan, namespace: str, actor: str, dry_run: bool = False):
         self.plan = plan
         self.namespace = namespace
         self.actor = actor
         self.dry_run = dry_run
         self.holder = new_holder()
-        self.raw_of = raw_of or (lambda entry: entry.raw)
         self.ids: dict[str, str] = {}  # conversation key → id
         self.staged: list[str] = []
         self.parent_ids: dict[str, str | None] = {}
@@ -204,8 +203,10 @@ class Writer:
             counts[1] += 1
         conv.folds = []
 
-    def add_entry(self, entry: Entry) -> None:
-        raw = self.raw_of(entry)
+    def add_entry(self, entry: Entry, raw: str | None = None) -> None:
+        """Queue the original entry (its text: `raw`, when the caller holds it instead of the entry)."""
+        if raw is None:
+            raw = entry.raw
         cid = self.ids.get(entry.conv) or self.ids.get("main") or next(iter(self.ids.values()), None)
         self.chunk.entries.append((entry, cid, raw))
         self.chunk_bytes += len(raw)
