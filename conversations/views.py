@@ -311,8 +311,13 @@ def conversation(request, conversation_id):
         if upto is not None:
             marks = marks.filter(message_position__lte=upto)
         marks = marks.order_by("message_position", "id")[: size + 1]
+        # A live-follow poll also asks for the ledger marks placed after the row it follows:
+        # a harness records an action or a state change after that row was already shown.
+        # The page keeps those it has (by id) and puts the others after their row.
+        follows = target == "record-more" and request.GET.get("follow") == "1"
         context["record"] = ledger.with_timeline(
-            _interleave(page.items, list(marks), latest, upto=upto), convo.pk, after=after, upto=upto
+            _interleave(page.items, list(marks), latest, upto=upto), convo.pk,
+            after=after - 1 if follows else after, upto=upto
         )
         context["record_more"] = _query(kinds, after=page.next_after, **carried) if page.next_after is not None else None
         context["record_after"] = after

@@ -115,3 +115,41 @@ def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(li
 
     page.evaluate("window.scrollTo(0, 0)")
     _shot(page, "ledger.png", full_page=True)
+
+
+def test_live_follow_places_ledger_marks_recorded_after_the_rows_they_follow(live_server, page):
+    from conversations import store
+    from conversations.ledger import store as ledger
+
+    c = store.create_conversation(title="Order SU-90112: refund while someone watches")
+    say = lambda text: store.append_message(conversation_id=c.pk, message={"kind": "note", "text": text})  # noqa: E731
+    for text in ("customer asks for a refund", "order looked up", "refund sent to payments"):
+        say(text)                                                                       # 0, 1, 2
+    _user(AUDITOR, "audrey")
+    _log_in(page, live_server, "audrey")
+    page.goto(f"{live_server.url}/conversations/{c.pk}/")
+    page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
+    page.evaluate("window.__sameDocument = true")
+    record = "#record"
+
+    def order():
+        return page.locator(f"{record} .ledger-mark, {record} article.msg").evaluate_all("els => els.map(e => e.id)")
+
+    # The harness records the refund after the tool returned: no new row, the mark still shows, after #2.
+    first = ledger.record_action(conversation_id=c.pk, idempotency_key=KEY, name="issue_refund",
+                                 result={"refund_id": "RF-1"}).action
+    page.wait_for_selector(f"#t-action-{first.id}", timeout=15000)
+    assert order() == ["p0", "p1", "p2", f"t-action-{first.id}"]
+    # A snapshot for the turn about to start, then the row, then its state change and a retry.
+    snap = ledger.record_snapshot(conversation_id=c.pk, position=3, repo="/srv/shop", commit="d" * 40,
+                                  base="e" * 40, files_changed=1, insertions=2, deletions=0).snapshot
+    say("payments timed out; retried")                                                   # 3
+    ledger.set_state(conversation_id=c.pk, state={"order": "SU-90112", "refund": "RF-1"}, expected_version=0)
+    retry = ledger.record_action(conversation_id=c.pk, idempotency_key=KEY, name="issue_refund",
+                                 result={"status": "already_performed"}).attempt
+    page.wait_for_selector(f"#t-action-{retry.id}", timeout=15000)
+    page.wait_for_timeout(900)  # a few more polls: nothing is added twice
+    assert order() == ["p0", "p1", "p2", f"t-action-{first.id}", f"t-snapshot-{snap.id}", "p3", "t-state-v1",
+                       f"t-action-{retry.id}"]
+    assert page.locator(f"#t-action-{retry.id}").get_by_role("link", name=re.compile("entry after #2")).count() == 1
+    assert page.evaluate("window.__sameDocument") is True  # never reloaded

@@ -121,3 +121,23 @@ def test_a_page_without_ledger_rows_says_so(client):
     html = page(client, c)
     assert "No task state, actions or workspace snapshots recorded." in html
     assert 'id="task-state"' not in html and 'id="workspace"' not in html
+
+
+def test_a_follow_poll_brings_the_marks_recorded_after_the_row_it_follows(client, ticket):
+    c, first, retry = ticket
+    _login(client, AUDITOR)
+    # The page shows rows 0–4 and the retry after #4. The harness now records a state change
+    # after #4 (no new row yet) and a snapshot for the turn about to start at #5.
+    ledger.set_state(conversation_id=c.pk, state={"order": "48213", "decision": "refund", "done": True},
+                     expected_version=2)
+    snap = ledger.record_snapshot(conversation_id=c.pk, position=5, repo="/srv/shop", commit="c" * 40, base=BASE,
+                                  files_changed=1, insertions=1, deletions=0).snapshot
+    follow = client.get(f"/conversations/{c.pk}/?after=4&follow=1", HTTP_HX_REQUEST="true",
+                        HTTP_HX_TARGET="record-more").content.decode()
+    order = re.findall(r'id="(p\d+|t-action-\d+|t-state-v\d+|t-snapshot-\d+)" data-after="(-?\d+)"', follow)
+    # Every mark placed after #4, old or new: the page keeps those it already shows.
+    assert order == [(f"t-action-{retry.id}", "4"), ("t-state-v3", "4"), (f"t-snapshot-{snap.id}", "4")]
+    # Paging (no follow) still draws a mark on the page of the row it follows, once.
+    more = client.get(f"/conversations/{c.pk}/?after=4", HTTP_HX_REQUEST="true",
+                      HTTP_HX_TARGET="record-more").content.decode()
+    assert "ledger-mark" not in more

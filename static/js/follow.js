@@ -6,6 +6,9 @@
 // reached the end of what is loaded (a "Load more rows" link still pending means
 // there is older ground to cover first). A row already on the page is never added
 // twice. New rows in the full record raise an "N new rows" button that jumps to them.
+// A ledger mark (an action, a task-state change, a workspace snapshot) recorded after
+// the row it follows was already shown comes with the next poll (`follow=1`) and is
+// put right after that row, never twice.
 (function () {
   "use strict";
 
@@ -35,6 +38,7 @@
       busy = true;
       var url = new URL(base, window.location.href);
       url.searchParams.set(param, String(lastPosition(container)));
+      url.searchParams.set("follow", "1");
       fetch(url.toString(), {
         headers: { "HX-Request": "true", "HX-Target": target },
         credentials: "same-origin",
@@ -48,6 +52,26 @@
         .then(function () { busy = false; schedule(); });
     }
 
+    // The first row after `position` on the page, or what closes the rows (the end note,
+    // a "Load more" link), or null: a mark placed after `position` goes just before it.
+    function placeAfter(position) {
+      var rows = container.querySelectorAll(":scope > article.msg[data-position]");
+      for (var i = 0; i < rows.length; i++) {
+        if (Number(rows[i].dataset.position) > position) return rows[i];
+      }
+      return container.querySelector(":scope > p.end, :scope > p.empty, :scope > a.more");
+    }
+
+    function placeMarks(fresh) {
+      var last = lastPosition(container);
+      Array.prototype.forEach.call(fresh.querySelectorAll(".ledger-mark[id]"), function (mark) {
+        if (document.getElementById(mark.id)) return mark.remove();
+        var after = Number(mark.dataset.after);
+        if (after > last) return; // it follows one of the new rows: it comes with them
+        container.insertBefore(mark, placeAfter(after));
+      });
+    }
+
     function insert(html) {
       var template = document.createElement("template");
       template.innerHTML = html;
@@ -57,6 +81,7 @@
         if (document.getElementById(row.id)) row.remove();
         else added.push(row);
       });
+      placeMarks(fresh);
       if (!added.length) return;
       container.querySelectorAll(":scope > p.end, :scope > p.empty").forEach(function (node) { node.remove(); });
       added[0].classList.add("is-new-first");
