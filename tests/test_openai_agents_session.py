@@ -9,7 +9,10 @@ import pytest
 from django.urls import reverse
 from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
 from agents.models.interface import Model
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText, ResponseReasoningItem,
+)
+from openai.types.responses.response_reasoning_item import Summary
 
 from conversations.models import Checkpoint, Conversation, Message
 from memoryui_client import Memoryui, Retries
@@ -128,6 +131,42 @@ def test_three_runner_turns_with_tool_calls_are_kept_item_by_item_and_read_as_a_
                  "Paris is warmer, at 14 °C."):
         assert text in html, text
 
+
+def test_every_kind_of_item_is_kept_as_given_and_mapped_to_its_row(live_server, key):
+    session = MemoryuiSession("kinds-1", url=live_server.url, api_key=key, retries=FAST)
+    items = [
+        {"role": "developer", "content": "Answer in one sentence."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Is it raining in Oslo?"}]},
+        # The SDK's own item objects are accepted as they are (stored as their JSON).
+        ResponseReasoningItem(id="rs_1", type="reasoning",
+                              summary=[Summary(type="summary_text", text="Oslo: check the weather tool.")]),
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAAA-opaque"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "Oslo weather"}},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city": "Oslo"}', "status": "completed"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "Oslo: 3 °C, light rain"},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Yes, light rain at 3 °C.", "annotations": []}]},
+    ]
+
+    async def run():
+        await session.add_items(items)
+        out = await session.get_items()
+        await session.close()
+        return out
+
+    got = run_async(run())
+    as_json = json.loads(json.dumps(items, default=lambda v: v.model_dump(mode="json", exclude_unset=True)))
+    assert got == as_json  # every item, the reasoning without a summary and the web search too, as given
+    conversation = Conversation.objects.get(namespace="openai-agents", external_id="kinds-1")
+    stored = rows(conversation.pk)
+    # Rows a person reads; an encrypted reasoning item and a web search call are kept, not shown.
+    assert [m["kind"] for m in stored] == ["system", "user", "thought", "assistant", "tool", "assistant"]
+    assert stored[0]["content"] == "Answer in one sentence."
+    assert stored[1]["content"] == "Is it raining in Oslo?" and stored[2]["text"] == "Oslo: check the weather tool."
+    assert stored[3]["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    assert stored[5]["content"] == "Yes, light rain at 3 °C."
 
 def test_get_items_with_a_checkpoint_is_the_active_view_with_the_summary_first(live_server, key):
     session = MemoryuiSession("fold-1", url=live_server.url, api_key=key, retries=FAST)
