@@ -24,6 +24,8 @@ PASSWORD = "pw-browser-2718-z"
 
 def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(live_server, page, tmp_path,
                                                                                  monkeypatch):
+    from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
+
     sample = claude_agent_session()
     write_session_files(tmp_path, sample)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
@@ -49,10 +51,12 @@ def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(
     assert page.locator("h1").inner_text() == "Invoice export fails on discount lines"
     record = page.locator("#record")
     assert record.locator(".fold").count() == 1 and "Fold after #12" in record.locator(".fold").inner_text()
-    text = record.inner_text()
+    # Rows below the first screen are laid out a frame after the viewport grew (content-visibility):
+    # wait for what a person reads rather than read it once.
     for seen in ("The nightly invoice export fails", "A discount line probably has a negative amount", "Grep",
                  "Task", "42 passed", "All 42 export tests pass"):
-        assert seen in text, seen
+        expect(record).to_contain_text(seen, use_inner_text=True)
+    text = record.inner_text()
     assert "This session is being continued" not in text.split("Fold after")[0]  # the summary is the fold's
     tree = page.locator(".fork-tree")
     assert "subagent" in tree.inner_text() and "spawned at #6" in tree.inner_text()
