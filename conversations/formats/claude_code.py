@@ -702,7 +702,7 @@ def feed_lines(plan: Plan, lines: list[Line], *, subagent_stream: bool = False, 
 
 
 def render(rows: Iterable, *, checkpoints=(), originals: Iterable[str] = (), session_id: str | None = None,
-           covered: int = -1, cwd: str = "") -> Iterator[str]:
+           covered: int = -1, cwd: str = "", seed: str | None = None) -> Iterator[str]:
     """A Claude Code transcript, one line per entry.
 
     `originals` are the stored lines of an imported session, returned as they were;
@@ -721,7 +721,11 @@ def render(rows: Iterable, *, checkpoints=(), originals: Iterable[str] = (), ses
         if isinstance(obj, dict) and isinstance(obj.get("uuid"), str):
             last_uuid = obj["uuid"]
             session_id = session_id or obj.get("sessionId")
-    session_id = session_id or str(uuidlib.uuid4())
+    # The ids the export makes up are derived from `seed` (the conversation's id), so the same
+    # conversation exports to the same lines every time, and importing a second download of
+    # it finds the first (the session id is its identity).
+    base = uuidlib.UUID(seed) if seed else uuidlib.uuid4()
+    session_id = session_id or str(base)
     folds: dict[int, list] = {}
     for cp in checkpoints:
         if cp.message_position > covered:
@@ -729,28 +733,28 @@ def render(rows: Iterable, *, checkpoints=(), originals: Iterable[str] = (), ses
     for position, kind, created_at, message in rows:
         if position <= covered:
             continue
-        for obj in _entries_for(kind, message, created_at):
+        for obj in _entries_for(kind, message, created_at, str(uuidlib.uuid5(base, f"row:{position}"))):
             obj = {"parentUuid": last_uuid, "isSidechain": False, "userType": "external", "cwd": cwd,
                    "sessionId": session_id, **obj}
             last_uuid = obj["uuid"]
             yield dumps(obj) + "\n"
-        for cp in folds.get(position, ()):
-            boundary = str(uuidlib.uuid4())
+        for n, cp in enumerate(folds.get(position, ())):
+            boundary = str(uuidlib.uuid5(base, f"boundary:{position}:{n}"))
             at = cp.created_at.isoformat().replace("+00:00", "Z")
             yield dumps({"parentUuid": None, "logicalParentUuid": last_uuid, "isSidechain": False, "type": "system",
                          "subtype": "compact_boundary", "content": "Conversation compacted", "sessionId": session_id,
                          "uuid": boundary, "timestamp": at, "compactMetadata": {"trigger": "memoryui"}}) + "\n"
-            last_uuid = str(uuidlib.uuid4())
+            last_uuid = str(uuidlib.uuid5(base, f"summary:{position}:{n}"))
             yield dumps({"parentUuid": boundary, "isSidechain": False, "type": "user", "isCompactSummary": True,
                          "sessionId": session_id, "message": {"role": "user", "content": cp.summary},
                          "uuid": last_uuid, "timestamp": at}) + "\n"
 
 
-def _entries_for(kind: str, message: dict, created_at) -> list[dict]:
+def _entries_for(kind: str, message: dict, created_at, new_uuid: str) -> list[dict]:
     at = created_at.isoformat().replace("+00:00", "Z")
     meta = message.get("meta") or {}
     own = meta.get("claude_code", {}) if isinstance(meta, dict) else {}
-    uid = own.get("uuid") if isinstance(own.get("uuid"), str) else str(uuidlib.uuid4())
+    uid = own.get("uuid") if isinstance(own.get("uuid"), str) else new_uuid
     base = {"uuid": uid, "timestamp": at}
     if kind in ("user", "system"):
         return [{**base, "type": "user", "message": {"role": "user", "content": message.get("content")}}]

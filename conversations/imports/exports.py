@@ -111,6 +111,6 @@ def chunks(conversation, fmt: str):
         cwd = (conversation.meta.get("claude_code") or {}).get("cwd", "") if isinstance(
             conversation.meta.get("claude_code"), dict) else ""
         yield from claude_code.render(rows, checkpoints=checkpoints, originals=originals, session_id=session_id,
-                                      covered=covered, cwd=cwd or "")
+                                      covered=covered, cwd=cwd or "", seed=str(conversation.pk))
         return
     raise ValueError(fmt)
