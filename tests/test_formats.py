@@ -111,6 +111,18 @@ def test_claude_code_keeps_every_line_as_an_entry(session):
     assert session.all_problems() == []
 
 
+def test_claude_code_image_blocks_are_kept_in_the_rows_they_belong_to():
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    shot = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "shot"}, image]}
+    text = "\n".join([cc_line("u1", None, content=[{"type": "text", "text": "what is this?"}, image]),
+                      cc_line("a1", "u1", "assistant", "a screenshot"), cc_line("r1", "a1", content=[shot])])
+    plan = formats.parse(text, format="claude-code")
+    (_, user), _, (_, tool) = rows(plan.conversation("main"))
+    assert user["content"] == [{"type": "text", "text": "what is this?"}, image]
+    assert tool["tool_call_id"] == "toolu_1" and tool["content"][1] == image
+    assert plan.all_problems() == []
+
+
 def test_claude_code_metadata_lines_make_no_rows():
     text = "\n".join([
         json.dumps({"type": "file-history-snapshot", "messageId": "x", "snapshot": {}}),
@@ -321,6 +333,8 @@ def test_journal_lines_map_and_render_back():
         '{"type": "user", "message": {"content": [{"type": "tool_result"}]}, "uuid": "z", "sessionId": "s"}',
         '{"type":"session_meta","payload":{"id":"c"}}', '{"type":"response_item","payload":{"type":"message"}}',
         '{"type":"compacted","payload":{"replacement_history":[1, {"role": 5}]}}', '[{"role": "tool"}]',
+        '{"type":"compacted","payload":{"replacement_history":7}}',
+        '{"type":"compacted","payload":{"replacement_history":[{"role":[],"content":[{"type":"text","text":3}]}]}}',
         '{"kind": "note", "text": ""}', '{"memoryui": "conversation", "id": 3}', '{"position": 0}',
         '{"messages": [{"role": "assistant", "content": [{"type": "compaction"}]}], "max_tokens": 1}',
         "\x00", "{", "[]", "null", '"\\ud800"', "1e999",

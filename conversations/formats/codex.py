@@ -158,13 +158,15 @@ def _compacted_summary(payload: dict) -> str:
     message = clean_text(payload.get("message"))
     if message and message.strip():
         parts.append(message.strip())
-    for item in payload.get("replacement_history") or []:
+    history = payload.get("replacement_history")
+    for item in history if isinstance(history, list) else []:
         if isinstance(item, dict) and item.get("type", "message") == "message":
             content = _parts(item.get("content"))
             text = content if isinstance(content, str) else "\n".join(
-                b.get("text", "") for b in content or [] if isinstance(b, dict))
+                b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
+            role = item.get("role") if isinstance(item.get("role"), str) else "user"
             if text and text.strip():
-                parts.append(f"{item.get('role', 'user')}: {text.strip()}")
+                parts.append(f"{clean_text(role)}: {text.strip()}")
     return "\n\n".join(parts)
 
 
