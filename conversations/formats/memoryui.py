@@ -15,6 +15,7 @@ when it was exported (`"broken": true`) comes back as a `note` holding the text.
 """
 
 import json
+import uuid
 
 from .base import ConvPlan, Entry, Fold, Line, Plan, Problem, content_hash, decode_text, make_row, parse_time, \
     read_jsonl, split_lines
@@ -123,6 +124,14 @@ def parse(data, *, subject: str = "") -> Plan:
     return plan
 
 
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _conversation(obj: dict, line: int, subject: str, plan: Plan) -> ConvPlan:
     key = f"c:{obj.get('id')}"
     if key in plan.conversations:
@@ -138,6 +147,10 @@ def _conversation(obj: dict, line: int, subject: str, plan: Plan) -> ConvPlan:
         parent_position=obj.get("forked_from_position") if isinstance(obj.get("forked_from_position"), int) else None,
         relation=str(obj.get("parent_relation") or ("fork" if obj.get("parent_id") else ""))[:16],
     )
+    for name, value in (("id", conv.id), ("parent_id", conv.parent_id)):
+        if value is not None and not _is_uuid(value):
+            conv.problems.append(Problem(line, f"{name} {value[:60]!r} is not a conversation id", hard=True))
+            setattr(conv, name, None)
     conv.expected_count = obj.get("message_count") if isinstance(obj.get("message_count"), int) else None
     conv.namespace = obj.get("namespace") if isinstance(obj.get("namespace"), str) else ""
     conv.pinned = obj.get("pinned") is True
