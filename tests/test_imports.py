@@ -4,10 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
 from conversations import store
+from conversations.errors import StoreError
 from conversations.imports import importer
 from conversations.imports.models import ImportSource, SourceEntry
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
@@ -110,6 +112,76 @@ def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported():
     result = importer.import_text(text)
     assert {p.line for p in result.problems} == {25, 26}
     assert Conversation.objects.get(pk=result.conversation_id).next_position == 12
+
+
+_pieces = st.sampled_from([
+    '{"parentUuid":null,"type":"user","uuid":"u1","sessionId":"s1","message":{"role":"user","content":"hi"}}',
+    '{"parentUuid":"u1","type":"assistant","uuid":"a1","sessionId":"s1","message":{"id":"m","content":[]}}',
+    '{"parentUuid":"zz","type":"user","uuid":"u2","sessionId":"s1","isSidechain":true,"agentId":"x"}',
+    '{"parentUuid":null,"logicalParentUuid":"a1","type":"system","subtype":"compact_boundary","uuid":"cb"}',
+    '{"type":"session_meta","payload":{"id":"c1"}}', '{"type":"compacted","payload":{"replacement_history":7}}',
+    '{"type":"response_item","payload":{"type":"function_call","call_id":5}}', '[{"role":"tool"}]',
+    '{"kind":"woke","text":"x","at":"never"}', '{"memoryui":"conversation","id":"nope"}', '{"position":0}',
+    '{"messages":[{"role":"user","content":[{"type":"compaction"}]}]}', "\x00", "{", "null", "1e999", "",
+    '{"parentUuid":null,"type":"user","uuid":"n\\u0000","sessionId":"s\\u0000","message":{"content":"\\ud800"}}',
+    '{"type":"custom-title","customTitle":"\\ud800\\u0000"}', '{"type":"summary","summary":[],"leafUuid":5}',
+    '{"memoryui":"conversation","id":"0b1c2d3e-4f50-4617-8899-aabbccdd0002","parent_id":"0b1c2d3e-4f50-4617-8899-'
+    'aabbccdd0003","title":"\\u0000","meta":{"\\u0000":"\\ud800"}}',
+    '{"position":0,"created_at":"2025-01-01T00:00:00Z","message":{"kind":"note","text":"\\u0000"}}',
+    '{"checkpoint":{"message_position":0,"summary":"\\u0000","created_by":"\\u0000"}}',
+])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=300),
+                 st.lists(_pieces, max_size=8).map(lambda xs: "\n".join(xs).encode())),
+       st.sampled_from(["auto", "claude-code", "codex", "openai-chat", "openai-responses", "anthropic", "journal",
+                        "memoryui"]))
+def test_importing_arbitrary_bytes_writes_or_refuses_and_never_crashes(data, fmt):
+    """Really written, not a dry run: through the streaming path and the whole-file path."""
+    try:
+        result = importer.import_text(data, format=fmt, namespace="fuzz")
+    except StoreError as exc:  # not a transcript of that format: a 4xx naming the field
+        assert exc.field and exc.message
+        return
+    assert result.format in ("claude-code", "codex", "openai-chat", "openai-responses", "anthropic", "journal",
+                             "memoryui")
+    for created in result.created:
+        assert Conversation.objects.filter(pk=created["id"]).exists()
+
+
+_NUL = "\\u0000"  # escaped in JSON: the decoded string holds a NUL, which PostgreSQL text and jsonb refuse
+
+
+@pytest.mark.parametrize("fmt,text", [
+    ("claude-code", '{"parentUuid":null,"type":"user","uuid":"u1","sessionId":"s1","message":{"role":"user",'
+                    '"content":"hi"}}\n\x00\x00 not json\n'),
+    ("claude-code", '{"parentUuid":null,"type":"user","uuid":"u' + _NUL + '1","sessionId":"s' + _NUL + '2","cwd":"/'
+                    + _NUL + '","message":{"role":"user","content":"a' + _NUL + 'b"}}\n'
+                    '{"parentUuid":"u' + _NUL + '1","type":"assistant","uuid":"a' + _NUL + '","sessionId":"s' + _NUL +
+                    '2","message":{"id":"m' + _NUL + '","role":"assistant","content":[{"type":"tool_use","id":"t' +
+                    _NUL + '","name":"R' + _NUL + '","input":{"p":"' + _NUL + '"}}]}}\n'
+                    '{"type":"custom-title","customTitle":"T' + _NUL + '","sessionId":"s' + _NUL + '2"}\n'),
+    ("codex", '{"type":"session_meta","payload":{"id":"c' + _NUL + '","cwd":"/' + _NUL + '"}}\n'
+              '{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text",'
+              '"text":"x' + _NUL + '"}]}}\n'),
+    ("memoryui", '{"memoryui":"conversation","id":"0b1c2d3e-4f50-4617-8899-aabbccdd0001","title":"t' + _NUL +
+                 '","subject":"s' + _NUL + '","meta":{"k' + _NUL + '":"v' + _NUL + '"},"message_count":1}\n'
+                 '{"position":0,"created_at":"2025-01-01T00:00:00+00:00","message":{"kind":"note","text":"n' +
+                 _NUL + '"}}\n'),
+    ("anthropic", '{"model":"m' + _NUL + '","system":"s' + _NUL + '","messages":[{"role":"user","content":"u' +
+                  _NUL + '"}]}'),
+    ("openai-chat", '[{"role":"user","content":"u' + _NUL + '","name":"n' + _NUL + '"}]'),
+    ("journal", '{"kind":"note","text":"x' + _NUL + '","at":"2025-01-01T00:00:00Z"}\n'),
+])
+def test_a_nul_character_anywhere_is_imported_on_both_databases(fmt, text):
+    result = importer.import_text(text, format=fmt, namespace="nul")
+    assert result.created and not result.failed
+    for created in result.created:
+        conversation = Conversation.objects.get(pk=created["id"])
+        assert "\x00" not in conversation.title + conversation.subject + json.dumps(conversation.meta)
+    assert importer.import_text(text, format=fmt, namespace="nul").unchanged or fmt == "memoryui"
 
 
 def test_a_hard_error_imports_nothing_of_that_conversation_and_the_others_are_kept():

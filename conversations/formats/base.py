@@ -290,6 +290,20 @@ def clean_text(value) -> str | None:
     return value
 
 
+def storable(value):
+    """A transcript's value as both databases can hold it outside a message row (titles, meta,
+    external ids, source keys, original entries): PostgreSQL's text and jsonb refuse NUL, and
+    no database stores half a surrogate pair, so those characters are replaced (U+FFFD, "?").
+    Message rows need none of this: their JSON escapes them. Deep for dicts and lists."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
+
+
 def make_row(message: dict, at, entry: int | None, problems: list, line: int | None) -> Row | None:
     """Validate and encode one message; a message the schema refuses is reported and skipped."""
     try:

@@ -28,7 +28,7 @@ from conversations import store as conversation_store
 from conversations.errors import Conflict, InvalidInput, NotFound, StoreError
 from conversations.formats import FORMATS, check_format, claude_code, codex, detect, parse
 from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, read_jsonl, \
-    split_lines
+    split_lines, storable
 from conversations.models import Conversation, Message
 
 from . import store, streaming, textfile
@@ -167,6 +167,12 @@ def _found_source(format: str, namespace: str, key: str) -> ImportSource | None:
 
 
 def _source_key_of(text: str, format: str) -> str:
+    """The identity of a whole file: its session id (as the databases hold it), or its hash."""
+    key = _session_of(text, format)
+    return storable(key) if key is not None else "sha256:" + _hash(text)
+
+
+def _session_of(text: str, format: str) -> str | None:
     if format == "claude-code":
         for ln in read_jsonl(split_lines(text)):
             obj = ln.obj
@@ -179,7 +185,7 @@ def _source_key_of(text: str, format: str) -> str:
             kind, payload = codex._record(ln.obj)
             if kind == "session_meta" and isinstance(payload, dict) and isinstance(payload.get("id"), str):
                 return payload["id"]
-    return "sha256:" + _hash(text)
+    return None
 
 
 def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool):

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations.errors import CheckpointBeforeLatest, Conflict, InvalidInput, StoreError
-from conversations.formats.base import Entry, Row
+from conversations.formats.base import Entry, Row, storable
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.schema import KINDS, max_message_bytes
 from conversations.store import SUBJECT_MAX, TITLE_MAX, _check_meta, _clean_text, _lock_conversation, record_audit
@@ -32,17 +32,23 @@ def _db_uuid(value):
     return Conversation._meta.pk.get_db_prep_value(value, connection)
 
 
+def _entry_text(value: str | None) -> str | None:
+    """An entry's uuid, parent or group as its column holds it (None when empty)."""
+    return storable(value)[:200] if value else None
+
+
 def create_imported_conversation(*, id=None, title: str = "", subject: str = "", meta: dict | None = None,
                                  namespace: str = "", external_id: str | None = None, parent_id=None,
                                  parent_relation: str = "", forked_from_position: int | None = None,
                                  created_at=None, last_activity_at=None, pinned: bool = False) -> Conversation:
     """A new conversation as the transcript had it: its times, its lineage, its framework id."""
-    title = _clean_text(" ".join(str(title or "").split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
-    subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
+    title = _clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
+                        max_length=TITLE_MAX)
+    subject = _clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
     namespace = _clean_text(namespace, field="namespace", max_length=200)
     if external_id is not None:
-        external_id = _clean_text(external_id, field="external_id", max_length=200, required=True)
-    meta = _check_meta(meta)
+        external_id = _clean_text(storable(external_id), field="external_id", max_length=200, required=True)
+    meta = _check_meta(storable(meta))
     if parent_relation not in ("", "fork", "subagent"):
         raise InvalidInput("parent_relation must be fork or subagent", field="parent_relation")
     now = timezone.now()
@@ -112,12 +118,13 @@ def checkpoint_imported(*, conversation_id, position: int, summary: str, created
         if latest is not None and position < latest.message_position:
             raise CheckpointBeforeLatest(f"position {position} is before the latest checkpoint", field="position")
         return Checkpoint.objects.create(conversation=conversation, message_position=position, summary=summary,
-                                         created_at=created_at or timezone.now(), created_by=str(created_by)[:200])
+                                         created_at=created_at or timezone.now(),
+                                         created_by=storable(str(created_by))[:200])
 
 
 def retitle(*, conversation_id, title: str) -> None:
     """Name an imported stream's conversation (its placeholder title, or a title entry)."""
-    title = _clean_text(" ".join(str(title).split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
+    title = _clean_text(" ".join(storable(str(title)).split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation_id).update(title=title)
 
@@ -125,7 +132,7 @@ def retitle(*, conversation_id, title: str) -> None:
 def get_or_create_source(*, format: str, namespace: str, source_key: str, conversation_id) -> tuple[ImportSource, bool]:
     with transaction.atomic():
         return ImportSource.objects.get_or_create(
-            format=format, namespace=namespace, source_key=source_key[:300],
+            format=format, namespace=namespace, source_key=storable(source_key)[:300],
             defaults={"conversation_id": conversation_id},
         )
 
@@ -137,8 +144,7 @@ def add_entries(*, source: ImportSource, entries: list[Entry], conversation_ids:
     default = conversation_ids.get("main") or str(source.conversation_id)
     params = [
         (source.pk, e.seq, _db_uuid(conversation_ids.get(e.conv, default)), e.position, e.line,
-         (e.uuid or None) and e.uuid[:200], (e.parent_uuid or None) and e.parent_uuid[:200],
-         (e.group or None) and e.group[:200], e.real, e.raw)
+         _entry_text(e.uuid), _entry_text(e.parent_uuid), _entry_text(e.group), e.real, storable(e.raw))
         for e in entries
     ]
     with transaction.atomic(), connection.cursor() as cursor:
@@ -151,6 +157,7 @@ def add_entries(*, source: ImportSource, entries: list[Entry], conversation_ids:
 
 def save_source(*, source: ImportSource, entries: int, state: dict, consumed_chars: int | None = None,
                 consumed_hash: str | None = None) -> None:
+    state = storable(state)
     fields = {"entries": entries, "state": state, "updated_at": timezone.now()}
     if consumed_chars is not None:
         fields["consumed_chars"] = consumed_chars
@@ -202,12 +209,13 @@ def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=No
                        forked_from_position: int | None = None, created_at=None, last_activity_at=None,
                        pinned: bool = False) -> Conversation:
     """A new conversation, hidden (marked `deleting`) until the import publishes it."""
-    title = _clean_text(" ".join(str(title or "").split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
-    subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
+    title = _clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
+                        max_length=TITLE_MAX)
+    subject = _clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
     namespace = _clean_text(namespace, field="namespace", max_length=200)
     if external_id is not None:
-        external_id = _clean_text(external_id, field="external_id", max_length=200, required=True)
-    meta = _check_meta(meta)
+        external_id = _clean_text(storable(external_id), field="external_id", max_length=200, required=True)
+    meta = _check_meta(storable(meta))
     if parent_relation not in ("", "fork", "subagent"):
         raise InvalidInput("parent_relation must be fork or subagent", field="parent_relation")
     now = timezone.now()
@@ -221,7 +229,8 @@ def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=No
     with transaction.atomic():
         _check_holds(holder, staged)
         conversation = Conversation.objects.create(**fields)
-        ImportStage.objects.create(conversation_id=conversation.pk, holder=holder, source_key=source_key[:300])
+        ImportStage.objects.create(conversation_id=conversation.pk, holder=holder,
+                                   source_key=storable(source_key)[:300])
     return conversation
 
 
@@ -307,15 +316,14 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
                                              field="position")
             summary = fold.summary.replace("\x00", "\ufffd") if "\x00" in fold.summary else fold.summary
             Checkpoint.objects.create(conversation_id=cid, message_position=fold.position, summary=summary,
-                                      created_at=fold.at or now, created_by=str(created_by)[:200])
+                                      created_at=fold.at or now, created_by=storable(str(created_by))[:200])
         if chunk.entries:
             db_ids = {cid: _db_uuid(cid) for cid in {cid for _e, cid, _raw in chunk.entries}}
             cursor.executemany(
                 f'INSERT INTO {_ENTRY} (source_id, seq, conversation_id, position, line, uuid, parent_uuid, "group", '
                 "real, raw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(source_id, e.seq, db_ids[cid], e.position, e.line, (e.uuid or None) and e.uuid[:200],
-                  (e.parent_uuid or None) and e.parent_uuid[:200], (e.group or None) and e.group[:200], e.real,
-                  raw) for e, cid, raw in chunk.entries])
+                [(source_id, e.seq, db_ids[cid], e.position, e.line, _entry_text(e.uuid), _entry_text(e.parent_uuid),
+                  _entry_text(e.group), e.real, storable(raw)) for e, cid, raw in chunk.entries])
         if staged:
             ImportStage.objects.filter(conversation_id__in=staged, holder=holder).update(heartbeat_at=now)
 
@@ -327,7 +335,7 @@ def reserve_source(*, holder: str, staged: list, format: str, namespace: str, so
     with transaction.atomic():
         _check_holds(holder, staged)
         source, created = ImportSource.objects.get_or_create(
-            format=format, namespace=namespace, source_key=source_key[:300],
+            format=format, namespace=namespace, source_key=storable(source_key)[:300],
             defaults={"conversation_id": conversation_id})
     if not created:
         raise Conflict("this source is being imported by another request; try again when it has finished",
@@ -343,17 +351,18 @@ def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audit
         _check_holds(holder, staged)
         for cid, values in finals.items():
             if "meta" in values:
-                _check_meta(values["meta"])
+                values["meta"] = _check_meta(storable(values["meta"]))
             if "title" in values:
-                values["title"] = _clean_text(" ".join(str(values["title"] or "").split())[:TITLE_MAX],
-                                              field="title", max_length=TITLE_MAX)
+                title = " ".join(storable(str(values["title"] or "")).split())[:TITLE_MAX]
+                values["title"] = _clean_text(title, field="title", max_length=TITLE_MAX)
             Conversation.objects.filter(pk=cid).update(**values)
         ImportStage.objects.filter(conversation_id__in=staged, holder=holder).delete()
         Conversation.objects.filter(pk__in=staged).update(deleting=False)
         for cid, detail in audits:
             record_import(actor=actor, conversation_id=cid, detail=detail)
         if source is not None and source_fields:
-            _check_meta(source_fields.get("state"))
+            if "state" in source_fields:
+                source_fields = {**source_fields, "state": _check_meta(storable(source_fields["state"]))}
             ImportSource.objects.filter(pk=source.pk).update(updated_at=timezone.now(), **source_fields)
 
 

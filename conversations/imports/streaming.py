@@ -18,7 +18,7 @@ incremental path instead.
 """
 
 from conversations.formats import claude_code
-from conversations.formats.base import Line, loads
+from conversations.formats.base import Line, loads, storable
 
 from .writer import Writer
 
@@ -33,8 +33,8 @@ def session_key(text) -> str | None:
             continue
         if isinstance(obj, dict) and obj.get("type") in claude_code.LINKED and isinstance(obj.get("sessionId"), str):
             if obj.get("isSidechain") is True and isinstance(obj.get("agentId"), str):
-                return f"{obj['sessionId']}/subagents/agent-{obj['agentId']}"
-            return obj["sessionId"]
+                return storable(f"{obj['sessionId']}/subagents/agent-{obj['agentId']}")
+            return storable(obj["sessionId"])
     return None
 
 
