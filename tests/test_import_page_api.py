@@ -106,6 +106,22 @@ def test_the_api_entries_door_appends_and_loads_deep_equal(writer):
     assert missing.status_code == 404 and error_of(missing)["field"] == "external_id"
 
 
+def test_the_entries_door_takes_nul_characters_and_a_retry_adds_nothing(writer):
+    entries = [{"parentUuid": None, "type": "user", "uuid": "u\x00", "sessionId": "s", "message": {
+                   "role": "user", "content": "x\x00"}},
+               {"parentUuid": "u\x00", "type": "assistant", "uuid": "a\x00", "sessionId": "s", "message": {
+                   "id": "m", "role": "assistant", "content": [{"type": "text", "text": "y"}]}}]
+    body = {"format": "claude-code", "namespace": "proj", "external_id": SESSION, "entries": entries}
+    first = writer.post("/imports", body)
+    assert first.status_code in (200, 201), first.content
+    assert writer.post("/imports", body).json()["unchanged"] is True  # the same uuids: nothing again
+    loaded = writer.get("/imports/entries", {"namespace": "proj", "external_id": SESSION})
+    assert loaded.json()["entries"] == entries
+    conversation = Conversation.objects.get(pk=first.json()["conversation_id"])
+    assert [json.loads(m.content)["kind"] for m in Message.objects.filter(conversation=conversation)] == [
+        "user", "assistant"]
+
+
 @pytest.mark.parametrize("body,field", [
     ({"content": "x", "format": "klingon"}, "format"),
     ({"content": 5}, "content"),

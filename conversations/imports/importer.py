@@ -386,25 +386,35 @@ def _existing_plans(source: ImportSource, plan: Plan) -> dict:
     return ids
 
 
+def _stored_uuid(value: str) -> str:
+    """An entry's uuid as its column holds it (store._entry_text)."""
+    return storable(value)[:200]
+
+
 def _lookup(source: ImportSource, ids: dict):
     by_id = {v: k for k, v in ids.items()}
 
     def lookup(uuids: set[str]) -> dict:
         out = {}
-        uuids = list(uuids)
-        for i in range(0, len(uuids), 500):
-            chunk = uuids[i:i + 500]
+        asked: dict[str, list[str]] = {}  # as stored → as the entries name it
+        for u in uuids:
+            asked.setdefault(_stored_uuid(u), []).append(u)
+        keys = list(asked)
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
             rows = SourceEntry.objects.filter(source_id=source.pk, uuid__in=chunk).values_list(
                 "uuid", "conversation_id", "position", "group")
             for u, cid, pos, group in rows:
                 key = by_id.get(str(cid))
                 if key is not None:
-                    out[u] = claude_code.Known(key, pos, group)
+                    for named in asked.get(u, ()):
+                        out[named] = claude_code.Known(key, pos, group)
             # Has each one a real child already (a second one is a rewind)?
             for (p,) in SourceEntry.objects.filter(source_id=source.pk, parent_uuid__in=chunk, real=True).values_list(
                     "parent_uuid").distinct():
-                if p in out:
-                    out[p].has_real_child = True
+                for named in asked.get(p, ()):
+                    if named in out:
+                        out[named].has_real_child = True
         return out
 
     return lookup
@@ -416,10 +426,11 @@ def _continue(source: ImportSource, lines, *, format: str, subject: str, dedup: 
     if "main" not in plan.conversations:
         raise NotFound("the conversation this source was imported into no longer exists", field="source")
     if dedup:
-        uuids = [ln.obj.get("uuid") for ln in lines if isinstance(ln.obj, dict) and isinstance(ln.obj.get("uuid"), str)]
+        uuids = [_stored_uuid(ln.obj["uuid"]) for ln in lines
+                 if isinstance(ln.obj, dict) and isinstance(ln.obj.get("uuid"), str)]
         stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=uuids).values_list("uuid", flat=True))
-        lines = [ln for ln in lines if not (isinstance(ln.obj, dict) and ln.obj.get("uuid") in stored)
-                 and (isinstance(ln.obj, dict) and isinstance(ln.obj.get("uuid"), str))]
+        lines = [ln for ln in lines if isinstance(ln.obj, dict) and isinstance(ln.obj.get("uuid"), str)
+                 and _stored_uuid(ln.obj["uuid"]) not in stored]
     if format == "claude-code":
         claude_code.feed_lines(plan, lines, state=source.state.get("placer"), lookup=_lookup(source, ids),
                                first_seq=source.entries, whole=False)
@@ -691,11 +702,11 @@ def _append_entries(*, format, namespace, external_id, entries, subject, actor, 
         result.unchanged = True
         return result
     # Retries and overlapping batches: entries whose uuid is stored already are skipped.
-    uuids = [e.get("uuid") for e in entries if isinstance(e.get("uuid"), str)]
+    uuids = [_stored_uuid(e["uuid"]) for e in entries if isinstance(e.get("uuid"), str)]
     stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=uuids).values_list("uuid", flat=True))
     fresh, seen = [], set()
     for e in entries:
-        u = e.get("uuid") if isinstance(e.get("uuid"), str) else None
+        u = _stored_uuid(e["uuid"]) if isinstance(e.get("uuid"), str) else None
         if u is not None and (u in stored or u in seen):
             continue
         if u is not None:
