@@ -44,6 +44,9 @@ def test_it_imports_a_claude_code_session_with_its_fork_subagent_and_checkpoint(
     assert (fork.parent_relation, fork.forked_from_position, fork.next_position) == ("fork", 7, 12)
     # The fork holds the shared prefix (same bytes, same times) and its own branch.
     assert texts(fork)[:8] == texts(main)[:8]
+    # The branch is as old as its first own row, and was last active at its last one.
+    assert fork.created_at.isoformat().startswith("2025-11-02T09:01:00")
+    assert fork.last_activity_at.isoformat().startswith("2025-11-02T09:01:08")
     agent = Conversation.objects.get(parent_id=fork.pk)
     assert (agent.parent_relation, agent.forked_from_position) == ("subagent", 10)
     # Rows keep the transcript's own times.

@@ -273,6 +273,8 @@ class Writer:
                     parent_meta = Conversation.objects.filter(pk=self.parent_ids[key]).values_list(
                         "meta", flat=True).first() or {}
                 values = {"meta": {**parent_meta, **conv.meta}}
+                if first is not None:  # the branch began with its first own row, as the transcript has it
+                    values.update(created_at=first, last_activity_at=last or first)
             else:
                 values = {"title": conv.title, "meta": conv.meta, "created_at": first or now,
                           "last_activity_at": last or first or now}
