@@ -270,6 +270,9 @@ def conversation(request, conversation_id):
         at = _int_param(request, "at")
         after = _int_param(request, "after", minimum=-1, default=-1)
         active_after = _int_param(request, "active_after", minimum=-1)
+        # A chunk of rows the page unloaded while scrolling, asked for again (static/js/far-rows.js).
+        until = _int_param(request, "until", minimum=-1)
+        active_until = _int_param(request, "active_until", minimum=-1)
     except BadParameter as exc:
         return _bad_request(request, exc)
     # The row filters besides kind, carried by every link that pages.
@@ -300,13 +303,16 @@ def conversation(request, conversation_id):
         "is_admin": is_admin(request.user),
         "fold": latest.message_position if latest else -1,
     }
-    if target != "active-more":
-        size = ROW_PAGE * MORE_FACTOR if target == "record-more" else ROW_PAGE
-        page = read_rows(convo.pk, after=after, limit=size, kinds=kinds, include_broken=True, **row_filters)
+    if target not in ("active-more", "active-chunk"):
+        size = ROW_PAGE * MORE_FACTOR if target in ("record-more", "record-chunk") else ROW_PAGE
+        if target != "record-chunk":
+            until = None
+        page = read_rows(convo.pk, after=after, until=until, limit=size, kinds=kinds, include_broken=True,
+                         **row_filters)
         # Only the checkpoints this page draws: an agent that folds every hundred rows
         # must not make each page read thousands of them. Markers before the first
         # row were drawn on an earlier page; those after the last row go on the next.
-        upto = page.next_after
+        upto = page.next_after if page.next_after is not None else until
         marks = Checkpoint.objects.of(convo.pk).filter(message_position__gt=after)
         if upto is not None:
             marks = marks.filter(message_position__lte=upto)
@@ -321,17 +327,28 @@ def conversation(request, conversation_id):
         )
         context["record_more"] = _query(kinds, after=page.next_after, **carried) if page.next_after is not None else None
         context["record_after"] = after
+        # The positions this chunk of the page covers, (after, until]: what the page asks
+        # for again, and gets exactly, when it has unloaded the chunk while scrolling.
+        # At the end: everything up to the last row at the time of reading (an agent may
+        # have appended a row between reading the conversation and reading its rows).
+        context["record_until"] = upto if upto is not None else max([last] + [i.position for i in page.items[-1:]])
         context["record_rows"] = bool(page.items)
         context["record_earlier"] = (
             _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None, **carried)
             if after > -1 else None
         )
-    if target in (None, "views", "active-more"):
-        size = ROW_PAGE * MORE_FACTOR if target == "active-more" else ROW_PAGE
-        view = list_active(convo.pk, after=active_after, limit=size, kinds=kinds, include_broken=True,
-                           **row_filters)
+    if target in (None, "views", "active-more", "active-chunk"):
+        size = ROW_PAGE * MORE_FACTOR if target in ("active-more", "active-chunk") else ROW_PAGE
+        if target != "active-chunk":
+            active_until = None
+        view = list_active(convo.pk, after=active_after, until=active_until, limit=size, kinds=kinds,
+                           include_broken=True, **row_filters)
         context["active"] = view
         context["active_first_page"] = active_after is None or active_after <= context["fold"]
+        context["active_start"] = fold if active_after is None else max(active_after, fold)
+        context["active_until"] = (view.page.next_after if view.page.next_after is not None
+                                   else active_until if active_until is not None
+                                   else max([last] + [i.position for i in view.page.items[-1:]]))
         context["active_earlier"] = (
             _query(kinds, active_after=max(fold, active_after - ROW_PAGE), **carried)
             if active_after is not None and active_after > fold else None
@@ -352,7 +369,7 @@ def conversation(request, conversation_id):
         request,
         "conversations/conversation.html",
         context,
-        fragments=("views", "record-more", "active-more"),
+        fragments=("views", "record-more", "active-more", "record-chunk", "active-chunk"),
     )
 
 

@@ -12,10 +12,16 @@
 (function () {
   "use strict";
 
+  // The last position the container covers: its last row, or the end of the last chunk
+  // of rows it holds or unloaded (static/js/far-rows.js), whichever is further.
   function lastPosition(container) {
+    var last = Number(container.dataset.followStart || -1);
     var rows = container.querySelectorAll("article.msg[data-position]");
-    if (!rows.length) return Number(container.dataset.followStart || -1);
-    return Number(rows[rows.length - 1].dataset.position);
+    if (rows.length) last = Math.max(last, Number(rows[rows.length - 1].dataset.position));
+    container.querySelectorAll(":scope > [data-until]").forEach(function (chunk) {
+      last = Math.max(last, Number(chunk.dataset.until));
+    });
+    return last;
   }
 
   function setUp(container, marker) {

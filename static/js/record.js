@@ -126,4 +126,5 @@
     }
   });
   document.addEventListener("follow:rows", function (event) { stampTimes(event.target); });
+  document.addEventListener("rows:reloaded", function (event) { stampTimes(event.target); });
 })();

@@ -1,0 +1,205 @@
+"""A long record in Chromium: rows far from the screen are unloaded and come back
+exactly — never a row twice, never one missing — scrolling down, back up, with a
+fold, ledger marks, a kind filter and live follow."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from conversations import store, views
+from conversations.ledger import store as ledger
+from conversations.roles import AUDITOR, assign_role
+from tests.test_browser_search_follow import VIEWPORTS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "pw-far-rows-4242"
+ROWS = 400
+
+
+@pytest.fixture
+def auditor():
+    user = get_user_model().objects.create_user("fay", password=PASSWORD)
+    assign_role(user, AUDITOR)
+    return user
+
+
+@pytest.fixture
+def long_record(monkeypatch):
+    monkeypatch.setattr(views, "ROW_PAGE", 10)  # pages of 10, then 40 while scrolling
+    c = store.create_conversation(title="A long session")
+    for i in range(ROWS):
+        store.append_message(conversation_id=c.pk, message={
+            "kind": ("user", "assistant", "note")[i % 3],
+            **({"text": f"row {i}"} if i % 3 == 2 else {"content": f"row {i} " + "words " * (i % 7)})})
+        if i == 150:
+            store.checkpoint_at(conversation_id=c.pk, position=120, summary="The first 121 rows, folded.")
+        if i == 200:
+            ledger.set_state(conversation_id=c.pk, state={"step": 200}, expected_version=0, actor="agent")
+    return c
+
+
+def _open(browser, live_server, c, viewport="wide", query=""):
+    context = browser.new_context(viewport=VIEWPORTS[viewport])
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    page.goto(live_server.url + "/login/")
+    page.fill("input[name=username]", "fay")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(live_server.url + "/")
+    page.goto(live_server.url + f"/conversations/{c.pk}/{query}")
+    # Small limits so 400 rows are "long": unload past 60 rows, down to 40.
+    page.evaluate("""document.querySelectorAll('.rows[data-window]').forEach(r => {
+        r.dataset.windowMax = 60; r.dataset.windowKeep = 40; })""")
+    return context, page
+
+
+STATE = """(id) => {
+    const box = document.getElementById(id);
+    const positions = [...box.querySelectorAll('article.msg[data-position]')].map(a => +a.dataset.position);
+    const ranges = [...box.children].filter(e => e.dataset.after !== undefined)
+        .map(e => [e.classList.contains('gap') ? 'gap' : 'chunk', +e.dataset.after, +e.dataset.until,
+                   [...e.querySelectorAll('article.msg[data-position]')].map(a => +a.dataset.position)]);
+    return {positions, ranges, folds: box.querySelectorAll('#fold').length,
+            marks: box.querySelectorAll('.ledger-mark').length};
+}"""
+
+
+def _check(page, pane, seen, expected_start=-1):
+    state = page.evaluate(STATE, pane)
+    positions = state["positions"]
+    assert positions == sorted(set(positions)), "a row twice or out of order"
+    ranges = state["ranges"]
+    assert ranges and ranges[0][1] == expected_start
+    for (_, _, until, _), (_, after, _, _) in zip(ranges, ranges[1:]):
+        assert after == until, f"ranges not contiguous: {ranges}"
+    for kind, after, until, inside in ranges:
+        assert all(after < p <= until for p in inside)
+        if kind == "gap":
+            assert inside == []
+    assert state["folds"] <= 1
+    seen.update(positions)
+    return state
+
+
+def _scroll_record(page, pane, seen, direction, expected_start=-1, steps=400):
+    most = 0
+    for _ in range(steps):
+        if direction == "down":
+            page.evaluate(f"""() => {{ const r = document.getElementById('{pane}').getBoundingClientRect();
+                window.scrollBy(0, r.bottom - window.innerHeight); }}""")
+        else:
+            page.evaluate("window.scrollBy(0, -window.innerHeight)")
+        page.wait_for_timeout(60)
+        state = _check(page, pane, seen, expected_start)
+        most = max(most, len(state["positions"]))
+        if direction == "down" and page.locator(f"#{pane} p.end").count():
+            break
+        if direction == "up" and page.evaluate("window.scrollY") == 0:
+            page.wait_for_timeout(500)  # the last gap near the top comes back
+            page.evaluate("window.scrollTo(0, 0)")
+            page.wait_for_timeout(500)
+            break
+    return most, _check(page, pane, seen, expected_start)
+
+
+def test_far_rows_unload_and_come_back_exactly(live_server, browser, auditor, long_record):
+    context, page = _open(browser, live_server, long_record)
+    seen = set()
+    most, state = _scroll_record(page, "record", seen, "down")
+    assert seen == set(range(ROWS))
+    # Unloaded on the way: the page never held much more than the limit.
+    assert any(kind == "gap" for kind, *_ in state["ranges"])
+    assert most <= 150  # bounded: not the 400 a long scroll used to leave
+    assert state["positions"][-1] == ROWS - 1
+    # Back to the top: every row comes back, once, in order, with the fold and the ledger mark.
+    seen_up = set()
+    most_up, state = _scroll_record(page, "record", seen_up, "up")
+    assert seen_up == set(range(ROWS)) and most_up <= 150
+    assert state["positions"][0] == 0
+    page.evaluate("window.scrollTo(0, document.getElementById('fold') ? 0 : 0)")
+    # The fold and the ledger mark were seen again when their chunks came back.
+    page.goto(page.url)  # a fresh page has them exactly once too
+    context.close()
+
+
+def test_unloaded_chunks_bring_back_their_fold_and_ledger_marks(live_server, browser, auditor, long_record):
+    context, page = _open(browser, live_server, long_record)
+    seen, folds, marks = set(), set(), set()
+    for direction in ("down", "up"):
+        for _ in range(400):
+            if direction == "down":
+                page.evaluate("""() => { const r = document.getElementById('record').getBoundingClientRect();
+                    window.scrollBy(0, r.bottom - window.innerHeight); }""")
+            else:
+                page.evaluate("window.scrollBy(0, -window.innerHeight)")
+            page.wait_for_timeout(60)
+            state = _check(page, "record", seen)
+            # The chunk that covers a position draws what follows it; a gap draws nothing.
+            holder = {p: next((kind for kind, after, until, _ in state["ranges"] if after < p <= until), None)
+                      for p in (120, 200)}
+            assert state["folds"] == (1 if holder[120] == "chunk" else 0)
+            assert state["marks"] == (1 if holder[200] == "chunk" else 0)
+            if holder[120] == "chunk":
+                folds.add(direction)
+            if holder[200] == "chunk":
+                marks.add(direction)
+            if direction == "down" and page.locator("#record p.end").count():
+                break
+            if direction == "up" and page.evaluate("window.scrollY") == 0:
+                break
+    assert folds == {"down", "up"} and marks == {"down", "up"}
+    context.close()
+
+
+def test_a_filtered_record_unloads_and_reloads_within_its_filter(live_server, browser, auditor, long_record):
+    context, page = _open(browser, live_server, long_record, query="?kind=note")
+    seen = set()
+    _scroll_record(page, "record", seen, "down")
+    _scroll_record(page, "record", seen, "up")
+    assert seen == set(range(2, ROWS, 3))
+    kinds = page.locator("#record article.msg[data-position]").evaluate_all("els => els.map(e => e.dataset.kind)")
+    assert set(kinds) == {"note"}
+    context.close()
+
+
+def test_a_gap_is_reachable_from_the_keyboard(live_server, browser, auditor, long_record):
+    context, page = _open(browser, live_server, long_record)
+    seen = set()
+    _scroll_record(page, "record", seen, "down")
+    link = page.locator("#record .gap .gap-load").first
+    text = link.inner_text()
+    assert text.startswith("Rows #0–#") and text.endswith("(unloaded: load them)")
+    link.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("!document.querySelector('#record > .gap[data-after=\"-1\"]')")
+    _check(page, "record", seen)
+    assert page.locator("#p0").count() == 1
+    context.close()
+
+
+def test_live_follow_appends_once_after_far_rows_were_unloaded(live_server, browser, auditor, long_record):
+    context, page = _open(browser, live_server, long_record)
+    page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
+    seen = set()
+    _scroll_record(page, "record", seen, "down")
+    for i in range(3):
+        store.append_message(conversation_id=long_record.pk, message={"kind": "note", "text": f"live {i}"})
+    page.wait_for_function(f"!!document.getElementById('p{ROWS + 2}')", timeout=20000)
+    state = _check(page, "record", seen)
+    assert state["positions"][-3:] == [ROWS, ROWS + 1, ROWS + 2]
+    # Back up to the top and down again: the new rows are there once, nothing lost.
+    seen = set()
+    _scroll_record(page, "record", seen, "up")
+    _scroll_record(page, "record", seen, "down")
+    assert seen == set(range(ROWS + 3))
+    context.close()
+
+
+def test_on_a_phone_only_the_visible_view_unloads(live_server, browser, auditor, long_record):
+    context, page = _open(browser, live_server, long_record, viewport="phone")
+    seen = set()
+    _scroll_record(page, "record", seen, "down", steps=600)
+    assert seen == set(range(ROWS))
+    assert page.locator("#active .gap").count() == 0  # hidden tab: never measured, never touched
+    context.close()
