@@ -47,6 +47,8 @@ def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(
     page.wait_for_url(f"**/conversations/{session.pk}/")
     # Tall enough for every row: rows off screen are not laid out (content-visibility), nor shot.
     page.set_viewport_size({"width": 1400, "height": 3600})
+    # Rows that came on screen are laid out at the next frame; their text is not there before.
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
     assert page.locator("h1").inner_text() == "Invoice export fails on discount lines"
     record = page.locator("#record")

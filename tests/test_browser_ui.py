@@ -75,6 +75,8 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
     page.wait_for_url(f"**/conversations/{ticket.pk}/saw/7/")
     assert page.locator("#saw article.msg").count() == 7  # rows 0-6: the checkpoint came later
     assert page.locator("#w7").get_by_text("issue_refund").is_visible()
+    # The shot from the top: the size of the context and the legend above the rows.
+    page.evaluate("window.scrollTo(0, 0)")
     _shot(page, "model-saw.png")
 
     # Narrow screen: the two views become tabs, without JavaScript.
