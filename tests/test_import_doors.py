@@ -137,6 +137,7 @@ def by_page(doors, fmt, text) -> str:
 def by_api(doors, fmt, text) -> str:
     response = doors.writer.post("/imports", {"content": text, "namespace": NAMESPACE})
     assert response.status_code in (200, 201), response.content[:400]
+    assert (response.status_code == 201) == bool(response.json()["created"])
     return response.content.decode()
 
 
@@ -152,9 +153,11 @@ def test_each_format_imports_alike_through_each_door_and_again_creates_nothing(d
     DOORS[door](doors, fmt, text)
     assert shape() == expected
     counts = (Conversation.objects.count(), Message.objects.count(), Checkpoint.objects.count())
-    DOORS[door](doors, fmt, text)
+    again = DOORS[door](doors, fmt, text)
     assert (Conversation.objects.count(), Message.objects.count(), Checkpoint.objects.count()) == counts
     assert shape() == expected
+    # ... and says so: nothing new.
+    assert {"command": "0 conversation(s) created", "page": "Nothing new", "api": '"unchanged": true'}[door] in again
 
 
 # ---- exports ------------------------------------------------------------------------------
@@ -189,11 +192,11 @@ def test_each_export_format_gives_the_same_bytes_through_each_door_and_imports_b
         for door in (by_export_api, by_export_page, by_export_command):
             assert door(doors, conversation.pk, fmt) == expected, (door.__name__, conversation.title)
         back = importer.import_text(expected, format="auto", namespace="back", dry_run=True)
-        assert back.format == fmt and back.created and not back.failed and not back.problems
+        assert back.format == fmt and not back.failed and not back.problems
         if fmt == "memoryui":  # the same ids: it is there already, and would create nothing
-            assert all(c.get("already_present") for c in back.created)
+            assert back.unchanged and not back.created and [c["id"] for c in back.present] == [str(conversation.pk)]
         else:
-            assert back.messages
+            assert back.created and back.messages
     assert AuditEvent.objects.filter(action="conversation.exported").count() == 3 * 3
 
 

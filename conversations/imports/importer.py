@@ -50,6 +50,8 @@ class ImportResult:
     created: list[dict] = field(default_factory=list)
     appended: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
+    # Conversations of the file that are here already (a memoryui export imported again): untouched.
+    present: list[dict] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     entries_added: int = 0
     unchanged: bool = False
@@ -72,7 +74,7 @@ class ImportResult:
         return {
             "format": self.format, "source": self.source_key, "namespace": self.namespace, "dry_run": self.dry_run,
             "unchanged": self.unchanged, "conversation_id": self.conversation_id,
-            "created": self.created, "appended": self.appended, "failed": self.failed,
+            "created": self.created, "appended": self.appended, "failed": self.failed, "present": self.present,
             "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
             "problems": [p.as_dict() for p in self.problems],
             **({"stream": self.stream} if self.stream is not None else {}),
@@ -487,7 +489,8 @@ def _apply(plan: Plan, source: ImportSource | None, *, namespace: str, actor: st
         if info is None:
             continue
         ids[conv.key] = info["id"]
-        (result.appended if conv.existing_id else result.created).append(info)
+        (result.present if info.get("already_present") else result.appended if conv.existing_id
+         else result.created).append(info)
     main_id = ids.get("main") or (next(iter(ids.values())) if ids else None)
     result.conversation_id = main_id
     if plan.format == "memoryui":
@@ -535,7 +538,7 @@ def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: boo
                 if store.stale_stage(conv.id) is False:
                     fail(conv, "it is being imported by another request right now")
                     continue
-                result.created.append({"id": conv.id, "key": conv.key, "title": conv.title, "messages": 0,
+                result.present.append({"id": conv.id, "key": conv.key, "title": conv.title, "messages": 0,
                                        "checkpoints": 0, "relation": conv.relation, "parent_id": conv.parent_id,
                                        "already_present": True})
                 continue
@@ -564,6 +567,9 @@ def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: boo
         raise
     result.created.extend(writer.info(c) for c in plan.conversations.values() if c.key in writer.ids)
     result.conversation_id = main_id
+    if result.present and not result.created and not result.failed:  # all of it is here already
+        result.unchanged = True
+        result.conversation_id = result.present[0]["id"]
     result.transactions, result.longest_transaction = writer.transactions, writer.longest
     return result
 
