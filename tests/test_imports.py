@@ -1,5 +1,6 @@
 """Importing through the store: idempotent, incremental, one conversation at a time, guarded."""
 
+import io
 import json
 from pathlib import Path
 
@@ -212,6 +213,25 @@ def test_the_import_command_reports_and_summarises(capsys):
     assert set(Conversation.objects.values_list("subject", flat=True)) == {"cust:7"}
     call_command("import", str(FIX), "--dry-run")
     assert "Dry run: nothing written" in capsys.readouterr().out
+
+
+def test_the_import_command_shows_progress_within_a_session_on_a_terminal(monkeypatch):
+    from conversations.imports import streaming
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(streaming, "PROGRESS_EVERY", 10)
+    seen = []
+    importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="other", dry_run=True,
+                         progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 24), (10, 24), (20, 24), (24, 24)]
+    out = Terminal()
+    call_command("import", str(FIX / "claude_code_session.jsonl"), "--namespace", "proj", stdout=out)
+    shown = out.getvalue()
+    assert "\r[" in shown and "10/24 lines" in shown and "24/24 lines" in shown
+    assert "3 conversation(s) created" in shown
 
 
 # ---- the SessionStore door: entries in batches -----------------------------------------------

@@ -113,9 +113,11 @@ def namespace_for_project(project_key: str) -> str:
 
 
 def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
-                dry_run: bool = False, path: str | None = None) -> ImportResult:
+                dry_run: bool = False, path: str | None = None, progress=None) -> ImportResult:
     """Import one file (text, bytes, or a `textfile.Text`). Raises FormatError/InvalidInput
-    for input that is not a transcript at all; everything else is reported in the result."""
+    for input that is not a transcript at all; everything else is reported in the result.
+    `progress(done, total)`, if given, is told how many lines of a new Claude Code session
+    are placed and written so far (the long case: the other formats are small documents)."""
     format = check_format(format)
     text = data if isinstance(data, Text) else Text(data)
     if format == "auto":
@@ -135,7 +137,7 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             if source is None:
                 result = ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run)
                 return streaming.import_new_session(text, key=key, namespace=namespace, subject=subject, actor=actor,
-                                                    dry_run=dry_run, result=result)
+                                                    dry_run=dry_run, result=result, progress=progress)
             if _unchanged(text, source):
                 return ImportResult(format=format, source_key=source.source_key, namespace=namespace,
                                     dry_run=dry_run, unchanged=True, conversation_id=str(source.conversation_id))

@@ -58,8 +58,13 @@ def _object(line: str):
         return None
 
 
-def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result):
-    """Place and write a session file never imported before; fills and returns `result`."""
+PROGRESS_EVERY = 2000  # lines between two calls of `progress`
+
+
+def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result,
+                       progress=None):
+    """Place and write a session file never imported before; fills and returns `result`.
+    `progress(done, total)` is called every PROGRESS_EVERY lines placed, and at the end."""
     skel = claude_code.skeleton_of(_parsed(text), keep_raw=False)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
@@ -73,7 +78,10 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         writer.open(conversations["main"])
         writer.reserve_source(format=plan.format, source_key=key)
         opened = 1
-        for i in order:
+        total = len(order)
+        for done, i in enumerate(order):
+            if progress is not None and done % PROGRESS_EVERY == 0:
+                progress(done, total)
             entry = entries[i]
             line = text.line(i)  # read once: parsed here, stored as the original below
             obj = _object(line)
@@ -97,6 +105,8 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         writer.publish(source_fields={"entries": len(entries),
                                       "state": {"placer": plan.state, "convs": dict(writer.ids)},
                                       "consumed_chars": text.chars, "consumed_hash": text.sha256})
+        if progress is not None:
+            progress(total, total)
     except BaseException:
         writer.discard()
         raise

@@ -1,8 +1,8 @@
 """manage.py import PATH… [--format auto|claude-code|…] [--namespace N] [--subject S] [--dry-run]
 
 Imports transcript files (a folder: every .jsonl/.json file under it, subagent
-transcripts after their sessions), with a progress bar on a terminal and a summary
-at the end. Importing a file again creates nothing; a session file that has grown
+transcripts after their sessions), with a progress bar on a terminal (by file, and by
+line within a new Claude Code session) and a summary at the end. Importing a file again creates nothing; a session file that has grown
 appends only its new lines. Problems are listed with file and line number.
 """
 
@@ -50,14 +50,19 @@ class Command(BaseCommand):
         totals = {"files": 0, "unchanged": 0, "failed": 0, "conversations": 0, "messages": 0, "checkpoints": 0,
                   "problems": 0}
         for n, path in enumerate(files, 1):
-            if tty:
-                done = int(30 * (n - 1) / len(files))
-                self.stdout.write(f"\r[{'#' * done}{'.' * (30 - done)}] {n}/{len(files)} {path.name[:40]:40}",
-                                  ending="")
+            def bar(lines_done: int = 0, lines: int = 0, n=n, path=path) -> None:
+                share = (n - 1 + (lines_done / lines if lines else 0)) / len(files)
+                done = int(30 * share)
+                within = f" {lines_done:,}/{lines:,} lines" if lines else ""
+                self.stdout.write(f"\r[{'#' * done}{'.' * (30 - done)}] {n}/{len(files)} {path.name[:40]:40}"
+                                  f"{within:24}", ending="")
                 self.stdout.flush()
+
+            if tty:
+                bar()
             try:
                 result = importer.import_path(str(path), format=format, namespace=namespace, subject=subject,
-                                              actor="system:import", dry_run=dry_run)
+                                              actor="system:import", dry_run=dry_run, progress=bar if tty else None)
             except StoreError as exc:
                 totals["failed"] += 1
                 self.stderr.write(("\n" if tty else "") + f"{path}: not imported: {exc.message}")
@@ -85,7 +90,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"  {path}: conversation {fail['title'] or fail['key']!r} not imported: "
                                   f"{fail['reason']}")
         if tty:
-            self.stdout.write(f"\r[{'#' * 30}] {len(files)}/{len(files)}" + " " * 40)
+            self.stdout.write(f"\r[{'#' * 30}] {len(files)}/{len(files)}" + " " * 64)
         self.stdout.write(
             f"{'Dry run: nothing written. ' if dry_run else ''}{totals['files']} file(s) read, "
             f"{totals['unchanged']} unchanged; {totals['conversations']} conversation(s) created, "
