@@ -77,6 +77,9 @@ def test_a_grown_session_file_appends_only_the_new_entries():
     assert Conversation.objects.filter(parent_relation="fork").count() == 1
     assert Conversation.objects.filter(parent_relation="subagent").count() == 1
     assert Checkpoint.objects.count() == 1
+    fork = Conversation.objects.get(parent_relation="fork")  # the branch began at its prompt, 09:02
+    assert fork.created_at.isoformat().startswith("2025-11-02T09:02:00")
+    assert fork.last_activity_at.isoformat().startswith("2025-11-02T09:11:05")
 
 
 def test_a_dry_run_writes_nothing():

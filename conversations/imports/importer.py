@@ -614,7 +614,10 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
     elif conv.copy_prefix and parent_id is not None and conv.parent_position is not None:
         c = conversation_store.fork_conversation(conversation_id=parent_id, position=conv.parent_position,
                                                  title=conv.title or None)
-        Conversation.objects.filter(pk=c.pk).update(meta=store._check_meta(storable({**c.meta, **conv.meta})))
+        fields = {"meta": store._check_meta(storable({**c.meta, **conv.meta}))}
+        if first_at is not None:  # the branch began with its first own row, as the transcript has it
+            fields.update(created_at=first_at, last_activity_at=last_at or first_at)
+        Conversation.objects.filter(pk=c.pk).update(**fields)
         cid = str(c.pk)
     else:
         external_id = plan.source_key[:200] if conv.key == "main" and not plan.source_key.startswith("sha256:") \
