@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_safe, require_POST
 
 from . import store
@@ -47,7 +48,10 @@ def _page(request, *, status=200, **context):
     context["keys"] = ApiKey.objects.order_by("revoked_at", "-created_at", "-id")
     context["scopes"] = [(s, SCOPE_HELP.get(s, "")) for s in ApiKey.SCOPES]
     context["api_base"] = request.build_absolute_uri("/api/v1/")
-    return render(request, "conversations/keys.html", context, status=status)
+    response = render(request, "conversations/keys.html", context, status=status)
+    # no-store: the answer to a create holds the new secret, and no cache may keep it.
+    add_never_cache_headers(response)
+    return response
 
 
 @require_safe

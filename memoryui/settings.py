@@ -73,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "conversations.middleware.SecurityHeadersMiddleware",
     # Before anything reads the body or renders an HTML error page for /api/.
     "conversations.middleware.ApiErrorShapeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -179,9 +180,27 @@ WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+# A login lasts 12 hours (a working day), not Django's two weeks.
+SESSION_COOKIE_AGE = int(float(os.environ.get("MEMORYUI_SESSION_HOURS", 12)) * 3600)
+SESSION_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+
+# Behind TLS (see README, "Serving over HTTPS"). MEMORYUI_HTTPS=1: cookies only over
+# HTTPS, plain HTTP redirected, HSTS for a year; each part can be set on its own.
+HTTPS = env_flag("MEMORYUI_HTTPS")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_flag("MEMORYUI_SECURE_COOKIES", HTTPS)
+SECURE_SSL_REDIRECT = env_flag("MEMORYUI_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = int(os.environ.get("MEMORYUI_HSTS_SECONDS", 31536000 if HTTPS else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_flag("MEMORYUI_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = env_flag("MEMORYUI_HSTS_PRELOAD")
+# The header a TLS-terminating proxy sets to "https" (e.g. X-Forwarded-Proto). Only
+# set it when that proxy always sets or strips the header: a client could send it.
+_proxy_header = os.environ.get("MEMORYUI_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
+)
 
 # Largest encoded message the store accepts (DESIGN.md: 1 MiB by default).
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))

@@ -17,3 +17,12 @@ window.addEventListener("pageshow", function (event) {
   delete document.body.dataset.pruning;
   document.querySelectorAll("#prune-form button").forEach(function (button) { button.disabled = false; });
 });
+// While a prune runs (the server marks the bar data-running, or this page started
+// one), ask for the bar once a second. Not an hx-trigger filter: htmx evaluates those
+// as script, which the Content-Security-Policy forbids.
+setInterval(function () {
+  var bar = document.getElementById("prune-progress");
+  if (bar && window.htmx && (bar.dataset.running || document.body.dataset.pruning)) {
+    window.htmx.trigger(bar, "prune-poll");
+  }
+}, 1000);
