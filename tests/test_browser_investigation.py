@@ -82,12 +82,12 @@ def test_a_tool_call_links_to_its_result_and_back(live_server, browser, auditor)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.locator("#p4").get_by_role("link", name="↓ its result").click()
     page.wait_for_url(f"**/conversations/{c.pk}/?at=6#p6")
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p6'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p6'")
     assert "is-here" in page.locator("#p6").get_attribute("class")
     assert _below_the_bar(page, "#p6")
     page.locator("#p6").get_by_role("link", name="↑ the call").click()
     page.wait_for_url(f"**/conversations/{c.pk}/?at=4#p4")
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p4'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p4'")
     assert _below_the_bar(page, "#p4")
     context.close()
 
@@ -100,14 +100,14 @@ def test_errors_only_and_tool_filters_narrow_both_views(live_server, browser, au
     page.get_by_label("Errors only").check()
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**errors=1**")
-    page.wait_for_function("document.querySelectorAll('#record article.msg').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#record article.msg').length === 1")
     assert _positions(page, "record") == [6] and _positions(page, "active") == [6]
     assert page.locator("#p6 .flag-error").is_visible()
     page.get_by_label("Errors only").uncheck()
     page.get_by_role("textbox", name="Tool").fill("lookup_order")
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**tool=lookup_order**")
-    page.wait_for_function("document.querySelectorAll('#record article.msg').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#record article.msg').length === 2")
     assert _positions(page, "record") == [2, 3]
     # The active view starts after the fold at #4: neither row is in it, and it says so.
     assert _positions(page, "active") == []
@@ -130,18 +130,18 @@ def test_copy_a_row_as_json_and_its_link(live_server, browser, auditor):
     row = page.locator("#p4")
     row.hover()
     row.get_by_role("button", name="Copy JSON").click()
-    page.wait_for_function("document.querySelector('#p4 button[data-copy=json]').textContent === 'Copied'")
+    page.wait_for_function("() => document.querySelector('#p4 button[data-copy=json]').textContent === 'Copied'")
     copied = json.loads(page.evaluate("navigator.clipboard.readText()"))
     stored = Message.objects.get(conversation_id=c.pk, position=4)
     assert copied["position"] == 4 and copied["kind"] == "assistant"
     assert copied["message"] == json.loads(stored.content)
     row.get_by_role("button", name="Copy link").click()
-    page.wait_for_function("document.querySelector('#p4 button[data-copy=link]').textContent === 'Copied'")
+    page.wait_for_function("() => document.querySelector('#p4 button[data-copy=link]').textContent === 'Copied'")
     link = page.evaluate("navigator.clipboard.readText()")
     assert link == live_server.url + f"/conversations/{c.pk}/?at=4#p4"
     # The copied link opens the row, focused.
     page.goto(link)
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p4'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p4'")
     context.close()
 
 
@@ -198,9 +198,9 @@ def test_what_the_model_saw_reads_newest_first_with_its_size_and_legend(live_ser
     # The rows just before #30 at the top, reading back to the fold (#4) and its summary.
     assert _positions(page, "saw")[:3] == [29, 28, 27]
     page.locator("#saw-more").scroll_into_view_if_needed()
-    page.wait_for_function("document.querySelectorAll('#saw article.msg[data-position]').length === 20")
+    page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 20")
     page.locator("#saw-more").scroll_into_view_if_needed()
-    page.wait_for_function("document.querySelectorAll('#saw article.msg[data-position]').length === 25")
+    page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 25")
     assert _positions(page, "saw") == list(range(29, 4, -1))
     assert "Order 48213 looked up; refund next." in page.locator("#saw").inner_text()
     # Its size: 25 rows plus the summary, and the characters as stored.
@@ -228,7 +228,7 @@ def test_jump_to_focuses_the_row_and_aligns_the_active_view(live_server, browser
     page.get_by_label("Jump to #").fill("50")
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**at=50**")
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p50'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p50'")
     assert _below_the_bar(page, "#p50", viewport)
     assert "is-here" in page.locator("#p50").get_attribute("class")
     # The active view shows the same rows (after the fold), the row marked in it too.
@@ -240,7 +240,7 @@ def test_jump_to_focuses_the_row_and_aligns_the_active_view(live_server, browser
         assert page.locator("#a50").is_visible()
     # A permalink does the same on a fresh load.
     page.goto(live_server.url + f"/conversations/{c.pk}/?at=40#p40")
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p40'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p40'")
     assert _below_the_bar(page, "#p40", viewport)
     assert _positions(page, "active")[0] == _positions(page, "record")[0]
     context.close()

@@ -60,7 +60,7 @@ def test_a_search_hit_opens_the_conversation_at_that_row_focused(live_server, br
     page.wait_for_url(f"**/conversations/{c.pk}/?at=37#p37")
     row = page.locator("#p37")
     assert "is-here" in row.get_attribute("class")
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p37'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p37'")
     # In view and not under the sticky top bar.
     box = row.bounding_box()
     bar = page.locator("header.topbar").bounding_box()
@@ -95,22 +95,22 @@ def test_live_follow_shows_new_rows_once_without_reloading(live_server, page, au
     requests = []
     page.on("request", lambda r: requests.append(r.url) if "after=" in r.url else None)
     # Wait until polling started (the interval is read at set-up: 3 s the first time).
-    page.wait_for_function("document.querySelectorAll('#record article.msg').length === 41")
+    page.wait_for_function("() => document.querySelectorAll('#record article.msg').length === 41")
     for i in range(3):
         store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"appended live {i}"})
-    page.wait_for_function("document.querySelectorAll('#record article.msg').length === 44", timeout=15000)
+    page.wait_for_function("() => document.querySelectorAll('#record article.msg').length === 44", timeout=15000)
     marker = page.locator("button.new-rows")
     assert marker.is_visible() and marker.inner_text() == "3 new rows ↓"
     _shot(page, "live-follow.png")
     marker.click()
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p41'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p41'")
     positions = page.locator("#record article.msg").evaluate_all("els => els.map(e => +e.dataset.position)")
     assert positions == list(range(44))  # each row once, in order
     assert page.locator("#active article.msg").evaluate_all("els => els.map(e => +e.dataset.position)") == \
         list(range(44))
     assert page.evaluate("window.__sameDocument") is True  # never reloaded
     page.wait_for_timeout(700)
-    page.wait_for_function("document.querySelector('button.new-rows').hidden")
+    page.wait_for_function("() => document.querySelector('button.new-rows').hidden")
 
     # Hidden tab: no polling until it is shown again.
     page.evaluate("""() => {
@@ -127,4 +127,4 @@ def test_live_follow_shows_new_rows_once_without_reloading(live_server, page, au
         Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});
         document.dispatchEvent(new Event('visibilitychange'));
     }""")
-    page.wait_for_function("document.querySelectorAll('#record article.msg').length === 45", timeout=15000)
+    page.wait_for_function("() => document.querySelectorAll('#record article.msg').length === 45", timeout=15000)

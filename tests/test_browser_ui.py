@@ -100,7 +100,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
     record_rows = page.locator("#record article.msg")
     assert record_rows.count() == 25
     page.locator("#record-more").scroll_into_view_if_needed()
-    page.wait_for_function("document.querySelectorAll('#record article.msg').length >= 50")
+    page.wait_for_function("() => document.querySelectorAll('#record article.msg').length >= 50")
     positions = record_rows.evaluate_all("els => els.map(e => +e.dataset.position)")
     assert positions[:50] == list(range(50))
 

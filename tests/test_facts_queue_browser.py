@@ -78,7 +78,7 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
     assert _focused_id(page) == f"fact-{angry.pk}"
     page.keyboard.press("a")
     page.locator(f"#fact-{angry.pk}").wait_for(state="detached")
-    page.wait_for_function(f"document.activeElement.id === 'fact-{email.pk}'")
+    page.wait_for_function(f"() => document.activeElement.id === 'fact-{email.pk}'")
     assert page.locator("#queue-count").inner_text() == "4"
     assert page.locator("#queue-status .note").inner_text() == f"Approved fact {angry.pk}."
     # Scrolled down to the end of the queue, the status is still in sight.
@@ -87,7 +87,7 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
 
     # u undoes it: back in its place, focused, and the store has an undo event.
     page.keyboard.press("u")
-    page.wait_for_function(f"document.activeElement && document.activeElement.id === 'fact-{angry.pk}'")
+    page.wait_for_function(f"() => document.activeElement && document.activeElement.id === 'fact-{angry.pk}'")
     order = page.locator("#queue-items .queue-item").evaluate_all("els => els.map(e => +e.dataset.fact)")
     assert order == [mondays.pk, leeds.pk, angry.pk, email.pk, card.pk]
     assert page.locator("#queue-status .note").inner_text() == f"Review of fact {angry.pk} undone: it is back in the queue."
@@ -102,7 +102,7 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
     page.keyboard.type("opinion, not a fact")
     page.keyboard.press("Enter")
     page.locator(f"#fact-{angry.pk}").wait_for(state="detached")
-    page.wait_for_function(f"document.activeElement.id === 'fact-{email.pk}'")
+    page.wait_for_function(f"() => document.activeElement.id === 'fact-{email.pk}'")
     _status_in_sight(page, viewport)
 
     # e: edit, and Ctrl+Enter submits the edit form.
@@ -111,7 +111,7 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
     page.keyboard.type("Prefers email to phone calls")
     page.keyboard.press("Control+Enter")
     page.locator(f"#fact-{email.pk}").wait_for(state="detached")
-    page.wait_for_function(f"document.activeElement.id === 'fact-{card.pk}'")
+    page.wait_for_function(f"() => document.activeElement.id === 'fact-{card.pk}'")
     edited = Fact.objects.get(pk=email.pk).superseded_by
     assert (edited.text, edited.status) == ("Prefers email to phone calls", "approved")
     assert page.locator("#queue-status .note").inner_text() == \
@@ -119,7 +119,7 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
 
     # Clicking Undo (not the key) takes back the edit: the new fact is withdrawn.
     page.locator("#queue-status").get_by_role("button", name="Undo").click()
-    page.wait_for_function(f"document.activeElement && document.activeElement.id === 'fact-{email.pk}'")
+    page.wait_for_function(f"() => document.activeElement && document.activeElement.id === 'fact-{email.pk}'")
     assert Fact.objects.get(pk=edited.pk).status == "rejected"
     assert page.evaluate("window.__sameDocument") is True
     if viewport == "phone":
@@ -134,7 +134,7 @@ def test_a_refused_edit_keeps_the_focus_on_its_field(live_server, browser, revie
     page.fill(f"#fact-{mondays.pk} textarea[name=text]", "   ")
     page.press(f"#fact-{mondays.pk} textarea[name=text]", "Control+Enter")
     page.locator(f"#fact-{mondays.pk} [role=alert]").wait_for()
-    page.wait_for_function(f"document.activeElement === document.querySelector('#fact-{mondays.pk} textarea[name=text]')")
+    page.wait_for_function(f"() => document.activeElement === document.querySelector('#fact-{mondays.pk} textarea[name=text]')")
     assert Fact.objects.get(pk=mondays.pk).status == "proposed"
     context.close()
 
