@@ -129,9 +129,13 @@ def index(request):
         after = params.cursor_param(request.GET, "cursor", LIST_CURSOR, datetime, uuid.UUID)
         q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
         namespace = params.text_param(request.GET, "namespace", max_length=200)
+        about_id = params.text_param(request.GET, "about", max_length=100)
     except BadParameter as exc:
         return _bad_request(request, exc)
     flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
+    # ?about=<conversation id>: the conversations about the same subject as that one. A
+    # conversation's page links its subject this way, so no subject goes into an address.
+    about = _conversation_or_404(about_id) if about_id else None
 
     live_children = Conversation.objects.live().filter(parent_id=OuterRef("pk"))
     qs = Conversation.objects.live().with_checkpoint_flag().with_fork_count()
@@ -144,6 +148,8 @@ def index(request):
         qs = qs.filter(match)
     if namespace:
         qs = qs.filter(namespace=namespace)
+    if about is not None:
+        qs = qs.about(about.subject) if about.subject else qs.filter(pk=about.pk)
     if "forks" in flags:
         qs = qs.filter(Exists(live_children))
     if "forked" in flags:
@@ -165,7 +171,7 @@ def index(request):
         kept = {k: v for k, v in request.GET.items() if k != "cursor" and v}
         last = rows[-1]
         more_url = "?" + urlencode({**kept, "cursor": params.encode_cursor(LIST_CURSOR, last.last_activity_at, last.pk)})
-    filtered = bool(q or flags or older or namespace)
+    filtered = bool(q or flags or older or namespace or about)
     # The namespaces agents filed conversations under (read off the namespace index).
     namespaces = list(Conversation.objects.live().exclude(namespace="").order_by("namespace")
                       .values_list("namespace", flat=True).distinct()[:NAMESPACE_CHOICES])
@@ -180,6 +186,7 @@ def index(request):
             "q": q,
             "namespace": namespace,
             "namespaces": namespaces,
+            "about": about,
             "flags": flags,
             "flag_choices": LIST_FLAGS.items(),
             "older": older or "",

@@ -47,14 +47,16 @@ def proposal(source):
                               source_position=1)
 
 
-PAGES = ["/facts/", "/facts/subject/?s=cust:7", "/facts/subject/", "/facts/expiring/", "/facts/forgetting/",
+PAGES = ["/facts/", "/facts/subject/{pk}/", "/facts/subject/", "/facts/expiring/", "/facts/forgetting/",
          "/facts/access-log/"]
 
 
 @pytest.mark.parametrize("url", PAGES)
 def test_it_forbids_auditors_and_users_without_a_role(client, url, proposal):
+    url = url.format(pk=proposal.pk)
     login(client, AUDITOR)
     assert client.get(url).status_code == 403
+    assert client.post("/facts/subject/", {"s": "cust:7"}).status_code == 403
     client.logout()
     login(client, None, name="plain")
     assert client.get(url).status_code == 403
@@ -251,7 +253,7 @@ def test_it_shows_a_subject_and_logs_the_read(client, reviewer, proposal):
     old = facts.propose_fact(subject="cust:7", text="Lives in Leeds", importance=3, created_by="k")
     facts.approve_fact(fact_id=old.pk, actor="user:r")
     facts.invalidate_fact(fact_id=old.pk, actor="user:r", reason="moved away")
-    r = client.get("/facts/subject/", {"s": "cust:7"})
+    r = client.get(f"/facts/subject/{old.pk}/")
     assert r.status_code == 200
     html = r.content.decode()
     assert "Prefers &lt;replacements&gt;" in html
@@ -262,14 +264,15 @@ def test_it_shows_a_subject_and_logs_the_read(client, reviewer, proposal):
 
 def test_it_shows_a_subject_as_of_a_date(client, reviewer, proposal):
     facts.approve_fact(fact_id=proposal.pk, actor="user:r")
-    r = client.get("/facts/subject/", {"s": "cust:7", "as_of": "2000-01-01"})
+    page = f"/facts/subject/{proposal.pk}/"
+    r = client.get(page, {"as_of": "2000-01-01"})
     assert r.status_code == 200
     assert "Believed true then" in r.content.decode()
     assert r.context["believed"] == [] and r.context["on_record"] == []
     today = timezone.now().date().isoformat()
-    r = client.get("/facts/subject/", {"s": "cust:7", "as_of": today})
+    r = client.get(page, {"as_of": today})
     assert [f.pk for f in r.context["on_record"]] == [proposal.pk]
-    assert client.get("/facts/subject/", {"s": "cust:7", "as_of": "yesterday"}).status_code == 400
+    assert client.get(page, {"as_of": "yesterday"}).status_code == 400
 
 
 def test_it_invalidates_and_supersedes_from_the_subject_page(client, reviewer, proposal):
@@ -307,7 +310,7 @@ def test_it_lists_forgetting_candidates_and_keeps_one(client, reviewer, settings
 
 def test_it_shows_the_access_log_to_admins_only(client, proposal):
     login(client, REVIEWER, name="rev")
-    client.get("/facts/subject/", {"s": "cust:7"})
+    client.get(f"/facts/subject/{proposal.pk}/")
     assert client.get("/facts/access-log/").status_code == 403
     client.logout()
     login(client, ADMIN, name="boss")
@@ -324,4 +327,37 @@ def test_it_404s_a_fact_id_too_large_for_the_database(client, reviewer):
 
 @pytest.mark.parametrize("as_of", ["2026-13-45", "2026-02-30T25:00", "x" * 500])
 def test_it_answers_a_bad_as_of_with_400(client, reviewer, as_of):
-    assert client.get("/facts/subject/", {"s": "cust:7", "as_of": as_of}).status_code == 400
+    fact = facts.propose_fact(subject="cust:7", text="t", importance=1, created_by="k")
+    assert client.get(f"/facts/subject/{fact.pk}/", {"as_of": as_of}).status_code == 400
+
+
+def test_the_open_form_posts_the_subject_and_lands_on_an_address_without_it(client, reviewer, proposal):
+    r = client.post("/facts/subject/", {"s": " cust:7 "})
+    assert r.status_code == 302 and r["Location"] == f"/facts/subject/{proposal.pk}/"
+    assert "cust" not in r["Location"]
+    page = client.get(r["Location"])
+    assert "Prefers &lt;replacements&gt;" in page.content.decode()
+    # A subject with no facts: its (empty) page, answered to the POST, the read still logged.
+    r = client.post("/facts/subject/", {"s": "cust:nobody"})
+    assert r.status_code == 200 and "cust:nobody" in r.content.decode()
+    assert FactAccess.objects.filter(subject="cust:nobody").exists()
+    assert client.post("/facts/subject/", {"s": "x\x00"}).status_code == 400
+
+
+def test_a_subject_in_the_address_is_not_read(client, reviewer, proposal):
+    r = client.get("/facts/subject/", {"s": "cust:7"})
+    assert r.status_code == 200 and "Subjects with facts" in r.content.decode()
+    assert not FactAccess.objects.exists()
+
+
+def test_the_access_log_filters_by_a_row_not_by_a_subject_in_the_address(client, proposal):
+    facts.record_access(actor="user:a", subject="cust:7")
+    facts.record_access(actor="user:b", subject="cust:8")
+    login(client, ADMIN, name="boss")
+    html = client.get("/facts/access-log/").content.decode()
+    assert "?subject=" not in html and "cust%3A7" not in html
+    r = client.post("/facts/access-log/", {"subject": "cust:7"})
+    assert r.status_code == 302 and "cust" not in r["Location"] and "?like=" in r["Location"]
+    rows = client.get(r["Location"]).context["rows"]
+    assert {row.subject for row in rows} == {"cust:7"}
+    assert client.get("/facts/access-log/", {"like": "999999"}).status_code == 404

@@ -7,6 +7,7 @@ app_name = "facts"
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("subject/", views.subject, name="subject"),
+    path("subject/<int:fact_id>/", views.subject_of, name="subject_of"),
     path("expiring/", views.expiring, name="expiring"),
     path("forgetting/", views.forgetting, name="forgetting"),
     path("access-log/", views.access_log, name="access_log"),

@@ -14,14 +14,14 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import Min, Q
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
-from django.views.decorators.http import require_safe, require_POST
+from django.views.decorators.http import require_http_methods, require_safe, require_POST
 
 from conversations import params
 from conversations.errors import InvalidInput, StoreError
@@ -84,8 +84,10 @@ def _fact_or_404(fact_id) -> Fact:
     return fact
 
 
-def subject_url(subject: str, **params) -> str:
-    return reverse("facts:subject") + "?" + urlencode({"s": subject, **{k: v for k, v in params.items() if v}})
+def subject_url(fact: Fact) -> str:
+    """The page of a fact's subject, addressed by the fact: a subject is personal data and
+    never goes into an address (browser history, proxy and server logs keep those)."""
+    return reverse("facts:subject_of", args=[fact.pk])
 
 
 # ---- the review queue --------------------------------------------------------
@@ -280,22 +282,49 @@ def _parse_as_of(raw: str):
     return params.parse_instant(raw, end_of_day=True)
 
 
-@require_safe
+@require_http_methods(["GET", "HEAD", "POST"])
 @_reviewer
 def subject(request):
+    """GET: the subjects with facts. POST (the Open form): one subject's page, reached
+    by a fact about it. POST, not GET, so the typed subject is in no address."""
+    if request.method != "POST":
+        return _vary(render(request, "facts/subjects.html", {"subjects": _subjects()}))
     try:
-        name = params.text_param(request.GET, "s", max_length=store.SUBJECT_MAX)
-    except params.BadParameter as exc:
+        name = params.text_field(request.POST.get("s", ""), "s").strip()
+        if len(name) > store.SUBJECT_MAX:
+            raise InvalidInput(f"a subject is at most {store.SUBJECT_MAX} characters", field="s")
+    except StoreError as exc:
         return _vary(render(request, "conversations/bad_request.html", {"error": exc}, status=400))
     if not name:
-        subjects = (Fact.objects.exclude(status="erasing").values_list("subject", flat=True)
-                    .order_by("subject").distinct()[:LIST_LIMIT])
-        return _vary(render(request, "facts/subjects.html", {"subjects": list(subjects)}))
-    as_of_error = None
-    try:
-        as_of = _parse_as_of(request.GET.get("as_of"))
-    except ValueError:
-        as_of, as_of_error = None, "as of must be a date (2026-01-31) or a date and time (2026-01-31T12:00)"
+        return redirect("facts:subject")
+    ref = Fact.objects.about(name).exclude(status="erasing").order_by("id").values_list("pk", flat=True).first()
+    if ref is not None:
+        return redirect("facts:subject_of", fact_id=ref)
+    # No fact about it: the (empty) page itself, still recorded as a read.
+    return _subject_page(request, name, ref=None)
+
+
+def _subjects() -> list[dict]:
+    """Each subject with facts, and the fact its link goes through."""
+    return list(Fact.objects.exclude(status="erasing").values("subject").annotate(ref=Min("id"))
+                .order_by("subject")[:LIST_LIMIT])
+
+
+@require_safe
+@_reviewer
+def subject_of(request, fact_id: int):
+    """The page of the subject of fact `fact_id` (any fact about it will do)."""
+    fact = _fact_or_404(fact_id)
+    return _subject_page(request, fact.subject, ref=fact.pk)
+
+
+def _subject_page(request, name: str, *, ref: int | None):
+    as_of_error, as_of = None, None
+    if ref is not None:
+        try:
+            as_of = _parse_as_of(request.GET.get("as_of"))
+        except ValueError:
+            as_of_error = "as of must be a date (2026-01-31) or a date and time (2026-01-31T12:00)"
     store.expire_due(subject=name)
     store.record_access(actor=_actor(request), subject=name,
                         view=f"subject as of {as_of.isoformat()}" if as_of else "subject")
@@ -307,9 +336,9 @@ def subject(request):
     past = [f for f in facts.order_by("-recorded_at", "-id")
             if f.pk not in current_ids and f.state(now) not in ("proposed",)]
     context = {
-        "subject": name, "now": now, "current": current, "pending": pending, "past": past,
-        "as_of": as_of, "as_of_raw": request.GET.get("as_of", ""), "as_of_error": as_of_error,
-        "categories": CATEGORIES,
+        "subject": name, "ref": ref, "now": now, "current": current, "pending": pending, "past": past,
+        "as_of": as_of, "as_of_raw": request.GET.get("as_of", "") if ref is not None else "",
+        "as_of_error": as_of_error, "categories": CATEGORIES,
         "history": list(FactEvent.objects.of_subject(name).order_by("-at", "-id")[:HISTORY_LIMIT]),
     }
     if as_of:
@@ -323,7 +352,7 @@ def _back(request, fact: Fact):
     target = request.POST.get("next") or ""
     if target.startswith("/facts/") and not target.startswith("//"):
         return redirect(target)
-    return redirect(subject_url(fact.subject))
+    return redirect(subject_url(fact))
 
 
 def _action_failed(request, fact: Fact, error: StoreError):
@@ -407,17 +436,37 @@ def forgetting(request):
     return _vary(render(request, "facts/forgetting.html", context))
 
 
-@require_safe
+@require_http_methods(["GET", "HEAD", "POST"])
 @_admin_only
 def access_log(request):
+    """Every read of a subject's facts, newest first. Filtered to one subject by
+    `?like=<row id>` (the rows about the same subject as that row), so no subject goes
+    into an address; the filter form POSTs the typed subject and lands on such a link."""
     qs = FactAccess.objects.recent()
+    if request.method == "POST":
+        try:
+            typed = params.text_field(request.POST.get("subject", ""), "subject").strip()
+        except StoreError as exc:
+            return _vary(render(request, "facts/access_log.html",
+                                {"rows": [], "error": exc.message, "subject": ""}, status=400))
+        if not typed:
+            return redirect("facts:access_log")
+        newest = qs.filter(subject=typed).values_list("pk", flat=True).first()
+        if newest is None:
+            return _vary(render(request, "facts/access_log.html", {"rows": [], "subject": typed}))
+        return redirect(reverse("facts:access_log") + f"?like={newest}")
     try:
-        subject_filter = params.text_param(request.GET, "subject", max_length=store.SUBJECT_MAX)
+        like = params.int_param(request.GET, "like", minimum=1)
         before = params.int_param(request.GET, "before", minimum=1)
     except params.BadParameter as exc:
         return _vary(render(request, "facts/access_log.html",
                             {"rows": [], "error": exc.message, "subject": ""}, status=400))
-    if subject_filter:
+    subject_filter = ""
+    if like is not None:
+        anchor = FactAccess.objects.filter(pk=like).first()
+        if anchor is None:
+            raise Http404("no such access-log row")
+        subject_filter = anchor.subject
         qs = qs.filter(subject=subject_filter)
     if before is not None:
         qs = qs.filter(id__lt=before)
@@ -427,7 +476,7 @@ def access_log(request):
     next_url = None
     if more:
         next_url = reverse("facts:access_log") + "?" + urlencode(
-            {k: v for k, v in {"subject": subject_filter, "before": rows[-1].pk}.items() if v})
+            {k: v for k, v in {"like": like, "before": rows[-1].pk}.items() if v})
     return _vary(render(request, "facts/access_log.html",
                         {"rows": rows, "next_url": next_url, "subject": subject_filter}))
 
@@ -436,5 +485,5 @@ def access_log(request):
 @_reviewer
 def fact_detail(request, fact_id: int):
     fact = _fact_or_404(fact_id)
-    return redirect(subject_url(fact.subject) + f"#fact-{fact.pk}")
+    return redirect(subject_url(fact) + f"#fact-{fact.pk}")
 
