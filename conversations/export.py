@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import markdown as md
 from .errors import InvalidInput
 from .ledger import export as ledger_export
 from .models import Checkpoint, Conversation, Message
@@ -175,50 +176,36 @@ def _jsonl_chunks(conversation: Conversation) -> Iterator[str]:
     yield from ledger_export.conversation_jsonl(conversation.pk)
 
 
-def _fence(text: str, lang: str = "") -> str:
-    """A fenced block longer than any run of backticks inside, so content cannot close it."""
-    longest, run = 0, 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text}\n{fence}\n"
-
-
-def _quote(text: str) -> str:
-    return "\n".join("> " + line if line else ">" for line in text.splitlines() or [""]) + "\n"
-
-
 def _content_blocks(model) -> str:
     """Text content as a quote; non-text blocks named, not dumped."""
     content = getattr(model, "content", None)
     if content is None:
         return ""
     if isinstance(content, str):
-        return _quote(content)
+        return md.quote(content)
     out = []
     for block in content:
         if isinstance(block, TextBlock):
-            out.append(_quote(block.text))
+            out.append(md.quote(block.text))
         else:
-            out.append(f"*[{block.type} block]*\n")
+            out.append(f"*\\[{md.escape_line(block.type)} block\\]*\n")
     return "\n".join(out)
 
 
 def _markdown_message(item) -> str:
-    head = f"### #{item.position} · {item.kind} · {item.created_at.isoformat()}\n\n"
+    head = f"### #{item.position} · {md.escape_line(item.kind)} · {item.created_at.isoformat()}\n\n"
     if not item.ok:
-        return head + "**Broken row: it no longer decodes.** Stored text:\n\n" + _fence(item.raw) + "\n"
+        return head + "**Broken row: it no longer decodes.** Stored text:\n\n" + md.fence(item.raw) + "\n"
     model = item.message
     parts = []
     if hasattr(model, "text"):
-        parts.append(_quote(model.text))
+        parts.append(md.quote(model.text))
     if model.kind == "tool":
         flag = " — **error**" if model.is_error else ""
-        parts.append(f"Result of `{model.name or '?'}` (call `{model.tool_call_id}`){flag}:\n")
+        parts.append(f"Result of {md.code(model.name or '?')} (call {md.code(model.tool_call_id)}){flag}:\n")
         content = model.content
         if isinstance(content, str):
-            parts.append(_fence(_pretty_if_json(content)))
+            parts.append(md.fence(_pretty_if_json(content)))
         else:
             parts.append(_content_blocks(model))
     else:
@@ -228,7 +215,7 @@ def _markdown_message(item) -> str:
     for call in getattr(model, "tool_calls", None) or []:
         args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, indent=2,
                                                                                   ensure_ascii=False)
-        parts.append(f"Tool call `{call.name}` (id `{call.id}`):\n\n" + _fence(args, "json"))
+        parts.append(f"Tool call {md.code(call.name)} (id {md.code(call.id)}):\n\n" + md.fence(args, "json"))
     return head + "\n".join(parts) + "\n"
 
 
@@ -246,16 +233,15 @@ def _markdown_chunks(conversation: Conversation) -> Iterator[str]:
     for cp in checkpoints:
         by_position.setdefault(cp.message_position, []).append(cp)
 
-    title = " ".join((conversation.title or "Untitled conversation").split())
-    yield f"# {title}\n\n"
+    yield f"# {md.escape_line(conversation.title or 'Untitled conversation')}\n\n"
     yield f"- Conversation: `{conversation.pk}`\n"
     if conversation.subject:
-        yield f"- Subject: `{conversation.subject}`\n"
+        yield f"- Subject: {md.code(conversation.subject)}\n"
     yield f"- Messages: {conversation.next_position}\n"
     yield f"- Created: {conversation.created_at.isoformat()}; last activity: {conversation.last_activity_at.isoformat()}\n"
     lineage = _lineage(conversation)
     if conversation.parent_id:
-        chain = " → ".join(f"{(a['title'] or a['id'])} (`{a['id']}`)" for a in lineage)
+        chain = " → ".join(f"{md.escape_line(a['title'] or a['id'])} (`{a['id']}`)" for a in lineage)
         pruned = "parent pruned; " if conversation.parent_missing else ""
         yield (f"- Forked at position {conversation.forked_from_position} from `{conversation.parent_id}`"
                f" ({pruned}lineage: {chain or 'unavailable'})\n")
@@ -271,9 +257,9 @@ def _markdown_chunks(conversation: Conversation) -> Iterator[str]:
             if cp is latest:
                 yield (f"---\n\n## ▼ Fold: checkpoint at position {cp.message_position}\n\n"
                        f"Everything above is folded into this summary (created {cp.created_at.isoformat()}"
-                       f"{' by ' + cp.created_by if cp.created_by else ''}); the model sees it, then the "
-                       "messages below.\n\n" + _quote(cp.summary) + "\n---\n\n")
+                       f"{' by ' + md.escape_line(cp.created_by) if cp.created_by else ''}); the model sees it, then the "
+                       "messages below.\n\n" + md.quote(cp.summary) + "\n---\n\n")
             else:
                 yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
-                       + _quote(cp.summary) + "\n")
+                       + md.quote(cp.summary) + "\n")
     yield from ledger_export.conversation_markdown(conversation.pk)

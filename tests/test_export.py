@@ -66,7 +66,7 @@ def test_it_exports_markdown_with_the_fold_marked(conversation):
     text = _text(stream)
     assert stream.content_type.startswith("text/markdown")
     assert stream.filename.endswith(".md")
-    assert text.startswith("# Refund <b>48213</b>")
+    assert text.startswith("# Refund &lt;b&gt;48213&lt;/b&gt;")
     assert "Fold: checkpoint at position 3" in text
     assert "Earlier checkpoint at position 1" in text
     # The fold is drawn after row 3 and before row 4.
@@ -151,3 +151,31 @@ def test_the_export_page_checks_roles_and_ids(client, conversation):
     assert client.get(f"/conversations/{uuid.uuid4()}/export.json").status_code == 404
     assert client.get("/conversations/nope/export.json").status_code == 404
     assert not AuditEvent.objects.filter(action="conversation.exported").exists()
+
+
+HOSTILE_TEXT = ("<img src=x onerror=alert(1)> ![t](https://tracker.example/p.png) [click](javascript:alert(1))\n"
+                "# not a heading\n> not a quote\n- not a list\n1. not a list\n| a | b |\n    indented\n**bold** `tick` ``` fence")
+
+
+def test_markdown_quotes_hostile_text_as_text(db):
+    from markdown_it import MarkdownIt
+
+    c = store.create_conversation(title="<script>alert(1)</script> # [x](javascript:1)", subject="cust:`1`<b>")
+    store.append_message(conversation_id=c.pk, message={"kind": "user", "content": HOSTILE_TEXT})
+    store.append_message(conversation_id=c.pk, message={
+        "kind": "assistant", "content": "ok",
+        "tool_calls": [{"id": "c`1", "name": "<b>refund</b>`|`", "arguments": {"x": "</code><script>"}}]})
+    store.append_message(conversation_id=c.pk, message={"kind": "tool", "tool_call_id": "c`1",
+                                                        "name": "![i](https://t.example/x)", "content": "done"})
+    store.append_message(conversation_id=c.pk, message={"kind": "note", "text": HOSTILE_TEXT})
+    store.checkpoint_at(conversation_id=c.pk, position=1, summary=HOSTILE_TEXT, created_by="<i>agent</i>")
+    html = MarkdownIt("commonmark").enable("table").render(_text(export.export_stream(c.pk, "markdown")))
+    # No element came from the quoted text: no image, script, link, bold or italic tag.
+    for markup in ("<img", "<script", "<a ", "<b>", "<i>", "<strong>"):
+        assert markup not in html, markup
+    # The only headings are the export's own: the title, one per message and the fold.
+    assert html.count("<h1>") == 1 and html.count("<h3>") == 4 and html.count("<h2>") == 1
+    assert "<table" not in html and "<ul>" in html  # the header list only
+    assert html.count("<li>") == 5  # conversation, subject, messages, created, the fold
+    # The text itself is all there, readable.
+    assert "onerror=alert(1)" in html and "not a heading" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

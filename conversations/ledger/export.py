@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from conversations import markdown as md
 from conversations.errors import InvalidInput
 
 from .models import ACTION_STATUSES, Action, TaskStateEvent, WorkspaceSnapshot
@@ -215,30 +216,33 @@ def conversation_markdown(conversation_id) -> Iterator[str]:
     state = data["task_state"]
     yield "\n---\n\n## Task state and actions\n\n"
     if state["version"]:
-        yield (f"Task state, version {state['version']} (by {state['updated_by'] or '?'}, after position "
-               f"{state['position']}):\n\n```json\n{json.dumps(state['state'], indent=2, ensure_ascii=False)}\n```\n\n")
+        yield (f"Task state, version {state['version']} (by {md.escape_line(state['updated_by'] or '?')}, after position "
+               f"{state['position']}):\n\n" + md.fence(json.dumps(state['state'], indent=2, ensure_ascii=False), "json") + "\n")
         for e in data["task_state_events"]:
             changes = "; ".join(_markdown_change(c) for c in e["changes"])
-            yield f"- v{e['version']} · {e['created_at']} · {e['actor'] or '?'} · after #{e['position']}: {changes}\n"
+            yield f"- v{e['version']} · {e['created_at']} · {md.escape_line(e['actor'] or '?')} · after #{e['position']}: {changes}\n"
         yield "\n"
     if data["actions"]:
         yield "| id | after | when | action | idempotency key | status | retry of |\n|---|---|---|---|---|---|---|\n"
         for a in data["actions"]:
-            cells = [a["id"], f"#{a['position']}", a["created_at"], f"`{a['name']}`", f"`{a['idempotency_key']}`",
-                     a["status"], a["original_id"] or ""]
-            yield "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |\n"
+            # In a table even a code span's pipe is escaped (GitHub's rule), or it splits the cell.
+            # The status is one of ACTION_STATUSES (a database constraint).
+            cells = [a["id"], f"#{a['position']}", a["created_at"], md.code(a["name"]).replace("|", "\\|"),
+                     md.code(a["idempotency_key"]).replace("|", "\\|"), a["status"], a["original_id"] or ""]
+            yield "| " + " | ".join(str(c) for c in cells) + " |\n"
         yield "\n"
     for s in data["workspace_snapshots"]:
-        yield (f"- Workspace before #{s['position']}: `{s['repo']}` at `{s['commit'][:10]}`, {s['files_changed']} "
-               f"files, +{s['insertions']} −{s['deletions']}; restore with `{s['restore']}`\n")
+        yield (f"- Workspace before #{s['position']}: {md.code(s['repo'])} at {md.code(s['commit'][:10])}, "
+               f"{s['files_changed']} files, +{s['insertions']} −{s['deletions']}; restore with {md.code(s['restore'])}\n")
 
 
 def _markdown_change(change: dict) -> str:
     def show(value):
-        return json.dumps(value, ensure_ascii=False)
+        return md.escape_line(json.dumps(value, ensure_ascii=False))
 
+    path = md.code(change["path"])
     if change["op"] == "add":
-        return f"`{change['path']}` added {show(change['new'])}"
+        return f"{path} added {show(change['new'])}"
     if change["op"] == "remove":
-        return f"`{change['path']}` removed (was {show(change['old'])})"
-    return f"`{change['path']}` {show(change['old'])} → {show(change['new'])}"
+        return f"{path} removed (was {show(change['old'])})"
+    return f"{path} {show(change['old'])} → {show(change['new'])}"
