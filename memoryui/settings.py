@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "conversations.ledger",
     "conversations.search",
     "conversations.access",
+    "conversations.loginguard",
     "conversations.imports",
     "conversations.frameworks",
 ]
@@ -160,6 +161,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Login throttling (conversations/loginguard/guard.py): failures per account and per
+# address within the window. Behind a reverse proxy, name the header it appends the
+# client's address to (e.g. X-Forwarded-For), or every client counts as the proxy.
+MEMORYUI_LOGIN_FAILURES_PER_USER = int(os.environ.get("MEMORYUI_LOGIN_FAILURES_PER_USER", 10))
+MEMORYUI_LOGIN_FAILURES_PER_IP = int(os.environ.get("MEMORYUI_LOGIN_FAILURES_PER_IP", 30))
+MEMORYUI_LOGIN_WINDOW_MINUTES = float(os.environ.get("MEMORYUI_LOGIN_WINDOW_MINUTES", 15))
+MEMORYUI_CLIENT_IP_HEADER = os.environ.get("MEMORYUI_CLIENT_IP_HEADER", "").strip()
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 

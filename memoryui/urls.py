@@ -3,12 +3,14 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from conversations.loginguard.views import ThrottledLoginView
+
 from .api import api
 
 urlpatterns = [
     # Browsers ask for /favicon.ico whatever the page links.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
     path("facts/", include("conversations.facts.urls")),

@@ -1,0 +1,14 @@
+from django.db import models
+
+
+class LoginFailure(models.Model):
+    """One failed login: when, for which account (a keyed hash of the name as typed,
+    never the name: people type passwords into the username field) and from where.
+    Rows older than the window are deleted as new failures come in."""
+
+    at = models.DateTimeField(db_index=True)
+    username_key = models.CharField(max_length=64)
+    ip = models.CharField(max_length=64)
+
+    class Meta:
+        indexes = [models.Index(fields=["username_key", "at"]), models.Index(fields=["ip", "at"])]
