@@ -251,7 +251,7 @@ def world():
     fact = Fact.objects.order_by("id").first()
     # The demo's fork: short (a page renders fast), with lineage, a checkpoint-free tail
     # and task state, so the pages' richer paths run too.
-    fork = conversations[3]
+    fork = next(c for c in conversations if c.parent_id == conversations[0].pk)
     return {
         "admin": admin, "secret": secret,
         "values": {

@@ -40,7 +40,7 @@ def page_urls(values) -> list[str]:
 
 
 def test_no_page_breaks_the_content_security_policy(live_server, page):
-    ticket, coding, journal, fork = demo.load_demo(coding_turns=12)
+    ticket = demo.load_demo(coding_turns=12)[0]
     user = get_user_model().objects.create_user("csp-admin", password=PASSWORD)
     assign_role(user, ADMIN)
     from conversations import store

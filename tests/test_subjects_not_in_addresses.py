@@ -73,7 +73,7 @@ def test_no_page_puts_a_subject_in_an_address(client):
 
 
 def test_a_conversation_links_its_subject_by_its_own_id(client):
-    ticket, coding, journal, fork = demo.load_demo(coding_turns=12)
+    ticket, coding = demo.load_demo(coding_turns=12)[:2]
     client.force_login(make_user("boss", "admin"))
     html = client.get(f"/conversations/{ticket.pk}/").content.decode()
     assert f'href="/?about={ticket.pk}"' in html
