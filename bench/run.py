@@ -44,6 +44,7 @@ WORKLOADS = [
     ("10", "w10_recall.py"),
     ("11", "w11_search.py"),
     ("12", "w12_import.py"),
+    ("13", "w13_erasure_stall.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

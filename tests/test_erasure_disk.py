@@ -154,6 +154,6 @@ def test_the_file_helper_reports_pages_for_matches_in_the_main_file_and_the_wal(
     done = subprocess.run([sys.executable, "-m", "conversations.retention.rawfiles"], input=json.dumps(request),
                           capture_output=True, text=True, cwd=ROOT)
     files = json.loads(done.stdout)["files"]
-    assert files[0]["found"] == [0] and files[0]["pages"] == [2]
-    assert files[1]["found"] == [0] and files[1]["pages"] == [7]
-    assert files[2] == {"name": "gone", "bytes": 0, "found": [], "pages": [], "error": None}
+    assert files[0]["found"] == [0] and files[0]["pages"] == {"0": [2]}
+    assert files[1]["found"] == [0] and files[1]["pages"] == {"0": [7]}
+    assert files[2] == {"name": "gone", "bytes": 0, "found": [], "pages": {}, "error": None}

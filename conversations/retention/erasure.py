@@ -21,8 +21,8 @@ rawfiles.py for why that would lose other workers' writes):
    transaction removes the conversation rows and the subject's facts and writes
    the audit event. A crash between leaves them marked, hidden and consistent;
    the next prune (or the same request again) finishes them;
-5. set aside any string that still occurs in data that stays: finding it would
-   prove nothing;
+5. (see 7) a string found that data which stays still holds is set aside:
+   finding it proves nothing;
 6. make the text gone from disk, in steps writers can pass between: SQLite
    (secure_delete zeroes deleted cells) merges its full-text indexes a few pages
    at a time, checkpoints and truncates the WAL, and gives freed pages back by
@@ -319,10 +319,20 @@ class FileSearch:
     found_in: list[str]
     found_count: int
     problem: str = ""
-    # SQLite: database pages that hold a match (main file and WAL frames).
-    pages: list[int] = field(default_factory=list)
-    found_needles: set[int] = field(default_factory=set)
+    # SQLite: per found needle (its index), the database pages that hold it (main file and WAL frames).
+    pages: dict[int, set[int]] = field(default_factory=dict)
+    # Per found needle, the files it was found in.
+    found_needles: dict[int, list[str]] = field(default_factory=dict)
     passes: int = 0
+
+    def without(self, dropped: set[int]) -> "FileSearch":
+        """The same search with some needles no longer counted (set aside as still stored)."""
+        kept = {i: files for i, files in self.found_needles.items() if i not in dropped}
+        found_in = [name for name in self.found_in if any(name in files for files in kept.values())]
+        return FileSearch(status=self.status, files=self.files, found=bool(kept) if self.found is not None else None,
+                          found_in=found_in, found_count=len(kept), problem=self.problem,
+                          pages={i: p for i, p in self.pages.items() if i in kept}, found_needles=kept,
+                          passes=self.passes)
 
 
 def _run_helper(request: dict) -> dict:
@@ -377,20 +387,21 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
     except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                           problem=f"the files could not be searched ({exc})"[:500])
-    files, found_in, hits, pages = [], [], set(), set()
+    files, found_in, hits, pages = [], [], {}, {}
     for result in answer["files"]:
         if result["error"]:
             return FileSearch(status="not_possible", files=files, found=None, found_in=[], found_count=0,
                               problem=f"{result['name']} could not be read ({result['error']})")
         files.append({"file": result["name"], "bytes": result["bytes"]})
         if result["found"]:
-            found_in.append(result["name"])
-            hits |= set(result["found"])
-            pages |= set(result["pages"])
-    if connection.vendor == "postgresql" and found_in:
-        found_in = [_with_relation_name(name) for name in found_in]
+            name = _with_relation_name(result["name"]) if connection.vendor == "postgresql" else result["name"]
+            found_in.append(name)
+            for i in result["found"]:
+                hits.setdefault(i, []).append(name)
+            for i, numbers in result["pages"].items():
+                pages.setdefault(int(i), set()).update(numbers)
     return FileSearch(status="searched", files=files, found=bool(hits), found_in=found_in, found_count=len(hits),
-                      pages=sorted(pages), found_needles=hits)
+                      pages=pages, found_needles=hits)
 
 
 def _with_relation_name(name: str) -> str:
@@ -627,19 +638,15 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
                            detail={"kind": kind, "subject_sha256": subject_sha256(subject), "counts": counts,
                                    "conversation_ids": [str(i) for i in victim_ids]})
 
-    # Anything still stored in data that stays proves nothing when found.
-    shared = _strings_in_live_data(candidates)
-    checkable: list[str | bytes] = [s for s in candidates if s not in shared]
-    subject_checkable = bool(subject) and subject in checkable
-    ids_checked = 0
+    id_needles = []
     if connection.vendor == "sqlite":
+        # A conversation id that some row still holds (a fork's parent_id, a fact's
+        # source) proves nothing when found.
         still_stored = _ids_in_live_data(victim_ids)
         id_needles = [_id_needle(cid) for cid in victim_ids if cid not in still_stored][:MAX_ID_NEEDLES]
-        ids_checked = len(id_needles)
-        checkable += id_needles
 
     notes: list[str] = []
-    passes = 0
+    set_aside: set[str] = set()
     if connection.in_atomic_block:
         # An outer transaction (a test, a caller's atomic) still holds the rows:
         # nothing can be verified, and the receipt must not claim it was.
@@ -648,23 +655,25 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
                             problem="ran inside an outer transaction: the deletion was not yet committed")
     else:
         notes = scrub_disk(xid, lease)
-        search = _verify(checkable, notes, lease)
-        passes = search.passes
+        search, set_aside = _verify(candidates + id_needles, notes, lease)
+    searched = search.status == "searched"
+    strings_checked = [c for c in candidates if c not in set_aside]
+    checkable = strings_checked + id_needles
     verification = {
         "database": connection.vendor,
         "status": ("not_possible" if search.status == "not_possible" else "found" if search.found else "verified"),
         "found": search.found,
-        "strings_checked": (len(checkable) - ids_checked) if search.status == "searched" else 0,
-        "strings_set_aside": len(candidates) - (len(checkable) - ids_checked),
-        "conversation_ids_checked": ids_checked if search.status == "searched" else 0,
-        "subject_checked": subject_checkable and search.status == "searched",
+        "strings_checked": len(strings_checked) if searched else 0,
+        "strings_set_aside": len(set_aside),
+        "conversation_ids_checked": len(id_needles) if searched else 0,
+        "subject_checked": bool(subject) and subject not in set_aside and searched,
         "files_searched": len(search.files),
         "bytes_searched": sum(f["bytes"] for f in search.files),
         "files": search.files,
         "found_in": search.found_in,
         "found_count": search.found_count,
         "scope": _scope(),
-        "verify_passes": passes,
+        "verify_passes": search.passes,
         "notes": notes + ([search.problem] if search.problem else []),
     }
     if not checkable and search.status == "searched":
@@ -683,17 +692,32 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     return receipt
 
 
-def _verify(needles: list[str | bytes], notes: list[str], lease: Lease | None) -> FileSearch:
-    """Search the files; on SQLite clean what a match points at and search again."""
-    search = None
+def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[FileSearch, set[str]]:
+    """Search the files for the needles. A needle found that data which stays still
+    holds proves nothing: it is set aside (checked only when found, since that check
+    reads every table). On SQLite, what the others point at is cleaned and the files
+    are searched again. Returns the last search and the needles set aside."""
+    set_aside: set[str] = set()
+    search = FileSearch(status="searched", files=[], found=False, found_in=[], found_count=0)
     for passes in range(1, VERIFY_PASSES + 1):
         checkpoint_to_disk()
         search = search_database_files(needles)
         search.passes = passes
-        if search.status != "searched" or not search.found or connection.vendor != "sqlite" or passes == VERIFY_PASSES:
+        if search.status != "searched" or not search.found:
+            break
+        found = [needles[i] for i in search.found_needles]
+        shared = _strings_in_live_data(found)
+        if shared:
+            set_aside |= shared
+            search = search.without({i for i in search.found_needles if needles[i] in shared})
+            needles = [n for n in needles if n not in shared]
+            if not search.found:
+                break
+        if connection.vendor != "sqlite" or passes == VERIFY_PASSES:
             break
         # Stale copies of deleted rows in pages' unused space (main file or WAL frames).
-        zeroed, problem = zero_unused_space(search.pages)
+        pages = sorted(set().union(*search.pages.values())) if search.pages else []
+        zeroed, problem = zero_unused_space(pages)
         if problem:
             notes.append(problem)
             break
@@ -701,7 +725,7 @@ def _verify(needles: list[str | bytes], notes: list[str], lease: Lease | None) -
             notes.append(f"pass {passes}: zeroed unused space in {zeroed} database pages that held stale copies")
         with _ShortBusy() as cursor:
             _truncate_wal(cursor, notes, lease)
-    return search
+    return search, set_aside
 
 
 def _scope() -> str:

@@ -12,9 +12,9 @@ locks to lose.
 Two requests:
 
 - {"op": "scan", "files": [{"path", "name", "kind"}], "needles": [hex…], "page_size": N}
-  reads each file in chunks and answers which needles occur where. For the SQLite
-  main file and WAL it also names the database pages that hold a match (WAL
-  frames carry their page number), so the caller can clean exactly those.
+  reads each file in chunks and answers which needles occur in it. For the SQLite
+  main file and WAL it also names, per needle, the database pages that hold a
+  match (WAL frames carry their page number), so the caller can clean exactly those.
 - {"op": "zero", "database": path, "pages": [pgno…], "busy_ms": N}
   opens the database through SQLite (the sqlean.py build, which has the
   sqlite_dbpage table) and, in short write transactions, overwrites with zeros
@@ -74,16 +74,17 @@ def _scan_file(spec: dict, needles: list[bytes], page_size: int) -> dict:
     except FileNotFoundError:
         # PostgreSQL unlinks a rewritten relation's old file at checkpoint; a WAL
         # truncated away is gone too: what is not there holds nothing.
-        return {"name": spec["name"], "bytes": size, "found": [], "pages": [], "error": None}
+        return {"name": spec["name"], "bytes": size, "found": [], "pages": {}, "error": None}
     except OSError as exc:
-        return {"name": spec["name"], "bytes": size, "found": [], "pages": [], "error": exc.strerror or str(exc)}
+        return {"name": spec["name"], "bytes": size, "found": [], "pages": {}, "error": exc.strerror or str(exc)}
     found = sorted(i for i, at in offsets.items() if at)
-    pages: set[int] = set()
+    pages: dict[int, list[int]] = {}
     if spec.get("kind") == "sqlite-main" and page_size:
-        pages = {at // page_size + 1 for ats in offsets.values() for at in ats}
+        pages = {i: sorted({at // page_size + 1 for at in offsets[i]}) for i in found}
     elif spec.get("kind") == "sqlite-wal" and page_size:
-        pages = _wal_pages(spec["path"], [at for ats in offsets.values() for at in ats], page_size)
-    return {"name": spec["name"], "bytes": size, "found": found, "pages": sorted(pages), "error": None}
+        pages = {i: sorted(_wal_pages(spec["path"], offsets[i], page_size)) for i in found}
+    return {"name": spec["name"], "bytes": size, "found": found,
+            "pages": {str(i): p for i, p in pages.items()}, "error": None}
 
 
 def _wal_pages(path: str, offsets: list[int], page_size: int) -> set[int]:

@@ -1,0 +1,173 @@
+"""Workload 13: how long an agent's append waits while a deletion request runs on a ≥1 GB database.
+
+The database is filled as workload 9 fills it (conversations active in groups of
+8, appended turn by turn, so their rows share pages; the full-text index is kept
+by its triggers). Every second conversation of a group belongs to a subject, two
+conversations per subject. An appender in another process appends to a
+conversation of its own, one message at a time, as fast as it can, and records
+each append's latency:
+
+- idle: before any deletion (the baseline of the same run);
+- erasure: while `execute_deletion(subject=…)` runs for several subjects in turn
+  (batched deletes, full-text merge in steps, WAL truncation with a short busy
+  timeout, incremental vacuum in steps, verification in another process);
+- full VACUUM (the peer): while a plain `VACUUM` of the same file runs — what
+  erasure did before, holding the write lock for the whole rewrite.
+
+Rows: p50, p99 and max latency of one append in each phase, failed appends, and
+the erasure's own duration. Target: max stall during erasure ≤ 1 s, no failed append.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import common
+
+GROUP = 8
+TURN = 4
+HERE = Path(__file__).resolve().parent
+
+APPENDER = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[4])
+import common
+common.setup_django(__import__("pathlib").Path(sys.argv[1]))
+from conversations import store
+cid, stop, marks = sys.argv[2], sys.argv[3], []
+print("ready", flush=True)
+i = 0
+while not os.path.exists(stop):
+    started = time.time()
+    try:
+        store.append_message(conversation_id=cid, message={"kind": "note", "text": f"still writing {i}"})
+        marks.append([started, time.time() - started, None])
+    except Exception as exc:
+        marks.append([started, time.time() - started, f"{type(exc).__name__}: {exc}"[:200]])
+    i += 1
+print(json.dumps(marks))
+"""
+
+
+def percentile(values, p):
+    values = sorted(values)
+    if not values:
+        return None
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def main(argv=None):
+    args = common.parse_args(__doc__.splitlines()[0], argv)
+    count, per = (48, 200) if args.quick else (1400, 800)
+    subjects_deleted = 2 if args.quick else 4
+    started = time.perf_counter()
+    db = args.workdir / "memoryui.sqlite3"
+    common.setup_django(db)
+    from django.db import connection, transaction
+
+    from conversations import store
+    from conversations.models import Conversation
+    from conversations.retention.erasure import execute_deletion
+    from conversations.schema import encode_message
+    from w9_prune import fill
+
+    cache = {}
+
+    def encode(i):
+        key = i % 4096
+        if key not in cache:
+            cache[key] = encode_message(common.message_for(key))
+        return cache[key]
+
+    t0 = time.perf_counter()
+    convs = []
+    for i in range(count):
+        subject = f"cust:{i // (2 * GROUP)}-{(i % GROUP) // 2}" if i % 2 else ""
+        convs.append(store.create_conversation(title=f"bench erasure {i}", subject=subject).pk)
+    db_id = lambda c: Conversation._meta.pk.get_db_prep_value(c, connection)  # noqa: E731
+    ids = [db_id(c) for c in convs]
+    now = connection.ops.adapt_datetimefield_value(common.days_ago(0))
+    with transaction.atomic(), connection.cursor() as cursor:
+        fill(ids, per, {cid: now for cid in ids}, table_conv=Conversation._meta.db_table,
+             table_msg="conversations_message", cursor=cursor, encode=encode)
+    busy = store.create_conversation(title="the agent that keeps writing").pk
+    common.close_django()
+    common.wal_checkpoint(db)
+    size = common.bytes_on_disk(db)
+    build_s = time.perf_counter() - t0
+    print(f"  built {size / 1e6:,.0f} MB ({count * per:,} messages) in {build_s:.0f} s", flush=True)
+
+    stop = args.workdir / "stop"
+    appender = subprocess.Popen([sys.executable, "-c", APPENDER, str(db), str(busy), str(stop), str(HERE)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert appender.stdout.readline().strip() == "ready"
+    windows = {}
+    time.sleep(3 if args.quick else 10)
+    windows["idle"] = (time.time() - (3 if args.quick else 10), time.time())
+
+    subjects = sorted({s for s in Conversation.objects.exclude(subject="").values_list("subject", flat=True)})
+    erasure_seconds, statuses = [], []
+    w0 = time.time()
+    for subject in subjects[:subjects_deleted]:
+        e0 = time.perf_counter()
+        receipt = execute_deletion(subject=subject, actor="bench")
+        erasure_seconds.append(time.perf_counter() - e0)
+        statuses.append(receipt.verification["status"])
+    windows["erasure"] = (w0, time.time())
+    common.close_django()
+
+    time.sleep(1)
+    w0 = time.time()
+    import sqlite3
+
+    raw = sqlite3.connect(db, isolation_level=None, timeout=120)
+    raw.execute("PRAGMA busy_timeout = 120000")
+    v0 = time.perf_counter()
+    raw.execute("VACUUM")
+    vacuum_s = time.perf_counter() - v0
+    raw.close()
+    windows["vacuum"] = (w0, time.time())
+    time.sleep(1)
+
+    stop.write_text("stop")
+    out, err = appender.communicate(timeout=300)
+    marks = json.loads(out.strip().splitlines()[-1])
+
+    def phase(name):
+        lo, hi = windows[name]
+        # An append that overlaps the window counts: it waited on what ran in it.
+        inside = [m for m in marks if m[0] < hi and m[0] + m[1] > lo]
+        return [m[1] * 1000 for m in inside if m[2] is None], [m[2] for m in inside if m[2]]
+
+    idle, idle_fail = phase("idle")
+    erase, erase_fail = phase("erasure")
+    vac, vac_fail = phase("vacuum")
+    res = common.Results("13 erasure stall")
+    res.sizes = {"conversations": count, "messages_per_conversation": per, "bytes": size,
+                 "subjects_deleted": subjects_deleted, "messages_per_subject": 2 * per,
+                 "build_seconds": round(build_s, 1)}
+    mb = size / 1e6
+    for label, p in (("p50", 50), ("p99", 99)):
+        res.add(metric=f"append latency {label} during deletion requests ({mb:,.0f} MB file)",
+                memoryui=percentile(erase, p), raw=percentile(vac, p), unit="ms",
+                target="raw = same appends during a full VACUUM", ratio=None,
+                note=f"idle {label} {common.fmt(percentile(idle, p))} ms")
+    worst = max(erase, default=0)
+    res.add(metric=f"longest append during deletion requests ({mb:,.0f} MB file)", memoryui=worst,
+            raw=max(vac, default=None), unit="ms", target="≤ 1000 ms, no append fails",
+            ratio=worst / max(vac) if vac else None, passed=worst <= 1000 and not erase_fail,
+            note=(f"{len(erase)} appends during {len(erasure_seconds)} deletion requests, {len(erase_fail)} failed "
+                  f"(during VACUUM {len(vac_fail)} failed); receipts: {', '.join(statuses)}; idle max "
+                  f"{common.fmt(max(idle, default=0))} ms"))
+    res.add(metric=f"one deletion request ({2 * per:,} messages, 2 conversations) on a {mb:,.0f} MB file",
+            memoryui=common.median(erasure_seconds), raw=vacuum_s, unit="s",
+            target="raw = a full VACUUM of the file (no target)", ratio=common.median(erasure_seconds) / vacuum_s,
+            note="erasure includes the verification: the whole file searched in another process")
+    res.seconds = time.perf_counter() - started
+    res.write(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
