@@ -19,6 +19,8 @@ the erasure's own duration. Target: max stall during erasure ≤ 1 s, no failed 
 """
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -65,11 +67,33 @@ def main(argv=None):
     started = time.perf_counter()
     db = args.workdir / "memoryui.sqlite3"
     common.setup_django(db)
+    # Re-running the measurement on one build (the build takes minutes): a copy of the
+    # built file is kept at this path when it is set, and used instead of building.
+    built = os.environ.get("MEMORYUI_BENCH_W13_BUILT")
+    t0 = time.perf_counter()
+    if built and Path(built).exists():
+        common.close_django()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(built, db)
+        common.setup_django(db)
+    else:
+        _build(db, count, per, built)
+    from conversations.models import Conversation as _C
+
+    busy = _C.objects.get(title="the agent that keeps writing").pk
+    size = common.bytes_on_disk(db)
+    build_s = time.perf_counter() - t0
+    print(f"  built {size / 1e6:,.0f} MB ({count * per:,} messages) in {build_s:.0f} s", flush=True)
+    common.close_django()
+    return _measure(args, db, busy, size, build_s, count, per, subjects_deleted, started)
+
+
+def _build(db, count, per, built):
     from django.db import connection, transaction
 
     from conversations import store
     from conversations.models import Conversation
-    from conversations.retention.erasure import execute_deletion
     from conversations.schema import encode_message
     from w9_prune import fill
 
@@ -81,7 +105,6 @@ def main(argv=None):
             cache[key] = encode_message(common.message_for(key))
         return cache[key]
 
-    t0 = time.perf_counter()
     convs = []
     for i in range(count):
         subject = f"cust:{i // (2 * GROUP)}-{(i % GROUP) // 2}" if i % 2 else ""
@@ -92,12 +115,16 @@ def main(argv=None):
     with transaction.atomic(), connection.cursor() as cursor:
         fill(ids, per, {cid: now for cid in ids}, table_conv=Conversation._meta.db_table,
              table_msg="conversations_message", cursor=cursor, encode=encode)
-    busy = store.create_conversation(title="the agent that keeps writing").pk
+    store.create_conversation(title="the agent that keeps writing")
     common.close_django()
     common.wal_checkpoint(db)
-    size = common.bytes_on_disk(db)
-    build_s = time.perf_counter() - t0
-    print(f"  built {size / 1e6:,.0f} MB ({count * per:,} messages) in {build_s:.0f} s", flush=True)
+    if built:
+        shutil.copyfile(db, built)
+
+
+def _measure(args, db, busy, size, build_s, count, per, subjects_deleted, started):
+    from conversations.models import Conversation
+    from conversations.retention.erasure import execute_deletion
 
     stop = args.workdir / "stop"
     appender = subprocess.Popen([sys.executable, "-c", APPENDER, str(db), str(busy), str(stop), str(HERE)],
@@ -115,6 +142,8 @@ def main(argv=None):
         receipt = execute_deletion(subject=subject, actor="bench")
         erasure_seconds.append(time.perf_counter() - e0)
         statuses.append(receipt.verification["status"])
+        print(f"  deletion {subject}: {erasure_seconds[-1]:.1f} s {receipt.verification['seconds']} "
+              f"{receipt.verification['notes']}", flush=True)
     windows["erasure"] = (w0, time.time())
     common.close_django()
 

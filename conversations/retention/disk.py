@@ -67,3 +67,22 @@ def postgres_relation_files() -> tuple[list[Path], str | None]:
     if unreadable:
         return [], f"{len(unreadable)} relation files are not readable by this process"
     return sorted(set(files)), None
+
+
+def fts5_tables(cursor) -> list[str]:
+    cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")
+    return [row[0] for row in cursor.fetchall()]
+
+
+def ensure_fts_secure_delete() -> None:
+    """SQLite: every FTS5 index removes a deleted row's entries at once (secure-delete,
+    SQLite 3.42+) instead of recording the deletion and keeping the entries in older
+    segments until a merge rewrites them. Set before a prune or an erasure deletes
+    anything; persistent, so it is written once per index."""
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        for table in fts5_tables(cursor):
+            row = cursor.execute(f"SELECT v FROM \"{table}_config\" WHERE k = 'secure-delete'").fetchone()
+            if not row or not row[0]:
+                cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', 1)")

@@ -23,10 +23,10 @@ rawfiles.py for why that would lose other workers' writes):
    the next prune (or the same request again) finishes them;
 5. (see 7) a string found that data which stays still holds is set aside:
    finding it proves nothing;
-6. make the text gone from disk, in steps writers can pass between: SQLite
-   (secure_delete zeroes deleted cells) merges its full-text indexes a few pages
-   at a time, checkpoints and truncates the WAL, and gives freed pages back by
-   incremental vacuum; PostgreSQL rewrites the tables (VACUUM FULL, which
+6. make the text gone from disk, in steps writers can pass between: on SQLite
+   secure_delete zeroes deleted cells and FTS5's secure-delete removes a deleted
+   row's index entries as it goes; then the WAL is checkpointed and truncated,
+   and freed pages go back by incremental vacuum; PostgreSQL rewrites the tables (VACUUM FULL, which
    appends wait for, taken with a short lock timeout so they never queue behind
    it for long);
 7. verify in a separate process: search the raw bytes of every database file.
@@ -87,7 +87,6 @@ VERIFY_PASSES = 3
 # a writer never queues behind erasure for more than about this.
 STEP_BUSY_MS = 250
 STEP_ATTEMPTS = 40
-FTS_MERGE_PAGES = 64
 PG_LOCK_TIMEOUT = "500ms"
 HELPER_TIMEOUT_SECONDS = 3600
 
@@ -427,11 +426,6 @@ def zero_unused_space(pages: list[int]) -> tuple[int, str | None]:
 
 # --- making it gone from disk ----------------------------------------------------
 
-def _fts5_tables(cursor) -> list[str]:
-    cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")
-    return [row[0] for row in cursor.fetchall()]
-
-
 class _ShortBusy:
     """SQLite: wait at most STEP_BUSY_MS for a lock in this block (then the step is retried)."""
 
@@ -464,24 +458,6 @@ def _retrying(step, lease: Lease | None) -> bool:
     return False
 
 
-def _merge_fts(cursor, table: str, lease: Lease | None, notes: list[str]) -> None:
-    """Merge the index a few pages per transaction until it is one segment, which
-    leaves no entry of a deleted row behind (what 'optimize' does in one go)."""
-    while True:
-        before = connection.connection.total_changes
-
-        def step():
-            cursor.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'merge\', {-FTS_MERGE_PAGES})')
-
-        if not _retrying(step, lease):
-            notes.append(f"the full-text index {table} could not be fully merged: writers kept it busy")
-            return
-        if connection.connection.total_changes - before < 2:
-            return
-        if lease is not None:
-            lease.beat()
-
-
 def _truncate_wal(cursor, notes: list[str], lease: Lease | None) -> bool:
     """Checkpoint everything and cut the WAL to zero bytes: old page images live there."""
     cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # most of the work, without blocking anyone
@@ -498,8 +474,6 @@ def _truncate_wal(cursor, notes: list[str], lease: Lease | None) -> bool:
 
 def _scrub_sqlite(notes: list[str], lease: Lease | None) -> None:
     with _ShortBusy() as cursor:
-        for table in _fts5_tables(cursor):
-            _merge_fts(cursor, table, lease, notes)
         _truncate_wal(cursor, notes, lease)
     if not incremental_vacuum(busy_ms=STEP_BUSY_MS, beat=lease.beat if lease else None):
         notes.append("freed pages were not all given back: writers kept the database busy (they are zeroed)")
@@ -619,6 +593,9 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
 
     counts = {"conversations": 0, "messages": 0, "checkpoints": 0}
+    disk.ensure_fts_secure_delete()
+    clock = time.monotonic()
+    seconds = {}
     mark_deleting(victim_ids)
     deleted = delete_conversations_in_batches(victim_ids, batch_size=DELETE_BATCH, beat=lease.beat)
     counts.update(messages=deleted.messages, checkpoints=deleted.checkpoints)
@@ -638,6 +615,7 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
                            detail={"kind": kind, "subject_sha256": subject_sha256(subject), "counts": counts,
                                    "conversation_ids": [str(i) for i in victim_ids]})
 
+    seconds["delete"] = round(time.monotonic() - clock, 3)
     id_needles = []
     if connection.vendor == "sqlite":
         # A conversation id that some row still holds (a fork's parent_id, a fact's
@@ -654,8 +632,12 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
         search = FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                             problem="ran inside an outer transaction: the deletion was not yet committed")
     else:
+        clock = time.monotonic()
         notes = scrub_disk(xid, lease)
+        seconds["scrub"] = round(time.monotonic() - clock, 3)
+        clock = time.monotonic()
         search, set_aside = _verify(candidates + id_needles, notes, lease)
+        seconds["verify"] = round(time.monotonic() - clock, 3)
     searched = search.status == "searched"
     strings_checked = [c for c in candidates if c not in set_aside]
     checkable = strings_checked + id_needles
@@ -674,6 +656,7 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
         "found_count": search.found_count,
         "scope": _scope(),
         "verify_passes": search.passes,
+        "seconds": seconds,
         "notes": notes + ([search.problem] if search.problem else []),
     }
     if not checkable and search.status == "searched":

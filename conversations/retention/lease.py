@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from conversations.errors import StoreError
@@ -48,8 +48,15 @@ class Lease:
         if now - self._last_beat < BEAT_EVERY_SECONDS:
             return
         self._last_beat = now
-        with transaction.atomic():
-            kept = MaintenanceLease.objects.filter(name=NAME, holder=self.holder).update(heartbeat_at=timezone.now())
+        try:
+            with transaction.atomic():
+                kept = MaintenanceLease.objects.filter(name=NAME, holder=self.holder).update(
+                    heartbeat_at=timezone.now())
+        except OperationalError:
+            # The database is busy (a caller may have shortened the busy timeout to let
+            # writers through): a heartbeat can wait for the next step.
+            self._last_beat = 0.0
+            return
         if not kept:
             raise MaintenanceRunning(
                 "this run's maintenance lease was taken over (it looked stale); stopping so that two runs "

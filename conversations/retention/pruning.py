@@ -393,6 +393,7 @@ def _fail_run(run: PruneRun, exc: BaseException) -> None:
 
 
 def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None, lease: Lease) -> PruneResult:
+    disk.ensure_fts_secure_delete()
     resumed = Conversation.objects.filter(deleting=True).count()
     _mark_victims(list(candidates(cutoff).filter(deleting=False).values_list("pk", flat=True)), cutoff)
     victims = list(Conversation.objects.filter(deleting=True).order_by("last_activity_at", "id")

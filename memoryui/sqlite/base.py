@@ -10,16 +10,64 @@ process-wide lock per database file, so the next writer starts the instant the
 previous one commits. Writers in other processes still meet in SQLite's own lock
 and busy handler, which is why `make run` serves from one process with threads.
 
+It also runs on the SQLite of the sqlean.py package (3.50) instead of the one
+Python was built with (Debian's 3.40): FTS5's secure-delete, so a deleted row
+leaves no entry in a full-text index (3.42+), the sqlite_dbpage table that erasure
+cleans pages through, and an integrity_check that reads WITHOUT ROWID tables
+right. Every process of memoryui opens its databases through this one library:
+two SQLite libraries in one process on one file would drop each other's locks.
+
 Used as ENGINE "memoryui.sqlite" (memoryui/settings.py); everything else is
 Django's SQLite backend.
 """
 
+import datetime
+import decimal
+import re
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
+from itertools import tee
 
+import sqlean.dbapi2 as Database
 from django.db.backends.sqlite3 import base
+from django.db.backends.sqlite3._functions import register as register_functions
 from django.db.utils import OperationalError
+from django.utils.dateparse import parse_date, parse_datetime, parse_time
+
+# What Django registers on Python's own sqlite3 module, registered on this one.
+Database.register_converter("bool", b"1".__eq__)
+Database.register_converter("date", base.decoder(parse_date))
+Database.register_converter("time", base.decoder(parse_time))
+Database.register_converter("datetime", base.decoder(parse_datetime))
+Database.register_converter("timestamp", base.decoder(parse_datetime))
+Database.register_adapter(decimal.Decimal, str)
+Database.register_adapter(datetime.date, base.adapt_date)
+Database.register_adapter(datetime.datetime, base.adapt_datetime)
+
+_FORMAT = re.compile(r"(?<!%)%s")
+
+
+class SQLiteCursorWrapper(Database.Cursor):
+    """Django's placeholders ("%s", "%(name)s") as SQLite's ("?", ":name")."""
+
+    def execute(self, query, params=None):
+        if params is None:
+            return super().execute(query)
+        names = list(params) if isinstance(params, Mapping) else None
+        return super().execute(self.convert_query(query, param_names=names), params)
+
+    def executemany(self, query, param_list):
+        peek, param_list = tee(iter(param_list))
+        first = next(peek, None)
+        names = list(first) if first and isinstance(first, Mapping) else None
+        return super().executemany(self.convert_query(query, param_names=names), param_list)
+
+    def convert_query(self, query, *, param_names=None):
+        if param_names is None:
+            return _FORMAT.sub("?", query).replace("%%", "%")
+        return query % {name: f":{name}" for name in param_names}
 
 _queues: dict[str, threading.Lock] = {}
 _queues_guard = threading.Lock()
@@ -31,11 +79,25 @@ def writer_queue_for(name: str) -> threading.Lock:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    Database = Database
     _holds_writer_queue = False
     # Set by `deferred_begin()`: the next transaction's BEGIN IMMEDIATE (and the writer
     # lock) waits until its first statement, so what runs before it holds no lock.
     _defer_next_begin = False
     _begin_pending = False
+
+    def get_new_connection(self, conn_params):
+        conn = Database.connect(**conn_params)
+        register_functions(conn)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA legacy_alter_table = OFF")
+        for init_command in self.init_commands:
+            if init_command := init_command.strip():
+                conn.execute(init_command)
+        return conn
+
+    def create_cursor(self, name=None):
+        return self.connection.cursor(factory=SQLiteCursorWrapper)
 
     def _writer_lock(self) -> threading.Lock:
         return writer_queue_for(str(self.settings_dict["NAME"]))
