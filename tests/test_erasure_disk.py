@@ -154,6 +154,37 @@ def test_the_file_helper_reports_pages_for_matches_in_the_main_file_and_the_wal(
     done = subprocess.run([sys.executable, "-m", "conversations.retention.rawfiles"], input=json.dumps(request),
                           capture_output=True, text=True, cwd=ROOT)
     files = json.loads(done.stdout)["files"]
-    assert files[0]["found"] == [0] and files[0]["pages"] == {"0": [2]}
-    assert files[1]["found"] == [0] and files[1]["pages"] == {"0": [7]}
+    # Pages of zeros are not b-tree pages: a match there counts as stored data (live).
+    assert files[0]["found"] == [0] and files[0]["live"] == [0] and files[0]["pages"] == {}
+    assert files[1]["found"] == [0] and files[1]["live"] == [0]
     assert files[2] == {"name": "gone", "bytes": 0, "found": [], "pages": {}, "error": None}
+
+
+def test_the_file_helper_tells_a_match_in_a_row_from_one_in_unused_space(tmp_path):
+    page = bytearray(4096)
+    page[0] = 10  # an index-leaf page (the message table is WITHOUT ROWID)
+    page[3:5] = (1).to_bytes(2, "big")
+    page[5:7] = (4000).to_bytes(2, "big")
+    page[8:10] = (4000).to_bytes(2, "big")
+    page[4000:4040] = b"kept row: shared words live here........"
+    page[200:240] = b"gone row: shared words live here........"
+    main = tmp_path / "db"
+    main.write_bytes(bytes(4096) + bytes(page))
+    request = {"op": "scan", "page_size": 4096, "needles": [b"kept row".hex(), b"gone row".hex(),
+                                                             b"shared words".hex()],
+               "files": [{"path": str(main), "name": "db", "kind": "sqlite-main"}]}
+    done = subprocess.run([sys.executable, "-m", "conversations.retention.rawfiles"], input=json.dumps(request),
+                          capture_output=True, text=True, cwd=ROOT)
+    result = json.loads(done.stdout)["files"][0]
+    assert result["found"] == [0, 1, 2]
+    assert result["live"] == [0, 2]  # in the row that exists
+    assert result["pages"] == {"1": [2], "2": [2]}  # the stale copy in the gap, on page 2
+
+
+def test_the_file_helper_finds_needles_inside_other_needles_and_with_newlines(tmp_path):
+    data = tmp_path / "db"
+    data.write_bytes(b"\0" * 100 + b"xx cust:77 and more text" + b"\0" * 50 + b"cust:7\0" + b"line\nwith newline")
+    needles = [b"cust:7", b"cust:77 and more", b"line\nwith", b"absent"]
+    found = rawfiles._scan_file({"path": str(data), "name": "db", "kind": "other"}, needles, 64)
+    # grep -o reports one match per place: 'cust:7' inside 'cust:77 …' is found by a second pass.
+    assert found["found"] == [0, 1, 2] and found["bytes"] == len(data.read_bytes())

@@ -322,6 +322,8 @@ class FileSearch:
     pages: dict[int, set[int]] = field(default_factory=dict)
     # Per found needle, the files it was found in.
     found_needles: dict[int, list[str]] = field(default_factory=dict)
+    # SQLite: per found needle, the files where a match lies in a row that exists.
+    live: dict[int, list[str]] = field(default_factory=dict)
     passes: int = 0
 
     def without(self, dropped: set[int]) -> "FileSearch":
@@ -331,7 +333,7 @@ class FileSearch:
         return FileSearch(status=self.status, files=self.files, found=bool(kept) if self.found is not None else None,
                           found_in=found_in, found_count=len(kept), problem=self.problem,
                           pages={i: p for i, p in self.pages.items() if i in kept}, found_needles=kept,
-                          passes=self.passes)
+                          live={i: f for i, f in self.live.items() if i in kept}, passes=self.passes)
 
 
 def _run_helper(request: dict) -> dict:
@@ -386,7 +388,7 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
     except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                           problem=f"the files could not be searched ({exc})"[:500])
-    files, found_in, hits, pages = [], [], {}, {}
+    files, found_in, hits, pages, live = [], [], {}, {}, {}
     for result in answer["files"]:
         if result["error"]:
             return FileSearch(status="not_possible", files=files, found=None, found_in=[], found_count=0,
@@ -399,8 +401,10 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
                 hits.setdefault(i, []).append(name)
             for i, numbers in result["pages"].items():
                 pages.setdefault(int(i), set()).update(numbers)
+            for i in result.get("live", []):
+                live.setdefault(i, []).append(name)
     return FileSearch(status="searched", files=files, found=bool(hits), found_in=found_in, found_count=len(hits),
-                      pages=pages, found_needles=hits)
+                      pages=pages, found_needles=hits, live=live)
 
 
 def _with_relation_name(name: str) -> str:
@@ -676,10 +680,14 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
 
 
 def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[FileSearch, set[str]]:
-    """Search the files for the needles. A needle found that data which stays still
-    holds proves nothing: it is set aside (checked only when found, since that check
-    reads every table). On SQLite, what the others point at is cleaned and the files
-    are searched again. Returns the last search and the needles set aside."""
+    """Search the files for the needles; returns the last search and the needles set aside.
+
+    A needle found where data which stays holds it proves nothing: it is set aside.
+    On SQLite the file helper tells that apart by the page structure (a match inside a
+    row that exists, or in a page's unused space), and what lies in unused space is
+    zeroed and searched for again. On PostgreSQL, where the tables were rewritten, the
+    data itself is searched for the needles found (a full read, done only for those).
+    """
     set_aside: set[str] = set()
     search = FileSearch(status="searched", files=[], found=False, found_in=[], found_count=0)
     for passes in range(1, VERIFY_PASSES + 1):
@@ -688,17 +696,20 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
         search.passes = passes
         if search.status != "searched" or not search.found:
             break
-        found = [needles[i] for i in search.found_needles]
-        shared = _strings_in_live_data(found)
-        if shared:
+        if connection.vendor != "sqlite":
+            shared = _strings_in_live_data([needles[i] for i in search.found_needles])
             set_aside |= shared
             search = search.without({i for i in search.found_needles if needles[i] in shared})
-            needles = [n for n in needles if n not in shared]
-            if not search.found:
-                break
-        if connection.vendor != "sqlite" or passes == VERIFY_PASSES:
             break
-        # Stale copies of deleted rows in pages' unused space (main file or WAL frames).
+        main = Path(str(connection.settings_dict["NAME"])).name
+        # Live in the main file (just checkpointed). A row seen only in WAL frames may
+        # be a deleted row's image from before the deletion: the WAL is emptied and
+        # the files searched again.
+        kept = {i for i, files in search.live.items() if i not in search.pages and main in files}
+        set_aside |= {needles[i] for i in kept}
+        search = search.without(kept)
+        if not search.found or passes == VERIFY_PASSES:
+            break
         pages = sorted(set().union(*search.pages.values())) if search.pages else []
         zeroed, problem = zero_unused_space(pages)
         if problem:
