@@ -95,7 +95,6 @@ def _build(db, count, per, built):
     from conversations import store
     from conversations.models import Conversation
     from conversations.schema import encode_message
-    from w9_prune import fill
 
     cache = {}
 
@@ -105,16 +104,42 @@ def _build(db, count, per, built):
             cache[key] = encode_message(common.message_for(key))
         return cache[key]
 
-    convs = []
+    convs, subjects = [], {}
     for i in range(count):
         subject = f"cust:{i // (2 * GROUP)}-{(i % GROUP) // 2}" if i % 2 else ""
         convs.append(store.create_conversation(title=f"bench erasure {i}", subject=subject).pk)
+        subjects[convs[-1]] = subject
     db_id = lambda c: Conversation._meta.pk.get_db_prep_value(c, connection)  # noqa: E731
     ids = [db_id(c) for c in convs]
+    about = {db_id(c): s for c, s in subjects.items() if s}
     now = connection.ops.adapt_datetimefield_value(common.days_ago(0))
+
+    def rows_of(cid, start, stop):
+        # A subject's conversations say things nobody else says (their own words, so a
+        # deletion can be verified); the others share the workload's repeated texts.
+        for i in range(start, stop):
+            if cid in about:
+                kind, text = encode_message({"kind": "user", "content": (
+                    f"{about[cid]} told the agent private detail number {i} of conversation {cid[:8]}: "
+                    + common.message_for(i % 4096).get("content", "") if isinstance(
+                        common.message_for(i % 4096).get("content"), str) else f"{about[cid]} detail {i}")})
+            else:
+                kind, text = encode(i)
+            yield (cid, i, kind, text, now)
+
+    sql = ("INSERT INTO conversations_message (conversation_id, position, kind, content, created_at) "
+           "VALUES (%s, %s, %s, %s, %s)")
     with transaction.atomic(), connection.cursor() as cursor:
-        fill(ids, per, {cid: now for cid in ids}, table_conv=Conversation._meta.db_table,
-             table_msg="conversations_message", cursor=cursor, encode=encode)
+        for cid in ids:
+            cursor.execute(f"UPDATE {Conversation._meta.db_table} SET next_position = %s WHERE id = %s", [per, cid])
+        # Groups of GROUP conversations appended turn by turn (as workload 9), so their rows share pages.
+        for g in range(0, len(ids), GROUP):
+            group = ids[g:g + GROUP]
+            batch = []
+            for start in range(0, per, TURN):
+                for cid in group:
+                    batch.extend(rows_of(cid, start, min(per, start + TURN)))
+            cursor.executemany(sql, batch)
     store.create_conversation(title="the agent that keeps writing")
     common.close_django()
     common.wal_checkpoint(db)

@@ -702,15 +702,18 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
             search = search.without({i for i in search.found_needles if needles[i] in shared})
             break
         main = Path(str(connection.settings_dict["NAME"])).name
-        # Live in the main file (just checkpointed). A row seen only in WAL frames may
-        # be a deleted row's image from before the deletion: the WAL is emptied and
-        # the files searched again.
-        kept = {i for i, files in search.live.items() if i not in search.pages and main in files}
+        # In a row of the main file (just checkpointed): data that stays holds it, and
+        # a stale copy of it may as well be of that row; it is set aside (its stale
+        # copies are still cleaned). A row seen only in WAL frames may be a deleted
+        # row's image from before the deletion: the WAL is emptied and searched again.
+        kept = {i for i, files in search.live.items() if main in files}
         set_aside |= {needles[i] for i in kept}
+        pages = sorted(set().union(*search.pages.values())) if search.pages else []
         search = search.without(kept)
         if not search.found or passes == VERIFY_PASSES:
+            if pages and not search.found:
+                zero_unused_space(pages)
             break
-        pages = sorted(set().union(*search.pages.values())) if search.pages else []
         zeroed, problem = zero_unused_space(pages)
         if problem:
             notes.append(problem)

@@ -41,6 +41,10 @@ MAX_BATCH = 100_000
 ID_CHUNK = 500
 # Conversation ids kept on the run's row; the count is always exact.
 RUN_IDS_KEPT = 10_000
+# Row deletes per transaction start here and adapt so that one takes about BATCH_SECONDS.
+FIRST_BATCH = 100
+BATCH_SECONDS = 0.1
+YIELD_SECONDS = 0.1
 # SQLite pages given back per incremental-vacuum step (4 MiB with 4 KiB pages):
 # each step is one short write transaction, so appends never queue for long.
 VACUUM_PAGES_PER_STEP = 1024
@@ -207,15 +211,28 @@ class BatchDeletion:
 
 def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callable[[], None] | None = None,
                                     on_batch: Callable[[str, int], None] | None = None) -> BatchDeletion:
-    """Delete the rows of marked conversations, `batch_size` rows per short transaction:
-    rows of registered tables (retention/owned.py), then messages, then checkpoints.
-    The conversation rows stay until `finish()`, so a crash leaves them marked."""
+    """Delete the rows of marked conversations in short transactions: rows of
+    registered tables (retention/owned.py), then messages, then checkpoints. The
+    conversation rows stay until `finish()`, so a crash leaves them marked.
+
+    A transaction holds the write lock, and what a row costs to delete varies a
+    hundredfold (a full-text index entry removed on the spot, an overflow chain), so
+    each batch is sized to take about BATCH_SECONDS, never more than `batch_size` rows."""
     result = BatchDeletion(ids=list(ids))
     models = [(t.table, t.model) for t in owned_tables()] + [("messages", Message), ("checkpoints", Checkpoint)]
+    size = min(batch_size, FIRST_BATCH)
     for chunk in _chunks(result.ids):
         for name, model in models:
             while True:
-                n = _delete_batch(model, chunk, batch_size)
+                started = time.monotonic()
+                limit = size
+                n = _delete_batch(model, chunk, limit)
+                took = time.monotonic() - started
+                if n == limit:
+                    if took > BATCH_SECONDS:
+                        size = max(1, int(size * BATCH_SECONDS / took))
+                    elif took < BATCH_SECONDS / 2:
+                        size = min(batch_size, size * 2)
                 if name == "messages":
                     result.messages += n
                 elif name == "checkpoints":
@@ -226,9 +243,20 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
                     on_batch(name, n)
                 if beat:
                     beat()
-                if n < batch_size:
+                if n < limit:
                     break
+                yield_to_writers(took)
     return result
+
+
+def yield_to_writers(took: float) -> None:
+    """SQLite: after a step that held the write lock, leave it free for about as long.
+
+    A writer of another process waiting for the lock sleeps in SQLite's busy handler
+    (up to 100 ms at a time) and would lose every race against steps run back to back;
+    a pause as long as the step, and at least one sleep of the handler, lets it in."""
+    if connection.vendor == "sqlite":
+        time.sleep(min(1.0, max(YIELD_SECONDS, took)))
 
 
 def reclaim_space() -> list[str]:
@@ -299,11 +327,13 @@ def incremental_vacuum(*, busy_ms: int | None = None, beat: Callable[[], None] |
                 return free == 0
             previous = free
             try:
+                started = time.monotonic()
                 # Through a cursor, Python's sqlite3 steps this pragma once, which frees a
                 # single page; executescript runs it to the end.
                 with connection.wrap_database_errors:
                     raw.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES_PER_STEP});")
                 failures = 0
+                yield_to_writers(time.monotonic() - started)
             except OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise

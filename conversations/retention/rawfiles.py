@@ -34,6 +34,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 READ_CHUNK = 8 * 1024 * 1024
 MAX_OFFSETS_PER_NEEDLE = 10_000
@@ -249,7 +250,9 @@ def zero(database: str, pages: list[int], busy_ms: int) -> dict:
         db.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
         db.execute("PRAGMA secure_delete = ON")
         for start in range(0, len(pages), PAGES_PER_TRANSACTION):
-            # Each transaction is short: writers wait for it at most a few milliseconds.
+            # Each transaction is short, and followed by a pause as long, so that a writer
+            # sleeping in SQLite's busy handler gets its turn.
+            started = time.monotonic()
             db.execute("BEGIN IMMEDIATE")
             try:
                 for pgno in pages[start:start + PAGES_PER_TRANSACTION]:
@@ -264,6 +267,7 @@ def zero(database: str, pages: list[int], busy_ms: int) -> dict:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            time.sleep(min(1.0, max(0.1, time.monotonic() - started)))
     except Exception as exc:
         return {"zeroed": zeroed, "error": f"{type(exc).__name__}: {exc}"}
     finally:
