@@ -62,7 +62,7 @@ from . import disk
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
 from .owned import owned_tables
-from .pruning import delete_conversations_in_batches, incremental_vacuum, mark_deleting
+from .pruning import delete_conversations_in_batches, in_turn, incremental_vacuum, mark_deleting
 
 log = logging.getLogger("memoryui.retention")
 
@@ -605,20 +605,23 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     counts.update(messages=deleted.messages, checkpoints=deleted.checkpoints)
     for table, n in deleted.owned.items():
         counts[table] = n
-    with transaction.atomic():
-        counts["conversations"] = deleted.finish()
-        # Idempotency keys whose stored answers reference what is erased (conversations/idempotency.py).
-        idempotency.forget(conversation_ids=victim_ids, subject=subject)
-        if erasure is not None:
-            erased = erasure.erase_subject(subject)
-            counts.update({k: int(erased.get(k, 0)) for k in ("facts", "fact_events", "access_log")})
-        counts["conversation_ids_not_found"] = len(preview.missing_ids)
-        xid = _current_xid()
-        store.record_audit(actor=actor, action="deletion.executed", target_type="deletion_request",
-                           target_id=str(request_id),
-                           detail={"kind": kind, "subject_sha256": subject_sha256(subject), "counts": counts,
-                                   "conversation_ids": [str(i) for i in victim_ids]})
+    def last_transaction():
+        # The conversation rows, the subject's facts and the audit event: one transaction.
+        with transaction.atomic():
+            done = dict(counts, conversations=deleted.finish())
+            # Idempotency keys whose stored answers reference what is erased (conversations/idempotency.py).
+            idempotency.forget(conversation_ids=victim_ids, subject=subject)
+            if erasure is not None:
+                erased = erasure.erase_subject(subject)
+                done.update({k: int(erased.get(k, 0)) for k in ("facts", "fact_events", "access_log")})
+            done["conversation_ids_not_found"] = len(preview.missing_ids)
+            store.record_audit(actor=actor, action="deletion.executed", target_type="deletion_request",
+                               target_id=str(request_id),
+                               detail={"kind": kind, "subject_sha256": subject_sha256(subject), "counts": done,
+                                       "conversation_ids": [str(i) for i in victim_ids]})
+            return done, _current_xid()
 
+    counts, xid = in_turn(last_transaction)
     seconds["delete"] = round(time.monotonic() - clock, 3)
     id_needles = []
     if connection.vendor == "sqlite":
@@ -665,15 +668,20 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     }
     if not checkable and search.status == "searched":
         verification["status"] = "nothing_to_check"
-    with transaction.atomic():
-        receipt = DeletionReceipt.objects.create(
-            id=request_id, actor=str(actor)[:200], kind=kind, subject_sha256=subject_sha256(subject),
-            conversation_ids=[str(i) for i in victim_ids], counts=counts, verification=verification,
-        )
-        store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
-                           target_id=str(receipt.pk),
-                           detail={"status": verification["status"], "strings_checked": verification["strings_checked"],
-                                   "files_searched": verification["files_searched"]})
+    def store_receipt():
+        with transaction.atomic():
+            receipt = DeletionReceipt.objects.create(
+                id=request_id, actor=str(actor)[:200], kind=kind, subject_sha256=subject_sha256(subject),
+                conversation_ids=[str(i) for i in victim_ids], counts=counts, verification=verification,
+            )
+            store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
+                               target_id=str(receipt.pk),
+                               detail={"status": verification["status"],
+                                       "strings_checked": verification["strings_checked"],
+                                       "files_searched": verification["files_searched"]})
+            return receipt
+
+    receipt = in_turn(store_receipt)
     if verification["status"] != "verified":
         log.warning("deletion %s: verification %s", request_id, verification["status"])
     return receipt

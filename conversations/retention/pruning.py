@@ -45,6 +45,8 @@ RUN_IDS_KEPT = 10_000
 FIRST_BATCH = 100
 BATCH_SECONDS = 0.1
 YIELD_SECONDS = 0.1
+LOCK_POLL_SECONDS = 0.002
+LOCK_WAIT_SECONDS = 120
 # SQLite pages given back per incremental-vacuum step (4 MiB with 4 KiB pages):
 # each step is one short write transaction, so appends never queue for long.
 VACUUM_PAGES_PER_STEP = 1024
@@ -161,8 +163,39 @@ def mark_deleting(ids: list) -> None:
     """Mark conversations for deletion whatever their age (a deletion request, a delete
     button): from here on every read hides them and appends to them are refused."""
     for chunk in _chunks(ids):
-        with transaction.atomic():
-            Conversation.objects.filter(pk__in=chunk).update(deleting=True)
+        def mark(chunk=chunk):
+            with transaction.atomic():
+                Conversation.objects.filter(pk__in=chunk).update(deleting=True)
+
+        in_turn(mark)
+
+
+def in_turn(step):
+    """Run `step` (a write in a transaction of its own), waiting for SQLite's write lock
+    by polling every few milliseconds instead of in the busy handler.
+
+    SQLite's busy handler sleeps up to 100 ms between tries, and an agent of another
+    process appending back to back frees the lock for well under a millisecond between
+    its transactions: maintenance waiting that way would wait for minutes."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return step()
+    from django.db import OperationalError
+
+    connection.ensure_connection()
+    raw = connection.connection
+    previous = raw.execute("PRAGMA busy_timeout").fetchone()[0]
+    raw.execute("PRAGMA busy_timeout = 0")
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    try:
+        while True:
+            try:
+                return step()
+            except OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                    raise
+            time.sleep(LOCK_POLL_SECONDS)
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {int(previous)}")
 
 
 def _key_columns(model) -> str:
@@ -171,18 +204,23 @@ def _key_columns(model) -> str:
     return ", ".join(f.column for f in fields)
 
 
-def _delete_batch(model, ids: list, limit: int) -> int:
-    """Delete up to `limit` rows of `model` belonging to the marked conversations `ids`, in one transaction."""
+def _delete_batch(model, ids: list, limit: int, timing: list | None = None) -> int:
+    """Delete up to `limit` rows of `model` belonging to the marked conversations `ids`, in
+    one transaction; appends how long the delete itself took (not the wait for the lock)
+    to `timing`."""
     table = model._meta.db_table
     marks = ", ".join(["%s"] * len(ids))
     key = _key_columns(model)
     with transaction.atomic():
         with connection.cursor() as cursor:
+            started = time.monotonic()
             cursor.execute(
                 f"DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} "
                 f"WHERE conversation_id IN ({marks}) LIMIT %s)",
                 [*_db_ids(ids), limit],
             )
+            if timing is not None:
+                timing.append(time.monotonic() - started)
             return cursor.rowcount
 
 
@@ -206,7 +244,7 @@ class BatchDeletion:
     owned: dict = field(default_factory=dict)
 
     def finish(self) -> int:
-        return sum(_delete_conversation_rows(chunk) for chunk in _chunks(self.ids))
+        return sum(in_turn(lambda chunk=chunk: _delete_conversation_rows(chunk)) for chunk in _chunks(self.ids))
 
 
 def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callable[[], None] | None = None,
@@ -224,10 +262,9 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
     for chunk in _chunks(result.ids):
         for name, model in models:
             while True:
-                started = time.monotonic()
-                limit = size
-                n = _delete_batch(model, chunk, limit)
-                took = time.monotonic() - started
+                limit, timing = size, []
+                n = in_turn(lambda: _delete_batch(model, chunk, limit, timing))
+                took = timing[-1] if timing else 0.0
                 if n == limit:
                     if took > BATCH_SECONDS:
                         size = max(1, int(size * BATCH_SECONDS / took))
