@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conversations.imports import importer, store as import_store
+from conversations.imports import importer, store as import_store, writer
 from conversations.models import Conversation, Message
 from tests.retention_support import ROOT, conversation, database_url, subprocess_env
 
@@ -110,7 +110,9 @@ def test_appends_from_another_process_keep_succeeding_while_a_large_import_runs(
         out, err = appender.communicate(timeout=60)
     report = json.loads(out.strip().splitlines()[-1])
     assert report["errors"] == [], err
-    assert between == 5 and chunks > 10
+    # Never one transaction: at most CHUNK_ROWS rows per transaction whatever the machine's speed
+    # (a fast machine grows the chunks to that cap, a slow one shrinks them).
+    assert between == 5 and chunks >= -(-1500 * 7 // writer.CHUNK_ROWS)
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
     assert main.next_position == result.messages == 1500 * 7 and not main.deleting
     # The busy conversation's positions are still 0..n-1, one per append.
