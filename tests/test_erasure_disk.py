@@ -121,6 +121,71 @@ def test_cleaning_a_page_zeroes_only_its_unused_space():
     assert rawfiles.cleaned_page(3, bytes(4096)) is None  # not a b-tree page: left alone
 
 
+ZERO_EVERY_PAGE = """
+import hashlib, json, random, sqlean, sys
+path = sys.argv[1]
+db = sqlean.connect(path, isolation_level=None)
+db.executescript("PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; PRAGMA secure_delete=ON;"
+                 "CREATE TABLE m(id INTEGER PRIMARY KEY, t TEXT); CREATE INDEX mi ON m(t);"
+                 "CREATE TABLE w(a INT, b INT, t TEXT, PRIMARY KEY(a, b)) WITHOUT ROWID;")
+random.seed(7)
+db.execute("BEGIN")
+for i in range(15000):
+    db.execute("INSERT INTO m(t) VALUES (?)", ("x" * random.randint(10, 900) + f" cust:{i % 50}",))
+    db.execute("INSERT INTO w VALUES (?, ?, ?)", (i % 97, i, "y" * random.randint(10, 300)))
+db.execute("COMMIT")
+db.execute("DELETE FROM m WHERE id % 3 = 0")
+db.execute("DELETE FROM w WHERE b % 5 = 0")
+pages = db.execute("PRAGMA page_count").fetchone()[0]
+first = [db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = ?", (p,)).fetchone()[0][0] for p in range(2, pages + 1)]
+dump = hashlib.sha256(repr([db.execute("SELECT * FROM m ORDER BY id").fetchall(), db.execute("SELECT * FROM w ORDER BY a, b").fetchall()]).encode()).hexdigest()
+print(json.dumps({"pages": pages, "first_bytes": first, "dump": dump}))
+"""
+
+
+def test_cleaning_every_page_of_an_auto_vacuum_file_leaves_it_intact(tmp_path):
+    """Pointer-map pages start with an entry type (1 to 5) that reads like a b-tree page
+    type; cleaning one as a b-tree page corrupts the database (found by workload 13:
+    "database disk image is malformed" at the next incremental vacuum)."""
+    path = str(tmp_path / "pages.sqlite3")
+    done = subprocess.run([sys.executable, "-c", ZERO_EVERY_PAGE, path], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    built = json.loads(done.stdout)
+    per_map = 4096 // 5 + 1
+    maps = range(2, built["pages"] + 1, per_map)
+    assert len(maps) >= 3 and any(built["first_bytes"][m - 2] in (2, 5) for m in maps)
+
+    def helper(request):
+        done = subprocess.run([sys.executable, "-m", "conversations.retention.rawfiles"], input=json.dumps(request),
+                              capture_output=True, text=True, cwd=ROOT, check=True)
+        return json.loads(done.stdout)
+
+    answer = helper({"op": "zero", "database": path, "pages": list(range(1, built["pages"] + 1)), "busy_ms": 200})
+    assert answer["error"] is None and answer["zeroed"] > 100
+    assert helper({"op": "integrity_check", "database": path})["result"] == ["ok"]
+    check = ("import hashlib, sqlean, sys; db = sqlean.connect(sys.argv[1], isolation_level=None); "
+             "db.execute('PRAGMA incremental_vacuum'); "
+             "print(db.execute('PRAGMA integrity_check').fetchone()[0]); print(hashlib.sha256(repr(["
+             "db.execute('SELECT * FROM m ORDER BY id').fetchall(), db.execute('SELECT * FROM w ORDER BY a, b')"
+             ".fetchall()]).encode()).hexdigest())")
+    after = subprocess.run([sys.executable, "-c", check, path], capture_output=True, text=True, check=True).stdout
+    verdict, _, dump = after.partition("\n")
+    assert verdict == "ok"
+    assert dump.rstrip("\n") == built["dump"]
+
+
+def test_a_file_without_a_pointer_map_is_left_untouched(tmp_path):
+    path = str(tmp_path / "plain.sqlite3")
+    subprocess.run([sys.executable, "-c", "import sqlean, sys; db = sqlean.connect(sys.argv[1]); "
+                    "db.execute('CREATE TABLE t(x)'); db.execute('INSERT INTO t VALUES (1)'); db.commit()", path],
+                   check=True)
+    done = subprocess.run([sys.executable, "-m", "conversations.retention.rawfiles"], capture_output=True, text=True,
+                          input=json.dumps({"op": "zero", "database": path, "pages": [1, 2], "busy_ms": 200}),
+                          cwd=ROOT, check=True)
+    answer = json.loads(done.stdout)
+    assert answer["zeroed"] == 0 and "pointer map" in answer["error"]
+
+
 def test_the_server_process_never_opens_a_database_file(monkeypatch):
     """Closing a descriptor of the live SQLite file drops every lock this process holds."""
     conversation(title="x", subject="cust:locks", messages=3, text="a sentence about locks number {i}")

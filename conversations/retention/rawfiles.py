@@ -239,6 +239,47 @@ def cleaned_page(pgno: int, data: bytes) -> bytes | None:
     return bytes(page) if changed else None
 
 
+class PageKinds:
+    """Which pages of the database are b-tree pages, read from SQLite's pointer map.
+
+    The first byte of a page does not tell: a pointer-map page starts with an entry
+    type (1 to 5), an overflow or freelist page with a page number, and those bytes
+    can read as a b-tree page type (2, 5, 10, 13). "Cleaning" such a page as if it
+    were a b-tree page destroys it (a pointer map zeroed is a corrupt database). In
+    an auto_vacuum database the pointer map records, for every page after the first,
+    whether it is a b-tree page (a root or not), an overflow page or a free page; that
+    record is what decides. Read inside the write transaction that changes the pages."""
+
+    PENDING_BYTE = 0x40000000
+    ROOT, BTREE = 1, 5
+
+    def __init__(self, db, page_size: int, header: bytes):
+        self.db = db
+        self.usable = page_size - header[20]
+        self.per_map = self.usable // 5 + 1
+        self.pending = self.PENDING_BYTE // page_size + 1
+        self.maps: dict[int, bytes] = {}
+
+    def map_page(self, pgno: int) -> int:
+        at = (pgno - 2) // self.per_map * self.per_map + 2
+        return at + 1 if at == self.pending else at
+
+    def is_btree(self, pgno: int) -> bool:
+        if pgno == 1:
+            return True  # the schema table's root, always
+        if pgno < 2 or pgno == self.pending:
+            return False
+        at = self.map_page(pgno)
+        if at == pgno:
+            return False  # a pointer-map page itself
+        if at not in self.maps:
+            row = self.db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = ?", (at,)).fetchone()
+            self.maps[at] = row[0] if row else b""
+        entry = 5 * (pgno - at - 1)
+        data = self.maps[at]
+        return entry + 5 <= len(data) and data[entry] in (self.ROOT, self.BTREE)
+
+
 def zero(database: str, pages: list[int], busy_ms: int) -> dict:
     try:
         import sqlean as sqlite
@@ -249,13 +290,24 @@ def zero(database: str, pages: list[int], busy_ms: int) -> dict:
     try:
         db.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
         db.execute("PRAGMA secure_delete = ON")
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
         for start in range(0, len(pages), PAGES_PER_TRANSACTION):
             # Each transaction is short, and followed by a pause as long, so that a writer
             # sleeping in SQLite's busy handler gets its turn.
             started = time.monotonic()
             db.execute("BEGIN IMMEDIATE")
             try:
+                header = db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = 1").fetchone()[0]
+                if not struct.unpack(">I", header[52:56])[0]:
+                    # No pointer map (not an auto_vacuum file): page kinds cannot be told
+                    # apart safely, so nothing is touched.
+                    db.execute("ROLLBACK")
+                    return {"zeroed": zeroed, "error": "the database has no pointer map (auto_vacuum is off): "
+                                                       "unused space was not cleaned"}
+                kinds = PageKinds(db, page_size, header)
                 for pgno in pages[start:start + PAGES_PER_TRANSACTION]:
+                    if not kinds.is_btree(pgno):
+                        continue  # overflow, free and pointer-map pages: secure_delete zeroes freed ones
                     row = db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = ?", (pgno,)).fetchone()
                     if row is None:
                         continue
