@@ -160,11 +160,13 @@ def _measure(args, db, busy, size, build_s, count, per, subjects_deleted, starte
     windows["idle"] = (time.time() - (3 if args.quick else 10), time.time())
 
     subjects = sorted({s for s in Conversation.objects.exclude(subject="").values_list("subject", flat=True)})
-    erasure_seconds, statuses = [], []
+    erasure_seconds, statuses, stages = [], [], []
     w0 = time.time()
     for subject in subjects[:subjects_deleted]:
         e0 = time.perf_counter()
+        began = time.time()
         receipt = execute_deletion(subject=subject, actor="bench")
+        stages.append((began, receipt.verification["seconds"]))
         erasure_seconds.append(time.perf_counter() - e0)
         statuses.append(receipt.verification["status"])
         print(f"  deletion {subject}: {erasure_seconds[-1]:.1f} s {receipt.verification['seconds']} "
@@ -196,6 +198,19 @@ def _measure(args, db, busy, size, build_s, count, per, subjects_deleted, starte
         return [m[1] * 1000 for m in inside if m[2] is None], [m[2] for m in inside if m[2]]
 
     idle, idle_fail = phase("idle")
+    # Where the slowest appends of the erasure window fell: which request, which of its
+    # steps (they run in order: delete, scrub, verify), and how far into it.
+    lo, hi = windows["erasure"]
+    for m in sorted((m for m in marks if lo < m[0] < hi), key=lambda m: -m[1])[:5]:
+        began, seconds = max((s for s in stages if s[0] <= m[0]), key=lambda s: s[0], default=(lo, {}))
+        at, step = m[0] - began, "after"
+        for name, took in seconds.items():
+            if at < took:
+                step = name
+                break
+            at -= took
+        print(f"  slow append: {m[1] * 1000:,.0f} ms, {at:.2f} s into the {step} step of request {began - lo:.1f} s "
+              f"into the window", flush=True)
     erase, erase_fail = phase("erasure")
     vac, vac_fail = phase("vacuum")
     res = common.Results("13 erasure stall")
