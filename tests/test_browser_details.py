@@ -130,14 +130,14 @@ def test_on_a_phone_only_the_visible_tab_loads_pages(live_server, browser, audit
     for _ in range(6):
         before = page.evaluate(count, "record")
         page.locator("#record-more").scroll_into_view_if_needed()
-        page.wait_for_function(f"({count})('record') > {before}")
+        page.wait_for_function(f"() => ({count})('record') > {before}")
     page.wait_for_timeout(500)
     assert page.evaluate(count, "record") >= 10 + 6 * 40 - 40
     assert page.evaluate(count, "active") == 10  # the hidden tab loaded nothing more
     # Shown, it loads as its reader scrolls.
     page.locator("label[for=tab-active]").click()
     page.locator("#active-more").scroll_into_view_if_needed()
-    page.wait_for_function(f"({count})('active') > 10")
+    page.wait_for_function(f"() => ({count})('active') > 10")
     context.close()
 
 

@@ -172,7 +172,7 @@ def test_a_gap_is_reachable_from_the_keyboard(live_server, browser, auditor, lon
     assert text.startswith("Rows #0–#") and text.endswith("(unloaded: load them)")
     link.focus()
     page.keyboard.press("Enter")
-    page.wait_for_function("!document.querySelector('#record > .gap[data-after=\"-1\"]')")
+    page.wait_for_function("() => !document.querySelector('#record > .gap[data-after=\"-1\"]')")
     _check(page, "record", seen)
     assert page.locator("#p0").count() == 1
     context.close()
@@ -185,7 +185,7 @@ def test_live_follow_appends_once_after_far_rows_were_unloaded(live_server, brow
     _scroll_record(page, "record", seen, "down")
     for i in range(3):
         store.append_message(conversation_id=long_record.pk, message={"kind": "note", "text": f"live {i}"})
-    page.wait_for_function(f"!!document.getElementById('p{ROWS + 2}')", timeout=20000)
+    page.wait_for_function(f"() => !!document.getElementById('p{ROWS + 2}')", timeout=20000)
     state = _check(page, "record", seen)
     assert state["positions"][-3:] == [ROWS, ROWS + 1, ROWS + 2]
     # Back up to the top and down again: the new rows are there once, nothing lost.

@@ -73,7 +73,7 @@ def test_search_filters_narrow_the_hits_and_more_arrive_once(live_server, browse
     assert len(_hits(page)) == 20
     for shown in (40, 49):
         page.locator("#search-more").scroll_into_view_if_needed()
-        page.wait_for_function(f"document.querySelectorAll('ol.hits li.hit').length === {shown}")
+        page.wait_for_function(f"() => document.querySelectorAll('ol.hits li.hit').length === {shown}")
     hits = _hits(page)
     assert len(set(hits)) == 49 and page.locator("#search-more").count() == 0
     context.close()
