@@ -50,7 +50,7 @@ from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import OperationalError, connection, models, transaction
 
 from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
@@ -62,7 +62,7 @@ from . import disk
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
 from .owned import owned_tables
-from .pruning import delete_conversations_in_batches, in_turn, incremental_vacuum, mark_deleting
+from .pruning import LOCK_POLL_SECONDS, delete_conversations_in_batches, in_turn, incremental_vacuum, mark_deleting
 
 log = logging.getLogger("memoryui.retention")
 
@@ -88,6 +88,8 @@ VERIFY_PASSES = 3
 STEP_BUSY_MS = 250
 STEP_ATTEMPTS = 40
 PG_LOCK_TIMEOUT = "500ms"
+# How long the WAL truncation keeps trying to find a moment with no writer and no old reader.
+TRUNCATE_WAIT_SECONDS = 10
 HELPER_TIMEOUT_SECONDS = 3600
 
 
@@ -463,15 +465,35 @@ def _retrying(step, lease: Lease | None) -> bool:
 
 
 def _truncate_wal(cursor, notes: list[str], lease: Lease | None) -> bool:
-    """Checkpoint everything and cut the WAL to zero bytes: old page images live there."""
+    """Checkpoint everything and cut the WAL to zero bytes: old page images live there.
+
+    A TRUNCATE checkpoint takes the write lock first and then waits, in the busy
+    handler, for readers to reach the latest snapshot: every writer waits meanwhile.
+    So it is tried with no busy handler at all, every few milliseconds, between other
+    connections' transactions (as `in_turn` takes the write lock)."""
     cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # most of the work, without blocking anyone
-    for attempt in range(STEP_ATTEMPTS):
-        busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy:
-            return True
-        if lease is not None:
-            lease.beat()
-        time.sleep(0.02 * (attempt + 1))  # a reader holds an old snapshot; it finishes soon
+    previous = cursor.execute("PRAGMA busy_timeout").fetchone()[0]
+    cursor.execute("PRAGMA busy_timeout = 0")
+    try:
+        deadline = time.monotonic() + TRUNCATE_WAIT_SECONDS
+        last_beat = time.monotonic()
+        while True:
+            try:
+                busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                busy = 1
+            if not busy:
+                return True
+            if time.monotonic() > deadline:
+                break
+            if lease is not None and time.monotonic() - last_beat > 1:
+                lease.beat()
+                last_beat = time.monotonic()
+            time.sleep(LOCK_POLL_SECONDS)
+    finally:
+        cursor.execute(f"PRAGMA busy_timeout = {int(previous)}")
     notes.append("the WAL could not be truncated: other connections kept reading")
     return False
 
