@@ -148,17 +148,17 @@ def test_on_a_phone_live_follow_fills_the_shown_tab_and_the_other_once_shown(liv
     page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
     for i in range(2):
         store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"appended live {i}"})
-    page.wait_for_function("!!document.getElementById('p15')", timeout=15000)
+    page.wait_for_function("() => !!document.getElementById('p15')", timeout=15000)
     # The reader is at the top: the marker says so, on screen, and leads to the first new row.
     marker = page.locator("button.new-rows")
     assert marker.inner_text() == "2 new rows ↓" and _in_sight(page, "button.new-rows", "phone")
     marker.click()
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'p14'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p14'")
     # The hidden tab asked for nothing; shown, it catches up, each row once.
     page.wait_for_timeout(1000)
     assert page.locator("#a14").count() == 0
     page.locator("label[for=tab-active]").click()
-    page.wait_for_function("!!document.getElementById('a15')", timeout=15000)
+    page.wait_for_function("() => !!document.getElementById('a15')", timeout=15000)
     positions = page.locator("#active article.msg").evaluate_all("els => els.map(e => +e.dataset.position)")
     assert positions == list(range(16))
     assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
