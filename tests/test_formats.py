@@ -313,6 +313,15 @@ def test_anthropic_render_is_a_request_body_with_the_handoff_first_and_roles_alt
     assert body["messages"][1]["content"][0]["input"] == {"a": 1}
 
 
+@pytest.mark.parametrize("arguments", ["NaN", "-Infinity", "1e999", "[1, 2]", "not json"])
+def test_anthropic_render_keeps_string_arguments_that_are_not_an_object_as_valid_json(arguments):
+    text = "".join(anthropic.render([("assistant", {"kind": "assistant", "tool_calls": [
+        {"id": "t1", "name": "x", "arguments": arguments}]})], None))
+    body = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the body"))
+    assert body["messages"][0]["content"][0]["input"] == {"arguments": json.loads(arguments) if arguments == "[1, 2]"
+                                                          else arguments}
+
+
 def test_journal_lines_map_and_render_back():
     text = read("journal.jsonl")
     plan = formats.parse(text)

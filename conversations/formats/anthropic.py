@@ -212,8 +212,8 @@ def _blocks_of(kind: str, message: dict) -> tuple[str, list] | None:
             args = call["arguments"]
             if isinstance(args, str):
                 try:
-                    args = json.loads(args)
-                except ValueError:
+                    args = loads(args)  # strict: "NaN" stays a string, never a NaN the body cannot carry
+                except (ValueError, RecursionError):
                     args = {"arguments": args}
             blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
                            "input": args if isinstance(args, dict) else {"arguments": args}})
