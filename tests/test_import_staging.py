@@ -267,6 +267,21 @@ def test_a_grown_file_in_slices_writes_what_one_transaction_writes(monkeypatch):
 
 
 @pytest.mark.django_db
+def test_slow_slices_of_a_grown_file_get_smaller_never_larger(monkeypatch):
+    clock = iter(range(10_000))  # every transaction of the importer "takes" a whole second
+
+    class SlowClock:
+        @staticmethod
+        def monotonic():
+            return float(next(clock))
+
+    monkeypatch.setattr(importer, "time", SlowClock)
+    result = _grown_import(monkeypatch, 2)
+    assert result.transactions == 8  # 15 new lines, 2 per slice: a slow machine does not merge them
+    assert _state()["seqs"] == list(range(24))
+
+
+@pytest.mark.django_db
 def test_a_grown_file_import_that_stops_halfway_is_continued_by_the_next_one(monkeypatch):
     _grown_import(monkeypatch, 2, fail_on=4)
     assert _state()["seqs"] == list(range(24))  # nothing twice, nothing missing

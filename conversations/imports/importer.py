@@ -316,7 +316,7 @@ def _import_more_in_slices(text: str, source: ImportSource, *, namespace: str, s
         result.transactions += 1
         result.longest_transaction = max(result.longest_transaction, seconds)
         if seconds > TARGET_SECONDS:
-            size = max(20, int(size * TARGET_SECONDS / seconds))
+            size = max(min(20, SLICE_LINES), int(size * TARGET_SECONDS / seconds))  # never above SLICE_LINES
         elif seconds < TARGET_SECONDS / 3:
             size = min(SLICE_LINES * 4, int(size * 1.5))
         result.problems.extend(part.problems)
