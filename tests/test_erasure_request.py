@@ -6,7 +6,7 @@ database under data_directory (the tests run as a superuser on the same host).
 """
 
 import pytest
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 
 from conversations import store
 from conversations.errors import InvalidInput
@@ -173,3 +173,39 @@ def test_the_receipt_reports_text_left_on_disk(subject_data, monkeypatch):
     v = receipt.verification
     assert v["status"] == "found" and v["found"] is True and v["found_count"] >= 1 and v["found_in"]
     assert SUBJECT not in str(v)
+
+
+def _finding(where: str) -> erasure.FileSearch:
+    return erasure.FileSearch(status="searched", files=[{"file": where, "bytes": 8192}], found=True,
+                              found_in=[where], found_count=1, found_needles={0: [where]})
+
+
+@pytest.mark.parametrize("where, resampled", [("base/5/2619 (pg_statistic)", True), ("base/5/16401", False)])
+def test_postgresql_text_found_only_in_planner_statistics_is_sampled_again(monkeypatch, where, resampled):
+    """An autovacuum ANALYZE that runs while the deleting transactions are in progress
+    samples the rows being deleted as live, and can store erased text as a common value;
+    a found string only in pg_statistic gets the statistics sampled again and the files
+    searched again. A finding anywhere else stands. (On PostgreSQL the resampling runs
+    for real; the verification's other steps are replaced so both databases run this.)"""
+    vendor = connection.vendor
+    searches = iter([_finding(where), erasure.FileSearch(status="searched", files=[], found=False, found_in=[],
+                                                         found_count=0)])
+    resamples = []
+    real_resample = erasure._resample_statistics
+
+    def resample(notes, lease):
+        resamples.append(1)
+        if vendor == "postgresql":
+            real_resample(notes, lease)
+
+    monkeypatch.setattr(erasure, "search_database_files", lambda needles: next(searches))
+    monkeypatch.setattr(erasure, "checkpoint_to_disk", lambda: None)
+    monkeypatch.setattr(erasure, "_strings_in_live_data", lambda values: set())
+    monkeypatch.setattr(erasure, "_resample_statistics", resample)
+    monkeypatch.setattr(type(connections["default"]), "vendor", "postgresql")
+    notes = []
+    search, set_aside = erasure._verify(["the erased words"], notes, None)
+    monkeypatch.undo()
+    assert bool(resamples) == resampled
+    assert search.found is (not resampled) and search.passes == (2 if resampled else 1)
+    assert set_aside == set()

@@ -552,6 +552,27 @@ def _vacuum_full(cursor, table: str, notes: list[str], lease: Lease | None) -> N
         cursor.execute("SET lock_timeout = 0")
 
 
+def _resample_statistics(notes: list[str], lease: Lease | None) -> None:
+    """PostgreSQL: planner statistics that still hold deleted text, sampled again.
+
+    ANALYZE samples a row whose deletion is still in progress as a live row, so an
+    autovacuum ANALYZE that ran during the deleting transactions can store erased text
+    as a common value; and a replaced statistics row outlives VACUUM FULL while any
+    transaction older than its replacement is open. Both are gone after the tables are
+    analysed again, older snapshots have ended, and the catalog is rewritten."""
+    with connection.cursor() as cursor:
+        for table in _tables_holding_subject_data():
+            cursor.execute(f'ANALYZE "{table}"')
+    _wait_for_older_snapshots(_current_xid(), notes)
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute("VACUUM FULL pg_statistic")
+        except Exception as exc:
+            notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
+    if lease is not None:
+        lease.beat()
+
+
 def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None) -> None:
     _wait_for_older_snapshots(xid, notes)
     with connection.cursor() as cursor:
@@ -730,6 +751,10 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
             shared = _strings_in_live_data([needles[i] for i in search.found_needles])
             set_aside |= shared
             search = search.without({i for i in search.found_needles if needles[i] in shared})
+            if search.found and passes < VERIFY_PASSES and all(
+                    name.endswith("(pg_statistic)") for name in search.found_in):
+                _resample_statistics(notes, lease)
+                continue
             break
         main = Path(str(connection.settings_dict["NAME"])).name
         # In a row of the main file (just checkpointed): data that stays holds it, and
