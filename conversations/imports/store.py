@@ -37,11 +37,10 @@ def _entry_text(value: str | None) -> str | None:
     return storable(value)[:200] if value else None
 
 
-def create_imported_conversation(*, id=None, title: str = "", subject: str = "", meta: dict | None = None,
-                                 namespace: str = "", external_id: str | None = None, parent_id=None,
-                                 parent_relation: str = "", forked_from_position: int | None = None,
-                                 created_at=None, last_activity_at=None, pinned: bool = False) -> Conversation:
-    """A new conversation as the transcript had it: its times, its lineage, its framework id."""
+def _conversation_fields(*, id, title, subject, meta, namespace, external_id, parent_id, parent_relation,
+                        forked_from_position, created_at, last_activity_at, pinned) -> dict:
+    """The checked columns of a conversation as the transcript had it: its times, its
+    lineage, its framework id."""
     title = _clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
                         max_length=TITLE_MAX)
     subject = _clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
@@ -59,6 +58,18 @@ def create_imported_conversation(*, id=None, title: str = "", subject: str = "",
                   pinned=bool(pinned))
     if id is not None:
         fields["id"] = id
+    return fields
+
+
+def create_imported_conversation(*, id=None, title: str = "", subject: str = "", meta: dict | None = None,
+                                 namespace: str = "", external_id: str | None = None, parent_id=None,
+                                 parent_relation: str = "", forked_from_position: int | None = None,
+                                 created_at=None, last_activity_at=None, pinned: bool = False) -> Conversation:
+    """A new conversation as the transcript had it: its times, its lineage, its framework id."""
+    fields = _conversation_fields(id=id, title=title, subject=subject, meta=meta, namespace=namespace,
+                                  external_id=external_id, parent_id=parent_id, parent_relation=parent_relation,
+                                  forked_from_position=forked_from_position, created_at=created_at,
+                                  last_activity_at=last_activity_at, pinned=pinned)
     with transaction.atomic():
         return Conversation.objects.create(**fields)
 
@@ -209,23 +220,11 @@ def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=No
                        forked_from_position: int | None = None, created_at=None, last_activity_at=None,
                        pinned: bool = False) -> Conversation:
     """A new conversation, hidden (marked `deleting`) until the import publishes it."""
-    title = _clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
-                        max_length=TITLE_MAX)
-    subject = _clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
-    namespace = _clean_text(namespace, field="namespace", max_length=200)
-    if external_id is not None:
-        external_id = _clean_text(storable(external_id), field="external_id", max_length=200, required=True)
-    meta = _check_meta(storable(meta))
-    if parent_relation not in ("", "fork", "subagent"):
-        raise InvalidInput("parent_relation must be fork or subagent", field="parent_relation")
-    now = timezone.now()
-    fields = dict(title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
-                  parent_id=parent_id, parent_relation=parent_relation if parent_id else "",
-                  forked_from_position=forked_from_position if parent_id else None,
-                  created_at=created_at or now, last_activity_at=last_activity_at or created_at or now,
-                  pinned=bool(pinned), deleting=True)
-    if id is not None:
-        fields["id"] = id
+    fields = _conversation_fields(id=id, title=title, subject=subject, meta=meta, namespace=namespace,
+                                  external_id=external_id, parent_id=parent_id, parent_relation=parent_relation,
+                                  forked_from_position=forked_from_position, created_at=created_at,
+                                  last_activity_at=last_activity_at, pinned=pinned)
+    fields["deleting"] = True
     with transaction.atomic():
         _check_holds(holder, staged)
         conversation = Conversation.objects.create(**fields)
