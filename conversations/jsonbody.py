@@ -8,8 +8,6 @@ field is refused, and text no database can store (NUL where it would land in a
 text column, unpaired surrogates anywhere) is refused before any handler runs.
 """
 
-import json
-import math
 from datetime import datetime
 from typing import Annotated, TypeVar
 
@@ -61,18 +59,6 @@ Instant = Annotated[
 ]
 
 
-def _reject_constant(name):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    # 1e400 parses as infinity, which PostgreSQL's jsonb and strict JSON readers refuse.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
-
-
 def read_json(request, *, allow_nul: bool = False) -> dict:
     """The body as a JSON object, or the 4xx that says what is wrong with it."""
     content_type = (request.content_type or "").lower()
@@ -90,7 +76,7 @@ def read_json(request, *, allow_nul: bool = False) -> dict:
     if not raw.strip():
         raise BadRequest("the request body is empty; send a JSON object", field="body", code="invalid_json")
     try:
-        data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+        data = params.strict_json(raw)
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}", field="body", code="invalid_json") from None
     if not isinstance(data, dict):

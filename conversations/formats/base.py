@@ -13,7 +13,6 @@ store. Nothing here knows about HTTP or the ORM.
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -174,35 +173,8 @@ class Line:
     error: str = ""
 
 
-def _reject_constant(name):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
-
-
-# json.loads(text, parse_constant=…, parse_float=…) builds a decoder on every call and
-# skips whitespace around the document with two regex matches; a JSONL line is nearly
-# always one object with none, which the one decoder reads directly (the importer reads
-# every line twice: a tenth of its parsing time was this).
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-
-
-def loads(text):
-    """Strict JSON: no NaN/Infinity, no numbers that overflow to infinity."""
-    if type(text) is str and text[:1] == "{" and text[-1:] == "}":
-        try:
-            obj, end = _DECODER.raw_decode(text)
-        except ValueError:
-            pass  # reported by the full decode below, with its usual message
-        else:
-            if end == len(text):
-                return obj
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+# Strict JSON, the one reader the API's bodies go through as well.
+loads = params.strict_json
 
 
 def decode_text(data) -> str:
@@ -319,3 +291,31 @@ def make_row(message: dict, at, entry: int | None, problems: list, line: int | N
 
 def dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# ---- request bodies: a message array, alone or inside its request's envelope -------------
+
+
+def messages_and_envelope(data, expected: str) -> tuple[list, dict | None]:
+    """A request body's messages and the rest of it (None for a bare array); `expected`
+    says, in the refusal, what the format wanted."""
+    if isinstance(data, list):
+        return data, None
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        return data["messages"], {k: v for k, v in data.items() if k != "messages"}
+    raise FormatError(f"expected {expected}", field="file")
+
+
+def render_messages_document(originals: list[str]) -> str:
+    """The request body again from its kept originals: an `{"envelope": …}` original
+    first, when there is one, then the messages."""
+    messages, envelope = [], None
+    for raw in originals:
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and set(obj) == {"envelope"} and envelope is None and not messages:
+            envelope = obj["envelope"]
+            continue
+        messages.append(obj)
+    if envelope is None:
+        return json.dumps(messages, ensure_ascii=False)
+    return json.dumps({**envelope, "messages": messages}, ensure_ascii=False)
