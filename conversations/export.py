@@ -20,11 +20,9 @@ from .ledger import export as ledger_export
 from .models import Checkpoint, Conversation, Message
 from .reads import decode_row
 from .schema import TextBlock
+from .streams import buffered
 
 BATCH = 2000
-# Chunks are flushed at about this size: small enough to stream, large enough
-# that a million rows are not a million writes to the socket.
-FLUSH_CHARS = 64 * 1024
 
 FORMATS = {
     "json": ("application/json; charset=utf-8", "json"),
@@ -61,26 +59,14 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
     if fmt in AGENT_FORMATS:
         from .imports import exports
 
-        return ExportStream(chunks=_buffered(exports.chunks(conversation, fmt)), content_type=content_type,
+        return ExportStream(chunks=buffered(exports.chunks(conversation, fmt)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
     return ExportStream(
-        chunks=_buffered(writer(conversation)),
+        chunks=buffered(writer(conversation)),
         content_type=content_type,
         filename=f"conversation-{conversation.pk}.{ext}",
     )
-
-
-def _buffered(parts: Iterator[str]) -> Iterator[str]:
-    buf, size = [], 0
-    for part in parts:
-        buf.append(part)
-        size += len(part)
-        if size >= FLUSH_CHARS:
-            yield "".join(buf)
-            buf, size = [], 0
-    if buf:
-        yield "".join(buf)
 
 
 def _rows(conversation: Conversation):

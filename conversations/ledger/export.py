@@ -19,11 +19,11 @@ from datetime import datetime
 
 from conversations import markdown as md
 from conversations.errors import InvalidInput
+from conversations.streams import FLUSH_CHARS, buffered
 
 from .models import ACTION_STATUSES, Action, TaskStateEvent, WorkspaceSnapshot
 
 BATCH = 2000
-FLUSH_CHARS = 64 * 1024
 FORMATS = {
     "csv": ("text/csv; charset=utf-8", "csv"),
     "jsonl": ("application/x-ndjson; charset=utf-8", "jsonl"),
@@ -110,7 +110,7 @@ def reconciliation_stream(fmt: str, *, name: str | None = None, namespace: str |
         qs, filters["until"] = qs.filter(created_at__lt=until), until.isoformat()
     content_type, ext = FORMATS[fmt]
     writer = _csv_chunks if fmt == "csv" else _jsonl_chunks
-    return ReconciliationStream(chunks=_buffered(writer(qs)), content_type=content_type,
+    return ReconciliationStream(chunks=buffered(writer(qs)), content_type=content_type,
                                 filename=f"actions-ledger.{ext}", filters=filters)
 
 
@@ -168,18 +168,6 @@ def _jsonl_chunks(qs) -> Iterator[str]:
         record["arguments"] = action.arguments_json
         record["result"] = action.result_json
         yield json.dumps(record, ensure_ascii=False) + "\n"
-
-
-def _buffered(parts: Iterator[str]) -> Iterator[str]:
-    buf, size = [], 0
-    for part in parts:
-        buf.append(part)
-        size += len(part)
-        if size >= FLUSH_CHARS:
-            yield "".join(buf)
-            buf, size = [], 0
-    if buf:
-        yield "".join(buf)
 
 
 # -- in a conversation's export (conversations/export.py) -----------------------------
