@@ -16,7 +16,7 @@ and consecutive rows of one role merged into one message, as the API wants.
 import json
 
 from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
-    first_text, loads, make_row, parse_time
+    first_text, loads, make_row, messages_and_envelope, parse_time, render_messages_document
 
 NAME = "anthropic"
 BLOCKS = {"text", "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document", "compaction",
@@ -24,12 +24,8 @@ BLOCKS = {"text", "tool_use", "tool_result", "thinking", "redacted_thinking", "i
           "mcp_tool_result"}
 
 
-def _messages(data):
-    if isinstance(data, list):
-        return data, None
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        return data["messages"], {k: v for k, v in data.items() if k != "messages"}
-    raise FormatError("expected an Anthropic Messages request body (an object with messages)", field="file")
+def _messages(data) -> tuple[list, dict | None]:
+    return messages_and_envelope(data, "an Anthropic Messages request body (an object with messages)")
 
 
 def detect_document(data) -> bool:
@@ -191,17 +187,7 @@ def parse(data, *, subject: str = "") -> Plan:
 # ---- rendering -----------------------------------------------------------------------
 
 
-def render_document(originals: list[str]) -> str:
-    messages, envelope = [], None
-    for raw in originals:
-        obj = json.loads(raw)
-        if isinstance(obj, dict) and set(obj) == {"envelope"} and envelope is None and not messages:
-            envelope = obj["envelope"]
-            continue
-        messages.append(obj)
-    if envelope is None:
-        return json.dumps(messages, ensure_ascii=False)
-    return json.dumps({**envelope, "messages": messages}, ensure_ascii=False)
+render_document = render_messages_document
 
 
 def _blocks_of(kind: str, message: dict) -> tuple[str, list] | None:

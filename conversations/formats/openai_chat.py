@@ -16,7 +16,8 @@ assistant turn carries all its tool calls before their results.
 import json
 
 from .base import ConvPlan, Entry, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
-    first_text, loads, make_row, parse_time, read_jsonl, split_lines
+    first_text, loads, make_row, messages_and_envelope, parse_time, read_jsonl, render_messages_document, \
+    split_lines
 
 NAME = "openai-chat"
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",
@@ -24,11 +25,7 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 
 
 def _messages(data) -> tuple[list, dict | None]:
-    if isinstance(data, list):
-        return data, None
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        return data["messages"], {k: v for k, v in data.items() if k != "messages"}
-    raise FormatError("expected a JSON array of chat messages (or a request body with messages)", field="file")
+    return messages_and_envelope(data, "a JSON array of chat messages (or a request body with messages)")
 
 
 def detect_document(data) -> bool:
@@ -158,17 +155,7 @@ def parse(data, *, subject: str = "") -> Plan:
 # ---- rendering -----------------------------------------------------------------------
 
 
-def render_document(originals: list[str]) -> str:
-    messages, envelope = [], None
-    for raw in originals:
-        obj = json.loads(raw)
-        if isinstance(obj, dict) and set(obj) == {"envelope"} and envelope is None and not messages:
-            envelope = obj["envelope"]
-            continue
-        messages.append(obj)
-    if envelope is None:
-        return json.dumps(messages, ensure_ascii=False)
-    return json.dumps({**envelope, "messages": messages}, ensure_ascii=False)
+render_document = render_messages_document
 
 
 def to_chat(kind: str, message: dict) -> dict | None:
