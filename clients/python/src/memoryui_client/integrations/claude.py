@@ -39,8 +39,8 @@ import time
 from claude_agent_sdk import SessionStore, fold_session_summary
 
 from .._core import Call, Retries
-from ..client import AsyncMemoryui
 from ..errors import Conflict, NotFound
+from ._loop import LoopBoundClient
 
 __all__ = ["MemoryuiSessionStore", "namespace_for"]
 
@@ -87,7 +87,7 @@ def _chunks(entries: list) -> list[list]:
     return out
 
 
-class MemoryuiSessionStore(SessionStore):
+class MemoryuiSessionStore(LoopBoundClient, SessionStore):
     """The Claude Agent SDK's `SessionStore` over memoryui's HTTP API (see the module).
 
     `namespace_prefix` keeps several applications (or tenants) apart on one server.
@@ -98,44 +98,22 @@ class MemoryuiSessionStore(SessionStore):
     def __init__(self, url: str | None = None, *, api_key: str | None = None, namespace_prefix: str = "",
                  subject: str = "", retries: Retries | None = None, maintenance_wait: float = 120.0,
                  timeout=None):
-        self.url = url
+        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
         self.namespace_prefix = namespace_prefix
         self.subject = subject
         self.maintenance_wait = maintenance_wait
-        self._api_key = api_key
-        self._retries = retries
-        self._timeout = timeout
-        self._client: AsyncMemoryui | None = None
-        self._loop = None
         # Per stream: the entry count stored and the summary last stored (what the next batch continues).
         self._streams: dict[tuple[str, str], dict] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     # -- the HTTP client, one per event loop ------------------------------------------
 
-    def _http(self) -> AsyncMemoryui:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            kw = {"timeout": self._timeout} if self._timeout is not None else {}
-            self._client = AsyncMemoryui(self.url, api_key=self._api_key, retries=self._retries, **kw)
-            self._loop = loop
-            self._locks = {}
-        return self._client
+    def _on_new_loop(self) -> None:
+        self._locks = {}
 
     async def aclose(self) -> None:
         """Close the HTTP connections (a client made in another, finished event loop is dropped)."""
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.close()
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.aclose()
-
-    async def _send(self, call: Call):
-        return call.parse(await self._http().request(call))
+        await self._close_client()
 
     def _namespace(self, project_key: str) -> str:
         return namespace_for(project_key, self.namespace_prefix)

@@ -37,8 +37,8 @@ import json
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from .._core import Call, Retries
-from ..client import AsyncMemoryui
 from ..errors import Conflict
+from ._loop import LoopBoundClient
 
 __all__ = ["MemoryuiSession"]
 
@@ -46,7 +46,7 @@ FORMAT = "openai-responses"
 BATCH = 1000
 
 
-class MemoryuiSession:
+class MemoryuiSession(LoopBoundClient):
     """The OpenAI Agents SDK's `Session` protocol over memoryui's HTTP API (see the module)."""
 
     session_settings: SessionSettings | None = None
@@ -60,40 +60,18 @@ class MemoryuiSession:
         self.namespace = namespace
         self.subject = subject
         self.session_settings = session_settings or SessionSettings()
-        self.url = url
-        self._api_key = api_key
-        self._retries = retries
-        self._timeout = timeout
-        self._client: AsyncMemoryui | None = None
-        self._loop = None
+        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
         self._lock: asyncio.Lock | None = None
         self._stream: dict | None = None  # the head as last seen: {"key", "generation", "entries", …}
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _http(self) -> AsyncMemoryui:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            kw = {"timeout": self._timeout} if self._timeout is not None else {}
-            self._client = AsyncMemoryui(self.url, api_key=self._api_key, retries=self._retries, **kw)
-            self._loop = loop
-            self._lock = asyncio.Lock()
-        return self._client
-
-    async def _send(self, call: Call):
-        return call.parse(await self._http().request(call))
+    def _on_new_loop(self) -> None:
+        self._lock = asyncio.Lock()
 
     async def close(self) -> None:
         """Close the HTTP connections (a client made in another, finished event loop is dropped)."""
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.close()
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.close()
+        await self._close_client()
 
     async def _read(self, limit: int | None) -> list:
         params = {"namespace": self.namespace, "session_id": self.session_id}
