@@ -50,7 +50,7 @@ from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
-from django.db import OperationalError, connection, models, transaction
+from django.db import connection, models, transaction
 
 from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
@@ -62,7 +62,7 @@ from . import disk
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
 from .owned import owned_tables
-from .pruning import LOCK_POLL_SECONDS, delete_conversations_in_batches, in_turn, incremental_vacuum, mark_deleting
+from .pruning import delete_conversations_in_batches, in_turn, incremental_vacuum, mark_deleting, truncate_wal
 
 log = logging.getLogger("memoryui.retention")
 
@@ -88,8 +88,6 @@ VERIFY_PASSES = 3
 STEP_BUSY_MS = 250
 STEP_ATTEMPTS = 40
 PG_LOCK_TIMEOUT = "500ms"
-# How long the WAL truncation keeps trying to find a moment with no writer and no old reader.
-TRUNCATE_WAIT_SECONDS = 10
 HELPER_TIMEOUT_SECONDS = 3600
 
 
@@ -432,79 +430,16 @@ def zero_unused_space(pages: list[int]) -> tuple[int, str | None]:
 
 # --- making it gone from disk ----------------------------------------------------
 
-class _ShortBusy:
-    """SQLite: wait at most STEP_BUSY_MS for a lock in this block (then the step is retried)."""
-
-    def __enter__(self):
-        self.cursor = connection.cursor()
-        self.previous = self.cursor.execute("PRAGMA busy_timeout").fetchone()[0]
-        self.cursor.execute(f"PRAGMA busy_timeout = {STEP_BUSY_MS}")
-        return self.cursor
-
-    def __exit__(self, *exc):
-        self.cursor.execute(f"PRAGMA busy_timeout = {int(self.previous)}")
-        self.cursor.close()
-
-
-def _retrying(step, lease: Lease | None) -> bool:
-    """Run a SQLite step that takes the write lock; on "database is locked" let writers
-    through and try again. False when it never got its turn."""
-    from django.db import OperationalError
-
-    for attempt in range(STEP_ATTEMPTS):
-        try:
-            step()
-            return True
-        except OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-        if lease is not None:
-            lease.beat()
-        time.sleep(0.02 * (attempt + 1))
-    return False
-
-
-def _truncate_wal(cursor, notes: list[str], lease: Lease | None) -> bool:
-    """Checkpoint everything and cut the WAL to zero bytes: old page images live there.
-
-    A TRUNCATE checkpoint takes the write lock first and then waits, in the busy
-    handler, for readers to reach the latest snapshot: every writer waits meanwhile.
-    So it is tried with no busy handler at all, every few milliseconds, between other
-    connections' transactions (as `in_turn` takes the write lock)."""
-    cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # most of the work, without blocking anyone
-    previous = cursor.execute("PRAGMA busy_timeout").fetchone()[0]
-    cursor.execute("PRAGMA busy_timeout = 0")
-    try:
-        deadline = time.monotonic() + TRUNCATE_WAIT_SECONDS
-        last_beat = time.monotonic()
-        while True:
-            try:
-                busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            except OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                busy = 1
-            if not busy:
-                return True
-            if time.monotonic() > deadline:
-                break
-            if lease is not None and time.monotonic() - last_beat > 1:
-                lease.beat()
-                last_beat = time.monotonic()
-            time.sleep(LOCK_POLL_SECONDS)
-    finally:
-        cursor.execute(f"PRAGMA busy_timeout = {int(previous)}")
-    notes.append("the WAL could not be truncated: other connections kept reading")
-    return False
+def _truncate_wal(notes: list[str], lease: Lease | None) -> None:
+    if not truncate_wal(beat=lease.beat if lease else None):
+        notes.append("the WAL could not be truncated: other connections kept reading")
 
 
 def _scrub_sqlite(notes: list[str], lease: Lease | None) -> None:
-    with _ShortBusy() as cursor:
-        _truncate_wal(cursor, notes, lease)
+    _truncate_wal(notes, lease)
     if not incremental_vacuum(busy_ms=STEP_BUSY_MS, beat=lease.beat if lease else None):
         notes.append("freed pages were not all given back: writers kept the database busy (they are zeroed)")
-    with _ShortBusy() as cursor:
-        _truncate_wal(cursor, notes, lease)
+    _truncate_wal(notes, lease)
 
 
 def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
@@ -775,8 +710,7 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
             break
         if zeroed:
             notes.append(f"pass {passes}: zeroed unused space in {zeroed} database pages that held stale copies")
-        with _ShortBusy() as cursor:
-            _truncate_wal(cursor, notes, lease)
+        _truncate_wal(notes, lease)
     return search, set_aside
 
 

@@ -47,6 +47,8 @@ BATCH_SECONDS = 0.1
 YIELD_SECONDS = 0.1
 LOCK_POLL_SECONDS = 0.002
 LOCK_WAIT_SECONDS = 120
+# How long a WAL truncation keeps trying to find a moment with no writer and no old reader.
+TRUNCATE_WAIT_SECONDS = 10
 # SQLite pages given back per incremental-vacuum step (4 MiB with 4 KiB pages):
 # each step is one short write transaction, so appends never queue for long.
 VACUUM_PAGES_PER_STEP = 1024
@@ -333,10 +335,43 @@ def reclaim_space() -> list[str]:
     return notes
 
 
-def _truncate_wal() -> None:
-    if connection.vendor == "sqlite" and not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+def truncate_wal(*, beat: Callable[[], None] | None = None) -> bool:
+    """SQLite: checkpoint everything and cut the WAL to zero bytes (old page images
+    live there, and a grown WAL is disk not given back). False when it found no moment
+    to do it within TRUNCATE_WAIT_SECONDS, and on PostgreSQL or inside a transaction.
+
+    A TRUNCATE checkpoint takes the write lock first and then waits, in the busy
+    handler, for readers to reach the latest snapshot: every writer waits meanwhile.
+    So it is tried with no busy handler at all, every few milliseconds, between other
+    connections' transactions (as `in_turn` takes the write lock)."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return False
+    from django.db import OperationalError
+
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # most of the work, without blocking anyone
+        previous = cursor.execute("PRAGMA busy_timeout").fetchone()[0]
+        cursor.execute("PRAGMA busy_timeout = 0")
+        try:
+            deadline = time.monotonic() + TRUNCATE_WAIT_SECONDS
+            last_beat = time.monotonic()
+            while True:
+                try:
+                    busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                except OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    busy = 1
+                if not busy:
+                    return True
+                if time.monotonic() > deadline:
+                    return False
+                if beat is not None and time.monotonic() - last_beat > 1:
+                    beat()
+                    last_beat = time.monotonic()
+                time.sleep(LOCK_POLL_SECONDS)
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {int(previous)}")
 
 
 def incremental_vacuum(*, busy_ms: int | None = None, beat: Callable[[], None] | None = None,
@@ -500,7 +535,7 @@ def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None, l
                 "checkpoints": checkpoints, "resumed": resumed, "bytes_before": run.bytes_before,
                 "bytes_after": bytes_after},
     )
-    _truncate_wal()  # the bookkeeping just written should not leave the WAL grown
+    truncate_wal()  # the bookkeeping just written should not leave the WAL grown
     # Idempotency keys expire with the prune run (conversations/idempotency.py, issue 11).
     idempotency.delete_expired()
     return PruneResult(
