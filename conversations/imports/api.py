@@ -25,9 +25,9 @@
 
 import json
 
-from django.http import JsonResponse
 from ninja import Query, Router
 
+from conversations.api import _respond
 from conversations.jsonbody import read_json
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
@@ -37,10 +37,6 @@ from . import importer, sessions, streams
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
-
-
-def _respond(data, status=200):
-    return JsonResponse(data, status=status, safe=False, json_dumps_params={"ensure_ascii": False})
 
 
 def _text(body: dict, name: str, *, default: str = "") -> str:
