@@ -25,7 +25,9 @@ from django.db import connection
 from conversations import store
 from conversations.models import Conversation, Message
 from conversations.retention.models import DeletionReceipt
+from conversations.search.reads import Filters, search_messages
 from tests.retention_support import ROOT, age, conversation, database_url, sqlite_integrity_check, subprocess_env
+from tests.search_support import rows_the_index_knows
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -189,5 +191,18 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
         for r in stored if r.verification["status"] != "verified"]
     assert not Conversation.objects.filter(subject__in=subjects).exists()
     assert not Conversation.objects.filter(pk__in=[c.pk for c in old] + [lonely.pk]).exists()
+    # The search index took every acknowledged row once, and nothing of what was deleted.
+    indexed, stored_rows = rows_the_index_knows()
+    assert indexed == stored_rows
+    for c, (report, _) in zip(busy, reports):
+        found, cursor = [], None
+        while True:
+            page = search_messages("writer append", filters=Filters(conversation_id=c.pk), cursor=cursor, limit=100)
+            found += [h.position for h in page.hits]
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        assert found == sorted((p for p, _ in report["acked"]), reverse=True)
+    assert search_messages("private").hits == [] and search_messages("stale").hits == []
     if connection.vendor == "sqlite":
         assert sqlite_integrity_check() == ["ok"]

@@ -14,6 +14,7 @@ from conversations.retention import pruning
 from conversations.search import highlight
 from conversations.search.query import InvalidQuery, parse_query
 from conversations.search.reads import BadSearch, Filters, search_messages
+from tests.search_support import into_the_index, waiting_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -29,19 +30,30 @@ TICKET = [
 ]
 
 
+# SQLite: a fixture's rows either still wait to enter the FTS5 index (fewer than 64
+# appended) or have been moved into it; every test that uses them runs both ways.
+@pytest.fixture(params=["waiting", "indexed"])
+def where(request):
+    return request.param
+
+
 @pytest.fixture
-def ticket():
+def ticket(where):
     c = store.create_conversation(title="Order A-48213", subject="Customer:7")
     for m in TICKET:
         store.append_message(conversation_id=c.pk, message=m)
+    if where == "indexed":
+        into_the_index()
     return c
 
 
 @pytest.fixture
-def other():
+def other(where):
     c = store.create_conversation(title="Shipping", subject="customer:9")
     store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "Where is my refund parcel?"})
     store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "voucher sent instead of refund"})
+    if where == "indexed":
+        into_the_index()
     return c
 
 
@@ -50,10 +62,12 @@ def hits(q, **filters):
 
 
 def fts_rows() -> int:
-    """How many documents the index holds (SQLite: the FTS5 index itself)."""
+    """How many documents the index holds (SQLite: the FTS5 index itself, and the rows
+    waiting to enter it)."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute("SELECT count(*) FROM search_message_fts_docsize")
+            cursor.execute("SELECT (SELECT count(*) FROM search_message_fts_docsize) + "
+                           "(SELECT count(*) FROM search_message_pending)")
         else:
             cursor.execute("SELECT count(*) FROM conversations_message")
         return cursor.fetchone()[0]
@@ -253,3 +267,64 @@ def test_the_highlighter_text_mirrors_the_indexed_text():
     assert "lookup" in highlight.index_text(
         '{"kind":"assistant","tool_calls":[{"id":"1","name":"lookup","arguments":{"q":"x"}}]}')
     assert highlight.index_text("not json") == "not json"
+
+
+def indexed_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_message_fts_docsize" if connection.vendor == "sqlite"
+                       else "SELECT count(*) FROM conversations_message")
+        return cursor.fetchone()[0]
+
+
+def test_the_64th_waiting_row_takes_them_all_into_the_index_in_its_own_transaction():
+    c = store.create_conversation(title="steps")
+    for i in range(63):
+        store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"refund step {i}"})
+    if connection.vendor == "sqlite":
+        assert (waiting_rows(), indexed_rows()) == (63, 0)
+    store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "refund step 63"})
+    assert (waiting_rows(), indexed_rows()) == (0, 64)
+    # A batch append that crosses 64 leaves the rest waiting.
+    store.append_messages(conversation_id=c.pk, messages=[{"kind": "note", "text": f"late {i}"} for i in range(70)])
+    if connection.vendor == "sqlite":
+        assert (waiting_rows(), indexed_rows()) == (6, 128)
+    assert [h.position for h in search_messages("late", limit=100).hits] == list(range(133, 63, -1))
+    assert [h.position for h in search_messages("refund", limit=100).hits] == list(range(63, -1, -1))
+
+
+def test_a_search_merges_indexed_and_waiting_rows_in_order_once_each_page():
+    a = store.create_conversation(title="a")
+    b = store.create_conversation(title="b")
+    for i in range(50):  # 100 rows, interleaved: 64 indexed, 36 waiting, both conversations in each
+        store.append_message(conversation_id=a.pk, message={"kind": "user", "content": f"refund {i}"})
+        store.append_message(conversation_id=b.pk, message={"kind": "user", "content": f"refund {i}"})
+    assert waiting_rows() in (0, 36)
+    expected = [(str(b.pk), p) for p in range(49, -1, -1)] + [(str(a.pk), p) for p in range(49, -1, -1)]
+    seen, cursor = [], None
+    while True:
+        page = search_messages("refund", cursor=cursor, limit=7)
+        seen += [(str(h.conversation_id), h.position) for h in page.hits]
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    assert seen == expected
+    assert hits("refund", conversation_id=a.pk) == expected[50:70]  # one page of 20
+    assert hits('"refund 49"') == [(str(b.pk), 49), (str(a.pk), 49)]
+    assert hits("refund", kinds=("note",)) == []
+
+
+def test_deleting_a_waiting_row_never_touches_the_index(where):
+    keep = store.create_conversation(title="keep")
+    store.append_message(conversation_id=keep.pk, message={"kind": "note", "text": "kept refund"})
+    gone = store.create_conversation(title="gone")
+    store.append_message(conversation_id=gone.pk, message={"kind": "note", "text": "erased refund"})
+    if where == "indexed":
+        into_the_index()
+    before = (waiting_rows(), indexed_rows())
+    store.delete_conversation(conversation_id=gone.pk)
+    if connection.vendor == "sqlite":
+        # Off the list if it was waiting, out of the index if it was in: never both.
+        assert (waiting_rows(), indexed_rows()) == ((1, 0) if where == "waiting" else (0, 1))
+        assert before == ((2, 0) if where == "waiting" else (0, 2))
+    assert hits("refund") == [(str(keep.pk), 0)]
+    assert hits("erased") == []

@@ -6,6 +6,7 @@ from django.db import connection
 from conversations import store
 from conversations.retention import erasure
 from tests.retention_support import conversation, raw_bytes_of_database
+from tests.search_support import into_the_index, waiting_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +28,8 @@ def _index_bytes() -> bytes:
         return f.read()
 
 
-def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files():
+@pytest.mark.parametrize("where", ["waiting", "indexed"])
+def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files(where):
     about = conversation(title="about", subject=SUBJECT, messages=0)
     store.append_message(conversation_id=about.pk, message={"kind": "user", "content": f"my code word is {TERM}"})
     kept = conversation(title="kept", subject="cust:other", messages=0)
@@ -35,7 +37,12 @@ def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files():
     from conversations.search.reads import search_messages
 
     assert [h.position for h in search_messages(TERM).hits] == [0]
-    assert TERM.encode() in _index_bytes()  # the check below is not vacuous: the index held it
+    if where == "indexed":
+        into_the_index()
+        assert [h.position for h in search_messages(TERM).hits] == [0]
+        assert TERM.encode() in _index_bytes()  # the check below is not vacuous: the index held it
+    else:  # SQLite: still waiting to enter the index, which never held it
+        assert waiting_rows() == (2 if connection.vendor == "sqlite" else 0)
 
     receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
 
@@ -44,3 +51,4 @@ def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files():
     assert [h.conversation_id for h in search_messages("refund").hits] == [kept.pk]
     assert TERM.encode() not in _index_bytes()
     assert TERM.encode() not in raw_bytes_of_database()
+    assert waiting_rows() == (1 if where == "waiting" and connection.vendor == "sqlite" else 0)

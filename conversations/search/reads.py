@@ -6,6 +6,8 @@ first), rows within one by position (latest first). The cursor is the last hit's
 never shifts a page. Filters narrow the hits in the same statement.
 """
 
+import importlib
+import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone as dt_timezone
@@ -13,6 +15,7 @@ from datetime import datetime, timezone as dt_timezone
 from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from sqlean import dbapi2 as Database
 
 from conversations.errors import StoreError
 from conversations.models import Conversation, Message
@@ -28,6 +31,10 @@ PAGE = 20
 MAX_PAGE = 100
 
 _FTS = "search_message_fts"
+# Rows appended since the index last took in a batch (SQLite; migration 0002).
+_PENDING = "search_message_pending"
+# The index's tokenizer (migration 0001), for matching the waiting rows in memory.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
 _KEY = ConversationKey._meta.db_table
 _CONV = Conversation._meta.db_table
 _MSG = Message._meta.db_table
@@ -169,26 +176,73 @@ _COLUMNS = "c.id, c.title, c.subject, c.namespace, m.kind, m.created_at, m.conte
 
 
 def _sqlite_rows(query, filters, kinds, seq, after, limit):
+    # The rows still waiting to enter the index are read first, the index second: a
+    # row that moves from the one to the other in between is found twice (and kept
+    # once), never missed. At most FLUSH_AT - 1 rows wait (migration 0002).
+    waiting = _matching(query, _sqlite_select(_PENDING, "f.id", None, filters, kinds, seq, after, None))
+    indexed = _sqlite_select(_FTS, "f.rowid", query.fts5(), filters, kinds, seq, after, limit)
+    if not waiting:
+        return indexed
+    rows = {(r[0], r[1]): r for r in waiting}
+    rows.update({(r[0], r[1]): r for r in indexed})
+    return [rows[key] for key in sorted(rows, reverse=True)[:limit]]
+
+
+def _sqlite_select(table, rowid, match, filters, kinds, seq, after, limit):
+    """Hits from the FTS5 index (`match` an FTS5 expression), or every row waiting to
+    enter it (`match` None, each with its index text last), under `filters`."""
     span = POSITION_SPAN
-    params: list = [query.fts5()]
-    where = [f"{_FTS} MATCH %s"]
+    params: list = []
+    where = []
+    if match is not None:
+        where.append(f"{_FTS} MATCH %s")
+        params.append(match)
     if seq is not None:
-        where.append("f.rowid BETWEEN %s AND %s")
+        where.append(f"{rowid} BETWEEN %s AND %s")
         params += [seq * span, seq * span + span - 1]
     if after is not None:
-        where.append("f.rowid < %s")
+        where.append(f"{rowid} < %s")
         params.append(after[0] * span + after[1])
     where += _common_filters(filters, kinds, params)
+    columns = _COLUMNS if match is not None else f"{_COLUMNS}, {_index_text_sql('m.content')}"
     sql = (
-        f"SELECT f.rowid >> 32, f.rowid & {span - 1}, {_COLUMNS} FROM {_FTS} f "
-        f"JOIN {_KEY} k ON k.seq = f.rowid >> 32 "
+        f"SELECT {rowid} >> 32, {rowid} & {span - 1}, {columns} FROM {table} f "
+        f"JOIN {_KEY} k ON k.seq = {rowid} >> 32 "
         f"JOIN {_CONV} c ON c.id = k.conversation_id "
-        f"JOIN {_MSG} m ON m.conversation_id = k.conversation_id AND m.position = f.rowid & {span - 1} "
-        f"WHERE {' AND '.join(where)} ORDER BY f.rowid DESC LIMIT {int(limit)}"
+        f"JOIN {_MSG} m ON m.conversation_id = k.conversation_id AND m.position = {rowid} & {span - 1} "
+        f"WHERE {' AND '.join(where)} ORDER BY {rowid} DESC"
+        + (f" LIMIT {int(limit)}" if limit is not None else "")
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def _index_text_sql(column: str) -> str:
+    """The text the index holds for a stored message: the expression its triggers use."""
+    return importlib.import_module("conversations.search.migrations.0001_initial").sqlite_text(column)
+
+
+_memory = threading.local()
+
+
+def _matching(query, rows):
+    """The `rows` (index text last) that `query` matches, by an FTS5 index in memory
+    with the same tokenizer; returned without their index text."""
+    if not rows:
+        return []
+    db = getattr(_memory, "db", None)
+    if db is None:
+        db = Database.connect(":memory:")
+        db.execute(f"CREATE VIRTUAL TABLE waiting USING fts5(body, tokenize='{TOKENIZE}')")
+        _memory.db = db
+    try:
+        db.executemany("INSERT INTO waiting(rowid, body) VALUES (?, ?)",
+                       [(i, row[-1] or "") for i, row in enumerate(rows)])
+        found = {i for (i,) in db.execute("SELECT rowid FROM waiting WHERE waiting MATCH ?", (query.fts5(),))}
+    finally:
+        db.execute("DELETE FROM waiting")
+    return [row[:-1] for i, row in enumerate(rows) if i in found]
 
 
 def _postgres_rows(query, filters, kinds, seq, after, limit):

@@ -1,0 +1,39 @@
+"""The SQLite search index's waiting list (search migration 0002), for tests on both databases."""
+
+import importlib
+
+from django.db import connection, transaction
+
+PENDING_MIGRATION = importlib.import_module("conversations.search.migrations.0002_pending_rows")
+
+
+def waiting_rows() -> int:
+    """Rows appended but not yet in the FTS5 index (always 0 on PostgreSQL)."""
+    if connection.vendor != "sqlite":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {PENDING_MIGRATION.PENDING}")
+        return cursor.fetchone()[0]
+
+
+def into_the_index():
+    """What the 64th waiting row's trigger does: the waiting rows go into the index."""
+    if connection.vendor == "sqlite":
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(PENDING_MIGRATION.FLUSH)
+            cursor.execute(f"DELETE FROM {PENDING_MIGRATION.PENDING}")
+        assert waiting_rows() == 0
+
+
+def rows_the_index_knows() -> tuple[int, int]:
+    """(rows in the index plus rows waiting to enter it, message rows). On SQLite the two
+    are equal exactly when every row is indexed once and no deleted row lingers."""
+    with connection.cursor() as cursor:
+        if connection.vendor != "sqlite":
+            cursor.execute("SELECT count(*) FROM conversations_message")
+            n = cursor.fetchone()[0]
+            return n, n
+        cursor.execute(f"SELECT (SELECT count(*) FROM search_message_fts_docsize) + "
+                       f"(SELECT count(*) FROM {PENDING_MIGRATION.PENDING}), "
+                       f"(SELECT count(*) FROM conversations_message)")
+        return tuple(cursor.fetchone())
