@@ -262,8 +262,27 @@ def bulk_fill(conversation_id, n: int, *, created_at=None, batch: int = 20000, t
     return start + n
 
 
+def connect_memoryui_file(db_path: Path, **kwargs):
+    """A second connection to a file memoryui's store (sqlean's SQLite) may have open in
+    this process. It must come from the same SQLite library: two libraries in one
+    process do not share their POSIX locks, so Python's own sqlite3 closing its
+    descriptor would drop the store's locks, and, taking itself for the last
+    connection, delete the WAL the store is still writing to."""
+    import sqlean.dbapi2
+
+    return sqlean.dbapi2.connect(db_path, **kwargs)
+
+
+def _is_memoryui_file(db_path: Path) -> bool:
+    from django.conf import settings
+
+    return settings.configured and str(settings.DATABASES["default"]["NAME"]) == str(db_path)
+
+
 def wal_checkpoint(db_path: Path):
-    conn = sqlite3.connect(db_path, timeout=30)
+    """Fold the WAL into the main file, through the SQLite library that has it open."""
+    connect = connect_memoryui_file if _is_memoryui_file(db_path) else sqlite3.connect
+    conn = connect(db_path, timeout=30)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     finally:

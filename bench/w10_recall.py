@@ -22,7 +22,6 @@ Target: under 20 ms per recall (with a query). Also reported: recall / select.
 """
 
 import random
-import sqlite3
 import sys
 import time
 from datetime import timedelta
@@ -83,7 +82,7 @@ def check_fulltext(db, per_subject: int) -> int:
     every fact indexed, and a subject match finds exactly the subject's facts."""
     from conversations.facts.models import Fact
 
-    conn = sqlite3.connect(db)
+    conn = common.connect_memoryui_file(db)
     try:
         indexed = conn.execute("SELECT count(*) FROM facts_fact_fts").fetchone()[0]
         key = SUBJECT.encode().hex().upper()
@@ -124,9 +123,10 @@ def main(argv=None):
     indexed = check_fulltext(db, per_subject)
     print(f"  seeded {total:,} facts ({per_subject:,} for the subject) in {seed_seconds:.1f} s", flush=True)
 
-    # The raw peer: Python's sqlite3 on the same file with the same pragmas (not
+    # The raw peer: a bare sqlite3 connection (the same SQLite library, see
+    # common.connect_memoryui_file) on the same file with the same pragmas (not
     # common.raw_connect, which would add its message tables to this file).
-    raw = sqlite3.connect(db, isolation_level=None, check_same_thread=False, timeout=30)
+    raw = common.connect_memoryui_file(db, isolation_level=None, check_same_thread=False, timeout=30)
     raw.executescript(common.RAW_PRAGMAS)
     plan = " / ".join(r[-1] for r in raw.execute("EXPLAIN QUERY PLAN " + CANDIDATES_SQL, ["", "", "", ""]))
 

@@ -18,7 +18,6 @@ trigger dropped, against raw sqlite3 doing the same inserts (its own file, as in
 workload 1), alternating.
 """
 
-import sqlite3
 import sys
 import time
 
@@ -66,7 +65,7 @@ def percentile(values, p: float) -> float:
 
 
 def drop_index_trigger(db):
-    conn = sqlite3.connect(db)
+    conn = common.connect_memoryui_file(db)
     conn.execute("DROP TRIGGER search_message_index")
     conn.commit()
     conn.close()
@@ -100,7 +99,7 @@ def main(argv=None):
     total = conversations * per
     print(f"  built {total:,} messages with the index in {build:.1f} s", flush=True)
 
-    raw = sqlite3.connect(db, isolation_level=None, check_same_thread=False, timeout=30)
+    raw = common.connect_memoryui_file(db, isolation_level=None, check_same_thread=False, timeout=30)
     raw.executescript(common.RAW_PRAGMAS)
     plan = " / ".join(r[-1] for r in connection.cursor().execute(
         "EXPLAIN QUERY PLAN SELECT f.rowid FROM search_message_fts f JOIN search_conversationkey k "
