@@ -369,3 +369,25 @@ def test_a_fork_and_a_checkpoint_by_an_actor_are_audited_in_their_transaction(co
     # Without an actor (the demo, internal callers) nothing is audited.
     store.fork_conversation(conversation_id=conversation.pk, position=0)
     assert AuditEvent.objects.filter(action="conversation.forked").count() == 1
+
+
+def test_the_append_paths_timestamp_and_id_are_what_django_would_store(conversation):
+    import re
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+    from django.utils.dateparse import parse_datetime
+
+    now = timezone.now()
+    fast, django = store._db_now(connection), connection.ops.adapt_datetimefield_value(timezone.now())
+    assert type(fast) is type(django)
+    if connection.vendor == "sqlite":  # the stored text: naive UTC, Django's own format
+        form = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?")
+        assert form.fullmatch(fast) and form.fullmatch(django) and parse_datetime(fast).tzinfo is None
+        assert abs(parse_datetime(fast) - now.replace(tzinfo=None)) < timedelta(seconds=5)
+    assert store._db_id(connection, conversation.pk) == Conversation._meta.pk.get_db_prep_value(conversation.pk,
+                                                                                                connection)
+    position = store.append_message(conversation_id=conversation.pk, message={"kind": "user", "content": "hi"})
+    row = Message.objects.get(conversation_id=conversation.pk, position=position)
+    assert abs(row.created_at - now) < timedelta(seconds=5) and row.created_at.tzinfo is not None

@@ -100,7 +100,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self.connection.cursor(factory=SQLiteCursorWrapper)
 
     def _writer_lock(self) -> threading.Lock:
-        return writer_queue_for(str(self.settings_dict["NAME"]))
+        # Looked up once per connection object: the append path takes it twice per row.
+        name = str(self.settings_dict["NAME"])
+        cached = self.__dict__.get("_writer_lock_for")
+        if cached is None or cached[0] != name:
+            cached = self._writer_lock_for = (name, writer_queue_for(name))
+        return cached[1]
 
     def _acquire_writer_queue(self) -> None:
         if self._holds_writer_queue:
