@@ -328,3 +328,32 @@ def test_deleting_a_waiting_row_never_touches_the_index(where):
         assert before == ((2, 0) if where == "waiting" else (0, 2))
     assert hits("refund") == [(str(keep.pk), 0)]
     assert hits("erased") == []
+
+
+@pytest.mark.django_db(transaction=True)  # the merge runs in transactions of its own
+def test_pruning_leaves_no_entry_of_a_pruned_row_in_the_index_storage(where):
+    keep = store.create_conversation(title="keep")
+    old = store.create_conversation(title="old")
+    for i in range(70):  # more than one batch of the index: the rows are in FTS5's own segments
+        store.append_message(conversation_id=keep.pk, message={"kind": "note", "text": f"kept refund {i}"})
+        store.append_message(conversation_id=old.pk, message={"kind": "note", "text": f"zzyprunedword {i}"})
+    if where == "indexed":
+        into_the_index()
+    Conversation.objects.filter(pk=old.pk).update(last_activity_at=timezone.now() - timedelta(days=400))
+    if connection.vendor == "sqlite":
+        assert b"zzyprunedword" in _index_storage()  # not vacuous: the index held the word
+    result = pruning.prune_older_than(days=90, batch_size=25)
+    assert result.messages == 70 and not any("search index" in n for n in result.notes)
+    assert hits("zzyprunedword") == [] and len(search_messages("refund", limit=100).hits) == 70
+    assert fts_rows() == 70
+    if connection.vendor == "sqlite":
+        assert b"zzyprunedword" not in _index_storage()  # merged away, not just marked deleted
+        with connection.cursor() as cursor:  # deletion requests delete securely again
+            cursor.execute("SELECT v FROM search_message_fts_config WHERE k = 'secure-delete'")
+            assert cursor.fetchone()[0] == 1
+
+
+def _index_storage() -> bytes:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT block FROM search_message_fts_data")
+        return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)

@@ -74,6 +74,20 @@ def fts5_tables(cursor) -> list[str]:
     return [row[0] for row in cursor.fetchall()]
 
 
+# The message search index (conversations/search migrations).
+MESSAGE_FTS = "search_message_fts"
+
+
+def set_fts_secure_delete(on: bool, *, tables: list[str] | None = None) -> None:
+    """SQLite: switch FTS5 secure-delete on or off for `tables` (default: every FTS5 index)."""
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        for table in tables if tables is not None else fts5_tables(cursor):
+            if table in fts5_tables(cursor):
+                cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', {int(on)})")
+
+
 def ensure_fts_secure_delete() -> None:
     """SQLite: every FTS5 index removes a deleted row's entries at once (secure-delete,
     SQLite 3.42+) instead of recording the deletion and keeping the entries in older
