@@ -208,22 +208,24 @@ def _key_columns(model) -> str:
 
 def _delete_batch(model, ids: list, limit: int, timing: list | None = None) -> int:
     """Delete up to `limit` rows of `model` belonging to the marked conversations `ids`, in
-    one transaction; appends how long the delete itself took (not the wait for the lock)
-    to `timing`."""
+    one transaction; appends to `timing` how long it held the write lock: the delete and
+    its COMMIT (not the wait for the lock). The COMMIT can be most of it: with
+    secure_delete and FTS5's secure-delete it writes every page the delete touched."""
     table = model._meta.db_table
     marks = ", ".join(["%s"] * len(ids))
     key = _key_columns(model)
     with transaction.atomic():
+        started = time.monotonic()
         with connection.cursor() as cursor:
-            started = time.monotonic()
             cursor.execute(
                 f"DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} "
                 f"WHERE conversation_id IN ({marks}) LIMIT %s)",
                 [*_db_ids(ids), limit],
             )
-            if timing is not None:
-                timing.append(time.monotonic() - started)
-            return cursor.rowcount
+            deleted = cursor.rowcount
+    if timing is not None:
+        timing.append(time.monotonic() - started)
+    return deleted
 
 
 def _delete_conversation_rows(ids: list) -> int:
