@@ -478,7 +478,10 @@ def fmt(value) -> str:
 
 
 def machine_line() -> str:
-    return (f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+    import sqlean.dbapi2
+
+    return (f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlean.dbapi2.sqlite_version} "
+            f"(memoryui, sqlean) and {sqlite3.sqlite_version} (raw sqlite3 and LangGraph, Python's own), "
             f"{platform.system()} {platform.machine()}")
 
 
