@@ -204,7 +204,7 @@ def _sqlite_select(table, rowid, match, filters, kinds, seq, after, limit):
         where.append(f"{rowid} < %s")
         params.append(after[0] * span + after[1])
     where += _common_filters(filters, kinds, params)
-    columns = _COLUMNS if match is not None else f"{_COLUMNS}, {_index_text_sql('m.content')}"
+    columns = _COLUMNS if match is not None else f"{_COLUMNS}, {_WAITING_TEXT}"
     sql = (
         f"SELECT {rowid} >> 32, {rowid} & {span - 1}, {columns} FROM {table} f "
         f"JOIN {_KEY} k ON k.seq = {rowid} >> 32 "
@@ -218,9 +218,8 @@ def _sqlite_select(table, rowid, match, filters, kinds, seq, after, limit):
         return cursor.fetchall()
 
 
-def _index_text_sql(column: str) -> str:
-    """The text the index holds for a stored message: the expression its triggers use."""
-    return importlib.import_module("conversations.search.migrations.0001_initial").sqlite_text(column)
+# The text the index holds for a waiting row's message: the expression its triggers use.
+_WAITING_TEXT = importlib.import_module("conversations.search.migrations.0001_initial").sqlite_text("m.content")
 
 
 _memory = threading.local()
