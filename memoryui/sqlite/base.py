@@ -74,8 +74,11 @@ _queues_guard = threading.Lock()
 
 
 def writer_queue_for(name: str) -> threading.Lock:
-    with _queues_guard:
-        return _queues.setdefault(name, threading.Lock())
+    lock = _queues.get(name)  # the append path asks twice per row: no guard once it exists
+    if lock is None:
+        with _queues_guard:
+            lock = _queues.setdefault(name, threading.Lock())
+    return lock
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -100,12 +103,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self.connection.cursor(factory=SQLiteCursorWrapper)
 
     def _writer_lock(self) -> threading.Lock:
-        # Looked up once per connection object: the append path takes it twice per row.
-        name = str(self.settings_dict["NAME"])
-        cached = self.__dict__.get("_writer_lock_for")
-        if cached is None or cached[0] != name:
-            cached = self._writer_lock_for = (name, writer_queue_for(name))
-        return cached[1]
+        return writer_queue_for(str(self.settings_dict["NAME"]))
 
     def _acquire_writer_queue(self) -> None:
         if self._holds_writer_queue:
