@@ -78,14 +78,13 @@ def fts5_tables(cursor) -> list[str]:
 MESSAGE_FTS = "search_message_fts"
 
 
-def set_fts_secure_delete(on: bool, *, tables: list[str] | None = None) -> None:
-    """SQLite: switch FTS5 secure-delete on or off for `tables` (default: every FTS5 index)."""
+def set_fts_secure_delete(table: str, on: bool) -> None:
+    """SQLite: switch FTS5 secure-delete on or off for one index, if it exists."""
     if connection.vendor != "sqlite":
         return
     with connection.cursor() as cursor:
-        for table in tables if tables is not None else fts5_tables(cursor):
-            if table in fts5_tables(cursor):
-                cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', {int(on)})")
+        if table in fts5_tables(cursor):
+            cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', {int(on)})")
 
 
 def ensure_fts_secure_delete() -> None:

@@ -547,7 +547,7 @@ def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None, l
     # deleted row, which made pruning half of a 1,280,000-message file take 13 minutes
     # instead of one. Deletion requests keep secure-delete (erasure.py turns it back on).
     disk.ensure_fts_secure_delete()
-    disk.set_fts_secure_delete(False, tables=[disk.MESSAGE_FTS])
+    disk.set_fts_secure_delete(disk.MESSAGE_FTS, False)
     try:
         return _prune(run, cutoff=cutoff, batch_size=batch_size, progress=progress, lease=lease)
     finally:
@@ -588,7 +588,7 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
                  "the next prune goes on with it"]
     else:
         notes = []
-    disk.set_fts_secure_delete(True, tables=[disk.MESSAGE_FTS])
+    disk.set_fts_secure_delete(disk.MESSAGE_FTS, True)
     notes += reclaim_space()
     bytes_after = disk.database_bytes()
     if len(victims) > RUN_IDS_KEPT:
