@@ -37,3 +37,16 @@ def rows_the_index_knows() -> tuple[int, int]:
                        f"(SELECT count(*) FROM {PENDING_MIGRATION.PENDING}), "
                        f"(SELECT count(*) FROM conversations_message)")
         return tuple(cursor.fetchone())
+
+
+def index_bytes() -> bytes:
+    """The bytes of the search index's own storage (not the message table)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT block FROM search_message_fts_data")
+            return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)
+        cursor.execute("CHECKPOINT")
+        cursor.execute("SELECT current_setting('data_directory') || '/' || pg_relation_filepath('search_message_tsv_idx')")
+        path = cursor.fetchone()[0]
+    with open(path, "rb") as f:
+        return f.read()

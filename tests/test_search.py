@@ -14,7 +14,7 @@ from conversations.retention import pruning
 from conversations.search import highlight
 from conversations.search.query import InvalidQuery, parse_query
 from conversations.search.reads import BadSearch, Filters, search_messages
-from tests.search_support import into_the_index, waiting_rows
+from tests.search_support import index_bytes, into_the_index, rows_the_index_knows, waiting_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -64,13 +64,7 @@ def hits(q, **filters):
 def fts_rows() -> int:
     """How many documents the index holds (SQLite: the FTS5 index itself, and the rows
     waiting to enter it)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT (SELECT count(*) FROM search_message_fts_docsize) + "
-                           "(SELECT count(*) FROM search_message_pending)")
-        else:
-            cursor.execute("SELECT count(*) FROM conversations_message")
-        return cursor.fetchone()[0]
+    return rows_the_index_knows()[0]
 
 
 def test_it_finds_words_in_message_text_with_stems(ticket, other):
@@ -341,19 +335,13 @@ def test_pruning_leaves_no_entry_of_a_pruned_row_in_the_index_storage(where):
         into_the_index()
     Conversation.objects.filter(pk=old.pk).update(last_activity_at=timezone.now() - timedelta(days=400))
     if connection.vendor == "sqlite":
-        assert b"zzyprunedword" in _index_storage()  # not vacuous: the index held the word
+        assert b"zzyprunedword" in index_bytes()  # not vacuous: the index held the word
     result = pruning.prune_older_than(days=90, batch_size=25)
     assert result.messages == 70 and not any("search index" in n for n in result.notes)
     assert hits("zzyprunedword") == [] and len(search_messages("refund", limit=100).hits) == 70
     assert fts_rows() == 70
     if connection.vendor == "sqlite":
-        assert b"zzyprunedword" not in _index_storage()  # merged away, not just marked deleted
+        assert b"zzyprunedword" not in index_bytes()  # merged away, not just marked deleted
         with connection.cursor() as cursor:  # deletion requests delete securely again
             cursor.execute("SELECT v FROM search_message_fts_config WHERE k = 'secure-delete'")
             assert cursor.fetchone()[0] == 1
-
-
-def _index_storage() -> bytes:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT block FROM search_message_fts_data")
-        return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)

@@ -6,26 +6,13 @@ from django.db import connection
 from conversations import store
 from conversations.retention import erasure
 from tests.retention_support import conversation, raw_bytes_of_database
-from tests.search_support import into_the_index, waiting_rows
+from tests.search_support import index_bytes, into_the_index, waiting_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SUBJECT = "cust:search-erasure-1"
 # A word no other indexed word shares a first letter with, so the index stores it whole.
 TERM = "zzyzxquorblet"
-
-
-def _index_bytes() -> bytes:
-    """The bytes of the search index's own storage (not the message table)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT block FROM search_message_fts_data")
-            return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)
-        cursor.execute("CHECKPOINT")
-        cursor.execute("SELECT current_setting('data_directory') || '/' || pg_relation_filepath('search_message_tsv_idx')")
-        path = cursor.fetchone()[0]
-    with open(path, "rb") as f:
-        return f.read()
 
 
 @pytest.mark.parametrize("where", ["waiting", "indexed"])
@@ -40,7 +27,7 @@ def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files(where):
     if where == "indexed":
         into_the_index()
         assert [h.position for h in search_messages(TERM).hits] == [0]
-        assert TERM.encode() in _index_bytes()  # the check below is not vacuous: the index held it
+        assert TERM.encode() in index_bytes()  # the check below is not vacuous: the index held it
     else:  # SQLite: still waiting to enter the index, which never held it
         assert waiting_rows() == (2 if connection.vendor == "sqlite" else 0)
 
@@ -49,6 +36,6 @@ def test_a_deletion_request_leaves_no_term_in_the_index_or_its_files(where):
     assert receipt.verification["status"] == "verified"
     assert search_messages(TERM).hits == []
     assert [h.conversation_id for h in search_messages("refund").hits] == [kept.pk]
-    assert TERM.encode() not in _index_bytes()
+    assert TERM.encode() not in index_bytes()
     assert TERM.encode() not in raw_bytes_of_database()
     assert waiting_rows() == (1 if where == "waiting" and connection.vendor == "sqlite" else 0)
