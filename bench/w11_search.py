@@ -67,13 +67,6 @@ def percentile(values, p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def drop_index_trigger(db):
-    conn = common.connect_memoryui_file(db)
-    conn.execute("DROP TRIGGER search_message_index")
-    conn.commit()
-    conn.close()
-
-
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
     conversations, per = (10, 2_000) if args.quick else (100, 10_000)
@@ -101,22 +94,22 @@ def main(argv=None):
         ids.append(conversation.pk)
     # The worst case for a search: 63 rows waiting to enter the index (it takes them
     # in 64 at a time), which every search matches in memory besides the index.
+    def waiting_rows() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM search_message_pending")
+            return cursor.fetchone()[0]
+
     waiting = store.create_conversation(title="search bench, waiting rows")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM search_message_pending")
-        (already,) = cursor.fetchone()
-    for i in range((FLUSH_AT - 1 - already) % FLUSH_AT):
+    topping = (FLUSH_AT - 1 - waiting_rows()) % FLUSH_AT
+    for i in range(topping):
         m = common.message_for(i)
         key = "text" if "text" in m else "content"
         m[key] = f"{m[key]} ticket W{i}"
         store.append_message(conversation_id=waiting.pk, message=m)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM search_message_pending")
-        (waiting_rows,) = cursor.fetchone()
-    assert waiting_rows == FLUSH_AT - 1, waiting_rows
+    assert waiting_rows() == FLUSH_AT - 1
     common.wal_checkpoint(db)
     build = time.perf_counter() - t0
-    total = conversations * per + (FLUSH_AT - 1 - already) % FLUSH_AT
+    total = conversations * per + topping
     print(f"  built {total:,} messages with the index in {build:.1f} s", flush=True)
 
     raw = common.connect_memoryui_file(db, isolation_level=None, check_same_thread=False, timeout=30)
