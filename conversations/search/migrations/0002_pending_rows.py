@@ -60,7 +60,7 @@ SQLITE_FORWARD = [
 ]
 
 SQLITE_BACKWARD = [
-    f"{FLUSH}",
+    FLUSH,
     "DROP TRIGGER search_pending_flush",
     "DROP TRIGGER search_message_index",
     "DROP TRIGGER search_message_unindex",
