@@ -47,6 +47,13 @@ def _focused_id(page):
     return page.evaluate("document.activeElement && document.activeElement.id")
 
 
+def _undo_ready(page):
+    """The Undo form arrives in an out-of-band swap; clicked before htmx has processed it,
+    it submits as a plain form and the page reloads (the no-JavaScript path)."""
+    page.wait_for_function("() => { const f = document.querySelector('#queue-status form');"
+                           " return !!(f && f['htmx-internal-data'] && f['htmx-internal-data'].initHash); }")
+
+
 def _status_in_sight(page, viewport):
     """The status line is inside the window, below the top bar, and nothing covers it."""
     status = page.locator("#queue-status")
@@ -118,6 +125,7 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
         f"Approved fact {edited.pk} as an edit of proposal {email.pk}."
 
     # Clicking Undo (not the key) takes back the edit: the new fact is withdrawn.
+    _undo_ready(page)
     page.locator("#queue-status").get_by_role("button", name="Undo").click()
     page.wait_for_function(f"() => document.activeElement && document.activeElement.id === 'fact-{email.pk}'")
     assert Fact.objects.get(pk=edited.pk).status == "rejected"
