@@ -274,6 +274,14 @@ def _db_now(db):
     return db.ops.adapt_datetimefield_value(timezone.now())
 
 
+def db_datetime(db, value: datetime):
+    """An aware time as a DateTimeField hands it to the database; on SQLite with UTC
+    storage made directly, as `_db_now` does (an import adapts one per row)."""
+    if value.tzinfo is not None and db.vendor == "sqlite" and db.timezone_name == "UTC" and settings.USE_TZ:
+        return str(value.astimezone(dt_timezone.utc).replace(tzinfo=None))
+    return db.ops.adapt_datetimefield_value(value)
+
+
 @dataclass(frozen=True)
 class Appended:
     first_position: int

@@ -255,6 +255,8 @@ def clean_text(value) -> str | None:
         return None
     if "\x00" in value:
         value = value.replace("\x00", "\ufffd")
+    if value.isascii():  # a flag of the string: no lone surrogate, nothing to encode
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -10,6 +10,7 @@ transaction. The importer nests them in one transaction per conversation.
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -18,7 +19,8 @@ from conversations.errors import CheckpointBeforeLatest, Conflict, InvalidInput,
 from conversations.formats.base import Entry, Row, storable
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.schema import KINDS, max_message_bytes
-from conversations.store import SUBJECT_MAX, TITLE_MAX, _check_meta, _clean_text, _lock_conversation, record_audit
+from conversations.store import (SUBJECT_MAX, TITLE_MAX, _check_meta, _clean_text, _lock_conversation, db_datetime,
+                                 record_audit)
 
 from .models import ImportSource, ImportStage, SourceEntry
 
@@ -281,7 +283,7 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
     original entries; staged conversations must still be held, live ones must be where
     the import expects them."""
     now = timezone.now()
-    adapt = connection.ops.adapt_datetimefield_value
+    adapt = partial(db_datetime, connection)
     now_db = adapt(now)
     with transaction.atomic(), connection.cursor() as cursor:
         _check_holds(holder, staged)
