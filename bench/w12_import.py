@@ -13,8 +13,9 @@ lines, a compaction every 20,000 lines). In the same run, alternating:
   floor     json.loads each line, and insert the rows the memoryui run wrote (read from its
             database beforehand, untimed) with raw SQL into a fresh memoryui database, through
             its schema and triggers (position guard, search index), each line kept as an
-            original entry, 1,000 lines per transaction: what keeping every line and
-            indexing every row costs before any parsing, mapping or validating of one's own
+            original entry, 5,000 lines per transaction (few commits, none near a second):
+            what keeping every line and indexing every row costs before any parsing,
+            mapping or validating of one's own
 
 The ratio is memoryui lines/s over raw lines/s (target >= 0.3). Peak memory is the
 importing process's ru_maxrss (target < 200 MB); a child that only sets Django up is
@@ -25,6 +26,7 @@ committed transaction): its longest wait is what the import makes agents wait
 """
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -105,6 +107,9 @@ def generate(path: Path, lines: int) -> int:
 
 
 def child(mode: str, path: Path, db: Path, *extra) -> dict:
+    # Each run writes a few hundred MB; the next one starts once the kernel has written
+    # them out, instead of paying for the previous run's writeback in its own fsyncs.
+    os.sync()
     out = subprocess.run([sys.executable, str(HERE / "import_child.py"), mode, str(path), str(db), *map(str, extra)],
                          capture_output=True, text=True, cwd=HERE)
     if out.returncode != 0:
