@@ -288,3 +288,41 @@ def test_a_grown_file_import_that_stops_halfway_is_continued_by_the_next_one(mon
     source = ImportSource.objects.get()
     assert source.consumed_chars == len((FIX / "claude_code_session.jsonl").read_text())
     assert importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj").unchanged
+
+
+@pytest.mark.django_db
+def test_the_write_lock_is_left_free_after_each_transaction_and_the_gap_is_spent_placing(monkeypatch):
+    """On SQLite the importer leaves the lock to others for a quarter of each transaction's time
+    (at most GAP_SECONDS) before its next transaction, and sleeps only what its own work between
+    the two did not already take. PostgreSQL has no database-wide write lock: no gap."""
+    from django.db import connection
+
+    clock, slept, began = [100.0], [], []
+    monkeypatch.setattr(writer.time, "monotonic", lambda: clock[0])
+
+    def sleep(seconds):
+        slept.append(round(seconds, 6))
+        clock[0] += seconds
+
+    monkeypatch.setattr(writer.time, "sleep", sleep)
+
+    def transaction_of(seconds):
+        def write():
+            began.append(clock[0])
+            clock[0] += seconds
+        return write
+
+    w = writer.Writer(plan=claude_code.new_plan(), namespace="", actor="test")
+    w._timed(transaction_of(0.08))   # earns a 0.02 s gap
+    clock[0] += 0.005                # placing the next chunk takes 5 ms of it
+    w._timed(transaction_of(0.4))    # earns the whole GAP_SECONDS
+    clock[0] += 0.3                  # placing takes longer than the gap: no sleep
+    w._timed(transaction_of(0.1))
+    w._await_gap()                   # e.g. publish, right after
+    if connection.vendor == "sqlite":
+        assert slept == [0.015, 0.025]
+        assert began[1] - (began[0] + 0.08) == pytest.approx(0.02)
+        assert began[2] - (began[1] + 0.4) == pytest.approx(0.3)
+    else:
+        assert slept == []
+    assert w.transactions == 3 and w.longest == pytest.approx(0.4)

@@ -74,8 +74,10 @@ class Writer:
         self.scale = 0.1  # of CHUNK_ROWS and CHUNK_BYTES, adjusted by how long transactions take
         self.transactions = 0
         self.longest = 0.0  # seconds, the longest transaction
+        self.free_until = 0.0  # time.monotonic() before which the write lock is left to others
 
     def _timed(self, write, **kw) -> None:
+        self._await_gap()
         started = time.monotonic()
         write(**kw)
         seconds = time.monotonic() - started
@@ -88,8 +90,15 @@ class Writer:
         if connection.vendor == "sqlite":
             # A writer of another process that waited meanwhile sleeps in SQLite's busy handler
             # (polling every 25-50 ms by then); without a gap this loop would take the lock
-            # again first, transaction after transaction, and that writer would starve.
-            time.sleep(min(GAP_SECONDS, seconds / 4))
+            # again first, transaction after transaction, and that writer would starve. The
+            # importer places the next chunk during the gap and only sleeps what is left of it.
+            self.free_until = time.monotonic() + min(GAP_SECONDS, seconds / 4)
+
+    def _await_gap(self) -> None:
+        """Keep the write lock free for the gap the last transaction earned (see `_timed`)."""
+        left = self.free_until - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
     # -- conversations -------------------------------------------------------------------
 
@@ -105,6 +114,7 @@ class Writer:
         if self.dry_run:
             cid = str(fields.get("id") or uuid.uuid4())
         else:
+            self._await_gap()
             cid = str(store.stage_conversation(holder=self.holder, staged=self.staged,
                                                source_key=self.plan.source_key, **fields).pk)
             self.staged.append(cid)
@@ -283,6 +293,7 @@ class Writer:
                 finals[cid] = values
             audits.append((cid, {"format": self.plan.format, "messages": messages, "checkpoints": checkpoints,
                                  "appended": False, "next_position": self.written[key]}))
+        self._await_gap()
         store.publish_staged(holder=self.holder, staged=self.staged, finals=finals, actor=self.actor, audits=audits,
                              source=self.source, source_fields=source_fields)
         self.staged = []
