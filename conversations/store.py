@@ -265,11 +265,16 @@ def _db_id(db, cid: uuid.UUID):
     return cid.hex if db.vendor == "sqlite" else Conversation._meta.pk.get_db_prep_value(cid, db)
 
 
+def _stores_naive_utc_text(db) -> bool:
+    """Whether a DateTimeField goes to this database as naive UTC text (SQLite, UTC)."""
+    return db.vendor == "sqlite" and db.timezone_name == "UTC" and settings.USE_TZ
+
+
 def _db_now(db):
     """Now, as a DateTimeField hands it to the database. On SQLite with UTC storage
     that is the naive UTC time as text, made here directly: Django's adapter costs a
     tenth of an append (tests/test_store.py keeps the two equal)."""
-    if db.vendor == "sqlite" and db.timezone_name == "UTC" and settings.USE_TZ:
+    if _stores_naive_utc_text(db):
         return str(datetime.now(dt_timezone.utc).replace(tzinfo=None))
     return db.ops.adapt_datetimefield_value(timezone.now())
 
@@ -277,7 +282,7 @@ def _db_now(db):
 def db_datetime(db, value: datetime):
     """An aware time as a DateTimeField hands it to the database; on SQLite with UTC
     storage made directly, as `_db_now` does (an import adapts one per row)."""
-    if value.tzinfo is not None and db.vendor == "sqlite" and db.timezone_name == "UTC" and settings.USE_TZ:
+    if value.tzinfo is not None and _stores_naive_utc_text(db):
         return str(value.astimezone(dt_timezone.utc).replace(tzinfo=None))
     return db.ops.adapt_datetimefield_value(value)
 
