@@ -235,7 +235,7 @@ def test_delete_goes_through_the_deletion_path_waits_for_maintenance_and_leaves_
     assert receipt["counts"]["conversations"] == 2 and receipt["counts"]["messages"] == 2
     stored = DeletionReceipt.objects.get(pk=receipt["receipt_id"])
     # Checked on disk: the deleted text is in no database file.
-    assert stored.verification["status"] == "verified" and stored.verification["found"] is False
+    assert stored.verification["status"] == "verified" and stored.verification["found"] is False, stored.verification
     assert not Conversation.objects.filter(pk__in=receipt["conversation_ids"]).exists()
     assert not SourceEntry.objects.exists() and not ImportSource.objects.exists()
 

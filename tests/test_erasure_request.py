@@ -180,7 +180,9 @@ def _finding(where: str) -> erasure.FileSearch:
                               found_in=[where], found_count=1, found_needles={0: [where]})
 
 
-@pytest.mark.parametrize("where, resampled", [("base/5/2619 (pg_statistic)", True), ("base/5/16401", False)])
+@pytest.mark.parametrize("where, resampled", [("base/5/2619 (pg_statistic)", True),
+                                               ("base/5/2840 (pg_toast.pg_toast_2619)", True),
+                                               ("base/5/16401", False)])
 def test_postgresql_text_found_only_in_planner_statistics_is_sampled_again(monkeypatch, where, resampled):
     """An autovacuum ANALYZE that runs while the deleting transactions are in progress
     samples the rows being deleted as live, and can store erased text as a common value;
@@ -209,3 +211,33 @@ def test_postgresql_text_found_only_in_planner_statistics_is_sampled_again(monke
     assert bool(resamples) == resampled
     assert search.found is (not resampled) and search.passes == (2 if resampled else 1)
     assert set_aside == set()
+
+
+def test_a_deletion_that_empties_a_table_leaves_no_erased_text_in_its_planner_statistics():
+    """PostgreSQL's ANALYZE of a table with no rows keeps the table's old statistics,
+    sampled common values included. When a deletion leaves a table empty, statistics
+    gathered while the erased rows were live would hold their text for good: the
+    deletion drops them. (SQLite keeps no sampled values: there this is the plain path.)"""
+    text = "Ottoline Brackenbury-Vasquez asked about invoice 7731-QX for the third time"
+    about = conversation(title="o", messages=0)
+    for _ in range(40):
+        store.append_message(conversation_id=about.pk, message={"kind": "user", "content": text})
+    assert Message.objects.count() == 40 and Conversation.objects.count() == 1
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f'ANALYZE "{Message._meta.db_table}"')
+            cursor.execute("SELECT count(*) FROM pg_stats WHERE tablename = %s AND strpos(most_common_vals::text, %s) > 0",
+                           [Message._meta.db_table, "Brackenbury-Vasquez"])
+            assert cursor.fetchone()[0] >= 1  # the statistics hold the text before the deletion
+
+    receipt = erasure.delete_one_conversation(conversation_id=about.pk, actor="user:boss")
+    v = receipt.verification
+    assert v["status"] == "verified" and v["found"] is False and v["strings_checked"] >= 1, v
+    assert Message.objects.count() == 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_statistic WHERE starelid = %s::regclass",
+                           [Message._meta.db_table])
+            assert cursor.fetchone()[0] == 0
+    erasure.checkpoint_to_disk()
+    assert text.encode()[:40] not in raw_bytes_of_database()

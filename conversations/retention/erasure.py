@@ -498,6 +498,7 @@ def _resample_statistics(notes: list[str], lease: Lease | None) -> None:
     with connection.cursor() as cursor:
         for table in _tables_holding_subject_data():
             cursor.execute(f'ANALYZE "{table}"')
+            _clear_statistics_if_empty(cursor, table, notes)
     _wait_for_older_snapshots(_current_xid(), notes)
     with connection.cursor() as cursor:
         try:
@@ -508,11 +509,36 @@ def _resample_statistics(notes: list[str], lease: Lease | None) -> None:
         lease.beat()
 
 
+def _clear_statistics_if_empty(cursor, table: str, notes: list[str]) -> None:
+    """ANALYZE of a table with no rows leaves its old statistics as they were, sampled
+    values included: a deletion that emptied the table would leave them holding erased
+    text for good. An empty table's statistics describe nothing; they are dropped (a
+    superuser's right, as the file search itself needs) and rebuilt by the next ANALYZE."""
+    from django.db import DatabaseError
+
+    cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")')
+    if cursor.fetchone()[0]:
+        return
+    try:
+        cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [f'"{table}"'])
+    except DatabaseError as exc:
+        notes.append(f"the statistics of the emptied table {table} could not be cleared ({type(exc).__name__})")
+
+
+def _is_statistics_file(name: str) -> bool:
+    """A finding in pg_statistic or in its TOAST table (long sampled values are stored there)."""
+    return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{_PG_STATISTIC_OID})")
+
+
+_PG_STATISTIC_OID = 2619
+
+
 def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None) -> None:
     _wait_for_older_snapshots(xid, notes)
     with connection.cursor() as cursor:
         for table in _tables_holding_subject_data():
             _vacuum_full(cursor, table, notes, lease)
+            _clear_statistics_if_empty(cursor, table, notes)
         try:
             # Planner statistics keep sample column values; ANALYZE above replaced
             # them, this drops the dead copies.
@@ -687,7 +713,7 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
             set_aside |= shared
             search = search.without({i for i in search.found_needles if needles[i] in shared})
             if search.found and passes < VERIFY_PASSES and all(
-                    name.endswith("(pg_statistic)") for name in search.found_in):
+                    _is_statistics_file(name) for name in search.found_in):
                 _resample_statistics(notes, lease)
                 continue
             break
