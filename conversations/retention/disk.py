@@ -78,13 +78,17 @@ def fts5_tables(cursor) -> list[str]:
 MESSAGE_FTS = "search_message_fts"
 
 
+def _write_secure_delete(cursor, table: str, on: bool) -> None:
+    cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', {int(on)})")
+
+
 def set_fts_secure_delete(table: str, on: bool) -> None:
     """SQLite: switch FTS5 secure-delete on or off for one index, if it exists."""
     if connection.vendor != "sqlite":
         return
     with connection.cursor() as cursor:
         if table in fts5_tables(cursor):
-            cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', {int(on)})")
+            _write_secure_delete(cursor, table, on)
 
 
 def ensure_fts_secure_delete() -> None:
@@ -98,4 +102,4 @@ def ensure_fts_secure_delete() -> None:
         for table in fts5_tables(cursor):
             row = cursor.execute(f"SELECT v FROM \"{table}_config\" WHERE k = 'secure-delete'").fetchone()
             if not row or not row[0]:
-                cursor.execute(f"INSERT INTO \"{table}\"(\"{table}\", rank) VALUES ('secure-delete', 1)")
+                _write_secure_delete(cursor, table, True)
