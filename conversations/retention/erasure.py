@@ -50,7 +50,7 @@ from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import DatabaseError, OperationalError, connection, models, transaction
 
 from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
@@ -470,8 +470,6 @@ def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
 def _vacuum_full(cursor, table: str, notes: list[str], lease: Lease | None) -> None:
     """VACUUM FULL needs an exclusive lock; asked for with a short timeout so that
     appends never queue behind a request that waits for a long reader."""
-    from django.db import OperationalError
-
     cursor.execute(f"SET lock_timeout = '{PG_LOCK_TIMEOUT}'")
     try:
         for attempt in range(STEP_ATTEMPTS):
@@ -516,8 +514,6 @@ def _clear_statistics_if_empty(cursor, table: str, notes: list[str]) -> None:
     values included: a deletion that emptied the table would leave them holding erased
     text for good. An empty table's statistics describe nothing; they are dropped (a
     superuser's right, as the file search itself needs) and rebuilt by the next ANALYZE."""
-    from django.db import DatabaseError
-
     cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")')
     if cursor.fetchone()[0]:
         return
