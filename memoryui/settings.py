@@ -214,6 +214,9 @@ SECURE_PROXY_SSL_HEADER = (
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
 # Days of inactivity after which `manage.py prune` removes an unpinned conversation.
 MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))
+# How long a file previewed on /admin/import/ waits for its confirmation (conversations/imports/uploads.py);
+# after that confirming refuses it and the next preview or prune removes it.
+MEMORYUI_UPLOAD_TTL_MINUTES = float(os.environ.get("MEMORYUI_UPLOAD_TTL_MINUTES", 60))
 # Long-term facts (conversations/facts/store.py reads these at call time).
 # Recall score weights: score = recency·w + importance·w + relevance·w.
 MEMORYUI_RECALL_WEIGHTS = {
