@@ -126,8 +126,11 @@ CONTENT_SECURITY_POLICY = "; ".join([
 
 class SecurityHeadersMiddleware:
     """The Content-Security-Policy on every answer, and `Cache-Control: no-store` on
-    every download (exports, receipts, the audit log): what they hold is personal
-    data, and no browser or proxy cache should keep a copy."""
+    every answer but the static files. Pages, fragments, downloads and API answers
+    (errors included) hold conversations, facts, subjects or logs, and no browser or
+    proxy cache may keep a copy; deciding per view would leave the next view out.
+    Static files (whitenoise, under STATIC_URL) hold nothing personal and keep their
+    own caching headers."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -135,6 +138,6 @@ class SecurityHeadersMiddleware:
     def __call__(self, request):
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        if response.get("Content-Disposition", "").lower().startswith("attachment"):
+        if not request.path.startswith(settings.STATIC_URL) and "no-store" not in response.get("Cache-Control", ""):
             response["Cache-Control"] = "no-store"
         return response
