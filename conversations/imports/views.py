@@ -2,14 +2,10 @@
 
 The preview is a dry run of the real import (same parser, same store calls, rolled
 back), so what it shows is what confirming writes. The uploaded file waits in the
-data folder under a random token between preview and confirm. Works without
-JavaScript; with htmx the preview replaces only its panel.
+data folder under a random token between preview and confirm, for a limited time
+(uploads.py). Works without JavaScript; with htmx the preview replaces only its panel.
 """
 
-import secrets
-from pathlib import Path
-
-from django.conf import settings
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -19,23 +15,10 @@ from conversations.errors import StoreError
 from conversations.formats import CHOICES
 from conversations.retention.views import admin_required
 
-from . import importer
+from . import importer, uploads
 from .textfile import Text
 
 MAX_UPLOAD = 512 * 1024 * 1024
-
-
-def _folder() -> Path:
-    folder = Path(settings.DATA_DIR) / "uploads"
-    folder.mkdir(exist_ok=True, mode=0o700)
-    return folder
-
-
-def _token_path(token: str) -> Path | None:
-    if not token or len(token) != 32 or not all(c in "0123456789abcdef" for c in token):
-        return None
-    path = _folder() / f"{token}.upload"
-    return path if path.exists() else None
 
 
 def _page(request, context, status=200):
@@ -58,7 +41,7 @@ def import_page(request):
     actor = f"user:{request.user.get_username()}"
     token = request.POST.get("token", "")
     if request.POST.get("confirm") == "1":
-        path = _token_path(token)
+        path = uploads.find(token)
         if path is None:
             return _page(request, {"values": values, "error": "That upload has expired or was already imported; "
                                                                 "upload the file again."}, status=422)
@@ -70,7 +53,7 @@ def import_page(request):
             return _page(request, {"values": values, "error": exc.message}, status=exc.status)
         finally:
             text.close()
-            path.unlink(missing_ok=True)
+            uploads.remove(path)  # the import has it (or refused it): the file's purpose is over
         return _page(request, {"values": values, "result": result, "done": True,
                                "links": _links(result)})
     upload = request.FILES.get("file")
@@ -78,19 +61,22 @@ def import_page(request):
         return _page(request, {"values": values, "error": "Choose a file to import."}, status=422)
     if upload.size > MAX_UPLOAD:
         return _page(request, {"values": values, "error": "The file is larger than 512 MB."}, status=413)
+    # Each preview also clears the uploads nobody confirmed in time, so they never pile up between prunes.
+    uploads.remove_expired()
     # Kept on disk between preview and confirm, and read from there a block at a time.
-    token = secrets.token_hex(16)
-    path = _folder() / f"{token}.upload"
-    with path.open("wb") as f:
-        for piece in upload.chunks():
-            f.write(piece)
+    token, path = uploads.save(upload.chunks())
     text = Text.open(str(path))
     try:
         result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
                                       subject=values["subject"], actor=actor, dry_run=True, path=upload.name)
+        touched = [c.get("id") for c in result.created + result.appended + result.present]
+        uploads.record(token, subject=values["subject"], conversation_ids=touched + [result.conversation_id])
     except StoreError as exc:
-        path.unlink(missing_ok=True)
+        uploads.remove(path)
         return _page(request, {"values": values, "error": exc.message}, status=exc.status)
+    except BaseException:
+        uploads.remove(path)  # a failed preview has nothing to confirm
+        raise
     finally:
         text.close()
     return _page(request, {"values": {**values, "format": result.format}, "result": result, "token": token,

@@ -36,6 +36,13 @@ rawfiles.py for why that would lose other workers' writes):
 8. store the receipt (append-only) with its audit event in one transaction:
    ids, counts, SHA-256 of the subject and the verification — never the subject
    or a text.
+
+Files outside the database that may hold the subject (an import preview waiting
+for its confirmation: leftovers.py) are no rows: after the deletion every such file
+that its own record ties to the subject or a deleted conversation, or whose bytes
+hold the subject, a sampled text or a deleted conversation's id, is removed; the
+rest are searched again, and the receipt lists the removed files and counts that
+search in its verdict.
 """
 
 import hashlib
@@ -58,7 +65,7 @@ from conversations.models import Checkpoint, Conversation, Message, parse_conver
 from conversations.schema import decode_message, message_text
 from conversations.subjects import normalize_subject
 
-from . import disk
+from . import disk, leftovers
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
 from .owned import owned_tables
@@ -91,6 +98,9 @@ PG_LOCK_TIMEOUT = "500ms"
 # pg_statistic's fixed object id: its TOAST table is pg_toast.pg_toast_2619.
 _PG_STATISTIC_OID = 2619
 HELPER_TIMEOUT_SECONDS = 3600
+# Text needles searched in leftover files are at least this long: a removal on a match of
+# "a" would take every waiting upload. A shorter subject still matches through a file's record.
+LEFTOVER_NEEDLE_MIN = 6
 
 
 @dataclass
@@ -370,7 +380,6 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
     The files are read by a separate process. Found needles are counted, never
     returned: the result goes into receipts.
     """
-    encoded = [n.encode("utf-8") if isinstance(n, str) else n for n in needles if n]
     if connection.vendor == "sqlite":
         paths, problem = disk.sqlite_files(), None
         if not paths:
@@ -384,9 +393,16 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
         specs = [{"path": str(p), "name": "/".join(p.parts[-3:]), "kind": "postgres"} for p in paths]
     if problem:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0, problem=problem)
+    return search_files(specs, needles, page_size=_page_size(), relation_names=connection.vendor == "postgresql")
+
+
+def search_files(specs: list[dict], needles: list[str | bytes], *, page_size: int = 0,
+                 relation_names: bool = False) -> FileSearch:
+    """Search the raw bytes of these files ({"path", "name", "kind"}) for each needle, by the file helper."""
+    encoded = [n.encode("utf-8") if isinstance(n, str) else n for n in needles if n]
     try:
         answer = _run_helper({"op": "scan", "files": specs, "needles": [n.hex() for n in encoded],
-                              "page_size": _page_size()})
+                              "page_size": page_size})
     except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                           problem=f"the files could not be searched ({exc})"[:500])
@@ -397,7 +413,7 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
                               problem=f"{result['name']} could not be read ({result['error']})")
         files.append({"file": result["name"], "bytes": result["bytes"]})
         if result["found"]:
-            name = _with_relation_name(result["name"]) if connection.vendor == "postgresql" else result["name"]
+            name = _with_relation_name(result["name"]) if relation_names else result["name"]
             found_in.append(name)
             for i in result["found"]:
                 hits.setdefault(i, []).append(name)
@@ -407,6 +423,52 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
                 live.setdefault(i, []).append(name)
     return FileSearch(status="searched", files=files, found=bool(hits), found_in=found_in, found_count=len(hits),
                       pages=pages, found_needles=hits, live=live)
+
+
+def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles: list[str]) -> dict:
+    """Remove the files outside the database (leftovers.py) that are about the subject or the
+    conversations, by their records or by their bytes, then search what is left for the same needles.
+
+    Returns the receipt's account: which files were removed and why, what was searched after."""
+    ids = [str(c) for c in conversation_ids]
+    needles = [n for n in dict.fromkeys([*needles, *ids]) if len(n.encode("utf-8")) >= LEFTOVER_NEEDLE_MIN]
+    removed: list[dict] = []
+    problems: list[str] = []
+    for kind in leftovers.registered():
+        why: dict[Path, list[str]] = {}
+        for path in kind.about(subject=subject, conversation_ids=ids):
+            why.setdefault(Path(path), []).append("record")
+        paths = {f"{kind.name}/{Path(p).name}": Path(p) for p in kind.files()}
+        if paths and needles:
+            search = search_files([{"path": str(p), "name": name, "kind": "other"} for name, p in paths.items()],
+                                  needles)
+            if search.status != "searched":
+                problems.append(search.problem)
+            for name in search.found_in:
+                why.setdefault(paths[name], []).append("text")
+        for path, reasons in sorted(why.items()):
+            removed.append({"file": f"{kind.name}/{path.name}", "bytes": kind.remove(path), "why": reasons,
+                            "removed": not path.exists()})
+    # What is left, searched again: the verdict covers these files too.
+    left = {f"{kind.name}/{Path(p).name}": Path(p) for kind in leftovers.registered() for p in kind.files()}
+    after = FileSearch(status="searched", files=[], found=False, found_in=[], found_count=0)
+    if left and needles:
+        after = search_files([{"path": str(p), "name": name, "kind": "other"} for name, p in left.items()], needles)
+    still_about = [f"{kind.name}/{Path(p).name}" for kind in leftovers.registered()
+                   for p in kind.about(subject=subject, conversation_ids=ids)]
+    not_removed = [r["file"] for r in removed if not r["removed"]]
+    found_in = list(dict.fromkeys(after.found_in + still_about + not_removed))
+    problems += [after.problem] if after.problem else []
+    return {
+        "status": "not_possible" if problems else "found" if found_in else "verified",
+        "folders": [kind.name for kind in leftovers.registered()],
+        "strings_checked": len(needles),
+        "files_searched": len(left),
+        "bytes_searched": sum(f["bytes"] for f in after.files),
+        "removed": removed,
+        "found_in": found_in,
+        "problems": [p for p in problems if p],
+    }
 
 
 def _with_relation_name(name: str) -> str:
@@ -622,6 +684,9 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
 
     counts, xid = in_turn(last_transaction)
     seconds["delete"] = round(time.monotonic() - clock, 3)
+    # Files outside the database (an import preview's upload): see the module docstring.
+    files_left = erase_leftovers(subject=subject, conversation_ids=victim_ids, needles=candidates)
+    counts["uploads"] = sum(1 for r in files_left["removed"] if r["removed"])
     id_needles = []
     if connection.vendor == "sqlite":
         # A conversation id that some row still holds (a fork's parent_id, a fact's
@@ -647,10 +712,13 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     searched = search.status == "searched"
     strings_checked = [c for c in candidates if c not in set_aside]
     checkable = strings_checked + id_needles
+    status = "not_possible" if search.status == "not_possible" else "found" if search.found else "verified"
+    if status == "verified" and files_left["status"] != "verified":
+        status = files_left["status"]
     verification = {
         "database": connection.vendor,
-        "status": ("not_possible" if search.status == "not_possible" else "found" if search.found else "verified"),
-        "found": search.found,
+        "status": status,
+        "found": search.found or bool(files_left["found_in"]) if search.found is not None else None,
         "strings_checked": len(strings_checked) if searched else 0,
         "strings_set_aside": len(set_aside),
         "conversation_ids_checked": len(id_needles) if searched else 0,
@@ -658,14 +726,15 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
         "files_searched": len(search.files),
         "bytes_searched": sum(f["bytes"] for f in search.files),
         "files": search.files,
-        "found_in": search.found_in,
+        "found_in": search.found_in + files_left["found_in"],
         "found_count": search.found_count,
         "scope": _scope(),
+        "uploads": files_left,
         "verify_passes": search.passes,
         "seconds": seconds,
-        "notes": notes + ([search.problem] if search.problem else []),
+        "notes": notes + ([search.problem] if search.problem else []) + files_left["problems"],
     }
-    if not checkable and search.status == "searched":
+    if not checkable and search.status == "searched" and files_left["status"] == "verified":
         verification["status"] = "nothing_to_check"
     def store_receipt():
         with transaction.atomic():
@@ -736,11 +805,13 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
 
 
 def _scope() -> str:
+    # Files outside the database that may hold personal data (leftovers.py), searched after removal.
+    outside = "; and the upload folder of the data directory (import previews waiting for confirmation)"
     if connection.vendor == "sqlite":
-        return "the SQLite main file, its -wal and -shm files"
-    return ("every relation file of the database (tables, TOAST, indexes, all forks) under data_directory; "
-            "PostgreSQL's write-ahead log (pg_wal), replicas and backups keep old row images until they are "
-            "recycled and are not covered")
+        return "the SQLite main file, its -wal and -shm files" + outside
+    return ("every relation file of the database (tables, TOAST, indexes, all forks) under data_directory"
+            + outside + "; PostgreSQL's write-ahead log (pg_wal), replicas and backups keep old row images until "
+            "they are recycled and are not covered")
 
 
 def delete_one_conversation(*, conversation_id, actor: str) -> DeletionReceipt:
