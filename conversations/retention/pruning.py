@@ -9,7 +9,9 @@ transaction here holds the write lock for long:
 2. their messages, then checkpoints, are deleted `batch_size` rows per
    transaction, then the conversation rows;
 3. the freed space goes back to the file system: on SQLite an incremental
-   vacuum in steps and `wal_checkpoint(TRUNCATE)`; on PostgreSQL `VACUUM`.
+   vacuum in steps and `wal_checkpoint(TRUNCATE)`; on PostgreSQL `VACUUM`;
+4. files outside the database past their lifetime (an import preview nobody
+   confirmed: leftovers.py) are removed, and the run says how many.
 
 A prune killed halfway leaves conversations that are marked `deleting`: hidden
 and consistent. The next prune picks them up whatever their age and finishes
@@ -30,7 +32,7 @@ from conversations import idempotency, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
 
-from . import disk
+from . import disk, leftovers
 from .lease import Lease, maintenance
 from .models import PruneRun
 from .owned import owned_tables
@@ -78,6 +80,8 @@ class PruneResult:
     # Conversations a previous, interrupted prune had already marked.
     resumed: int = 0
     run_id: int | None = None
+    # Expired files outside the database removed (import uploads); a dry run counts none.
+    uploads_removed: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -591,6 +595,10 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
     disk.set_fts_secure_delete(disk.MESSAGE_FTS, True)
     notes += reclaim_space()
     bytes_after = disk.database_bytes()
+    uploads_removed = sum(kind.remove_expired() for kind in leftovers.registered())
+    if uploads_removed:
+        notes.append(f"removed {uploads_removed} expired upload{'s' if uploads_removed != 1 else ''} "
+                     "that nobody confirmed")
     if len(victims) > RUN_IDS_KEPT:
         notes.append(f"the run page lists the first {RUN_IDS_KEPT} of {len(victims)} conversation ids")
     _update_run(run, status=PruneRun.FINISHED, finished_at=timezone.now(), bytes_after=bytes_after, notes=notes)
@@ -598,7 +606,7 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
         actor=run.actor, action="prune.finished", target_type="prune_run", target_id=str(run.pk),
         detail={"older_than_days": run.older_than_days, "conversations": conversations, "messages": messages,
                 "checkpoints": checkpoints, "resumed": resumed, "bytes_before": run.bytes_before,
-                "bytes_after": bytes_after},
+                "bytes_after": bytes_after, "uploads_removed": uploads_removed},
     )
     truncate_wal()  # the bookkeeping just written should not leave the WAL grown
     # Idempotency keys expire with the prune run (conversations/idempotency.py, issue 11).
@@ -607,5 +615,5 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
         conversations=conversations, messages=messages, checkpoints=checkpoints,
         bytes_before=run.bytes_before, bytes_after=bytes_after, estimated_bytes=0,
         conversation_ids=[str(v) for v in victims], dry_run=False, older_than_days=run.older_than_days,
-        cutoff=cutoff, resumed=resumed, run_id=run.pk, notes=notes,
+        cutoff=cutoff, resumed=resumed, run_id=run.pk, uploads_removed=uploads_removed, notes=notes,
     )

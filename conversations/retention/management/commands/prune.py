@@ -88,7 +88,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"pruned {result.conversations} conversations ({result.messages} messages, {result.checkpoints} "
             f"checkpoints) in {result.seconds:.1f}s; on disk {human_bytes(result.bytes_before)} -> "
-            f"{human_bytes(result.bytes_after)} (run {result.run_id})"
+            f"{human_bytes(result.bytes_after)}; removed {result.uploads_removed} expired uploads "
+            f"(run {result.run_id})"
         )
         for note in result.notes:
             self.stderr.write(f"note: {note}")
