@@ -1,0 +1,271 @@
+"""A strict judge of request bodies: would OpenAI's Chat Completions API and Anthropic's
+Messages API accept this?
+
+The SDKs' own typed request parameters are the reference
+(`openai.types.chat.completion_create_params.CompletionCreateParamsNonStreaming`,
+`anthropic.types.message_create_params.MessageCreateParamsNonStreaming`). They are
+TypedDicts, which neither SDK checks at run time, and pydantic refuses a config on a
+TypedDict it does not own, so this module walks their annotations itself: an unknown
+key is refused, a required key must be there, and every nested value is checked,
+down to the last literal. Then each API's documented rules across messages, which no
+type can say:
+
+- OpenAI: the ids of an assistant message's `tool_calls` are answered by `tool`
+  messages directly after it, in one block, each once, before any other message; a
+  `tool` message answers a call of the assistant message just before its block.
+- Anthropic: no `system` role in `messages` (it is the top-level `system`); roles
+  alternate, starting with `user`; each `tool_use` of an assistant message is
+  answered by a `tool_result` with its id at the start of the very next user
+  message, before any other block; no `tool_result` answers nothing; tool_use ids
+  match `^[a-zA-Z0-9_-]+$`; no message and no text block is empty; the final
+  assistant message does not end in white space.
+
+`openai_problems(body)` and `anthropic_problems(body)` return the list of what is
+wrong (empty: valid); `assert_valid_openai` / `assert_valid_anthropic` raise with it.
+"""
+
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+
+import typing_extensions as te
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming as AnthropicParams
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming as OpenAIParams
+
+_NONE = type(None)
+_WRAPPERS = {typing.Required, typing.NotRequired, te.Required, te.NotRequired, getattr(te, "ReadOnly", None)}
+_LISTS = {list, Iterable, Sequence, typing.Iterable, typing.Sequence, typing.List}
+_MAPS = {dict, Mapping, typing.Dict, typing.Mapping}
+_HINTS: dict = {}
+ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _fields(td) -> dict:
+    """{wire key: (type, required)} of a TypedDict, aliases applied."""
+    if td not in _HINTS:
+        out = {}
+        for name, hint in te.get_type_hints(td, include_extras=True).items():
+            required = bool(getattr(td, "__total__", True))
+            key = name
+            while True:
+                origin = te.get_origin(hint)
+                if origin in (typing.Required, te.Required):
+                    required, hint = True, te.get_args(hint)[0]
+                elif origin in _WRAPPERS and origin is not None:
+                    required, hint = (False if origin in (typing.NotRequired, te.NotRequired) else required), \
+                        te.get_args(hint)[0]
+                elif origin is te.Annotated or origin is typing.Annotated:
+                    for extra in hint.__metadata__:
+                        if type(extra).__name__ == "PropertyInfo" and getattr(extra, "alias", None):
+                            key = extra.alias
+                    hint = te.get_args(hint)[0]
+                else:
+                    break
+            out[key] = (hint, required)
+        _HINTS[td] = out
+    return _HINTS[td]
+
+
+def _discriminated(members, value):
+    """Union members that can hold `value`, judged by its `type` / `role` literal first,
+    so a refusal names the member the body meant."""
+    if not isinstance(value, Mapping):
+        return members
+    for key in ("type", "role"):
+        if key not in value:
+            continue
+        fitting = []
+        for m in members:
+            if te.is_typeddict(m) and key in _fields(m):
+                hint = _fields(m)[key][0]
+                if te.get_origin(hint) is typing.Literal and value[key] in te.get_args(hint):
+                    fitting.append(m)
+        if fitting:
+            return fitting
+    return members
+
+
+def check(value, hint, where: str = "body") -> list[str]:
+    """What is wrong with `value` as a `hint` (an SDK param type); empty when nothing."""
+    origin = te.get_origin(hint)
+    if hint is typing.Any or hint is object:
+        return []
+    if origin is te.Annotated or origin is typing.Annotated or origin in _WRAPPERS and origin is not None:
+        return check(value, te.get_args(hint)[0], where)
+    if origin in (typing.Union, types.UnionType):
+        members = _discriminated(list(te.get_args(hint)), value)
+        failures = []
+        for member in members:
+            problems = check(value, member, where)
+            if not problems:
+                return []
+            failures.append(problems)
+        # The most telling refusal: one from inside a member that had the right shape.
+        return min(failures, key=lambda ps: (all(p.startswith(f"{where}: must be") for p in ps), len(ps)))
+    if origin is typing.Literal:
+        if any(value == a and type(value) is type(a) for a in te.get_args(hint)):
+            return []
+        return [f"{where}: {value!r} is not one of {te.get_args(hint)!r}"[:300]]
+    if hint is _NONE:
+        return [] if value is None else [f"{where}: must be null"]
+    if hint is str:
+        return [] if isinstance(value, str) else [f"{where}: must be a string, not {type(value).__name__}"]
+    if hint is bool:
+        return [] if isinstance(value, bool) else [f"{where}: must be a boolean"]
+    if hint is int:
+        return [] if isinstance(value, int) and not isinstance(value, bool) else [f"{where}: must be an integer"]
+    if hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return [] if ok else [f"{where}: must be a number"]
+    if te.is_typeddict(hint):
+        if not isinstance(value, Mapping):
+            return [f"{where}: must be an object ({hint.__name__}), not {type(value).__name__}"]
+        fields = _fields(hint)
+        problems = [f"{where}: unknown key {k!r} in {hint.__name__}" for k in value if k not in fields]
+        problems += [f"{where}: missing required key {k!r} of {hint.__name__}" for k, (_, req) in fields.items()
+                     if req and k not in value]
+        for k, v in value.items():
+            if k in fields:
+                problems += check(v, fields[k][0], f"{where}.{k}")
+        return problems
+    if origin in _LISTS or hint in _LISTS or (origin is not None and getattr(origin, "__name__", "") ==
+                                               "SequenceNotStr") or getattr(hint, "__name__", "") == "SequenceNotStr":
+        if not isinstance(value, (list, tuple)):
+            return [f"{where}: must be an array, not {type(value).__name__}"]
+        args = te.get_args(hint)
+        item = args[0] if args else typing.Any
+        return [p for i, v in enumerate(value) for p in check(v, item, f"{where}[{i}]")]
+    if origin in _MAPS or hint in _MAPS:
+        if not isinstance(value, Mapping):
+            return [f"{where}: must be an object"]
+        args = te.get_args(hint)
+        if not args:
+            return []
+        problems = [f"{where}: key {k!r} is not a string" for k in value if not isinstance(k, str)]
+        return problems + [p for k, v in value.items() for p in check(v, args[1], f"{where}.{k}")]
+    if isinstance(hint, type):
+        return [] if isinstance(value, hint) else [f"{where}: must be a {hint.__name__}"]
+    return [f"{where}: the oracle does not know the type {hint!r}"]
+
+
+def _blocks(content) -> list:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def openai_problems(body) -> list[str]:
+    problems = check(body, OpenAIParams)
+    if problems:
+        return problems
+    messages = list(body["messages"])
+    if not messages:
+        return ["messages: must not be empty"]
+    pending: set[str] = set()
+    answering = False  # inside the block of tool messages that follows an assistant's calls
+    for i, m in enumerate(messages):
+        role = m["role"]
+        if role == "tool":
+            if not answering:
+                problems.append(f"messages[{i}]: a tool message must follow an assistant message with tool_calls "
+                                f"(or another tool message of its block)")
+            elif m["tool_call_id"] not in pending:
+                problems.append(f"messages[{i}]: tool_call_id {m['tool_call_id']!r} answers no pending call")
+            else:
+                pending.discard(m["tool_call_id"])
+            continue
+        if pending:
+            problems.append(f"messages[{i}]: the calls {sorted(pending)} of the assistant message before are not "
+                            f"answered by tool messages directly after it")
+        pending, answering = set(), False
+        if role == "assistant" and m.get("tool_calls"):
+            ids = [c["id"] for c in m["tool_calls"]]
+            if len(set(ids)) != len(ids):
+                problems.append(f"messages[{i}]: duplicate tool call ids {ids}")
+            pending, answering = set(ids), True
+    if pending:
+        problems.append(f"messages: the calls {sorted(pending)} of the last assistant message are not answered")
+    return problems
+
+
+def anthropic_problems(body) -> list[str]:
+    problems = check(body, AnthropicParams)
+    if problems:
+        return problems
+    messages = list(body["messages"])
+    if not messages:
+        return ["messages: must not be empty"]
+    expected = "user"
+    pending: list[str] = []
+    for i, m in enumerate(messages):
+        role = m["role"]
+        where = f"messages[{i}]"
+        if role not in ("user", "assistant"):
+            problems.append(f"{where}: role {role!r} is not allowed in messages (system is the top-level param)")
+            continue
+        if role != expected:
+            problems.append(f"{where}: roles must alternate starting with user; expected {expected}, got {role}")
+        expected = "assistant" if role == "user" else "user"
+        blocks = _blocks(m["content"])
+        if not blocks and not (role == "assistant" and i == len(messages) - 1):
+            problems.append(f"{where}: content must not be empty")
+        for j, b in enumerate(blocks):
+            if b.get("type") == "text" and not b["text"].strip():
+                problems.append(f"{where}.content[{j}]: text blocks must contain non-whitespace text")
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if role == "assistant":
+            if results:
+                problems.append(f"{where}: tool_result blocks belong in user messages")
+            if pending:
+                problems.append(f"{where}: the tool_use ids {pending} are not answered by the next user message")
+            pending = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+            if len(set(pending)) != len(pending):
+                problems.append(f"{where}: duplicate tool_use ids {pending}")
+            for tool_id in pending:
+                if not ANTHROPIC_ID.match(tool_id):
+                    problems.append(f"{where}: tool_use id {tool_id!r} does not match {ANTHROPIC_ID.pattern}")
+            if i == len(messages) - 1 and blocks and blocks[-1].get("type") == "text" and \
+                    blocks[-1]["text"] != blocks[-1]["text"].rstrip():
+                problems.append(f"{where}: the final assistant content must not end with white space")
+            continue
+        if any(b.get("type") == "tool_use" for b in blocks):
+            problems.append(f"{where}: tool_use blocks belong in assistant messages")
+        lead = 0
+        while lead < len(blocks) and blocks[lead].get("type") == "tool_result":
+            lead += 1
+        if len(results) != lead:
+            problems.append(f"{where}: tool_result blocks must come before any other block in the message")
+        answered = [b["tool_use_id"] for b in results]
+        for tool_id in answered:
+            if tool_id not in pending:
+                problems.append(f"{where}: tool_result {tool_id!r} answers no tool_use of the message just before")
+        if len(set(answered)) != len(answered):
+            problems.append(f"{where}: a tool_use is answered twice: {answered}")
+        missing = [t for t in pending if t not in answered]
+        if missing:
+            problems.append(f"{where}: the tool_use ids {missing} of the message before are not answered here")
+        pending = []
+    if pending:
+        problems.append(f"messages: the tool_use ids {pending} of the last assistant message are not answered")
+    return problems
+
+
+def openai_body(messages: list, model: str = "gpt-4o") -> dict:
+    """A Chat Completions request around a `messages` list (what to_openai_messages returns)."""
+    return {"model": model, "messages": messages}
+
+
+def anthropic_body(request: dict, model: str = "claude-sonnet-4-5", max_tokens: int = 1024) -> dict:
+    """A Messages request around {"system", "messages"} (what to_anthropic_messages returns)."""
+    return {"model": model, "max_tokens": max_tokens, **request}
+
+
+def assert_valid_openai(body, context: str = "") -> None:
+    problems = openai_problems(body)
+    assert not problems, f"OpenAI would refuse this body{' (' + context + ')' if context else ''}: {problems[:5]}"
+
+
+def assert_valid_anthropic(body, context: str = "") -> None:
+    problems = anthropic_problems(body)
+    assert not problems, f"Anthropic would refuse this body{' (' + context + ')' if context else ''}: {problems[:5]}"
