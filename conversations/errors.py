@@ -9,6 +9,8 @@ answers in one place; nothing below them knows about HTTP.
 class StoreError(Exception):
     code = "store_error"
     status = 400
+    # Seconds after which sending the same request again may succeed (the API sends it as Retry-After).
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -52,6 +54,15 @@ class CheckpointBeforeLatest(StoreError):
 class Conflict(StoreError):
     code = "conflict"
     status = 409
+
+
+class ImportInProgress(Conflict):
+    """Another request is importing the same source (or session) right now. Nothing was
+    written; the same request sent again once that import has finished succeeds (it
+    then finds the source imported, or appends what is new)."""
+
+    code = "import_in_progress"
+    retry_after = 2
 
 
 class InvalidInput(StoreError):

@@ -31,6 +31,15 @@ claim left by a process that died is taken over after CLAIM_STALE_SECONDS; both
 operations are safe to run again (a prune resumes, a deletion request deletes
 what is left).
 
+An import (`POST /api/v1/imports`) writes in many short transactions too, so that
+agents' appends never wait for the whole file (imports/writer.py); holding one
+transaction around it would hold SQLite's write lock for all of it. Its key is
+claimed the same way, and the handler records the answer inside the import's last
+transaction (`settle`), the one that publishes what it wrote: the key and the
+import's final state commit together, and a crash before that leaves an unpublished
+import (removed) and a claim (taken over once stale; importing again is safe).
+Meanwhile the same key answers 409 `idempotency_key_in_progress` with Retry-After.
+
 Kept: a hash of the request, never the request; the answer exactly as it was
 sent. Rows expire with the prune run (`delete_expired`), and erasure deletes
 the rows that reference an erased conversation or subject (`forget`).
@@ -59,6 +68,8 @@ KEY_MAX = 255
 API_PREFIX = "/api/v1/"
 # Operations that must run outside a transaction (VACUUM): their key is claimed first.
 RUN_OUTSIDE_TRANSACTION = frozenset({"/api/v1/prune", "/api/v1/deletion-requests"})
+# Writes in short transactions whose handler records the answer in the last one (`settle`).
+SETTLED_BY_HANDLER = frozenset({"/api/v1/imports"})
 CLAIM_STALE_SECONDS = 15 * 60
 # Rows per DELETE when expired keys are removed: each batch is one short transaction.
 DELETE_BATCH = 5000
@@ -147,7 +158,7 @@ class IdempotencyMiddleware:
         except (RequestDataTooBig, RawPostDataException):  # the API answers 413 / 415
             return self.get_response(request)
         try:
-            if request.path in RUN_OUTSIDE_TRANSACTION:
+            if request.path in RUN_OUTSIDE_TRANSACTION or request.path in SETTLED_BY_HANDLER:
                 return self._claimed(request, caller, key, sent)
             return self._atomic(request, caller, key, sent)
         except _KeyError as exc:
@@ -187,9 +198,11 @@ class IdempotencyMiddleware:
                 raise _KeyError(409, "idempotency_key_in_progress",
                                 "a request with this key is being processed; retry in a moment", retry_after=2)
         response = None
+        request.idempotency_claim = (caller, key)
         try:
             response = self.get_response(request)
         finally:
+            # A claim the handler settled already (status set) is left as it is.
             with transaction.atomic():
                 claim = IdempotencyKey.objects.filter(caller=caller, key=key, status=0)
                 if response is not None and _keepable(response):
@@ -197,6 +210,16 @@ class IdempotencyMiddleware:
                 else:
                     claim.delete()
         return response
+
+
+def settle(request, response) -> None:
+    """Record the answer to a claimed key (an import's): the handler calls this inside the
+    write's last transaction, so the key is kept exactly when the write commits."""
+    claim = getattr(request, "idempotency_claim", None)
+    if claim is None or not _keepable(response):
+        return
+    caller, key = claim
+    IdempotencyKey.objects.filter(caller=caller, key=key, status=0).update(**_answer(response, request.path))
 
 
 def _keepable(response) -> bool:

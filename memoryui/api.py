@@ -59,7 +59,10 @@ def error_response(request, status: int, code: str, message: str, field: str | N
 
 @api.exception_handler(StoreError)
 def _store_error(request, exc: StoreError):
-    return error_response(request, exc.status, exc.code, exc.message, exc.field)
+    response = error_response(request, exc.status, exc.code, exc.message, exc.field)
+    if exc.retry_after:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(ValidationError)

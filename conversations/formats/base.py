@@ -13,6 +13,7 @@ store. Nothing here knows about HTTP or the ORM.
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -173,8 +174,37 @@ class Line:
     error: str = ""
 
 
-# Strict JSON, the one reader the API's bodies go through as well.
-loads = params.strict_json
+# A \uD800-\uDFFF escape: how JSON text carries half a surrogate pair (or, paired, a
+# character beyond the BMP). A cheap test before the exact one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class UnpairedSurrogate(FormatError):
+    """A transcript value holding half a surrogate pair: not Unicode, so no database can
+    store it as text and no answer can be encoded with it. The whole import is refused
+    before anything is written (a door that stored it would fail on its own answer)."""
+
+    code = "invalid_input"
+
+
+def loads(text):
+    """Strict JSON (the one reader the API's bodies go through as well), refusing a value
+    that holds an unpaired surrogate (UnpairedSurrogate, naming where it is)."""
+    obj = params.strict_json(text)
+    probe = text if isinstance(text, str) else bytes(text).decode("latin-1")
+    if "\\u" in probe and _SURROGATE_ESCAPE.search(probe):
+        try:
+            params.check_tree(obj, allow_nul=True)
+        except StoreError as exc:
+            raise UnpairedSurrogate(f"{exc.field or 'a value'} holds an unpaired surrogate (a lone \\ud800-\\udfff "
+                                    "escape), which is not valid Unicode; fix or remove it and import again",
+                                    field="content") from None
+    return obj
+
+
+def on_line(exc: UnpairedSurrogate, number: int) -> UnpairedSurrogate:
+    """The same refusal, saying which line of the file it is on."""
+    return UnpairedSurrogate(f"line {number}: {exc.message}", field=exc.field)
 
 
 def decode_text(data) -> str:
@@ -207,6 +237,8 @@ def read_jsonl(lines: Iterable[tuple[int, str, bool]]) -> Iterator[Line]:
     for number, text, last in lines:
         try:
             obj = loads(text)
+        except UnpairedSurrogate as exc:
+            raise on_line(exc, number) from None
         except (ValueError, RecursionError) as exc:
             reason = f"not JSON: {exc}"
             if last:

@@ -27,6 +27,7 @@ import json
 
 from ninja import Query, Router
 
+from conversations import idempotency
 from conversations.api import _respond
 from conversations.jsonbody import read_json
 from conversations.apiauth import actor_of, require_scope
@@ -58,6 +59,13 @@ def import_transcript(request):
     field, and problems inside the transcript come back in `problems` with line numbers."""
     require_scope(request, "write")
     body = read_json(request, allow_nul=True)
+    answers = []
+
+    def finish(result):
+        # Inside the import's last transaction: an answer that cannot be rendered undoes it,
+        # and a keyed request's answer is kept with it (conversations/idempotency.py).
+        answers.append(_answer(request, result))
+
     known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
              "expected_entries", "summary"}
     unknown = sorted(set(body) - known)
@@ -86,14 +94,19 @@ def import_transcript(request):
         if format == "openai-responses":
             if "summary" in body:
                 raise InvalidInput("a summary is kept for Claude Code sessions", field="summary")
+            def finish_items(stream):
+                response = _respond({"format": format, "stream": stream.as_dict()})
+                idempotency.settle(request, response)
+                answers.append(response)
+
             stream = sessions.append_items(namespace=_text(body, "namespace"), session_id=_text(body, "external_id"),
                                            items=body["entries"], expected_entries=expected,
-                                           subject=_text(body, "subject"), actor=actor)
-            return _respond({"format": format, "stream": stream.as_dict()})
+                                           subject=_text(body, "subject"), actor=actor, finish=finish_items)
+            return answers[0] if answers else _respond({"format": format, "stream": stream.as_dict()})
         result = importer.append_entries(
             format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
             external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
-            actor=actor, title=_text(body, "title"), expected_entries=expected, summary=summary)
+            actor=actor, title=_text(body, "title"), expected_entries=expected, summary=summary, finish=finish)
     else:
         for name in ("expected_entries", "summary"):
             if name in body:
@@ -106,9 +119,16 @@ def import_transcript(request):
             raise InvalidInput("content must be the file's text", field="content")
         namespace = body.get("namespace")
         result = importer.import_text(data, format=format, namespace=_text(body, "namespace") if namespace is not None
-                                      else None, subject=_text(body, "subject"), actor=actor, dry_run=dry_run)
-    status = 201 if result.created and not result.dry_run else 200
-    return _respond(result.as_dict(), status)
+                                      else None, subject=_text(body, "subject"), actor=actor, dry_run=dry_run,
+                                      finish=finish)
+    # Nothing written (unchanged, a dry run): answered here; the middleware keeps a key's answer.
+    return answers[0] if answers else _answer(request, result)
+
+
+def _answer(request, result):
+    response = _respond(result.as_dict(), 201 if result.created and not result.dry_run else 200)
+    idempotency.settle(request, response)
+    return response
 
 
 def _check_nul(**values) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from django.db import IntegrityError, connection, transaction
 
 from conversations import store as conversation_store
-from conversations.errors import Conflict, InvalidInput, NotFound, StoreError
+from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound, StoreError
 from conversations.formats import FORMATS, check_format, claude_code, codex, detect, parse
 from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, read_jsonl, \
     split_lines, storable
@@ -113,11 +113,16 @@ def namespace_for_project(project_key: str) -> str:
 
 
 def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
-                dry_run: bool = False, path: str | None = None, progress=None) -> ImportResult:
+                dry_run: bool = False, path: str | None = None, progress=None, finish=None) -> ImportResult:
     """Import one file (text, bytes, or a `textfile.Text`). Raises FormatError/InvalidInput
     for input that is not a transcript at all; everything else is reported in the result.
     `progress(done, total)`, if given, is told how many lines of a new Claude Code session
-    are placed and written so far (the long case: the other formats are small documents)."""
+    are placed and written so far (the long case: the other formats are small documents).
+
+    `finish(result)`, if given, is called with the complete result inside the import's
+    last write transaction (never in a dry run, nor when nothing is written): a door
+    renders its answer there, and records its idempotency key with it, so an answer
+    that cannot be given (or a crash before it is) leaves that transaction undone."""
     format = check_format(format)
     text = data if isinstance(data, Text) else Text(data)
     if format == "auto":
@@ -129,7 +134,8 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             format = detect(text.whole())  # e.g. a large pretty-printed JSON document
     namespace = (namespace if namespace is not None else default_namespace(format, path)).strip()[:200]
     subject = (subject or "").strip()
-    kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run)
+    kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run,
+              finish=finish)
     if format == "claude-code":
         key = streaming.session_key(text)
         if key is not None:
@@ -137,7 +143,8 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             if source is None:
                 result = ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run)
                 return streaming.import_new_session(text, key=key, namespace=namespace, subject=subject, actor=actor,
-                                                    dry_run=dry_run, result=result, progress=progress)
+                                                    dry_run=dry_run, result=result, progress=progress,
+                                                    finish=finish)
             if _unchanged(text, source):
                 return ImportResult(format=format, source_key=source.source_key, namespace=namespace,
                                     dry_run=dry_run, unchanged=True, conversation_id=str(source.conversation_id))
@@ -164,8 +171,8 @@ def _found_source(format: str, namespace: str, key: str) -> ImportSource | None:
         raise InvalidInput("this source's conversation is being deleted; import it again when the deletion has "
                            "finished", field="source")
     if not staged:
-        raise InvalidInput("this source is being imported by another request right now; try again when it has "
-                           "finished", field="source")
+        raise ImportInProgress("this source is being imported by another request right now; try again when it "
+                               "has finished", field="source")
     store.discard_abandoned(source.conversation_id)
     return None
 
@@ -192,26 +199,31 @@ def _session_of(text: str, format: str) -> str | None:
     return None
 
 
-def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool):
+def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool,
+                 finish=None):
     key = _source_key_of(text, format) if format in ("claude-code", "codex") else None
     consumed = (len(text), _hash(text))
     if format == "memoryui":
         plan = parse(text, format=format, subject=subject)
-        return _apply_new(plan, namespace=namespace, actor=actor, consumed=None, dry_run=dry_run)
+        return _apply_new(plan, namespace=namespace, actor=actor, consumed=None, dry_run=dry_run, finish=finish)
     source = _found_source(format, namespace, key or "sha256:" + _hash(text))
     if source is None:
         plan = _parse_new(text, format=format, subject=subject, namespace=namespace)
         if key:
             plan.source_key = key
-        return _apply_new(plan, namespace=namespace, actor=actor, consumed=consumed, dry_run=dry_run)
+        return _apply_new(plan, namespace=namespace, actor=actor, consumed=consumed, dry_run=dry_run,
+                          finish=finish)
     if format == "claude-code" and not dry_run:
-        return _import_more_in_slices(text, source, namespace=namespace, subject=subject, actor=actor)
+        return _import_more_in_slices(text, source, namespace=namespace, subject=subject, actor=actor,
+                                      finish=finish)
     # Seen before: what was added since is appended in one transaction (rolled back in a dry run).
     try:
         with transaction.atomic():
             result = _import_more(text, source, format=format, namespace=namespace, subject=subject, actor=actor)
             if dry_run:
                 raise _DryRun()
+            if finish is not None and not result.unchanged:
+                finish(result)
     except _DryRun:
         result.dry_run = True
     return result
@@ -261,7 +273,7 @@ def _line_ends(text: str, start: int) -> list[int]:
 
 
 def _import_more_in_slices(text: str, source: ImportSource, *, namespace: str, subject: str,
-                           actor: str) -> ImportResult:
+                           actor: str, finish=None) -> ImportResult:
     """A grown Claude Code session: its new lines a slice per transaction, as the SessionStore
     door appends batches. Each transaction also records how much of the file the source
     now holds (length and hash of that prefix), so an import that stops halfway leaves a
@@ -311,28 +323,37 @@ def _import_more_in_slices(text: str, source: ImportSource, *, namespace: str, s
                 if consumed:
                     store.save_source(source=src, entries=src.entries, state=src.state, consumed_chars=consumed[0],
                                       consumed_hash=consumed[1])
+            _merge(result, part, infos)
+            result.transactions += 1
+            if i >= len(lines):  # the last slice: the answer is given inside its transaction
+                result.unchanged = not result.entries_added
+                if finish is not None and not result.unchanged:
+                    finish(result)
         held = consumed[0] if consumed else held
         seconds = time.monotonic() - started
-        result.transactions += 1
         result.longest_transaction = max(result.longest_transaction, seconds)
         if seconds > TARGET_SECONDS:
             size = max(min(20, SLICE_LINES), int(size * TARGET_SECONDS / seconds))  # never above SLICE_LINES
         elif seconds < TARGET_SECONDS / 3:
             size = min(SLICE_LINES * 4, int(size * 1.5))
-        result.problems.extend(part.problems)
-        result.failed.extend(part.failed)
-        result.entries_added += part.entries_added
-        for kind in ("created", "appended"):
-            for info in getattr(part, kind):
-                kept = infos.get(info["id"])
-                if kept is None:
-                    infos[info["id"]] = dict(info)
-                    getattr(result, kind).append(infos[info["id"]])
-                else:
-                    kept["messages"] += info["messages"]
-                    kept["checkpoints"] += info["checkpoints"]
     result.unchanged = not result.entries_added
     return result
+
+
+def _merge(result: ImportResult, part: ImportResult, infos: dict) -> None:
+    """Add what one slice wrote to the whole import's result."""
+    result.problems.extend(part.problems)
+    result.failed.extend(part.failed)
+    result.entries_added += part.entries_added
+    for kind in ("created", "appended"):
+        for info in getattr(part, kind):
+            kept = infos.get(info["id"])
+            if kept is None:
+                infos[info["id"]] = dict(info)
+                getattr(result, kind).append(infos[info["id"]])
+            else:
+                kept["messages"] += info["messages"]
+                kept["checkpoints"] += info["checkpoints"]
 
 
 def _parse_new(text: str, *, format: str, subject: str, namespace: str) -> Plan:
@@ -503,7 +524,7 @@ def _apply(plan: Plan, source: ImportSource | None, *, namespace: str, actor: st
         source, created = store.get_or_create_source(format=plan.format, namespace=namespace,
                                                      source_key=plan.source_key, conversation_id=main_id)
         if not created:  # a concurrent import of the same source won the race
-            raise InvalidInput("this source is being imported by another request; try again", field="source")
+            raise ImportInProgress("this source is being imported by another request; try again", field="source")
     # Every original is kept, also those of a conversation that failed (on the stream's first one).
     entries = plan.entries
     result.entries_added = store.add_entries(source=source, entries=entries, conversation_ids=ids)
@@ -514,7 +535,7 @@ def _apply(plan: Plan, source: ImportSource | None, *, namespace: str, actor: st
     return result
 
 
-def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: bool) -> ImportResult:
+def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: bool, finish=None) -> ImportResult:
     """Write a plan whose conversations are all new, staged (writer.py): one conversation
     after another, each in chunks; a conversation that meets a hard error is discarded
     (nothing of it is kept) and the others are written; all become visible together."""
@@ -538,8 +559,9 @@ def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: boo
             if plan.format == "memoryui" and conv.id and Conversation.objects.filter(pk=conv.id).exists() and \
                     (dry_run or not store.discard_abandoned(conv.id)):
                 if store.stale_stage(conv.id) is False:
-                    fail(conv, "it is being imported by another request right now")
-                    continue
+                    # The same export imported by two requests at once: this one writes nothing of it.
+                    raise ImportInProgress(f"conversation {conv.id} of this file is being imported by another "
+                                           "request right now; try again when it has finished", field="source")
                 result.present.append({"id": conv.id, "key": conv.key, "title": conv.title, "messages": 0,
                                        "checkpoints": 0, "relation": conv.relation, "parent_id": conv.parent_id,
                                        "already_present": True})
@@ -563,16 +585,18 @@ def _apply_new(plan: Plan, *, namespace: str, actor: str, consumed, dry_run: boo
             if consumed:
                 source_fields.update(consumed_chars=consumed[0], consumed_hash=consumed[1])
             result.entries_added = len(plan.entries)
-        writer.publish(source_fields=source_fields)
+        writer.flush()
+        result.created.extend(writer.info(c) for c in plan.conversations.values() if c.key in writer.ids)
+        result.conversation_id = main_id
+        if result.present and not result.created and not result.failed:  # all of it is here already
+            result.unchanged = True
+            result.conversation_id = result.present[0]["id"]
+        result.transactions, result.longest_transaction = writer.transactions, writer.longest
+        writer.publish(source_fields=source_fields,
+                       before_commit=(lambda: finish(result)) if finish is not None and writer.staged else None)
     except BaseException:
         writer.discard()
         raise
-    result.created.extend(writer.info(c) for c in plan.conversations.values() if c.key in writer.ids)
-    result.conversation_id = main_id
-    if result.present and not result.created and not result.failed:  # all of it is here already
-        result.unchanged = True
-        result.conversation_id = result.present[0]["id"]
-    result.transactions, result.longest_transaction = writer.transactions, writer.longest
     return result
 
 
@@ -652,7 +676,7 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
 
 def append_entries(*, format: str, namespace: str, external_id: str, entries: list, subject: str = "",
                    actor: str = "system", title: str = "", expected_entries: int | None = None,
-                   summary: dict | None = None) -> ImportResult:
+                   summary: dict | None = None, finish=None) -> ImportResult:
     """Append a batch of format-native entries to the stream `external_id` in `namespace`.
 
     For Claude Code an external id `SESSION/SUBPATH` is a subagent transcript, kept as
@@ -663,7 +687,8 @@ def append_entries(*, format: str, namespace: str, external_id: str, entries: li
     count is a Conflict (`entries_conflict`) and nothing is written. `summary`: the
     Claude Agent SDK's summary of a main session folded over this batch, kept verbatim
     in the same transaction (conversations.frameworks); it is kept only while it can
-    describe every stored entry (the stream began with this door, or has one already)."""
+    describe every stored entry (the stream began with this door, or has one already).
+    `finish(result)`: as for `import_text`, inside the batch's transaction."""
     if format != "claude-code":
         raise InvalidInput("entries can be appended for format claude-code; import whole files of "
                            f"{', '.join(f for f in FORMATS if f != 'claude-code')}", field="format")
@@ -677,13 +702,16 @@ def append_entries(*, format: str, namespace: str, external_id: str, entries: li
         raise InvalidInput("namespace and external_id are at most 200 characters", field="external_id")
     try:
         with transaction.atomic():
-            return _append_entries(format=format, namespace=namespace, external_id=external_id, entries=entries,
-                                   subject=subject, actor=actor, title=title, expected_entries=expected_entries,
-                                   summary=summary)
+            result = _append_entries(format=format, namespace=namespace, external_id=external_id, entries=entries,
+                                     subject=subject, actor=actor, title=title, expected_entries=expected_entries,
+                                     summary=summary)
+            if finish is not None:
+                finish(result)
+            return result
     except IntegrityError:
         # Two first batches of one session at once: one of them created it; the other retries.
-        raise Conflict("another request is writing this session right now; send the batch again",
-                       field="external_id", code="conflict") from None
+        raise ImportInProgress("another request is writing this session right now; send the batch again",
+                               field="external_id") from None
 
 
 def _append_entries(*, format, namespace, external_id, entries, subject, actor, title, expected_entries,
@@ -834,8 +862,8 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
     hidden = Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
     if hidden is not None:
         if store.stale_stage(hidden.pk) is False:
-            raise Conflict("that session's file is being imported right now; send the batch again when it has "
-                           "finished", field="external_id", code="conflict")
+            raise ImportInProgress("that session's file is being imported right now; send the batch again when it "
+                                   "has finished", field="external_id")
         raise InvalidInput("that session is being deleted", field="external_id")
     parent, relation, position = None, "", None
     if subpath:

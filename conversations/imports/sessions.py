@@ -26,11 +26,11 @@ after the checkpoint; without one, every item.
 import json
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from conversations import store as conversation_store
-from conversations.errors import Conflict, InvalidInput, NotFound
+from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound
 from conversations.formats import openai_responses
 from conversations.formats.base import ConvPlan, Entry, dumps, first_text, parse_time
 from conversations.models import Checkpoint, Conversation
@@ -92,22 +92,35 @@ def _new_generation(*, namespace, session_id, generation, conversation) -> Impor
                                                  source_key=_key(session_id, generation),
                                                  conversation_id=conversation.pk)
     if not created:
-        raise Conflict("another request is writing this session right now; send it again", field="session_id")
+        raise ImportInProgress("another request is writing this session right now; send it again",
+                               field="session_id")
     store.save_source(source=source, entries=0, state={"session": session_id, "generation": generation,
                                                        "convs": {"main": str(conversation.pk)}})
     return source
 
 
 def append_items(*, namespace: str, session_id: str, items: list, expected_entries: int | None = None,
-                 subject: str = "", actor: str = "system") -> Stream:
+                 subject: str = "", actor: str = "system", finish=None) -> Stream:
     """Append items to the session's head (starting generation 0 when there is none), in
     one transaction; `expected_entries` (the head's item count the caller saw) guards
-    against a writer, a pop or a clear that came in between (Conflict `entries_conflict`)."""
+    against a writer, a pop or a clear that came in between (Conflict `entries_conflict`).
+    `finish(stream)`, if given, runs inside that transaction once the items are placed
+    (the API renders its answer there: an answer that fails writes nothing)."""
     namespace, session_id = _check_session(namespace, session_id)
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise InvalidInput("entries must be a list of JSON objects (Responses items)", field="entries")
     if len(items) > ITEMS_MAX:
         raise InvalidInput(f"at most {ITEMS_MAX} items per batch", field="entries")
+    try:
+        return _append_items(namespace=namespace, session_id=session_id, items=items,
+                             expected_entries=expected_entries, subject=subject, actor=actor, finish=finish)
+    except IntegrityError:
+        # Two first batches of one session at once (PostgreSQL): one of them created it.
+        raise ImportInProgress("another request is writing this session right now; send it again",
+                               field="session_id") from None
+
+
+def _append_items(*, namespace, session_id, items, expected_entries, subject, actor, finish) -> Stream:
     with transaction.atomic():
         stream = head(namespace=namespace, session_id=session_id, lock=True)
         _expect(stream, expected_entries)
@@ -124,7 +137,10 @@ def append_items(*, namespace: str, session_id: str, items: list, expected_entri
             source = _new_generation(namespace=namespace, session_id=session_id, generation=stream.generation,
                                      conversation=conversation)
         _place(source, items, actor=actor)
-        return Stream(source, stream.generation)
+        stream = Stream(source, stream.generation)
+        if finish is not None:
+            finish(stream)
+        return stream
 
 
 def _place(source: ImportSource, items: list, *, actor: str) -> None:

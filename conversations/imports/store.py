@@ -12,10 +12,10 @@ transaction. The importer nests them in one transaction per conversation.
 from dataclasses import dataclass, field
 from functools import partial
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations.errors import CheckpointBeforeLatest, Conflict, InvalidInput, StoreError
+from conversations.errors import CheckpointBeforeLatest, Conflict, ImportInProgress, InvalidInput, StoreError
 from conversations.formats.base import Entry, Row, storable
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.schema import KINDS, max_message_bytes
@@ -227,11 +227,17 @@ def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=No
                                   forked_from_position=forked_from_position, created_at=created_at,
                                   last_activity_at=last_activity_at, pinned=pinned)
     fields["deleting"] = True
-    with transaction.atomic():
-        _check_holds(holder, staged)
-        conversation = Conversation.objects.create(**fields)
-        ImportStage.objects.create(conversation_id=conversation.pk, holder=holder,
-                                   source_key=storable(source_key)[:300])
+    try:
+        with transaction.atomic():
+            _check_holds(holder, staged)
+            conversation = Conversation.objects.create(**fields)
+            ImportStage.objects.create(conversation_id=conversation.pk, holder=holder,
+                                       source_key=storable(source_key)[:300])
+    except IntegrityError:
+        # Its id, or its namespace and external id, were taken since the importer looked: by a
+        # request importing the same file at the same moment (PostgreSQL lets both look first).
+        raise ImportInProgress("this source is being imported by another request right now; try again when it "
+                               "has finished", field="source") from None
     return conversation
 
 
@@ -339,15 +345,18 @@ def reserve_source(*, holder: str, staged: list, format: str, namespace: str, so
             format=format, namespace=namespace, source_key=storable(source_key)[:300],
             defaults={"conversation_id": conversation_id})
     if not created:
-        raise Conflict("this source is being imported by another request; try again when it has finished",
-                       field="source", code="conflict")
+        raise ImportInProgress("this source is being imported by another request; try again when it has finished",
+                               field="source")
     return source
 
 
 def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audits: list,
-                   source: ImportSource | None = None, source_fields: dict | None = None) -> None:
+                   source: ImportSource | None = None, source_fields: dict | None = None,
+                   before_commit=None) -> None:
     """The import's last transaction: its conversations become visible, with their final
-    titles, times and meta, each with its audit event; the source records what it holds."""
+    titles, times and meta, each with its audit event; the source records what it holds.
+    `before_commit()` runs last inside it: a door renders its answer (and records its
+    idempotency key) there, so an answer that cannot be given leaves nothing published."""
     with transaction.atomic():
         _check_holds(holder, staged)
         for cid, values in finals.items():
@@ -365,6 +374,8 @@ def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audit
             if "state" in source_fields:
                 source_fields = {**source_fields, "state": _check_meta(storable(source_fields["state"]))}
             ImportSource.objects.filter(pk=source.pk).update(updated_at=timezone.now(), **source_fields)
+        if before_commit is not None:
+            before_commit()
 
 
 def discard_staged(*, ids: list) -> None:

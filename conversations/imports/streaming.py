@@ -18,7 +18,7 @@ incremental path instead.
 """
 
 from conversations.formats import claude_code
-from conversations.formats.base import Line, loads, storable
+from conversations.formats.base import Line, UnpairedSurrogate, loads, on_line, storable
 
 from .writer import Writer
 
@@ -29,6 +29,8 @@ def session_key(text) -> str | None:
     for number, line, _last in text.lines():
         try:
             obj = loads(line)
+        except UnpairedSurrogate as exc:
+            raise on_line(exc, number) from None
         except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict) and obj.get("type") in claude_code.LINKED and isinstance(obj.get("sessionId"), str):
@@ -42,6 +44,8 @@ def _parsed(text):
     for number, line, last in text.lines():
         try:
             obj = loads(line)
+        except UnpairedSurrogate as exc:
+            raise on_line(exc, number) from None
         except (ValueError, RecursionError) as exc:
             reason = f"not JSON: {exc}"
             if last:
@@ -62,9 +66,10 @@ PROGRESS_EVERY = 2000  # lines between two calls of `progress`
 
 
 def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result,
-                       progress=None):
+                       progress=None, finish=None):
     """Place and write a session file never imported before; fills and returns `result`.
-    `progress(done, total)` is called every PROGRESS_EVERY lines placed, and at the end."""
+    `progress(done, total)` is called every PROGRESS_EVERY lines placed, and at the end;
+    `finish(result)` inside the last transaction (importer.import_text)."""
     skel = claude_code.skeleton_of(_parsed(text), keep_raw=False)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
@@ -102,18 +107,20 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         claude_code.finish_plan(plan, placer, skel)
         for conv in conversations.values():
             writer.take(conv)
+        writer.flush()
+        result.problems.extend(plan.all_problems())
+        result.created.extend(writer.info(conv) for conv in conversations.values())
+        result.conversation_id = writer.ids.get("main")
+        result.entries_added = len(entries)
+        result.source_key = key
+        result.transactions, result.longest_transaction = writer.transactions, writer.longest
         writer.publish(source_fields={"entries": len(entries),
                                       "state": {"placer": plan.state, "convs": dict(writer.ids)},
-                                      "consumed_chars": text.chars, "consumed_hash": text.sha256})
+                                      "consumed_chars": text.chars, "consumed_hash": text.sha256},
+                       before_commit=(lambda: finish(result)) if finish is not None else None)
         if progress is not None:
             progress(total, total)
     except BaseException:
         writer.discard()
         raise
-    result.problems.extend(plan.all_problems())
-    result.created.extend(writer.info(conv) for conv in conversations.values())
-    result.conversation_id = writer.ids.get("main")
-    result.entries_added = len(entries)
-    result.source_key = key
-    result.transactions, result.longest_transaction = writer.transactions, writer.longest
     return result

@@ -33,7 +33,7 @@ import uuid
 from django.db import connection
 from django.utils import timezone
 
-from conversations.errors import InvalidInput, StoreError
+from conversations.errors import ImportInProgress, InvalidInput
 from conversations.formats.base import ConvPlan, Entry, Plan
 from conversations.models import Conversation
 
@@ -161,8 +161,8 @@ class Writer:
         if taken.deleting and not self.dry_run and store.discard_abandoned(taken.pk):
             return  # a crashed import of this session left it; removed
         if store.stale_stage(taken.pk) is False:
-            raise InvalidInput("this session is being imported by another request right now; try again when it "
-                               "has finished", field="source")
+            raise ImportInProgress("this session is being imported by another request right now; try again when "
+                                   "it has finished", field="source")
         raise InvalidInput(f"namespace {self.namespace!r} already has a conversation with external id "
                            f"{external_id[:80]!r} that was not imported from this source", field="external_id")
 
@@ -247,13 +247,8 @@ class Writer:
         main_id = self.ids.get("main") or next(iter(self.ids.values()))
         if self.dry_run:
             return
-        try:
-            self.source = store.reserve_source(holder=self.holder, staged=self.staged, format=format,
-                                               namespace=self.namespace, source_key=source_key,
-                                               conversation_id=main_id)
-        except StoreError:
-            raise InvalidInput("this source is being imported by another request; try again", field="source") \
-                from None
+        self.source = store.reserve_source(holder=self.holder, staged=self.staged, format=format,
+                                           namespace=self.namespace, source_key=source_key, conversation_id=main_id)
 
     def info(self, conv: ConvPlan) -> dict:
         messages, checkpoints, _first, _last = self.counts[conv.key]
@@ -261,8 +256,9 @@ class Writer:
                 "checkpoints": checkpoints, "relation": conv.relation, "parent_id": self.parent_ids.get(conv.key),
                 "parent_position": conv.parent_position}
 
-    def publish(self, *, source_fields: dict | None = None) -> None:
-        """Write what is pending, then make every staged conversation visible at once."""
+    def publish(self, *, source_fields: dict | None = None, before_commit=None) -> None:
+        """Write what is pending, then make every staged conversation visible at once
+        (`before_commit`: see store.publish_staged; not called in a dry run)."""
         self.flush()
         if self.dry_run:
             return
@@ -295,7 +291,7 @@ class Writer:
                                  "appended": False, "next_position": self.written[key]}))
         self._await_gap()
         store.publish_staged(holder=self.holder, staged=self.staged, finals=finals, actor=self.actor, audits=audits,
-                             source=self.source, source_fields=source_fields)
+                             source=self.source, source_fields=source_fields, before_commit=before_commit)
         self.staged = []
 
     def discard(self, keys: list[str] | None = None) -> None:
