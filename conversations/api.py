@@ -298,7 +298,7 @@ def append_message(
     """Append after every settled step; the store assigns the position. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    data = read_json(request, allow_nul=True)
+    data = read_json(request)
     position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
     return _respond({"position": position, "kind": data["kind"]}, 201)
 
@@ -335,7 +335,7 @@ def append_messages(
     nothing is written. The whole body must fit the request size limit. Needs `write`."""
     require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
-    data = read_json(request, allow_nul=True)
+    data = read_json(request)
     unknown = sorted(set(data) - {"messages"})
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}; send {{\"messages\": [...]}}", field=unknown[0])

@@ -14,7 +14,9 @@ import re
 
 # Punctuation that can open a Markdown construct anywhere in a line.
 _INLINE = re.compile(r"([\\`*_\[\]{}()!|~#+\-.:])")
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# NUL is refused on the way in; a row stored before that rule may still hold one, and a
+# NUL byte makes many tools take the file for binary.
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\x00": "\ufffd"}
 
 
 def escape(text: str) -> str:
@@ -42,7 +44,7 @@ def quote(text: str) -> str:
 
 def code(text: str) -> str:
     """An inline code span holding `text` exactly (no escapes are read inside code)."""
-    text = " ".join(str(text).splitlines())
+    text = " ".join(str(text).replace("\x00", "\ufffd").splitlines())
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     ticks = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
@@ -51,6 +53,7 @@ def code(text: str) -> str:
 
 def fence(text: str, lang: str = "") -> str:
     """A fenced block longer than any run of backticks inside, so content cannot close it."""
+    text = text.replace("\x00", "\ufffd")
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{re.sub(r'[^A-Za-z0-9_+-]', '', lang)}\n{text}\n{ticks}\n"

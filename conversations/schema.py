@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal, Union
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from .errors import InvalidMessage, MessageTooLarge
+from . import params
+from .errors import InvalidInput, InvalidMessage, MessageTooLarge
 
 CHAT_KINDS = ("user", "assistant", "tool", "system")
 JOURNAL_KINDS = ("note", "thought", "heard", "said", "did", "woke")
@@ -271,24 +272,79 @@ def encode_message(data: Any) -> tuple[str, str]:
     model = validate_message(data)
     # Python mode keeps non-finite floats as they are, so that the encoder can refuse
     # them below instead of pydantic silently turning them into null.
+    fields = None
     try:
         try:
-            text = _ENCODER.encode(_canonical(model))
+            fields = _canonical(model)
+            text = _ENCODER.encode(fields)
         except TypeError:
-            text = _ENCODER.encode(_canonical_by_dump(model))
+            fields = _canonical_by_dump(model)
+            text = _ENCODER.encode(fields)
         size = len(text.encode())
     except UnicodeEncodeError:  # before ValueError, of which it is a kind
+        _refuse_unstorable(fields)
         raise InvalidMessage("invalid message: the text holds an unpaired surrogate, which is not UTF-8") from None
     except ValueError:
         raise InvalidMessage("invalid message: NaN and Infinity are not JSON numbers") from None
     except TypeError as exc:
         raise InvalidMessage(f"invalid message: a value is not JSON: {exc}") from None
+    # The encoder writes a NUL as \u0000; only a NUL (or a backslash typed before
+    # "u0000") puts that in the text, so the walk naming the field runs only then.
+    if "\\u0000" in text:
+        _refuse_unstorable(fields)
     limit = max_message_bytes()
     if size > limit:
+        field = _largest_field(fields)
         raise MessageTooLarge(
-            f"message is {size} bytes encoded; the limit is {limit} bytes", field="content"
+            f"message is {size} bytes encoded; the limit is {limit} bytes ({field} is the bulk of it)", field=field
         )
     return model.kind, text
+
+
+def _refuse_unstorable(fields) -> None:
+    """Refuse a NUL or an unpaired surrogate anywhere in a message, naming its field.
+
+    The message row itself could hold them (its JSON escapes both), but every reader
+    past the API could not: PostgreSQL's full-text index and jsonb, the Markdown
+    export, a provider's request body. So they are refused at the one door every
+    message passes, the same on every database."""
+    if fields is None:
+        return
+    try:
+        params.check_tree(fields)
+    except InvalidInput as exc:
+        raise InvalidMessage(f"invalid message: {exc.message}", field=exc.field) from None
+
+
+# Free-form values: a field of theirs is the caller's own, not a field of the message.
+_OPAQUE = ("meta", "arguments")
+
+
+def _largest_field(fields: dict) -> str:
+    """The dotted field that makes up most of an oversized message: `text` of a journal
+    kind, `content` (or `content.<i>.text`) of a chat kind, `tool_calls.<i>.arguments`,
+    `meta`. It descends while one part is more than half of its parent, at most to a
+    field of a content block or a tool call."""
+    path: list[str] = []
+    value = fields
+    while len(path) < 3 and isinstance(value, (dict, list)) and not (path and path[-1] in _OPAQUE):
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        sizes = [(_size(item), str(key), item) for key, item in items]
+        if not sizes:
+            break
+        biggest, key, item = max(sizes, key=lambda s: s[0])
+        if path and biggest * 2 <= sum(s[0] for s in sizes):
+            break
+        path.append(key)
+        value = item
+    return ".".join(path) or "content"
+
+
+def _size(value) -> int:
+    try:
+        return len(_ENCODER.encode(value).encode())
+    except (TypeError, ValueError):
+        return 0
 
 
 def decode_message(text: str):

@@ -38,7 +38,7 @@ def test_it_appends_and_answers_the_position(writer, convo):
     {"kind": "system", "content": "be brief"},
     {"kind": "thought", "text": "hmm", "meta": {"model": "m", "usage": {"input_tokens": 3}}},
     {"kind": "heard", "text": "a knock"}, {"kind": "said", "text": "hello"}, {"kind": "did", "text": "opened"},
-    {"kind": "woke", "text": "08:00"}, {"kind": "note", "text": "ünïcödé 🙂 \u0000 nul is fine inside a message"},
+    {"kind": "woke", "text": "08:00"}, {"kind": "note", "text": "ünïcödé 🙂 \\u0000 typed, \u0001 escaped"},
 ])
 def test_what_it_returns_is_the_stored_text_decoded(writer, convo, message):
     position = writer.post(_path(convo), message).json()["position"]

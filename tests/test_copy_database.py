@@ -36,7 +36,7 @@ c = store.create_conversation(title="Refund for order 7", subject="customer:42",
                               namespace="claude-agent", external_id="session-1")
 for i in range(30):
     store.append_message(conversation_id=c.pk, message={"kind": "user" if i % 2 else "assistant", "content": f"step {i} é ✓ \u00a0"})
-store.append_messages(conversation_id=c.pk, messages=[{"kind": "note", "text": "n\u0000ul kept escaped", "meta": {"z": 1, "a": 2}},
+store.append_messages(conversation_id=c.pk, messages=[{"kind": "note", "text": "n\u0001ul kept escaped", "meta": {"z": 1, "a": 2}},
                                                       {"kind": "tool", "tool_call_id": "c1", "content": "ok", "is_error": True}])
 store.checkpoint_at(conversation_id=c.pk, position=10, summary="first ten folded", actor="key:bot")
 store.checkpoint_at(conversation_id=c.pk, position=20, summary="twenty folded", actor="key:bot")

@@ -188,15 +188,18 @@ def test_exports_of_the_active_view_put_the_handoff_first(client):
 
 # ---- the memoryui round trip -----------------------------------------------------------------
 
+# NUL is refused in a message (the store names the field), so none is generated.
+storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+texts = st.text(alphabet=storable, min_size=1)
 messages = st.one_of(
-    st.builds(lambda t: {"kind": "user", "content": t}, st.text(min_size=1).filter(str.strip)),
+    st.builds(lambda t: {"kind": "user", "content": t}, texts.filter(str.strip)),
     st.builds(lambda t, i: {"kind": "assistant", "content": t, "tool_calls": [{"id": i, "name": "f",
                                                                                 "arguments": {"x": t}}]},
-              st.text(min_size=1).filter(str.strip), st.text(min_size=1, max_size=8)),
+              texts.filter(str.strip), st.text(alphabet=storable, min_size=1, max_size=8)),
     st.builds(lambda t: {"kind": "tool", "tool_call_id": "c", "content": t, "is_error": True},
-              st.text(min_size=1).filter(str.strip)),
+              texts.filter(str.strip)),
     st.builds(lambda k, t: {"kind": k, "text": t, "meta": {"n": 1.5}}, st.sampled_from(["note", "thought", "did"]),
-              st.text(min_size=1).filter(str.strip)),
+              texts.filter(str.strip)),
 )
 
 

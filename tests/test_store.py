@@ -349,9 +349,18 @@ def test_a_summary_with_nul_is_refused(conversation):
         store.checkpoint_at(conversation_id=conversation.pk, position=0, summary="a\x00b")
 
 
-def test_nul_inside_message_text_is_kept_escaped(conversation):
-    store.append_message(conversation_id=conversation.pk, message=note("before\x00after"))
-    assert reads.list_messages(conversation.pk).items[0].message.text == "before\x00after"
+def test_nul_inside_message_text_is_refused_naming_the_field(conversation):
+    # Its JSON could hold it escaped, but the Markdown export, the full-text index and a
+    # provider's request body could not (issue 20): refused like NUL in a title.
+    with pytest.raises(InvalidMessage) as exc:
+        store.append_message(conversation_id=conversation.pk, message=note("before\x00after"))
+    assert exc.value.field == "text" and "NUL" in exc.value.message
+    assert Message.objects.count() == 0
+
+
+def test_a_backslash_typed_before_u0000_is_text_not_nul(conversation):
+    store.append_message(conversation_id=conversation.pk, message=note("C:\\u0000 is a path"))
+    assert reads.list_messages(conversation.pk).items[0].message.text == "C:\\u0000 is a path"
 
 
 def test_a_fork_and_a_checkpoint_by_an_actor_are_audited_in_their_transaction(conversation):

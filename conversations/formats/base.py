@@ -313,7 +313,17 @@ def storable(value):
 def make_row(message: dict, at, entry: int | None, problems: list, line: int | None) -> Row | None:
     """Validate and encode one message; a message the schema refuses is reported and skipped."""
     try:
-        kind, text = encode_message(message)
+        try:
+            kind, text = encode_message(message)
+        except InvalidMessage:
+            # A transcript is a record of what happened: a tool that read a binary file
+            # returned NUL bytes. The original entry keeps them (escaped); the message row
+            # gets U+FFFD in their place, as titles and meta do, since the API refuses a
+            # message holding NUL. Anything else wrong is reported below as before.
+            cleaned = storable(message)
+            if cleaned == message:
+                raise
+            kind, text = encode_message(cleaned)
     except InvalidMessage as exc:
         problems.append(Problem(line, f"a message was skipped: {exc.message}"))
         return None
