@@ -24,6 +24,7 @@ type can say:
 wrong (empty: valid); `assert_valid_openai` / `assert_valid_anthropic` raise with it.
 """
 
+import json
 import re
 import types
 import typing
@@ -269,3 +270,39 @@ def assert_valid_openai(body, context: str = "") -> None:
 def assert_valid_anthropic(body, context: str = "") -> None:
     problems = anthropic_problems(body)
     assert not problems, f"Anthropic would refuse this body{' (' + context + ')' if context else ''}: {problems[:5]}"
+
+
+def rendered_bodies(handoff: str | None, messages: list[dict], *, model_row_meta: bool = False) -> dict:
+    """Every request body memoryui renders for one active view (`handoff`: the checkpoint
+    summary or None; `messages`: the rows after the fold): the client's
+    `to_openai_messages` / `to_anthropic_messages` (journal dropped and kept as text) and
+    the server's `openai-chat` / `anthropic` exports. {name: (provider, body)}."""
+    from conversations.formats import anthropic as anthropic_format, openai_chat
+    from memoryui_client import to_anthropic_messages, to_openai_messages
+
+    view = {"handoff": {"kind": "system", "content": handoff} if handoff else None,
+            "items": [{"position": i, "message": m} for i, m in enumerate(messages)]}
+    rows = [(m["kind"], m) for m in messages]
+    out = {}
+    for journal in ("drop", "text"):
+        out[f"client openai journal={journal}"] = ("openai", openai_body(to_openai_messages(view, journal=journal)))
+        out[f"client anthropic journal={journal}"] = (
+            "anthropic", anthropic_body(to_anthropic_messages(view, journal=journal)))
+    out["export openai-chat"] = ("openai", openai_body(json.loads("".join(openai_chat.render(rows, handoff)))))
+    out["export anthropic"] = ("anthropic", json.loads("".join(anthropic_format.render(rows, handoff))))
+    return out
+
+
+def invalid_renderings(handoff: str | None, messages: list[dict]) -> dict:
+    """{renderer: problems} for each rendering of this view that a provider would refuse.
+    A view with no message a provider can take at all (only journal rows, or nothing
+    after the fold, with the journal dropped) has no body to judge and is skipped."""
+    judges = {"openai": openai_problems, "anthropic": anthropic_problems}
+    bad = {}
+    for name, (provider, body) in rendered_bodies(handoff, messages).items():
+        if not body["messages"]:
+            continue
+        problems = judges[provider](body)
+        if problems:
+            bad[name] = problems[:3]
+    return bad

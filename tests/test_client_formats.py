@@ -3,6 +3,7 @@
 import pytest
 
 from memoryui_client import to_anthropic_messages, to_openai_messages
+from tests.provider_oracle import anthropic_body, assert_valid_anthropic, assert_valid_openai, openai_body
 
 VIEW = {
     "checkpoint": {"position": 3, "summary": "Customer wants a refund for order 7."},
@@ -33,7 +34,9 @@ def test_openai_shape():
                         "function": {"name": "order_status", "arguments": '{"order": 7}'}}
     assert calls[1]["function"]["arguments"] == '{"order": 7}'
     assert messages[3] == {"role": "tool", "tool_call_id": "c1", "content": "delivered"}
-    assert messages[7]["content"][1]["type"] == "image"
+    # An Anthropic image block is an image_url part for OpenAI, which has no `image` part.
+    assert messages[7]["content"][1] == {"type": "image_url", "image_url": {"url": "https://x/a.png"}}
+    assert_valid_openai(openai_body(messages))
 
 
 def test_openai_keeps_the_journal_as_tagged_system_text_when_asked():
@@ -57,6 +60,7 @@ def test_anthropic_shape():
         {"type": "tool_result", "tool_use_id": "c2", "content": "no such order", "is_error": True},
     ]
     assert turns[4]["content"][1]["type"] == "image"
+    assert_valid_anthropic(anthropic_body(request))
 
 
 def test_anthropic_merges_a_kept_journal_entry_into_the_user_turn():

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conversations import formats
 from conversations.formats import anthropic, claude_code, codex, journal, openai_chat, openai_responses
 from conversations.formats.base import FormatError
+from tests.provider_oracle import assert_valid_anthropic, assert_valid_openai, openai_body
 
 FIX = Path(__file__).parent / "fixtures" / "formats"
 SESSION = "5f0c7a3e-1b2d-4c8e-9f10-aa11bb22cc33"
@@ -278,6 +279,7 @@ def test_openai_chat_render_merges_one_turns_calls_and_puts_the_handoff_first():
     assert out[1]["content"] == "Reading." and [c["id"] for c in out[1]["tool_calls"]] == ["a", "b"]
     assert out[1]["tool_calls"][0]["function"]["arguments"] == '{"p": 1}'
     assert [m["role"] for m in out] == ["system", "assistant", "tool", "tool"]
+    assert_valid_openai(openai_body(out))
 
 
 def test_openai_responses_items_map_and_render_back():
@@ -311,6 +313,7 @@ def test_anthropic_render_is_a_request_body_with_the_handoff_first_and_roles_alt
     assert "The story so far." in body["messages"][0]["content"][0]["text"]
     assert body["messages"][0]["content"][1] == {"type": "text", "text": "Go on."}
     assert body["messages"][1]["content"][0]["input"] == {"a": 1}
+    assert_valid_anthropic(body)
 
 
 @pytest.mark.parametrize("arguments", ["NaN", "-Infinity", "1e999", "[1, 2]", "not json"])
@@ -318,8 +321,10 @@ def test_anthropic_render_keeps_string_arguments_that_are_not_an_object_as_valid
     text = "".join(anthropic.render([("assistant", {"kind": "assistant", "tool_calls": [
         {"id": "t1", "name": "x", "arguments": arguments}]})], None))
     body = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the body"))
-    assert body["messages"][0]["content"][0]["input"] == {"arguments": json.loads(arguments) if arguments == "[1, 2]"
+    # A view that starts with the assistant gets a user turn first: Anthropic wants one.
+    assert body["messages"][1]["content"][0]["input"] == {"arguments": json.loads(arguments) if arguments == "[1, 2]"
                                                           else arguments}
+    assert_valid_anthropic(body)
 
 
 def test_journal_lines_map_and_render_back():

@@ -10,11 +10,13 @@ other fields in a first entry.
 
 Export (`render`) writes the active view as a request body ready to send again:
 the handoff summary first (as the first user turn), `system` rows in `system`,
-and consecutive rows of one role merged into one message, as the API wants.
+and the rest as `requests.py` settles it: one reply one message, tool results
+opening the next user turn, consecutive rows of one role merged, as the API wants.
 """
 
 import json
 
+from . import requests
 from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
     first_text, loads, make_row, messages_and_envelope, parse_time, render_messages_document
 
@@ -190,57 +192,21 @@ def parse(data, *, subject: str = "") -> Plan:
 render_document = render_messages_document
 
 
-def _blocks_of(kind: str, message: dict) -> tuple[str, list] | None:
-    content = message.get("content")
-    if kind == "assistant":
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-        for call in message.get("tool_calls") or []:
-            args = call["arguments"]
-            if isinstance(args, str):
-                try:
-                    args = loads(args)  # strict: "NaN" stays a string, never a NaN the body cannot carry
-                except (ValueError, RecursionError):
-                    args = {"arguments": args}
-            blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
-                           "input": args if isinstance(args, dict) else {"arguments": args}})
-        return "assistant", blocks
-    if kind == "user":
-        return "user", [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-    if kind == "tool":
-        block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": content}
-        if message.get("is_error"):
-            block["is_error"] = True
-        return "user", [block]
-    if kind == "thought":
-        return None  # thinking without its signature cannot be sent back
-    return "user", [{"type": "text", "text": f"[{kind}] {message.get('text', '')}"}]
-
-
 def render(active_rows, handoff: str | None, *, model: str | None = None, max_tokens: int = 4096):
-    """Chunks of one JSON request body: the active view, ready to send again."""
-    system_parts, messages = [], []
-    if handoff:
-        messages.append({"role": "user", "content": [{"type": "text", "text": f"Summary of the conversation so "
-                                                                               f"far:\n\n{handoff}"}]})
+    """Chunks of one JSON request body: the active view, ready to send again (formats/requests.py)."""
+    system_parts, rows = [], []
     for kind, message in active_rows:
         if kind == "system":
-            content = message.get("content")
-            system_parts.append(content if isinstance(content, str) else "\n".join(
-                b.get("text", "") for b in content if isinstance(b, dict)))
-            continue
+            system_parts.append(requests.text_of(message.get("content")))
+        elif kind != "thought":  # thinking without its signature cannot be sent back
+            rows.append((kind, message))
         if kind == "assistant" and isinstance(message.get("meta"), dict) and isinstance(
                 message["meta"].get("model"), str):
             model = message["meta"]["model"]
-        got = _blocks_of(kind, message)
-        if got is None:
-            continue
-        role, blocks = got
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": role, "content": blocks})
+    lead = [{"type": "text", "text": f"Summary of the conversation so far:\n\n{handoff}"}] if handoff else []
     body = {"model": model or "claude-sonnet-4-5", "max_tokens": max_tokens}
-    if system_parts:
-        body["system"] = "\n\n".join(system_parts)
-    body["messages"] = messages
+    system = "\n\n".join(s for s in system_parts if s.strip())
+    if system:
+        body["system"] = system
+    body["messages"] = requests.anthropic_messages(requests.settle(rows), lead=lead)
     yield json.dumps(body, ensure_ascii=False, indent=1) + "\n"

@@ -9,12 +9,14 @@ entry, and the request's other fields in a first entry, so rendering back gives
 the same document.
 
 Export (`render`) writes the active view: the handoff summary as the first
-`system` message, then the rows, with consecutive assistant rows merged so each
-assistant turn carries all its tool calls before their results.
+`system` message, then the rows as a request the API accepts (`requests.py`): a reply
+split over several assistant rows is one message with all its tool calls, and the
+results follow their calls directly.
 """
 
 import json
 
+from . import requests
 from .base import ConvPlan, Entry, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
     first_text, loads, make_row, messages_and_envelope, parse_time, read_jsonl, render_messages_document, \
     split_lines
@@ -158,63 +160,18 @@ def parse(data, *, subject: str = "") -> Plan:
 render_document = render_messages_document
 
 
-def to_chat(kind: str, message: dict) -> dict | None:
-    content = message.get("content")
-    if kind in ("user", "system"):
-        return {"role": kind, "content": content}
-    if kind == "assistant":
-        out = {"role": "assistant", "content": content}
-        calls = message.get("tool_calls") or []
-        if calls:
-            out["tool_calls"] = [
-                {"id": c["id"], "type": "function",
-                 "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
-                              else json.dumps(c["arguments"], ensure_ascii=False)}}
-                for c in calls
-            ]
-        return out
-    if kind == "tool":
-        if not isinstance(content, str):
-            content = [b for b in content if b.get("type") == "text"] or json.dumps(content, ensure_ascii=False)
-        return {"role": "tool", "tool_call_id": message["tool_call_id"], "content": content}
-    if kind == "thought":
-        return None  # a model's own reasoning is not sent back as a chat message
-    return {"role": "user", "content": f"[{kind}] {message.get('text', '')}"}
-
-
 def render(active_rows, handoff: str | None):
-    """Chunks of a JSON array: the active view as Chat Completions messages."""
+    """Chunks of a JSON array: the active view as Chat Completions messages, one reply one
+    assistant message, results right after their calls (formats/requests.py)."""
     yield "["
     first = True
-
-    def emit(obj):
-        nonlocal first
-        out = ("\n" if first else ",\n") + json.dumps(obj, ensure_ascii=False)
-        first = False
-        return out
-
     if handoff:
-        yield emit({"role": "system", "content": handoff})
-    pending = None
-    for kind, message in active_rows:
-        chat = to_chat(kind, message)
-        if chat is None:
-            continue
-        if pending is not None and chat["role"] == "assistant" and pending.get("tool_calls"):
-            # One turn's parallel calls were stored as several rows: one message again.
-            pending["tool_calls"] = pending["tool_calls"] + chat.get("tool_calls", [])
-            if chat.get("content"):
-                pending["content"] = chat["content"] if not pending.get("content") else pending["content"]
-            continue
-        if pending is not None and chat["role"] == "assistant" and chat.get("tool_calls") and not pending.get(
-                "tool_calls"):
-            pending["tool_calls"] = chat["tool_calls"]
-            continue
-        if pending is not None:
-            yield emit(pending)
-        pending = chat if chat["role"] == "assistant" else None
-        if pending is None:
-            yield emit(chat)
-    if pending is not None:
-        yield emit(pending)
+        yield "\n" + json.dumps({"role": "system", "content": handoff}, ensure_ascii=False)
+        first = False
+    # A model's own reasoning is not sent back as a chat message; the other journal
+    # kinds are, as tagged user text.
+    rows = ((kind, message) for kind, message in active_rows if kind != "thought")
+    for message in requests.openai_messages(requests.settle(rows), journal_role="user"):
+        yield ("\n" if first else ",\n") + json.dumps(message, ensure_ascii=False)
+        first = False
     yield "\n]\n"

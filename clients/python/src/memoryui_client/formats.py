@@ -22,24 +22,38 @@ The journal is an agent's record of its own inner life, not turns of the
 conversation with the model, so by default it is left out. With
 `journal="text"` each entry is kept as text tagged with its kind (`[note] …`):
 a `system` message for OpenAI, a text block in the `user` turn for Anthropic.
-Anthropic wants turns to alternate, so consecutive `user` content (a tool result
-after another, a journal entry) is merged into one `user` message, and
-consecutive `assistant` ones into one `assistant` message.
-Content blocks other than text (images, documents) are passed through as stored.
+
+Every body is one the API accepts (the tests judge it with each SDK's typed
+request params and the API's rules across messages):
+
+- One reply, one message. A reply stored over several adjacent assistant rows (older
+  imports kept one row per tool call) is sent as one assistant message with all its
+  calls; its text parts are joined.
+- Results right after their calls. The `tool` rows answering a reply's calls follow it
+  as one block; a journal entry (or a stray result) written between a call and its
+  result is sent after the block, never inside it. A call the view holds no result for
+  gets an `is_error` result saying so, and a result whose call is not in the view (a
+  fold made before folds respected calls) is sent as `[tool result …]` user text.
+- Each API's own content. Anthropic `image` blocks become OpenAI `image_url` parts and
+  back; a block the API has no place for is sent as `[<type> block]` text.
+- Anthropic: turns alternate starting with `user` (consecutive user content, a tool
+  result after another, a journal entry, is merged into one `user` message; a view that
+  starts with the assistant gets a `(continued)` user turn first), tool results open
+  their user turn, tool ids outside `[a-zA-Z0-9_-]` are rewritten the same way in the
+  call and its result, and the last assistant text loses trailing white space.
 """
 
 import json
+import re
 
 JOURNAL_KINDS = ("note", "thought", "heard", "said", "did", "woke")
 JOURNAL_MODES = ("drop", "text")
+NO_RESULT = "(no result was recorded for this call)"
+CONTINUED = "(continued)"
 
 
 def _messages(view: dict) -> list[dict]:
-    out = []
-    if view.get("handoff"):
-        out.append(view["handoff"])
-    out += [item["message"] for item in view.get("items", ())]
-    return out
+    return [item["message"] for item in view.get("items", ())]
 
 
 def _text_of(content) -> str:
@@ -57,42 +71,212 @@ def _journal_text(message: dict) -> str:
     return f"[{message['kind']}] {message['text']}"
 
 
-def to_openai_messages(view: dict, *, journal: str = "drop") -> list[dict]:
-    """The active view as Chat Completions `messages` (see the module docstring)."""
-    _check_mode(journal)
-    out: list[dict] = []
-    for m in _messages(view):
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _loads(text: str):
+    """Strict JSON: "NaN" or "1e999" stay strings, never a number the body cannot carry."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+
+
+def _orphan_text(message: dict) -> str:
+    return f"[tool result {message.get('name') or message['tool_call_id']}] {_text_of(message['content'])}"
+
+
+def settle(messages, *, journal: str = "drop") -> list[tuple[str, object]]:
+    """The rows of a view as request turns, in the order the APIs accept:
+    ("system" | "user", message), ("assistant", {"content": [blocks], "tool_calls": [...]}),
+    ("results", [tool messages]), ("journal", message), ("orphan", tool message)."""
+    out: list[tuple[str, object]] = []
+    held: list[tuple[str, object]] = []  # journal entries and stray results met inside a call block
+    state = {"reply": None, "open": [], "results": None}
+
+    def close() -> None:
+        reply, results = state["reply"], state["results"]
+        if reply is not None and state["open"]:
+            results = results if results is not None else []
+            results += [{"kind": "tool", "tool_call_id": i, "content": NO_RESULT, "is_error": True}
+                        for i in state["open"]]
+        if results:
+            out.append(("results", results))
+        out.extend(held)
+        held.clear()
+        state.update(reply=None, open=[], results=None)
+
+    for m in messages:
         kind = m.get("kind")
-        if kind in ("system", "user"):
-            out.append({"role": kind, "content": m["content"]})
-        elif kind == "assistant":
-            message = {"role": "assistant", "content": m.get("content")}
-            if m.get("tool_calls"):
-                message["tool_calls"] = [
-                    {"id": c["id"], "type": "function", "function": {
-                        "name": c["name"],
-                        "arguments": c["arguments"] if isinstance(c.get("arguments"), str)
-                        else json.dumps(c.get("arguments") or {}, ensure_ascii=False)}}
-                    for c in m["tool_calls"]
-                ]
-            out.append(message)
+        if kind == "assistant":
+            reply, calls = state["reply"], list(m.get("tool_calls") or ())
+            if reply is not None and state["results"] is None and (reply["tool_calls"] or calls):
+                reply["content"] += _blocks(m.get("content"))  # the same reply, split over rows
+                reply["tool_calls"] += calls
+                state["open"] += [c["id"] for c in calls]
+                continue
+            close()
+            reply = {"content": _blocks(m.get("content")), "tool_calls": calls}
+            out.append(("assistant", reply))
+            state.update(reply=reply, open=[c["id"] for c in calls])
+            if not calls:
+                state["reply"] = reply  # a text reply may still be followed by its calls
         elif kind == "tool":
-            out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
-        elif kind in JOURNAL_KINDS and journal == "text":
-            out.append({"role": "system", "content": _journal_text(m)})
+            if m.get("tool_call_id") in state["open"]:
+                state["open"].remove(m["tool_call_id"])
+                state["results"] = (state["results"] or []) + [m]
+                if not state["open"]:
+                    close()
+            elif state["open"]:
+                held.append(("orphan", m))
+            else:
+                close()
+                out.append(("orphan", m))
+        elif kind in JOURNAL_KINDS:
+            if journal != "text":
+                continue
+            if state["open"]:
+                held.append(("journal", m))
+            else:
+                close()
+                out.append(("journal", m))
+        elif kind in ("system", "user"):
+            close()
+            out.append((kind, m))
+    close()
     return out
 
 
 def _blocks(content) -> list[dict]:
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    return [dict(b) for b in content or ()]
+        return [{"type": "text", "text": content}] if content.strip() else []
+    return [dict(b) for b in content or () if isinstance(b, dict)]
 
 
-def to_anthropic_messages(view: dict, *, journal: str = "drop") -> dict:
-    """The active view as {"system", "messages"} for the Messages API (see the module docstring)."""
+def _placeholder(block: dict) -> dict:
+    return {"type": "text", "text": f"[{block.get('type')} block]"}
+
+
+def _image_url_of(block: dict) -> dict | None:
+    """An Anthropic image block as an OpenAI image_url part."""
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": source["url"]}}
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        media = source.get("media_type") or "image/png"
+        return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{source['data']}"}}
+    return None
+
+
+def _image_of(part: dict) -> dict | None:
+    """An OpenAI image_url part as an Anthropic image block."""
+    image = part.get("image_url") if isinstance(part.get("image_url"), dict) else {}
+    url = image.get("url")
+    if not isinstance(url, str):
+        return None
+    found = re.match(r"data:(image/[a-z]+);base64,(.*)$", url, re.S)
+    if found:
+        return {"type": "image", "source": {"type": "base64", "media_type": found[1], "data": found[2]}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+# ---- OpenAI ------------------------------------------------------------------------------
+
+
+def _openai_user_content(content):
+    if isinstance(content, str):
+        return content
+    parts = []
+    for b in _blocks(content):
+        if b.get("type") in ("text", "image_url", "input_audio", "file"):
+            parts.append(b)
+        else:
+            parts.append((_image_url_of(b) if b.get("type") == "image" else None) or _placeholder(b))
+    return parts
+
+
+def _openai_text(content):
+    """Text-only content (system, assistant, tool): a string, other blocks named."""
+    blocks = [b if b.get("type") == "text" else _placeholder(b) for b in _blocks(content)]
+    return "\n\n".join(b["text"] for b in blocks)
+
+
+def _arguments_text(call: dict) -> str:
+    arguments = call.get("arguments")
+    return arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+
+
+def to_openai_messages(view: dict, *, journal: str = "drop") -> list[dict]:
+    """The active view as Chat Completions `messages` (see the module docstring)."""
     _check_mode(journal)
-    system: list[str] = []
+    out: list[dict] = []
+    if view.get("handoff"):
+        out.append({"role": "system", "content": _openai_text(view["handoff"]["content"])})
+    for turn, m in settle(_messages(view), journal=journal):
+        if turn == "system":
+            out.append({"role": "system", "content": _openai_text(m["content"])})
+        elif turn == "user":
+            out.append({"role": "user", "content": _openai_user_content(m["content"])})
+        elif turn == "assistant":
+            message = {"role": "assistant", "content": _openai_text(m["content"]) or None}
+            if m["tool_calls"]:
+                message["tool_calls"] = [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": _arguments_text(c)}}
+                    for c in m["tool_calls"]]
+            if message["content"] is not None or m["tool_calls"]:
+                out.append(message)
+        elif turn == "results":
+            out += [{"role": "tool", "tool_call_id": r["tool_call_id"], "content": _openai_text(r["content"]) or
+                     "(empty result)"} for r in m]
+        elif turn == "journal":
+            out.append({"role": "system", "content": _journal_text(m)})
+        elif turn == "orphan":
+            out.append({"role": "user", "content": _orphan_text(m)})
+    return out
+
+
+# ---- Anthropic ---------------------------------------------------------------------------
+
+_ANTHROPIC_USER_BLOCKS = ("text", "image", "document", "search_result")
+_ANTHROPIC_RESULT_BLOCKS = ("text", "image", "document", "search_result")
+
+
+def _anthropic_blocks(content, allowed) -> list[dict]:
+    out = []
+    for b in _blocks(content):
+        if b.get("type") in allowed:
+            out.append(b)
+        else:
+            out.append((_image_of(b) if b.get("type") == "image_url" else None) or _placeholder(b))
+    return out
+
+
+class _Ids:
+    """Tool ids as Anthropic takes them (`^[a-zA-Z0-9_-]+$`), the same for a call and its result."""
+
+    def __init__(self):
+        self.map: dict[str, str] = {}
+
+    def __call__(self, original: str) -> str:
+        if original not in self.map:
+            safe = re.sub(r"[^a-zA-Z0-9_-]", "_", original) or "_"
+            taken = set(self.map.values())
+            candidate, n = safe, 1
+            while candidate in taken:
+                n += 1
+                candidate = f"{safe}_{n}"
+            self.map[original] = candidate
+        return self.map[original]
+
+
+def anthropic_turns(settled, *, ids=None) -> list[dict]:
+    """Settled turns (see `settle`) as alternating Messages API turns, without `system`."""
+    ids = ids or _Ids()
     turns: list[dict] = []
 
     def add(role: str, blocks: list[dict]) -> None:
@@ -103,31 +287,56 @@ def to_anthropic_messages(view: dict, *, journal: str = "drop") -> dict:
         else:
             turns.append({"role": role, "content": blocks})
 
-    for m in _messages(view):
-        kind = m.get("kind")
-        if kind == "system":
-            system.append(_text_of(m["content"]))
-        elif kind == "user":
-            add("user", _blocks(m["content"]))
-        elif kind == "assistant":
-            blocks = _blocks(m.get("content"))
-            for c in m.get("tool_calls") or ():
+    for turn, m in settled:
+        if turn == "user":
+            add("user", _anthropic_blocks(m["content"], _ANTHROPIC_USER_BLOCKS))
+        elif turn == "assistant":
+            blocks = [b if b.get("type") == "text" else _placeholder(b) for b in _blocks(m["content"])]
+            for c in m["tool_calls"]:
                 arguments = c.get("arguments")
                 if isinstance(arguments, str):
                     try:
-                        arguments = json.loads(arguments)
-                    except ValueError:
+                        arguments = _loads(arguments)
+                    except (ValueError, RecursionError):
                         arguments = {"arguments": arguments}
-                blocks.append({"type": "tool_use", "id": c["id"], "name": c["name"], "input": arguments or {}})
+                if not isinstance(arguments, dict):
+                    arguments = {"arguments": arguments}
+                blocks.append({"type": "tool_use", "id": ids(c["id"]), "name": c["name"], "input": arguments})
             add("assistant", blocks)
-        elif kind == "tool":
-            result = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
-            if m.get("is_error"):
-                result["is_error"] = True
-            add("user", [result])
-        elif kind in JOURNAL_KINDS and journal == "text":
+        elif turn == "results":
+            blocks = []
+            for r in m:
+                content = r["content"] if isinstance(r["content"], str) else \
+                    _anthropic_blocks(r["content"], _ANTHROPIC_RESULT_BLOCKS)
+                result = {"type": "tool_result", "tool_use_id": ids(r["tool_call_id"]), "content": content}
+                if r.get("is_error"):
+                    result["is_error"] = True
+                blocks.append(result)
+            add("user", blocks)
+        elif turn == "journal":
             add("user", [{"type": "text", "text": _journal_text(m)}])
-    request: dict = {"messages": turns}
-    if system:
-        request["system"] = "\n\n".join(s for s in system if s)
+        elif turn == "orphan":
+            add("user", [{"type": "text", "text": _orphan_text(m)}])
+    if turns and turns[0]["role"] == "assistant":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
+    if turns and turns[-1]["role"] == "assistant":
+        last = turns[-1]["content"]
+        if last[-1].get("type") == "text":
+            text = last[-1]["text"].rstrip()
+            if text:
+                last[-1] = {**last[-1], "text": text}
+            elif len(last) > 1:
+                last.pop()
+    return turns
+
+
+def to_anthropic_messages(view: dict, *, journal: str = "drop") -> dict:
+    """The active view as {"system", "messages"} for the Messages API (see the module docstring)."""
+    _check_mode(journal)
+    system = [_text_of(view["handoff"]["content"])] if view.get("handoff") else []
+    settled = settle(_messages(view), journal=journal)
+    system += [_text_of(m["content"]) for turn, m in settled if turn == "system"]
+    request: dict = {"messages": anthropic_turns([(t, m) for t, m in settled if t != "system"])}
+    if any(s.strip() for s in system):
+        request["system"] = "\n\n".join(s for s in system if s.strip())
     return request

@@ -1,0 +1,275 @@
+"""The active view as request bodies the model APIs accept: the rules both exports share.
+
+`openai_chat.render` and `anthropic.render` write what `settle` orders. The client's
+`to_openai_messages` / `to_anthropic_messages` (clients/python, which cannot import the
+server) keep the same rules; the tests judge both with the SDKs' typed request params.
+
+- One reply, one message: a reply stored over several adjacent assistant rows (older
+  imports kept one row per tool call) is one assistant message with all its calls.
+- Results right after their calls: the `tool` rows answering a reply follow it as one
+  block; a journal entry (or a stray result) written between a call and its result
+  comes after the block. A call without a result in the view gets an `is_error` result
+  saying so; a result whose call is not in the view is sent as `[tool result …]` text.
+- Each API's own content: Anthropic `image` blocks become OpenAI `image_url` parts and
+  back; a block the API has no place for is sent as `[<type> block]` text.
+- Anthropic: turns alternate starting with `user`, tool results open their user turn,
+  tool ids outside `[a-zA-Z0-9_-]` are rewritten alike in the call and its result, and
+  the last assistant text loses trailing white space.
+"""
+
+import json
+import re
+
+from ..schema import JOURNAL_KINDS
+from .base import loads
+
+NO_RESULT = "(no result was recorded for this call)"
+CONTINUED = "(continued)"
+
+
+def settle(rows):
+    """(kind, message) rows as request turns, in the order the APIs accept, yielded as
+    they settle (a long view streams): ("system" | "user", message), ("assistant",
+    {"content": [blocks], "tool_calls": [...], "meta": …}), ("results", [tool messages]),
+    ("journal", message), ("orphan", tool message). Every journal row given is kept;
+    leave out the ones not wanted before."""
+    held: list[tuple[str, object]] = []  # journal entries and stray results met inside a call block
+    state = {"reply": None, "open": [], "results": None}
+    pending: list[tuple[str, object]] = []  # the reply being gathered, not yet yielded
+
+    def close() -> list[tuple[str, object]]:
+        reply, results = state["reply"], state["results"]
+        if reply is not None and state["open"]:
+            results = results if results is not None else []
+            results += [{"kind": "tool", "tool_call_id": i, "content": NO_RESULT, "is_error": True}
+                        for i in state["open"]]
+        out = pending[:]
+        if results:
+            out.append(("results", results))
+        out += held
+        pending.clear()
+        held.clear()
+        state.update(reply=None, open=[], results=None)
+        return out
+
+    for kind, m in rows:
+        if kind == "assistant":
+            reply, calls = state["reply"], list(m.get("tool_calls") or ())
+            if reply is not None and state["results"] is None and (reply["tool_calls"] or calls):
+                reply["content"] += blocks_of(m.get("content"))  # the same reply, split over rows
+                reply["tool_calls"] += calls
+                state["open"] += [c["id"] for c in calls]
+                continue
+            yield from close()
+            reply = {"content": blocks_of(m.get("content")), "tool_calls": calls, "meta": m.get("meta")}
+            pending.append(("assistant", reply))
+            state.update(reply=reply, open=[c["id"] for c in calls])
+        elif kind == "tool":
+            if m.get("tool_call_id") in state["open"]:
+                state["open"].remove(m["tool_call_id"])
+                state["results"] = (state["results"] or []) + [m]
+                if not state["open"]:
+                    yield from close()
+            elif state["open"]:
+                held.append(("orphan", m))
+            else:
+                yield from close()
+                yield "orphan", m
+        elif kind in JOURNAL_KINDS:
+            if state["open"]:
+                held.append(("journal", m))
+            else:
+                yield from close()
+                yield "journal", m
+        elif kind in ("system", "user"):
+            yield from close()
+            yield kind, m
+    yield from close()
+
+
+def blocks_of(content) -> list[dict]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content.strip() else []
+    return [dict(b) for b in content or () if isinstance(b, dict)]
+
+
+def text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or () if isinstance(b, dict) and b.get("type") == "text")
+
+
+def journal_text(message: dict) -> str:
+    return f"[{message['kind']}] {message.get('text', '')}"
+
+
+def orphan_text(message: dict) -> str:
+    return f"[tool result {message.get('name') or message['tool_call_id']}] {text_of(message['content'])}"
+
+
+def _placeholder(block: dict) -> dict:
+    return {"type": "text", "text": f"[{block.get('type')} block]"}
+
+
+def _image_url_of(block: dict) -> dict | None:
+    """An Anthropic image block as an OpenAI image_url part."""
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": source["url"]}}
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        media = source.get("media_type") or "image/png"
+        return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{source['data']}"}}
+    return None
+
+
+def _image_of(part: dict) -> dict | None:
+    """An OpenAI image_url part as an Anthropic image block."""
+    image = part.get("image_url") if isinstance(part.get("image_url"), dict) else {}
+    url = image.get("url")
+    if not isinstance(url, str):
+        return None
+    found = re.match(r"data:(image/[a-z]+);base64,(.*)$", url, re.S)
+    if found:
+        return {"type": "image", "source": {"type": "base64", "media_type": found[1], "data": found[2]}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+# ---- OpenAI Chat Completions ---------------------------------------------------------------
+
+
+def openai_user_content(content):
+    if isinstance(content, str):
+        return content
+    parts = []
+    for b in blocks_of(content):
+        if b.get("type") in ("text", "image_url", "input_audio", "file"):
+            parts.append(b)
+        else:
+            parts.append((_image_url_of(b) if b.get("type") == "image" else None) or _placeholder(b))
+    return parts
+
+
+def openai_text(content) -> str:
+    """Text-only content (system, assistant, tool): a string, other blocks named."""
+    return "\n\n".join(b["text"] if b.get("type") == "text" else _placeholder(b)["text"] for b in blocks_of(content))
+
+
+def arguments_text(call: dict) -> str:
+    arguments = call.get("arguments")
+    return arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+
+
+def openai_messages(settled, *, journal_role: str = "system"):
+    """Settled turns as Chat Completions messages, yielded one by one."""
+    for turn, m in settled:
+        if turn == "system":
+            yield {"role": "system", "content": openai_text(m["content"])}
+        elif turn == "user":
+            yield {"role": "user", "content": openai_user_content(m["content"])}
+        elif turn == "assistant":
+            message = {"role": "assistant", "content": openai_text(m["content"]) or None}
+            if m["tool_calls"]:
+                message["tool_calls"] = [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": arguments_text(c)}}
+                    for c in m["tool_calls"]]
+            if message["content"] is not None or m["tool_calls"]:
+                yield message
+        elif turn == "results":
+            for r in m:
+                yield {"role": "tool", "tool_call_id": r["tool_call_id"],
+                       "content": openai_text(r["content"]) or "(empty result)"}
+        elif turn == "journal":
+            yield {"role": journal_role, "content": journal_text(m)}
+        elif turn == "orphan":
+            yield {"role": "user", "content": orphan_text(m)}
+
+
+# ---- Anthropic Messages ----------------------------------------------------------------------
+
+_ANTHROPIC_BLOCKS = ("text", "image", "document", "search_result")
+
+
+def _anthropic_blocks(content) -> list[dict]:
+    out = []
+    for b in blocks_of(content):
+        if b.get("type") in _ANTHROPIC_BLOCKS:
+            out.append(b)
+        else:
+            out.append((_image_of(b) if b.get("type") == "image_url" else None) or _placeholder(b))
+    return out
+
+
+class AnthropicIds:
+    """Tool ids as Anthropic takes them (`^[a-zA-Z0-9_-]+$`), the same for a call and its result."""
+
+    def __init__(self):
+        self.map: dict[str, str] = {}
+
+    def __call__(self, original: str) -> str:
+        if original not in self.map:
+            safe = re.sub(r"[^a-zA-Z0-9_-]", "_", original) or "_"
+            taken = set(self.map.values())
+            candidate, n = safe, 1
+            while candidate in taken:
+                n += 1
+                candidate = f"{safe}_{n}"
+            self.map[original] = candidate
+        return self.map[original]
+
+
+def _input_of(call: dict) -> dict:
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = loads(arguments)  # strict: "NaN" stays a string, never a NaN the body cannot carry
+        except (ValueError, RecursionError):
+            arguments = {"arguments": arguments}
+    return arguments if isinstance(arguments, dict) else {"arguments": arguments}
+
+
+def anthropic_messages(settled, *, lead: list[dict] | None = None) -> list[dict]:
+    """Settled turns (without system ones) as alternating Messages API turns; `lead`:
+    user blocks that open the conversation (the handoff, for the export)."""
+    ids = AnthropicIds()
+    turns: list[dict] = []
+
+    def add(role: str, blocks: list[dict]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] += blocks
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    add("user", list(lead or ()))
+    for turn, m in settled:
+        if turn == "user":
+            add("user", _anthropic_blocks(m["content"]))
+        elif turn == "assistant":
+            blocks = [b if b.get("type") == "text" else _placeholder(b) for b in blocks_of(m["content"])]
+            blocks += [{"type": "tool_use", "id": ids(c["id"]), "name": c["name"], "input": _input_of(c)}
+                       for c in m["tool_calls"]]
+            add("assistant", blocks)
+        elif turn == "results":
+            blocks = []
+            for r in m:
+                content = r["content"] if isinstance(r["content"], str) else _anthropic_blocks(r["content"])
+                result = {"type": "tool_result", "tool_use_id": ids(r["tool_call_id"]), "content": content}
+                if r.get("is_error"):
+                    result["is_error"] = True
+                blocks.append(result)
+            add("user", blocks)
+        elif turn == "journal":
+            add("user", [{"type": "text", "text": journal_text(m)}])
+        elif turn == "orphan":
+            add("user", [{"type": "text", "text": orphan_text(m)}])
+    if turns and turns[0]["role"] == "assistant":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
+    if turns and turns[-1]["role"] == "assistant":
+        last = turns[-1]["content"]
+        if last[-1].get("type") == "text" and last[-1]["text"] != last[-1]["text"].rstrip():
+            if last[-1]["text"].strip():
+                last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
+            elif len(last) > 1:
+                last.pop()
+    return turns
