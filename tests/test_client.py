@@ -258,3 +258,44 @@ def test_each_write_gets_its_own_key_and_a_given_key_is_used():
     mui.get("c")
     keys = [r.headers.get("Idempotency-Key") for r in seen]
     assert keys[0] != keys[1] and keys[2] == "ticket-7-refund" and keys[3] is None
+
+
+def test_it_retries_a_conflict_that_says_when_to_come_back_with_the_same_key():
+    # An import of the same source in progress (409 import_in_progress, Retry-After: 2) passes.
+    transport, seen = scripted(error(409, code="import_in_progress", headers={"Retry-After": "2"}), ok())
+    waits = []
+    mui = Memoryui("http://127.0.0.1:9", api_key="k", transport=transport, sleep=waits.append)
+    assert mui.append("c", {"kind": "user", "content": "x"}) == {"position": 0, "kind": "user"}
+    assert waits == [2.0] and len(seen) == 2
+    assert len({r.headers["Idempotency-Key"] for r in seen}) == 1
+
+
+def test_it_stops_retrying_a_conflict_when_the_next_wait_would_pass_its_deadline():
+    transport, seen = scripted(error(409, code="import_in_progress", headers={"Retry-After": "40"}))
+    waits = []
+    mui = Memoryui("http://127.0.0.1:9", api_key="k", transport=transport, sleep=waits.append,
+                   retries=Retries(attempts=10, deadline=100))
+    with pytest.raises(Exception) as exc:
+        mui.append("c", {"kind": "user", "content": "x"})
+    assert exc.value.status == 409 and exc.value.code == "import_in_progress"
+    assert waits == [40.0, 40.0] and len(seen) == 3  # a third wait would end at 120 s, past the 100 s deadline
+
+
+def test_the_async_client_retries_a_conflict_that_says_when_to_come_back():
+    answers = [error(409, code="import_in_progress", headers={"Retry-After": "1"}), ok()]
+    seen, waits = [], []
+
+    def handler(request):
+        seen.append(request)
+        return answers[len(seen) - 1]
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    async def run():
+        async with AsyncMemoryui("http://127.0.0.1:9", api_key="k", transport=httpx.MockTransport(handler),
+                                 sleep=sleep) as client:
+            return await client.append("c", {"kind": "user", "content": "x"})
+
+    assert asyncio.run(run()) == {"position": 0, "kind": "user"}
+    assert waits == [1.0] and len(seen) == 2

@@ -22,17 +22,21 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 @dataclass(frozen=True)
 class Retries:
-    """How a request is tried again: on connection errors and on 429, 502, 503, 504.
+    """How a request is tried again: on connection errors, on 429, 502, 503, 504, and on a
+    409 that carries Retry-After (a conflict that passes: an import of the same source
+    in progress, a request with the same Idempotency-Key still running).
 
     Never on another 4xx. Waits `backoff · 2^(n-1)` seconds (with jitter, at most
     `max_backoff`) before try n+1, or what the server's Retry-After says (at most
-    `max_retry_after`). A write keeps its Idempotency-Key across all its tries.
+    `max_retry_after`); no retry is made whose wait would take the call's waiting past
+    `deadline` seconds. A write keeps its Idempotency-Key across all its tries.
     """
 
     attempts: int = 5
     backoff: float = 0.25
     max_backoff: float = 8.0
     max_retry_after: float = 60.0
+    deadline: float = 120.0
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         waited = parse_retry_after(retry_after)
@@ -40,6 +44,17 @@ class Retries:
             return min(waited, self.max_retry_after)
         base = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
         return base * (0.5 + random.random() / 2)
+
+    def wait_before_retry(self, attempt: int, status: int, retry_after: str | None, waited: float) -> float | None:
+        """Seconds to wait before trying an answered request again; None: do not retry it."""
+        if attempt >= self.attempts or not retryable(status, retry_after):
+            return None
+        wait = self.delay(attempt, retry_after)
+        return wait if waited + wait <= self.deadline else None
+
+
+def retryable(status: int, retry_after: str | None) -> bool:
+    return status in RETRY_STATUSES or (status == 409 and parse_retry_after(retry_after) is not None)
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -10,8 +10,8 @@
 Answers are the API's JSON as dicts. Errors are raised as the typed exceptions of
 `memoryui_client.errors`. Every write carries an Idempotency-Key (pass your own,
 derived from business values, to make a restarted process's retry safe too); it is
-reused by that write's retries, which happen on connection errors and on 429, 502,
-503, 504, never on another 4xx.
+reused by that write's retries, which happen on connection errors, on 429, 502,
+503, 504, and on a 409 carrying Retry-After (an import in progress), never on another 4xx.
 """
 
 import asyncio
@@ -41,8 +41,8 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-def _retryable(response: httpx.Response) -> bool:
-    return response.status_code in _core.RETRY_STATUSES
+def _retry_wait(retries: Retries, attempt: int, response: httpx.Response, waited: float) -> float | None:
+    return retries.wait_before_retry(attempt, response.status_code, response.headers.get("Retry-After"), waited)
 
 
 class _Operations:
@@ -161,7 +161,7 @@ class Memoryui(_Operations):
 
     def request(self, call: Call) -> httpx.Response:
         """Send a Call with the retry policy; returns the successful response or raises."""
-        attempt = 0
+        attempt, waited = 0, 0.0
         while True:
             attempt += 1
             try:
@@ -174,8 +174,10 @@ class Memoryui(_Operations):
                 continue
             if response.is_success:
                 return response
-            if _retryable(response) and attempt < self.retries.attempts:
-                self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+            wait = _retry_wait(self.retries, attempt, response, waited)
+            if wait is not None:
+                self._sleep(wait)
+                waited += wait
                 continue
             raise error_from_response(response)
 
@@ -222,15 +224,17 @@ class Memoryui(_Operations):
     def export(self, conversation_id, *, format: str = "jsonl", chunk_size: int = 65536) -> Iterator[bytes]:
         """The conversation as a streamed download (json, jsonl or markdown), chunk by chunk."""
         call = _core.export(conversation_id, format=format)
-        attempt, started = 0, False
+        attempt, started, waited = 0, False, 0.0
         while True:
             attempt += 1
             try:
                 with self._http.stream("GET", call.path, params=call.params) as response:
                     if not response.is_success:
                         response.read()
-                        if _retryable(response) and attempt < self.retries.attempts:
-                            self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+                        wait = _retry_wait(self.retries, attempt, response, waited)
+                        if wait is not None:
+                            self._sleep(wait)
+                            waited += wait
                             continue
                         raise error_from_response(response)
                     for chunk in response.iter_bytes(chunk_size):
@@ -264,7 +268,7 @@ class AsyncMemoryui(_Operations):
         await self._http.aclose()
 
     async def request(self, call: Call) -> httpx.Response:
-        attempt = 0
+        attempt, waited = 0, 0.0
         while True:
             attempt += 1
             try:
@@ -277,8 +281,10 @@ class AsyncMemoryui(_Operations):
                 continue
             if response.is_success:
                 return response
-            if _retryable(response) and attempt < self.retries.attempts:
-                await self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+            wait = _retry_wait(self.retries, attempt, response, waited)
+            if wait is not None:
+                await self._sleep(wait)
+                waited += wait
                 continue
             raise error_from_response(response)
 
@@ -321,15 +327,17 @@ class AsyncMemoryui(_Operations):
 
     async def export(self, conversation_id, *, format: str = "jsonl", chunk_size: int = 65536) -> AsyncIterator[bytes]:
         call = _core.export(conversation_id, format=format)
-        attempt, started = 0, False
+        attempt, started, waited = 0, False, 0.0
         while True:
             attempt += 1
             try:
                 async with self._http.stream("GET", call.path, params=call.params) as response:
                     if not response.is_success:
                         await response.aread()
-                        if _retryable(response) and attempt < self.retries.attempts:
-                            await self._sleep(self.retries.delay(attempt, response.headers.get("Retry-After")))
+                        wait = _retry_wait(self.retries, attempt, response, waited)
+                        if wait is not None:
+                            await self._sleep(wait)
+                            waited += wait
                             continue
                         raise error_from_response(response)
                     async for chunk in response.aiter_bytes(chunk_size):
