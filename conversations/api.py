@@ -200,17 +200,19 @@ def list_conversations(
     """Newest first, in keyset pages (no OFFSET: every page costs what the first does). Needs `read`."""
     require_scope(request, "read")
     _check_query_text(subject, "subject")
-    _check_query_text(namespace, "namespace")
-    _check_query_text(external_id, "external_id")
     field = _ORDER_FIELDS[order]
     qs = Conversation.objects.live()
     if subject is not None:
         qs = qs.about(subject)
+    if namespace is not None or external_id is not None:
+        # Read by the rule they are written by: NFC, nothing invisible (else 422).
+        namespace = params.identifier(namespace, "namespace", max_length=store.NAMESPACE_MAX)
     if external_id is not None:
-        # The unique index (namespace, external_id): one row at most, found by index.
-        qs = qs.filter(namespace=(namespace or "").strip(), external_id=external_id.strip())
+        external_id = params.identifier(external_id, "external_id", max_length=store.EXTERNAL_ID_MAX)
+        # The unique index (namespace, external_id): one row per spelling, found by index.
+        qs = qs.with_external_id(namespace, external_id)
     elif namespace is not None:
-        qs = qs.filter(namespace=namespace.strip())
+        qs = qs.filter(namespace__in=params.identifier_forms(namespace))
     if cursor:
         at, pk = _decode_cursor(cursor, order)
         qs = qs.filter(Q(**{f"{field}__lt": at}) | Q(**{field: at, "pk__lt": pk}))

@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from . import params
 from .errors import NotFound
 from .subjects import normalize_subject
 
@@ -36,6 +37,12 @@ class ConversationQuerySet(models.QuerySet):
             return self.live().get(pk=cid)
         except Conversation.DoesNotExist:
             raise NotFound(f"conversation {cid} not found", field="id") from None
+
+    def with_external_id(self, namespace: str, external_id: str):
+        """The conversation of a (namespace, external_id) given in `params.identifier` form,
+        also when its row was written, before ids were normalised, in the decomposed form."""
+        return self.filter(namespace__in=params.identifier_forms(namespace),
+                           external_id__in=params.identifier_forms(external_id))
 
     def with_checkpoint_flag(self):
         return self.annotate(

@@ -16,6 +16,8 @@ The rules:
   overflows: all refused.
 - Text the databases cannot store is refused: NUL anywhere it would land in a
   text column (PostgreSQL refuses it) and unpaired surrogates (not UTF-8).
+- An identifier (namespace, external id) is NFC, and refused when it holds control
+  or invisible characters: two ids that print the same are the same id, or refused.
 
 The pure parsers raise `ValueError` with a sentence that reads after the field's
 name; the `*_param` helpers (query strings: 400, `BadParameter`) and the
@@ -27,6 +29,7 @@ import base64
 import json
 import math
 import re
+import unicodedata
 import uuid
 from datetime import date, datetime, time, timedelta, timezone as dt_timezone
 
@@ -258,6 +261,51 @@ def check_tree(data, *, allow_nul: bool = False, where: str = "") -> None:
             stack.extend((item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value))
         elif isinstance(value, str):
             check_text(value, path or None, allow_nul=allow_nul)
+
+
+# ---- identifiers --------------------------------------------------------------------
+
+# Default-ignorable characters outside category Cf (which holds the zero-width ones, the
+# BOM, the soft hyphen and every bidi control): the combining grapheme joiner and the
+# Hangul fillers, all drawn as nothing.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0")
+
+
+def _invisible(ch: str) -> bool:
+    return ch in _INVISIBLE or unicodedata.category(ch) in ("Cc", "Cf")
+
+
+def identifier(raw, field: str, *, max_length: int, required: bool = False) -> str:
+    """A name callers look things up by (a namespace, an external id, a session key), as
+    it is stored and as it is looked up: stripped and in Unicode NFC, as subjects are
+    compared, so "Zoë" typed with a combining diaeresis names the same conversation as
+    "Zoë" composed. Refused (422 naming the field): NUL, unpaired surrogates, control
+    characters and invisible ones (zero-width, BOM, soft hyphen, bidi embeddings,
+    overrides, isolates and marks), with which two ids that print the same differ."""
+    if raw is None:
+        raw = ""
+    if not isinstance(raw, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    check_text(raw, field)
+    value = unicodedata.normalize("NFC", raw.strip())
+    bad = next((ch for ch in value if _invisible(ch)), None)
+    if bad is not None:
+        name = unicodedata.name(bad, "a control character")
+        raise InvalidInput(f"{field} holds U+{ord(bad):04X} ({name}), which is invisible; "
+                           "send the id without it", field=field)
+    if required and not value:
+        raise InvalidInput(f"{field} must not be blank", field=field)
+    if len(value) > max_length:
+        raise InvalidInput(f"{field} is {len(value)} characters; at most {max_length}", field=field)
+    return value
+
+
+def identifier_forms(value: str) -> list[str]:
+    """The spellings a stored identifier of `value` (already `identifier()`) may have: rows
+    written before ids were normalised keep the form they came in (rows are not rewritten),
+    so a look-up matches NFC and NFD alike."""
+    decomposed = unicodedata.normalize("NFD", value)
+    return [value] if decomposed == value else [value, decomposed]
 
 
 # ---- request helpers: query strings (400) -------------------------------------------

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
+from . import params
 from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
@@ -93,11 +94,14 @@ def _lock_conversation(conversation_id) -> Conversation:
 
 
 def _clean_external_id(namespace, external_id) -> tuple[str, str | None]:
-    namespace = _clean_text(namespace, field="namespace", max_length=NAMESPACE_MAX)
+    namespace = params.identifier(namespace, "namespace", max_length=NAMESPACE_MAX)
+    return namespace, _clean_id(external_id)
+
+
+def _clean_id(external_id) -> str | None:
     if external_id is None:
-        return namespace, None
-    external_id = _clean_text(external_id, field="external_id", max_length=EXTERNAL_ID_MAX, required=True)
-    return namespace, external_id
+        return None
+    return params.identifier(external_id, "external_id", max_length=EXTERNAL_ID_MAX, required=True)
 
 
 def create_conversation(*, title: str = "", subject: str = "", meta: dict | None = None,
@@ -148,7 +152,10 @@ def _create(*, title, subject, meta, namespace, external_id, get_existing: bool)
 
 
 def _by_external_id(namespace: str, external_id: str) -> Conversation | None:
-    return Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
+    found = list(Conversation.objects.with_external_id(namespace, external_id)[:4])
+    # The normalised spelling first; a row of an older, decomposed spelling otherwise.
+    found.sort(key=lambda c: (c.namespace != namespace, c.external_id != external_id))
+    return found[0] if found else None
 
 
 def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
@@ -391,7 +398,8 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
         raise InvalidInput(f"relation must be one of {', '.join(PARENT_RELATIONS)}", field="relation")
     with transaction.atomic():
         parent = _lock_conversation(conversation_id)
-        namespace, external_id = _clean_external_id(parent.namespace, external_id)
+        # The parent's namespace as stored (it may predate the identifier rules).
+        namespace, external_id = parent.namespace, _clean_id(external_id)
         if external_id is not None and _by_external_id(namespace, external_id) is not None:
             _existing(_by_external_id(namespace, external_id), False)
         _check_position(parent, position)

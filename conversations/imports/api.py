@@ -28,6 +28,7 @@ import json
 from ninja import Query, Router
 
 from conversations import idempotency
+from conversations import params
 from conversations.api import _respond
 from conversations.jsonbody import read_json
 from conversations.apiauth import actor_of, require_scope
@@ -46,9 +47,19 @@ def _text(body: dict, name: str, *, default: str = "") -> str:
         value = default
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a string", field=name)
+    if name in _IDENTIFIERS:
+        return params.identifier(value, name, max_length=MAX_TEXT)
     if len(value) > MAX_TEXT and name != "content":
         raise InvalidInput(f"{name} is at most {MAX_TEXT} characters", field=name)
     return value
+
+
+# Names a session is found by: NFC, nothing invisible, by the rule of conversations' ids.
+_IDENTIFIERS = ("namespace", "external_id", "session_id", "prefix", "key")
+
+
+def _ids(**values) -> list[str]:
+    return [params.identifier(value, name, max_length=MAX_TEXT) for name, value in values.items()]
 
 
 @router.post("/imports", operation_id="import_transcript", summary="Import a transcript, or append entries",
@@ -146,9 +157,9 @@ def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     `next` is the `after` of the next page, null on the last. 404 for a key never
     written. Needs `read`."""
     require_scope(request, "read")
-    _check_nul(namespace=namespace, external_id=external_id, format=format)
-    page = streams.load_page(format=format, namespace=namespace.strip(), key=external_id.strip(), after=after,
-                             limit=limit)
+    _check_nul(format=format)
+    namespace, external_id = _ids(namespace=namespace, external_id=external_id)
+    page = streams.load_page(format=format, namespace=namespace, key=external_id, after=after, limit=limit)
     if page is None:
         raise NotFound(f"no entries stored under {namespace!r} / {external_id[:80]!r}", field="external_id")
     return _respond({"conversation_id": page.conversation_id, "entries": page.entries, "next": page.next})
@@ -166,9 +177,9 @@ def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     key; 409 `maintenance_running` while a prune or another deletion runs (retry
     later). Needs `admin`."""
     require_scope(request, "admin")
-    _check_nul(namespace=namespace, external_id=external_id, format=format)
-    receipt = streams.delete_stream(format=format, namespace=namespace.strip(), key=external_id.strip(),
-                                    actor=actor_of(request))
+    _check_nul(format=format)
+    namespace, external_id = _ids(namespace=namespace, external_id=external_id)
+    receipt = streams.delete_stream(format=format, namespace=namespace, key=external_id, actor=actor_of(request))
     return _respond({**receipt.as_document(), "receipt_id": str(receipt.pk),
                      "receipt_url": request.build_absolute_uri(f"/api/v1/receipts/{receipt.pk}")})
 
@@ -184,9 +195,10 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
     subagent transcripts; `key` one stream; `sessions=true` only main sessions (keys
     without "/"). Needs `read`."""
     require_scope(request, "read")
-    _check_nul(namespace=namespace, prefix=prefix, format=format, key=key or "")
-    items = streams.list_streams(format=format, namespace=namespace.strip(), prefix=prefix,
-                                 key=key.strip() if key is not None else None, sessions_only=sessions)
+    _check_nul(format=format)
+    namespace, prefix = _ids(namespace=namespace, prefix=prefix)
+    items = streams.list_streams(format=format, namespace=namespace, prefix=prefix,
+                                 key=_ids(key=key)[0] if key is not None else None, sessions_only=sessions)
     return _respond({"items": items})
 
 
@@ -210,7 +222,7 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
     `limit` of them when given; `stream` says which generation is the head and how many
     items it holds. Needs `read`."""
     require_scope(request, "read")
-    _check_nul(namespace=namespace, session_id=session_id)
+    namespace, session_id = _ids(namespace=namespace, session_id=session_id)
     items, stream = sessions.active_items(namespace=namespace, session_id=session_id, limit=limit)
     return _respond({"items": items, "stream": stream.as_dict()})
 

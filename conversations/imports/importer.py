@@ -24,7 +24,7 @@ from pathlib import Path
 
 from django.db import IntegrityError, connection, transaction
 
-from conversations import store as conversation_store
+from conversations import params, store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound, StoreError
 from conversations.formats import FORMATS, check_format, claude_code, codex, detect, parse
 from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, read_jsonl, \
@@ -132,7 +132,9 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             if len(text) <= textfile.HEAD:
                 raise
             format = detect(text.whole())  # e.g. a large pretty-printed JSON document
-    namespace = (namespace if namespace is not None else default_namespace(format, path)).strip()[:200]
+    # A namespace the caller gives is an identifier (NFC, nothing invisible: 422 otherwise).
+    namespace = (params.identifier(namespace, "namespace", max_length=200) if namespace is not None
+                 else default_namespace(format, path).strip()[:200])
     subject = (subject or "").strip()
     kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run,
               finish=finish)
