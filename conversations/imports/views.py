@@ -79,6 +79,10 @@ def import_page(request):
         raise
     finally:
         text.close()
+    if result.unchanged:
+        # Nothing to confirm (the page offers no button): the file has served its purpose.
+        uploads.remove(path)
+        token = ""
     return _page(request, {"values": {**values, "format": result.format}, "result": result, "token": token,
                            "name": upload.name})
 
