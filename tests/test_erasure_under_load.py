@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,8 +25,9 @@ from conversations import store
 from conversations.models import Conversation, Message
 from conversations.retention.models import DeletionReceipt
 from conversations.search.reads import Filters, search_messages
-from tests.retention_support import ROOT, age, conversation, database_url, sqlite_integrity_check, subprocess_env
+from tests.retention_support import ROOT, age, conversation, sqlite_integrity_check
 from tests.search_support import rows_the_index_knows
+from tests.server_support import free_port, start_gunicorn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -67,32 +67,6 @@ print(json.dumps({"acked": acked, "failures": failures, "max_latency": max(laten
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_gunicorn(port: int, log: Path) -> subprocess.Popen:
-    env = subprocess_env(DATABASE_URL=database_url(), MEMORYUI_WORKERS=str(APPENDERS), MEMORYUI_THREADS="2")
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
-         "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "120"],
-        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/login/")
-            conn.getresponse().read()
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("gunicorn did not answer within 60 s")
-
-
 def _call(port: int, key: str, method: str, path: str, body=None) -> tuple[int, dict]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     headers = {"Authorization": f"Bearer {key}"}
@@ -129,8 +103,8 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
         age(c, 100)
     lonely = conversation(title="delete me", messages=25, text="one conversation to delete {i}")
 
-    port, stop = _free_port(), tmp_path / "stop"
-    server = _start_gunicorn(port, tmp_path / "gunicorn.log")
+    port, stop = free_port(), tmp_path / "stop"
+    server = start_gunicorn(port, tmp_path / "gunicorn.log", workers=APPENDERS)
     appenders = []
     try:
         for i, c in enumerate(busy):

@@ -6,6 +6,15 @@ no password is checked for it, the right one included; the pause ends when the
 oldest failure inside the window ages out. A successful login clears the
 account's failures (not the address's).
 
+An attempt is counted before its password is checked, not after: counting after
+let concurrent attempts all read "under the limit" and all be checked (17 of 40
+against a limit of 10). `reserve_attempt` counts and records the attempt as a
+failure in one transaction that no other reservation overlaps (SQLite's write
+lock, taken at BEGIN IMMEDIATE; on PostgreSQL a transaction-level advisory lock),
+so at most the limit's worth of passwords is ever checked. The slow password
+hash runs after that transaction, holding no lock; a success then clears the
+account, its own reservation included.
+
 Limits (settings, from the environment): MEMORYUI_LOGIN_FAILURES_PER_USER (10),
 MEMORYUI_LOGIN_FAILURES_PER_IP (30: offices share an address) within
 MEMORYUI_LOGIN_WINDOW_MINUTES (15).
@@ -17,7 +26,7 @@ import math
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from .models import LoginFailure
@@ -46,26 +55,32 @@ def client_ip(request) -> str:
     return (request.META.get("REMOTE_ADDR") or "unknown")[:64]
 
 
-def seconds_blocked(*, username: str, ip: str) -> int:
-    """0 when a login may be tried; otherwise how long until it may."""
+# The PostgreSQL advisory lock that queues reservations (any constant no other code uses).
+_RESERVATION_LOCK = 0x6C6F67696E67  # "loging"
+
+
+def reserve_attempt(*, username: str, ip: str) -> int:
+    """0 when this attempt may check its password, and it is then already counted as a
+    failure (a success clears it); otherwise the seconds until one may be tried, and
+    nothing is counted."""
     per_user, per_ip, window = _limits()
-    now = timezone.now()
-    recent = LoginFailure.objects.filter(at__gte=now - window)
-    waits = []
-    for rows, limit in ((recent.filter(username_key=username_key(username)), per_user),
-                        (recent.filter(ip=ip), per_ip)):
-        times = list(rows.order_by("-at").values_list("at", flat=True)[:limit])
-        if len(times) >= limit:
-            waits.append((times[-1] + window - now).total_seconds())
-    return max(1, math.ceil(max(waits))) if waits else 0
-
-
-def record_failure(*, username: str, ip: str) -> None:
-    _, _, window = _limits()
-    now = timezone.now()
+    key = username_key(username)
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_RESERVATION_LOCK])
+        now = timezone.now()
         LoginFailure.objects.filter(at__lt=now - window).delete()
-        LoginFailure.objects.create(at=now, username_key=username_key(username), ip=ip[:64])
+        recent = LoginFailure.objects.filter(at__gte=now - window)
+        waits = []
+        for rows, limit in ((recent.filter(username_key=key), per_user), (recent.filter(ip=ip[:64]), per_ip)):
+            times = list(rows.order_by("-at").values_list("at", flat=True)[:limit])
+            if len(times) >= limit:
+                waits.append((times[-1] + window - now).total_seconds())
+        if waits:
+            return max(1, math.ceil(max(waits)))
+        LoginFailure.objects.create(at=now, username_key=key, ip=ip[:64])
+    return 0
 
 
 def clear_account(*, username: str) -> None:

@@ -2,9 +2,11 @@ from django.db import models
 
 
 class LoginFailure(models.Model):
-    """One failed login: when, for which account (a keyed hash of the name as typed,
-    never the name: people type passwords into the username field) and from where.
-    Rows older than the window are deleted as new failures come in."""
+    """One failed login, or one being checked right now (an attempt counts as a failure
+    from the moment it is let through: guard.reserve_attempt): when, for which account
+    (a keyed hash of the name as typed, never the name: people type passwords into the
+    username field) and from where. Rows older than the window are deleted as new
+    attempts come in."""
 
     at = models.DateTimeField(db_index=True)
     username_key = models.CharField(max_length=64)

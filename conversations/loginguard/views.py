@@ -1,4 +1,7 @@
-"""The login page, throttled (guard.py): a clear message and 429 past the limit, never a 500."""
+"""The login page, throttled (guard.py): a clear message and 429 past the limit, never a 500.
+
+The attempt is reserved (counted as a failure) before Django checks the password,
+so concurrent attempts cannot all slip under the limit; a success clears it."""
 
 from django.contrib.auth import views as auth_views
 
@@ -9,7 +12,7 @@ class ThrottledLoginView(auth_views.LoginView):
     def post(self, request, *args, **kwargs):
         self._username = request.POST.get("username", "")
         self._ip = guard.client_ip(request)
-        wait = guard.seconds_blocked(username=self._username, ip=self._ip)
+        wait = guard.reserve_attempt(username=self._username, ip=self._ip)
         if wait:
             minutes = max(1, round(wait / 60))
             form = self.get_form()
@@ -21,10 +24,6 @@ class ThrottledLoginView(auth_views.LoginView):
             response["Retry-After"] = str(wait)
             return response
         return super().post(request, *args, **kwargs)
-
-    def form_invalid(self, form):
-        guard.record_failure(username=self._username, ip=self._ip)
-        return super().form_invalid(form)
 
     def form_valid(self, form):
         guard.clear_account(username=self._username)
