@@ -51,6 +51,13 @@ class CheckpointBeforeLatest(StoreError):
     status = 409
 
 
+class CheckpointSplitsToolCall(StoreError):
+    """A fold there would leave a tool result in the active view without its call."""
+
+    code = "checkpoint_splits_tool_call"
+    status = 409
+
+
 class Conflict(StoreError):
     code = "conflict"
     status = 409

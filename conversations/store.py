@@ -23,7 +23,8 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections,
 from django.utils import timezone
 
 from . import params
-from .errors import CheckpointBeforeLatest, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
+from . import calls
+from .errors import CheckpointBeforeLatest, CheckpointSplitsToolCall, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
 from .schema import encode_message, max_message_bytes
@@ -367,6 +368,7 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
                 f"{latest.message_position}; a checkpoint can only move the fold forward",
                 field="position",
             )
+        _check_fold_keeps_calls(conversation, position, floor=latest.message_position if latest else 0)
         checkpoint = Checkpoint.objects.create(
             conversation=conversation,
             message_position=position,
@@ -378,6 +380,23 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
             record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
                          target_id=str(conversation.pk), detail={"checkpoint_id": checkpoint.pk, "position": position})
     return checkpoint
+
+
+def _check_fold_keeps_calls(conversation: Conversation, position: int, *, floor: int) -> None:
+    """Refuse a fold that would separate a tool call from its result (conversations/calls.py):
+    the next request would start with a result whose call is gone, which no provider takes."""
+    rows = calls.Rows(conversation.pk, conversation.next_position - 1)
+    split = calls.split_calls(rows, position)
+    if not split:
+        return
+    before, after = calls.nearest_allowed(rows, position, floor=floor)
+    nearest = " and ".join(f"{p} ({side})" for p, side in ((before, "before"), (after, "after")) if p is not None)
+    raise CheckpointSplitsToolCall(
+        f"position {position} is between the tool call {', '.join(split[:3])} and its result; a fold there "
+        f"would leave the result without its call. The nearest positions that keep calls with their results: "
+        f"{nearest or 'none nearby'}",
+        field="position",
+    )
 
 
 def fork_conversation(*, conversation_id, position: int, title: str | None = None,

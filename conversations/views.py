@@ -22,13 +22,13 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import params, store
+from . import calls, params, store
 from .errors import NotFound, StoreError
 from .ledger import reads as ledger
 from .export import FORMATS, export_stream
 from .params import BadParameter
 from .models import Checkpoint, Conversation, parse_conversation_id
-from .reads import active_before, list_active, read_rows
+from .reads import StoredMessage, active_before, list_active, read_rows
 from .roles import can_read_conversations, is_admin
 from .schema import KINDS
 
@@ -363,6 +363,11 @@ def conversation(request, conversation_id):
         context["active_more"] = (
             _query(kinds, active_after=view.page.next_after, **carried) if view.page.next_after is not None else None
         )
+    if context["is_admin"]:
+        # Rows where "Checkpoint here" would split a tool call from its result say so instead.
+        shown = [e.position for e in context.get("record", ()) if isinstance(e, StoredMessage)]
+        shown += [i.position for i in context["active"].page.items] if "active" in context else []
+        context["unfoldable"] = calls.unfoldable(convo.pk, last, sorted({p for p in shown if p >= fold}))
     if target is None:
         context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
         context["lineage"] = convo.lineage()
@@ -475,11 +480,12 @@ def checkpoint(request, conversation_id, position):
         else:
             return redirect(reverse("conversation", args=[convo.pk]) + f"?at={position}#p{position}")
     row = read_rows(convo.pk, after=position - 1, until=position, include_broken=True).items[0]
+    unavailable = None if error else calls.unfoldable(convo.pk, convo.next_position - 1, [position]).get(position)
     return render(
         request,
         "conversations/checkpoint.html",
         {"conversation": convo, "position": position, "row": row, "error": error, "summary": summary,
-         "latest": latest},
+         "latest": latest, "unavailable": unavailable},
         status=status,
     )
 

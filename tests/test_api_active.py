@@ -59,8 +59,8 @@ def test_it_pages_a_long_active_view(reader, convo):
 
 
 def test_paging_never_reaches_behind_the_fold(reader, convo):
-    store.checkpoint_at(conversation_id=convo.pk, position=2, summary="s")
-    assert [i["position"] for i in _active(reader, convo, after=0)["items"]] == [3]
+    store.checkpoint_at(conversation_id=convo.pk, position=1, summary="s")
+    assert [i["position"] for i in _active(reader, convo, after=0)["items"]] == [2, 3]
 
 
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 5000}, {"after": -5}, {"after": "one"}])

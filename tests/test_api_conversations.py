@@ -225,14 +225,14 @@ def test_it_ignores_unknown_query_parameters(reader):
 
 def test_it_shows_one_conversation_with_counts_lineage_and_latest_checkpoint(reader, convo):
     store.checkpoint_at(conversation_id=convo.pk, position=1, summary="first")
-    store.checkpoint_at(conversation_id=convo.pk, position=2, summary="second", created_by="key:x")
+    store.checkpoint_at(conversation_id=convo.pk, position=3, summary="second", created_by="key:x")
     child = store.fork_conversation(conversation_id=convo.pk, position=3, title="child")
     grandchild = store.fork_conversation(conversation_id=child.pk, position=1)
 
     body = reader.get(f"/conversations/{convo.pk}").json()
     assert body["message_count"] == 4 and body["next_position"] == 4
     assert body["fork_count"] == 1 and body["checkpoint_count"] == 2
-    assert body["latest_checkpoint"]["position"] == 2
+    assert body["latest_checkpoint"]["position"] == 3
     assert body["latest_checkpoint"]["summary"] == "second"
     assert body["latest_checkpoint"]["created_by"] == "key:x"
     assert body["meta"] == {"agent": "bot"}

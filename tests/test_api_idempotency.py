@@ -179,7 +179,7 @@ def test_every_kind_of_write_replays(writer, convo):
     cases = [
         ("/conversations", {"title": "New", "subject": "customer:9"}),
         (f"/conversations/{convo.pk}/messages/batch", {"messages": [STEP, STEP]}),
-        (f"/conversations/{convo.pk}/checkpoints", {"position": 2, "summary": "folded"}),
+        (f"/conversations/{convo.pk}/checkpoints", {"position": 3, "summary": "folded"}),
         (f"/conversations/{convo.pk}/forks", {"position": 1, "title": "branch"}),
     ]
     for i, (path, body) in enumerate(cases):

@@ -16,7 +16,7 @@ import pytest
 from conversations.facts import store as facts_store
 from conversations.models import Conversation, IdempotencyKey, Message
 from memoryui_client import (
-    AsyncMemoryui, Forbidden, IdempotencyKeyReused, InvalidInput, Memoryui, NotFound, PositionConflict, Retries,
+    AsyncMemoryui, CheckpointSplitsToolCall, Forbidden, IdempotencyKeyReused, InvalidInput, Memoryui, NotFound, PositionConflict, Retries,
     TransportError,
 )
 from tests.api_support import make_key
@@ -97,10 +97,13 @@ def test_the_whole_loop(mui):
     assert [m["position"] for m in mui.messages(cid, page_size=2)] == [0, 1, 2, 3]
     assert [m["position"] for m in mui.messages(cid, after=1)] == [2, 3]
 
-    mui.checkpoint(cid, position=1, summary="Customer asked about a refund; checking.")
+    with pytest.raises(CheckpointSplitsToolCall) as exc:  # between the call c1 and its result
+        mui.checkpoint(cid, position=1, summary="Customer asked about a refund; checking.")
+    assert exc.value.status == 409 and "0 (before) and 2 (after)" in exc.value.message
+    mui.checkpoint(cid, position=2, summary="Customer asked about a refund; it was refunded.")
     view = mui.active(cid)
     assert view["handoff"]["content"].startswith("Customer asked")
-    assert [i["position"] for i in view["items"]] == [2, 3]
+    assert [i["position"] for i in view["items"]] == [3]
 
     child = mui.fork(cid, position=2, title="branch", external_id="session-1-b")
     assert child["parent_id"] == cid and child["external_id"] == "session-1-b"

@@ -168,7 +168,7 @@ def test_markdown_quotes_hostile_text_as_text(db):
     store.append_message(conversation_id=c.pk, message={"kind": "tool", "tool_call_id": "c`1",
                                                         "name": "![i](https://t.example/x)", "content": "done"})
     store.append_message(conversation_id=c.pk, message={"kind": "note", "text": HOSTILE_TEXT})
-    store.checkpoint_at(conversation_id=c.pk, position=1, summary=HOSTILE_TEXT, created_by="<i>agent</i>")
+    store.checkpoint_at(conversation_id=c.pk, position=2, summary=HOSTILE_TEXT, created_by="<i>agent</i>")
     html = MarkdownIt("commonmark").enable("table").render(_text(export.export_stream(c.pk, "markdown")))
     # No element came from the quoted text: no image, script, link, bold or italic tag.
     for markup in ("<img", "<script", "<a ", "<b>", "<i>", "<strong>"):

@@ -89,3 +89,36 @@ def test_it_answers_404_for_positions_out_of_range(client, convo):
     assert client.get(url(convo, 6)).status_code == 404
     assert client.post(url(convo, 60), {"summary": "s"}).status_code == 404
     assert client.get("/conversations/bad/checkpoint/0/").status_code == 404
+
+
+@pytest.fixture
+def calling():
+    """0 user, 1 assistant calling c1, 2 a note, 3 the result of c1, 4 assistant."""
+    c = store.create_conversation(title="Calls")
+    for m in ({"kind": "user", "content": "refund order 7"},
+              {"kind": "assistant", "tool_calls": [{"id": "c1", "name": "refund", "arguments": {"order": 7}}]},
+              {"kind": "note", "text": "refund sent"},
+              {"kind": "tool", "tool_call_id": "c1", "content": "ok"},
+              {"kind": "assistant", "content": "Done."}):
+        store.append_message(conversation_id=c.pk, message=m)
+    return c
+
+
+def test_the_page_says_why_checkpoint_here_is_unavailable_inside_a_call_block(client, calling):
+    client.force_login(_user(ADMIN))
+    html = client.get(f"/conversations/{calling.pk}/").content.decode()
+    for position in (0, 3, 4):
+        assert f'href="/conversations/{calling.pk}/checkpoint/{position}/"' in html
+    for position in (1, 2):
+        assert f'href="/conversations/{calling.pk}/checkpoint/{position}/"' not in html
+    assert html.count("Checkpoint here: unavailable between a tool call and its result") == 2 * 2  # both views
+
+
+def test_the_form_refuses_a_fold_inside_a_call_block_and_names_the_nearest_positions(client, calling):
+    client.force_login(_user(ADMIN))
+    page = client.get(url(calling, 1)).content.decode()
+    assert "would separate the call c1 from its result" in page and "disabled" in page
+    response = client.post(url(calling, 1), {"summary": "s"})
+    assert response.status_code == 409
+    assert "0 (before) and 3 (after)" in response.content.decode()
+    assert not Checkpoint.objects.filter(conversation_id=calling.pk).exists()

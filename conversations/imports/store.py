@@ -15,6 +15,7 @@ from functools import partial
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from conversations import calls
 from conversations.errors import CheckpointBeforeLatest, Conflict, ImportInProgress, InvalidInput, StoreError
 from conversations.formats.base import Entry, Row, storable
 from conversations.models import Checkpoint, Conversation, Message
@@ -130,6 +131,8 @@ def checkpoint_imported(*, conversation_id, position: int, summary: str, created
         latest = Checkpoint.objects.latest_for(conversation.pk)
         if latest is not None and position < latest.message_position:
             raise CheckpointBeforeLatest(f"position {position} is before the latest checkpoint", field="position")
+        position, summary = calls.placed_fold(conversation.pk, position, summary,
+                                              floor=latest.message_position if latest else 0)
         return Checkpoint.objects.create(conversation=conversation, message_position=position, summary=summary,
                                          created_at=created_at or timezone.now(),
                                          created_by=storable(str(created_by))[:200])
@@ -322,7 +325,9 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
                 raise CheckpointBeforeLatest(f"position {fold.position} is before the latest checkpoint",
                                              field="position")
             summary = fold.summary.replace("\x00", "\ufffd") if "\x00" in fold.summary else fold.summary
-            Checkpoint.objects.create(conversation_id=cid, message_position=fold.position, summary=summary,
+            position, summary = calls.placed_fold(cid, fold.position, summary,
+                                                  floor=latest.message_position if latest else 0)
+            Checkpoint.objects.create(conversation_id=cid, message_position=position, summary=summary,
                                       created_at=fold.at or now, created_by=storable(str(created_by))[:200])
         if chunk.entries:
             db_ids = {cid: _db_uuid(cid) for cid in {cid for _e, cid, _raw in chunk.entries}}

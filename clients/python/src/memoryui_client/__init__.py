@@ -3,14 +3,14 @@
 from ._core import Call, Retries
 from .client import AsyncMemoryui, Memoryui
 from .errors import (
-    BadRequest, Conflict, Forbidden, IdempotencyKeyReused, InvalidInput, MemoryuiError, NotFound, PayloadTooLarge,
+    BadRequest, CheckpointSplitsToolCall, Conflict, Forbidden, IdempotencyKeyReused, InvalidInput, MemoryuiError, NotFound, PayloadTooLarge,
     PositionConflict, RateLimited, ServerError, TransportError, Unauthenticated, UnsupportedMediaType,
 )
 from .formats import to_anthropic_messages, to_openai_messages
 from .workspace import Snapshot, SnapshotError, restore_snapshot, take_snapshot
 
 __all__ = [
-    "AsyncMemoryui", "BadRequest", "Call", "Conflict", "Forbidden", "IdempotencyKeyReused", "InvalidInput",
+    "AsyncMemoryui", "BadRequest", "Call", "CheckpointSplitsToolCall", "Conflict", "Forbidden", "IdempotencyKeyReused", "InvalidInput",
     "Memoryui", "MemoryuiError", "NotFound", "PayloadTooLarge", "PositionConflict", "RateLimited", "Retries",
     "ServerError", "Snapshot", "SnapshotError", "TransportError", "Unauthenticated", "UnsupportedMediaType",
     "restore_snapshot", "take_snapshot", "to_anthropic_messages", "to_openai_messages",

@@ -44,6 +44,11 @@ class PositionConflict(Conflict):
     """409 `position_conflict`: expected_position was not the next position; nothing was written."""
 
 
+class CheckpointSplitsToolCall(Conflict):
+    """409 `checkpoint_splits_tool_call`: a fold at that position would leave a tool result
+    without its call; the message names the nearest positions that are allowed."""
+
+
 class PayloadTooLarge(MemoryuiError):
     """413: a message over the server's limit, or a body over its request size."""
 
@@ -74,7 +79,8 @@ class TransportError(MemoryuiError):
 
 _BY_STATUS = {400: BadRequest, 401: Unauthenticated, 403: Forbidden, 404: NotFound, 409: Conflict,
               413: PayloadTooLarge, 415: UnsupportedMediaType, 422: InvalidInput, 429: RateLimited}
-_BY_CODE = {"position_conflict": PositionConflict, "idempotency_key_reused": IdempotencyKeyReused}
+_BY_CODE = {"position_conflict": PositionConflict, "idempotency_key_reused": IdempotencyKeyReused,
+            "checkpoint_splits_tool_call": CheckpointSplitsToolCall}
 
 
 def error_from_response(response) -> MemoryuiError:
