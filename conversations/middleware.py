@@ -1,4 +1,7 @@
+import io
+
 from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import resolve_url
 
@@ -73,6 +76,11 @@ class ApiErrorShapeMiddleware:
             if is_api:
                 return api_error(414, _API_ERROR_MESSAGES[414])
             return HttpResponse(_API_ERROR_MESSAGES[414] + "\n", status=414, content_type="text/plain; charset=utf-8")
+        if _is_chunked(request) and not _buffer_chunked_body(request, settings.DATA_UPLOAD_MAX_MEMORY_SIZE):
+            message = _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)"
+            if is_api:
+                return api_error(413, message)
+            return HttpResponse(message + "\n", status=413, content_type="text/plain; charset=utf-8")
         if not is_api:
             return self.get_response(request)
         if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
@@ -93,6 +101,34 @@ class ApiErrorShapeMiddleware:
                 response["Content-Length"] = str(len(response.content))
                 response.content = b""
         return response
+
+
+def _is_chunked(request) -> bool:
+    return (not request.META.get("CONTENT_LENGTH")
+            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower())
+
+
+def _buffer_chunked_body(request, limit: int) -> bool:
+    """Read a chunked body (gunicorn hands it over de-chunked, without a Content-Length) up to
+    `limit` bytes and give it to Django as a body of known length; False when it is longer.
+
+    Django reads exactly CONTENT_LENGTH bytes of a WSGI body, so without this a chunked
+    body (httpx sends one for a generator, curl for `-T -`) read as empty: 400 "the
+    request body is empty". Past the limit nothing more is read, as for a declared length.
+    """
+    stream, parts, size = request.environ["wsgi.input"], [], 0
+    while size <= limit:
+        block = stream.read(min(64 * 1024, limit + 1 - size))
+        if not block:
+            break
+        parts.append(block)
+        size += len(block)
+    if size > limit:
+        return False
+    body = b"".join(parts)
+    request.META["CONTENT_LENGTH"] = str(len(body))
+    request._stream = LimitedStream(io.BytesIO(body), len(body))
+    return True
 
 
 def _declared_length(request) -> int:

@@ -1,0 +1,178 @@
+"""Bodies sent with `Transfer-Encoding: chunked` (no Content-Length) are read, up to the
+same limit as a declared length, and refused with 413 past it (issue 19, point 10).
+
+Django reads exactly CONTENT_LENGTH bytes of a WSGI body, so before the middleware
+buffered them such bodies read as empty (400 "the request body is empty"). Tested
+against a real gunicorn with memoryui/gunicorn_conf.py, as `make run` serves, with
+http.client's own chunked encoding and hand-written chunks on a socket; and in-process,
+the way gunicorn hands the body to Django (de-chunked, no length).
+"""
+
+import http.client
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from conversations import store
+from conversations.models import Message
+from tests.retention_support import ROOT, database_url, subprocess_env
+
+LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, tmp_path_factory):
+    """One gunicorn over the test database for the module; each test makes its own key."""
+    port, log = _free_port(), tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    env = subprocess_env(DATABASE_URL=database_url(), MEMORYUI_THREADS="2")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
+         "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "60"],
+        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/login/")
+                conn.getresponse().read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "gunicorn did not answer within 60 s"
+                time.sleep(0.2)
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def key():
+    return store.create_api_key(name="chunked", scopes=["read", "write"])[1]
+
+
+@pytest.fixture
+def conversation():
+    return store.create_conversation(title="chunked")
+
+
+def _blocks(body: bytes, size: int = 7000):
+    for i in range(0, len(body), size):
+        yield body[i:i + size]
+
+
+def send_chunked(port, key, path, body: bytes) -> tuple[int, dict]:
+    """POST `body` with http.client's chunked encoding (it sends no Content-Length)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", f"/api/v1{path}", body=_blocks(body), encode_chunked=True, headers={
+            "Authorization": f"Bearer {key}", "Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def send_raw_chunks(port, key, path, body: bytes) -> tuple[int, dict]:
+    """The same written by hand on a socket: hex sizes, CRLFs, a zero chunk; the answer read
+    even when the server stops reading early (a refused body)."""
+    head = (f"POST /api/v1{path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        try:
+            sock.sendall(head)
+            for block in _blocks(body, 65536):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(block), block))
+            sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered before the end of the body; the answer is still there
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read() or b"{}")
+
+
+@pytest.mark.parametrize("send", [send_chunked, send_raw_chunks])
+def test_it_reads_a_chunked_message_body(server, key, conversation, send):
+    body = json.dumps({"kind": "note", "text": "sent in chunks ✓ " + "x" * 20000}, ensure_ascii=False).encode()
+    status, answer = send(server, key, f"/conversations/{conversation.pk}/messages", body)
+    assert status == 201, answer
+    stored = Message.objects.get(conversation=conversation, position=answer["position"])
+    assert json.loads(stored.content)["text"] == json.loads(body)["text"]
+
+
+@pytest.mark.parametrize("send", [send_chunked, send_raw_chunks])
+def test_it_reads_a_chunked_batch_close_to_the_limit_whole(server, key, conversation, send):
+    text = "y" * (700 * 1024)
+    messages = [{"kind": "user", "content": text}, {"kind": "note", "text": text}, {"kind": "user", "content": text}]
+    body = json.dumps({"messages": messages}).encode()
+    assert LIMIT - 64 * 1024 < len(body) <= LIMIT
+    status, answer = send(server, key, f"/conversations/{conversation.pk}/messages/batch", body)
+    assert status == 201 and answer["count"] == 3, answer
+    assert [json.loads(m.content) for m in Message.objects.filter(conversation=conversation).order_by("position")] \
+        == messages
+
+
+@pytest.mark.parametrize("send", [send_chunked, send_raw_chunks])
+def test_a_chunked_body_past_the_limit_is_413_and_writes_nothing(server, key, conversation, send):
+    body = json.dumps({"messages": [{"kind": "note", "text": "z" * (LIMIT // 2)}] * 2}).encode()
+    assert len(body) > LIMIT
+    status, answer = send(server, key, f"/conversations/{conversation.pk}/messages/batch", body)
+    assert status == 413 and answer["error"]["code"] == "body_too_large", answer
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_a_chunked_message_over_the_message_limit_is_413_naming_its_field(server, key, conversation):
+    body = json.dumps({"messages": [{"kind": "user", "content": "fine"},
+                                    {"kind": "note", "text": "n" * (1024 * 1024 + 1)}]}).encode()
+    status, answer = send_chunked(server, key, f"/conversations/{conversation.pk}/messages/batch", body)
+    assert status == 413 and answer["error"]["field"] == "messages.1.text", answer
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+# ---- in-process: the body as gunicorn hands it to Django --------------------------------
+
+
+def post_as_gunicorn_does(client, key, path, body: bytes):
+    """De-chunked on wsgi.input, Transfer-Encoding kept, no Content-Length."""
+    return client.generic("POST", f"/api/v1{path}", body, content_type="application/json",
+                          HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="",
+                          **{"wsgi.input": io.BytesIO(body)})
+
+
+def test_in_process_a_chunked_body_is_read(client, key, conversation):
+    body = json.dumps({"kind": "note", "text": "hello"}).encode()
+    response = post_as_gunicorn_does(client, key, f"/conversations/{conversation.pk}/messages", body)
+    assert response.status_code == 201, response.content
+    assert Message.objects.filter(conversation=conversation).count() == 1
+
+
+def test_in_process_a_chunked_body_past_the_limit_is_413(client, key, conversation):
+    body = json.dumps({"kind": "note", "text": "z" * LIMIT}).encode()
+    response = post_as_gunicorn_does(client, key, f"/conversations/{conversation.pk}/messages", body)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+def test_in_process_an_empty_chunked_body_is_still_400_empty(client, key, conversation):
+    response = post_as_gunicorn_does(client, key, f"/conversations/{conversation.pk}/messages", b"")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
