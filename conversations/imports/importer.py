@@ -169,6 +169,8 @@ def _found_source(format: str, namespace: str, key: str) -> ImportSource | None:
     if source is None or Conversation.objects.live().filter(pk=source.conversation_id).exists():
         return source
     staged = store.stale_stage(source.conversation_id)
+    if staged is None and Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        return source  # its import published it between the two looks
     if staged is None:
         raise InvalidInput("this source's conversation is being deleted; import it again when the deletion has "
                            "finished", field="source")
@@ -863,7 +865,12 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
         return existing
     hidden = Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
     if hidden is not None:
-        if store.stale_stage(hidden.pk) is False:
+        staged = store.stale_stage(hidden.pk)
+        if staged is None and not Conversation.objects.filter(pk=hidden.pk, deleting=True).exists():
+            # Its file's import published it between the two looks: the batch must see that source.
+            raise ImportInProgress("that session's file was imported just now; send the batch again",
+                                   field="external_id")
+        if staged is False:
             raise ImportInProgress("that session's file is being imported right now; send the batch again when it "
                                    "has finished", field="external_id")
         raise InvalidInput("that session is being deleted", field="external_id")

@@ -38,6 +38,7 @@ from conversations.formats.base import ConvPlan, Entry, Plan
 from conversations.models import Conversation
 
 from . import store
+from .models import ImportSource
 from .store import Chunk
 
 # The most one transaction writes. Each transaction is also timed, and the next one made
@@ -160,7 +161,12 @@ class Writer:
             return
         if taken.deleting and not self.dry_run and store.discard_abandoned(taken.pk):
             return  # a crashed import of this session left it; removed
-        if store.stale_stage(taken.pk) is False:
+        staged = store.stale_stage(taken.pk)
+        # Published since this import looked for its source: another request imported the same session.
+        published = staged is None and ImportSource.objects.filter(
+            format=self.plan.format, namespace=self.namespace, source_key=self.plan.source_key[:300],
+            conversation_id=taken.pk).exists()
+        if staged is False or published:
             raise ImportInProgress("this session is being imported by another request right now; try again when "
                                    "it has finished", field="source")
         raise InvalidInput(f"namespace {self.namespace!r} already has a conversation with external id "
