@@ -46,14 +46,20 @@ def import_page(request):
             return _page(request, {"values": values, "error": "That upload has expired or was already imported; "
                                                                 "upload the file again."}, status=422)
         text = Text.open(str(path))
+        retry_after = None
         try:
             result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
                                           subject=values["subject"], actor=actor, path=request.POST.get("name"))
         except StoreError as exc:
-            return _page(request, {"values": values, "error": exc.message}, status=exc.status)
+            response = _page(request, {"values": values, "error": exc.message}, status=exc.status)
+            retry_after = exc.retry_after  # the same file is being imported right now: confirming later works
+            if retry_after:
+                response["Retry-After"] = str(retry_after)
+            return response
         finally:
             text.close()
-            uploads.remove(path)  # the import has it (or refused it): the file's purpose is over
+            if not retry_after:
+                uploads.remove(path)  # the import has it (or refused it): the file's purpose is over
         return _page(request, {"values": values, "result": result, "done": True,
                                "links": _links(result)})
     upload = request.FILES.get("file")
