@@ -67,6 +67,9 @@ class Fold:
     summary: str
     at: datetime | None = None
     created_by: str = ""
+    # memoryui's own export: the fold stays where it was, even inside a call block (a
+    # compaction of another format moves off one: conversations/calls.py).
+    exact: bool = False
 
 
 @dataclass(slots=True)

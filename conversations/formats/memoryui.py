@@ -93,7 +93,7 @@ def parse(data, *, subject: str = "") -> Plan:
                 conv.problems.append(Problem(ln.number, "checkpoint without a valid position and summary", hard=True))
                 continue
             conv.folds.append(Fold(position=position, summary=summary, at=parse_time(cp.get("created_at")),
-                                   created_by=str(cp.get("created_by") or "")[:200]))
+                                   created_by=str(cp.get("created_by") or "")[:200], exact=True))
             continue
         if not isinstance(obj, dict) or "position" not in obj:
             conv.problems.append(Problem(ln.number, "neither a row nor a checkpoint", hard=True))

@@ -662,7 +662,7 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
     end = store.append_imported(conversation_id=cid, rows=conv.rows, expected_position=conv.base)
     for fold in conv.folds:
         store.checkpoint_imported(conversation_id=cid, position=fold.position, summary=fold.summary,
-                                  created_at=fold.at,
+                                  created_at=fold.at, exact=fold.exact,
                                   created_by=fold.created_by if plan.format == "memoryui" else
                                   (fold.created_by or plan.format))
     if plan.format == "memoryui" and conv.last_activity_at:

@@ -118,8 +118,9 @@ def append_imported(*, conversation_id, rows: list[Row], expected_position: int)
 
 
 def checkpoint_imported(*, conversation_id, position: int, summary: str, created_at=None,
-                        created_by: str = "") -> Checkpoint:
-    """A fold as the transcript recorded it (its time, its author)."""
+                        created_by: str = "", exact: bool = False) -> Checkpoint:
+    """A fold as the transcript recorded it (its time, its author); inside a call block it
+    moves to the nearest position before (conversations/calls.py), unless `exact`."""
     if not isinstance(summary, str) or not summary.strip():
         raise InvalidInput("summary must not be blank", field="summary")
     if "\x00" in summary:
@@ -131,8 +132,9 @@ def checkpoint_imported(*, conversation_id, position: int, summary: str, created
         latest = Checkpoint.objects.latest_for(conversation.pk)
         if latest is not None and position < latest.message_position:
             raise CheckpointBeforeLatest(f"position {position} is before the latest checkpoint", field="position")
-        position, summary = calls.placed_fold(conversation.pk, position, summary,
-                                              floor=latest.message_position if latest else 0)
+        if not exact:
+            position, summary = calls.placed_fold(conversation.pk, position, summary,
+                                                  floor=latest.message_position if latest else 0)
         return Checkpoint.objects.create(conversation=conversation, message_position=position, summary=summary,
                                          created_at=created_at or timezone.now(),
                                          created_by=storable(str(created_by))[:200])
@@ -325,8 +327,10 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
                 raise CheckpointBeforeLatest(f"position {fold.position} is before the latest checkpoint",
                                              field="position")
             summary = fold.summary.replace("\x00", "\ufffd") if "\x00" in fold.summary else fold.summary
-            position, summary = calls.placed_fold(cid, fold.position, summary,
-                                                  floor=latest.message_position if latest else 0)
+            position = fold.position
+            if not fold.exact:
+                position, summary = calls.placed_fold(cid, fold.position, summary,
+                                                      floor=latest.message_position if latest else 0)
             Checkpoint.objects.create(conversation_id=cid, message_position=position, summary=summary,
                                       created_at=fold.at or now, created_by=storable(str(created_by))[:200])
         if chunk.entries:
