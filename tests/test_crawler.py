@@ -16,7 +16,8 @@ NUL, lone surrogates (percent-encoded as their UTF-8 bytes, escaped in JSON),
 Unicode digits, huge and negative integers, very long strings, forged cursors,
 and the parameter repeated. The admin is logged in, and the API is called with an
 admin key holding every scope. Nothing may answer 5xx; under /api/ every refusal
-must be in the one error shape. The number of cases tried is printed.
+must be in the one error shape; every answer, page or API, success or refusal,
+carries `Cache-Control: no-store`. The number of cases tried is printed.
 """
 
 import base64
@@ -218,6 +219,9 @@ class Crawl:
             problem = f"{response.status_code}"
         elif route.is_api and response.status_code >= 400:
             problem = _not_error_shape(response)
+        if not problem and "no-store" not in response.get("Cache-Control", ""):
+            # Every answer may hold conversations, facts, subjects or logs: no cache keeps one.
+            problem = f"{response.status_code} without Cache-Control: no-store ({response.get('Cache-Control')!r})"
         if problem:
             self.failures.append(f"{method.upper()} {path[:160]!r} [{what[:120]}] -> {problem}")
         if route.name == "logout":
