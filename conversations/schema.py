@@ -174,11 +174,20 @@ def describe_validation_error(exc: ValidationError) -> tuple[str, str | None]:
     """One sentence naming what is wrong, and the dotted field it is about."""
     parts = []
     first_field = None
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    # A value that matches no member of a union (content: text or blocks; arguments: an
+    # object or text) gets one error per member. When one member got past the type check,
+    # the others' "should be a valid string" only hides what is wrong.
+    in_union = [any(_is_union_tag(str(p)) for p in err.get("loc", ())) for err in errors]
+    if any(u and not err["type"].endswith("_type") for u, err in zip(in_union, errors)):
+        errors = [err for u, err in zip(in_union, errors) if not (u and err["type"].endswith("_type"))]
+    for err in errors:
+        # The discriminator puts the kind name first in the location, and a union the name of
+        # each member it tried ("str", "list[…]", "TextBlock"): neither is a field; drop them.
         loc = [str(p) for p in err.get("loc", ())]
-        # The discriminator puts the kind name first in the location; drop it.
         if loc and loc[0] in KINDS:
             loc = loc[1:]
+        loc = [p for p in loc if not _is_union_tag(p)]
         field = ".".join(loc) or None
         if err.get("type") == "union_tag_invalid":
             msg = f"unknown kind {err.get('input', {}).get('kind')!r}; expected one of {', '.join(KINDS)}"
@@ -195,6 +204,15 @@ def describe_validation_error(exc: ValidationError) -> tuple[str, str | None]:
             first_field = field
         parts.append(msg)
     return "; ".join(parts), first_field
+
+
+_UNION_TAGS = {"str", "int", "float", "bool", "none", "TextBlock", "OtherBlock"}
+
+
+def _is_union_tag(part: str) -> bool:
+    # The schema's own fields are snake_case names and list indexes; a member's label is a
+    # type ("str", "dict[str,any]", "list[union[TextBlock,OtherBlock]]") or a block model.
+    return part in _UNION_TAGS or "[" in part
 
 
 def max_message_bytes() -> int:
