@@ -246,7 +246,9 @@ def _matching(query, rows):
 
 def _postgres_rows(query, filters, kinds, seq, after, limit):
     tsquery, params = query.tsquery_sql()
-    where = [f"search_message_tsvector(m.content) @@ ({tsquery})"]
+    # The row's words as stored when it was written (migration 0003): GIN finds the
+    # candidates, and a phrase's recheck reads them instead of computing them again.
+    where = [f"m.search_tsv @@ ({tsquery})"]
     if seq is not None:
         where.append("k.seq = %s")
         params.append(seq)
