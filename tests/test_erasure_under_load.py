@@ -7,6 +7,13 @@ gunicorn worker processes serve appenders in separate processes while the
 maintenance doors run over HTTP; afterwards every acknowledged append must be
 present exactly once with its text, no request may have answered 5xx, every
 receipt the API returned must exist, and the database must check out.
+
+It runs on both databases (DATABASE_URL). On PostgreSQL a deletion request rewrites
+the tables it deleted from (VACUUM FULL, an exclusive lock), so appends queue behind
+it: the test checks that appends really ran while the deletion requests ran, and
+prints the longest append wait and the 99th percentile of those that overlapped a
+deletion. It asserts only that no append failed or outlived the client's timeout;
+the one-second target for a writer's wait is measured in bench/, not here.
 """
 
 import http.client
@@ -33,12 +40,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 APPENDERS = 3
 SUBJECTS = 5
+APPEND_TIMEOUT = 60  # seconds an appender waits for an answer before it counts a failure
 
 APPENDER = r"""
 import http.client, json, os, sys, time
-port, key, cid, writer, stop = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-acked, failures, latencies = [], [], []
-conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+port, key, cid, writer, stop, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
+acked, failures, waits = [], [], []
+conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=timeout)
 i = 0
 print("ready", flush=True)
 while not os.path.exists(stop):
@@ -54,16 +62,18 @@ while not os.path.exists(stop):
     except Exception as exc:  # the connection broke: the write may or may not have happened
         failures.append(f"{type(exc).__name__}: {exc}")
         conn.close()
-        conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=timeout)
         i += 1
         continue
-    latencies.append(time.monotonic() - started)
+    # CLOCK_MONOTONIC is one clock for every process on the machine: the test lines
+    # these up with the times its deletion requests ran.
+    waits.append([started, time.monotonic() - started])
     if response.status == 201:
         acked.append([json.loads(answer)["position"], text])
     else:
         failures.append(f"{response.status}: {answer[:300]!r}")
     i += 1
-print(json.dumps({"acked": acked, "failures": failures, "max_latency": max(latencies, default=0)}))
+print(json.dumps({"acked": acked, "failures": failures, "waits": waits}))
 """
 
 
@@ -108,15 +118,18 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
     appenders = []
     try:
         for i, c in enumerate(busy):
-            p = subprocess.Popen([sys.executable, "-c", APPENDER, str(port), key, str(c.pk), str(i), str(stop)],
+            p = subprocess.Popen([sys.executable, "-c", APPENDER, str(port), key, str(c.pk), str(i), str(stop),
+                                  str(APPEND_TIMEOUT)],
                                  cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             assert p.stdout.readline().strip() == "ready"
             appenders.append(p)
         time.sleep(0.5)
 
-        receipts, answers = [], []
+        receipts, answers, deleting = [], [], []
         for n, subject in enumerate(subjects):
+            began = time.monotonic()
             status, body = _until_not_busy(lambda: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
+            deleting.append((began, time.monotonic()))
             answers.append(status)
             if status == 201:
                 receipts.append(body["request_id"])
@@ -155,8 +168,18 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
         acknowledged += len(acked)
         present += len(rows)
     assert acknowledged == present and acknowledged > 0
-    print(f"\n{acknowledged} acknowledged appends, {present} present; "
-          f"longest append {max(r['max_latency'] for r, _ in reports):.3f} s")
+
+    waits = [w for report, _ in reports for w in report["waits"]]
+    during = sorted(wait for started, wait in waits
+                    if any(started < end and started + wait > begin for begin, end in deleting))
+    # The case is watched only if appends really ran while the deletion requests ran.
+    assert len(during) >= len(deleting), (len(during), deleting)
+    longest = max(wait for _, wait in waits)
+    assert longest < APPEND_TIMEOUT
+    print(f"\n{connection.vendor}: {acknowledged} acknowledged appends, {present} present; "
+          f"longest append {longest:.3f} s; during the {len(deleting)} deletion requests "
+          f"({', '.join(f'{end - begin:.1f}' for begin, end in deleting)} s): {len(during)} appends, "
+          f"longest {during[-1]:.3f} s, p99 {during[int(0.99 * (len(during) - 1))]:.3f} s")
 
     stored = DeletionReceipt.objects.filter(pk__in=receipts)
     assert stored.count() == len(receipts) == SUBJECTS + 1
