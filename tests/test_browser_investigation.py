@@ -43,7 +43,9 @@ def _session(filler=20):
     for m in rows:
         store.append_message(conversation_id=c.pk, message=m)
     # The agent folded the start before it went on: rows written after this saw the summary.
-    store.checkpoint_at(conversation_id=c.pk, position=4, summary="Order 48213 looked up; refund next.")
+    # (At #3, after the lookup's result: #4 calls the refund, answered at #6, and a fold
+    # between a call and its result is refused.)
+    store.checkpoint_at(conversation_id=c.pk, position=3, summary="Order 48213 looked up; refund next.")
     for i in range(filler):
         store.append_message(conversation_id=c.pk,
                              message={"kind": "user" if i % 2 else "assistant", "content": f"filler {i}"})
@@ -109,9 +111,9 @@ def test_errors_only_and_tool_filters_narrow_both_views(live_server, browser, au
     page.wait_for_url("**tool=lookup_order**")
     page.wait_for_function("() => document.querySelectorAll('#record article.msg').length === 2")
     assert _positions(page, "record") == [2, 3]
-    # The active view starts after the fold at #4: neither row is in it, and it says so.
+    # The active view starts after the fold at #3: neither row is in it, and it says so.
     assert _positions(page, "active") == []
-    assert "No rows of the tool “lookup_order” in the active view (after the fold at #4)" in \
+    assert "No rows of the tool “lookup_order” in the active view (after the fold at #3)" in \
         page.locator("#active .empty").inner_text()
     assert page.evaluate("window.__sameDocument") is True
     # The filter survives a reload (it is in the address), and Clear ends it.
@@ -195,20 +197,20 @@ def test_what_the_model_saw_reads_newest_first_with_its_size_and_legend(live_ser
     page.goto(live_server.url + f"/conversations/{c.pk}/?at=30")
     page.locator("#p30").get_by_role("link", name="What the model saw").click()
     page.wait_for_url(f"**/conversations/{c.pk}/saw/30/")
-    # The rows just before #30 at the top, reading back to the fold (#4) and its summary.
+    # The rows just before #30 at the top, reading back to the fold (#3) and its summary.
     assert _positions(page, "saw")[:3] == [29, 28, 27]
     page.locator("#saw-more").scroll_into_view_if_needed()
     page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 20")
     page.locator("#saw-more").scroll_into_view_if_needed()
-    page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 25")
-    assert _positions(page, "saw") == list(range(29, 4, -1))
+    page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 26")
+    assert _positions(page, "saw") == list(range(29, 3, -1))
     assert "Order 48213 looked up; refund next." in page.locator("#saw").inner_text()
-    # Its size: 25 rows plus the summary, and the characters as stored.
-    rows = Message.objects.filter(conversation_id=c.pk, position__gt=4, position__lt=30)
+    # Its size: 26 rows plus the summary, and the characters as stored.
+    rows = Message.objects.filter(conversation_id=c.pk, position__gt=3, position__lt=30)
     chars = sum(len(m.content) for m in rows) + len("Order 48213 looked up; refund next.")
     lead = page.locator(".context-size").inner_text()
-    assert "25 rows" in lead and f"{chars} characters" in lead
-    assert "Newest first: #29 at the top, reading back to #5, then the summary." in lead
+    assert "26 rows" in lead and f"{chars} characters" in lead
+    assert "Newest first: #29 at the top, reading back to #4, then the summary." in lead
     legend = page.locator("ul.legend li").all_inner_texts()
     assert {"user", "assistant", "tool", "system", "note"} <= set(legend)
     # #0: nothing came before it, said plainly.
