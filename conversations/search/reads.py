@@ -35,6 +35,7 @@ _FTS = "search_message_fts"
 _PENDING = "search_message_pending"
 # The index's tokenizer (migration 0001), for matching the waiting rows in memory.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
+_CREATED_INDEX = importlib.import_module("conversations.search.migrations.0003_stored_words_date_index").CREATED_INDEX
 _KEY = ConversationKey._meta.db_table
 _CONV = Conversation._meta.db_table
 _MSG = Message._meta.db_table
@@ -180,7 +181,10 @@ def _sqlite_rows(query, filters, kinds, seq, after, limit):
     # row that moves from the one to the other in between is found twice (and kept
     # once), never missed. At most FLUSH_AT - 1 rows wait (migration 0002).
     waiting = _matching(query, _sqlite_select(_PENDING, "f.id", None, filters, kinds, seq, after, None))
-    indexed = _sqlite_select(_FTS, "f.rowid", query.fts5(), filters, kinds, seq, after, limit)
+    if _few_rows_in_dates(filters):
+        indexed = _sqlite_dates_first(query.fts5(), filters, kinds, seq, after, limit)
+    else:
+        indexed = _sqlite_select(_FTS, "f.rowid", query.fts5(), filters, kinds, seq, after, limit)
     if not waiting:
         return indexed
     rows = {(r[0], r[1]): r for r in waiting}
@@ -212,6 +216,59 @@ def _sqlite_select(table, rowid, match, filters, kinds, seq, after, limit):
         f"JOIN {_MSG} m ON m.conversation_id = k.conversation_id AND m.position = {rowid} & {span - 1} "
         f"WHERE {' AND '.join(where)} ORDER BY {rowid} DESC"
         + (f" LIMIT {int(limit)}" if limit is not None else "")
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+# A date filter that holds fewer rows than this is searched from the dates' side.
+DATES_FIRST_BELOW = 20_000
+
+
+def _few_rows_in_dates(filters: Filters) -> bool:
+    """Whether the date filter keeps few enough rows to start from them (counted on the
+    created_at index of migration 0003, never past DATES_FIRST_BELOW rows).
+
+    The index hands out its hits newest first, and a filter the index cannot see is
+    checked hit by hit: a phrase with 20,000 hits in 1,000,000 rows and a one-day
+    filter read all 20,000 rows (~0.1 s, ~0.35 s with a kind as well; issue 19).
+    Starting from the day's ~3,000 rows and asking the index which of them match
+    reads those rows' keys only."""
+    if filters.since is None and filters.before is None:
+        return False
+    params: list = []
+    where = []
+    if filters.since is not None:
+        where.append("created_at >= %s")
+        params.append(connection.ops.adapt_datetimefield_value(filters.since))
+    if filters.before is not None:
+        where.append("created_at < %s")
+        params.append(connection.ops.adapt_datetimefield_value(filters.before))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {_MSG} WHERE {' AND '.join(where)} "
+                       f"LIMIT {DATES_FIRST_BELOW})", params)
+        return cursor.fetchone()[0] < DATES_FIRST_BELOW
+
+
+def _sqlite_dates_first(match, filters, kinds, seq, after, limit):
+    """`_sqlite_select`'s hits from the index, found from the rows in the date range."""
+    span = POSITION_SPAN
+    rowid = f"(k.seq * {span} + m.position)"
+    params: list = [match]
+    where = [f"{rowid} IN (SELECT rowid FROM {_FTS} WHERE {_FTS} MATCH %s)"]
+    if seq is not None:
+        where.append("k.seq = %s")
+        params.append(seq)
+    if after is not None:
+        where.append(f"{rowid} < %s")
+        params.append(after[0] * span + after[1])
+    where += _common_filters(filters, kinds, params)
+    sql = (
+        f"SELECT k.seq, m.position, {_COLUMNS} FROM {_MSG} m INDEXED BY {_CREATED_INDEX} "
+        f"JOIN {_KEY} k ON k.conversation_id = m.conversation_id "
+        f"JOIN {_CONV} c ON c.id = m.conversation_id "
+        f"WHERE {' AND '.join(where)} ORDER BY k.seq DESC, m.position DESC LIMIT {int(limit)}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -1,4 +1,5 @@
-"""PostgreSQL: the indexed words are stored with the row, and no search calls plpgsql.
+"""PostgreSQL: the indexed words are stored with the row, and no search calls plpgsql;
+both databases: an index on the time a row was written, for date filters.
 
 Issue 19. `search_message_text` (migration 0001) is plpgsql with an EXCEPTION
 block, so that a row that is not JSON is indexed as stored instead of failing
@@ -24,7 +25,13 @@ stored JSON. A B-tree on `created_at` lets a date filter pick its rows first:
 a day's rows, rechecked against their stored words, instead of every row with the
 phrase's words.
 
-SQLite is untouched (FTS5 keeps positions: a phrase needs no recheck).
+SQLite keeps word positions in FTS5 (a phrase needs no recheck) and gets the
+same B-tree on `created_at`: the index hands out hits newest first and a filter
+it cannot see is checked hit by hit, so a phrase with 20,000 hits and a one-day
+filter read 20,000 rows (0.1–0.35 s at 1,000,000 messages); a narrow date range
+is now searched from its own rows (`conversations.search.reads`). It costs an
+append one more B-tree entry (~60 bytes).
+
 The backward migration restores migration 0002's state exactly, labels included.
 """
 
@@ -57,6 +64,10 @@ POSTGRES_BACKWARD = [
 ]
 
 
+SQLITE_FORWARD = [f"CREATE INDEX {CREATED_INDEX} ON {MSG} (created_at)"]
+SQLITE_BACKWARD = [f"DROP INDEX IF EXISTS {CREATED_INDEX}"]
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("search", "0002_pending_rows"),
@@ -64,7 +75,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            initial._run({"sqlite": [], "postgresql": POSTGRES_FORWARD}),
-            initial._run({"sqlite": [], "postgresql": POSTGRES_BACKWARD}),
+            initial._run({"sqlite": SQLITE_FORWARD, "postgresql": POSTGRES_FORWARD}),
+            initial._run({"sqlite": SQLITE_BACKWARD, "postgresql": POSTGRES_BACKWARD}),
         ),
     ]
