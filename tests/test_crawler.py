@@ -58,6 +58,8 @@ HOSTILE = [
     "9999-12-31", "10000-01-01", "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59",
     # text no database stores
     "a\x00b", "x" + SURROGATE + "y",
+    # identifiers that look alike: decomposed, invisible, direction overrides (refused or normalised)
+    "Zo\u0308e", "Zo\u200be", "\u202eeoZ", "\ufeffZoe", "Zo\u00ade",
     # digits that are not 0-9, numbers that do not fit or are negative
     "²", "٣", "-1", "-99999999999999999999", "99999999999999999999999999", "1e400",
     # empty, very long, markup, forged cursors
@@ -78,6 +80,7 @@ RAW_BODIES = [
     ("application/json", b"{"), ("application/json", b"[]"), ("application/json", b"null"),
     ("application/json", b'{"a": 1e999}'), ("application/json", b"[" * 5000 + b"]" * 5000),
     ("application/json", b'{"x": "\\ud800"}'), ("application/json", b"\xff\xfe"),
+    ("application/json", b'{"x": "a\\u0000b"}'),
     ("text/plain", b"{}"), ("application/x-www-form-urlencoded", b"a=1"),
 ]
 # Path segments tried in place of each path parameter.
