@@ -1,4 +1,4 @@
-import io
+import tempfile
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
@@ -76,8 +76,10 @@ class ApiErrorShapeMiddleware:
             if is_api:
                 return api_error(414, _API_ERROR_MESSAGES[414])
             return HttpResponse(_API_ERROR_MESSAGES[414] + "\n", status=414, content_type="text/plain; charset=utf-8")
-        if _is_chunked(request) and not _buffer_chunked_body(request, settings.DATA_UPLOAD_MAX_MEMORY_SIZE):
-            message = _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)"
+        # Pages take files (the import page), the API one JSON body: each has its own limit.
+        body_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if is_api else settings.MEMORYUI_MAX_UPLOAD_BYTES
+        if _is_chunked(request) and not _buffer_chunked_body(request, body_limit):
+            message = _API_ERROR_MESSAGES[413] + f" ({body_limit} bytes)"
             if is_api:
                 return api_error(413, message)
             return HttpResponse(message + "\n", status=413, content_type="text/plain; charset=utf-8")
@@ -116,18 +118,21 @@ def _buffer_chunked_body(request, limit: int) -> bool:
     body (httpx sends one for a generator, curl for `-T -`) read as empty: 400 "the
     request body is empty". Past the limit nothing more is read, as for a declared length.
     """
-    stream, parts, size = request.environ["wsgi.input"], [], 0
+    stream, size = request.environ["wsgi.input"], 0
+    # In memory up to Django's in-memory limit, past it in an unnamed temporary file (gone when closed).
+    body = tempfile.SpooledTemporaryFile(max_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     while size <= limit:
         block = stream.read(min(64 * 1024, limit + 1 - size))
         if not block:
             break
-        parts.append(block)
+        body.write(block)
         size += len(block)
     if size > limit:
+        body.close()
         return False
-    body = b"".join(parts)
-    request.META["CONTENT_LENGTH"] = str(len(body))
-    request._stream = LimitedStream(io.BytesIO(body), len(body))
+    body.seek(0)
+    request.META["CONTENT_LENGTH"] = str(size)
+    request._stream = LimitedStream(body, size)
     return True
 
 

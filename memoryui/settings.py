@@ -217,6 +217,8 @@ MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))
 # How long a file previewed on /admin/import/ waits for its confirmation (conversations/imports/uploads.py);
 # after that confirming refuses it and the next preview or prune removes it.
 MEMORYUI_UPLOAD_TTL_MINUTES = float(os.environ.get("MEMORYUI_UPLOAD_TTL_MINUTES", 60))
+# Largest file the import page takes (a transcript or a zip of a project folder).
+MEMORYUI_MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 # Long-term facts (conversations/facts/store.py reads these at call time).
 # Recall score weights: score = recency·w + importance·w + relevance·w.
 MEMORYUI_RECALL_WEIGHTS = {

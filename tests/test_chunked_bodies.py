@@ -176,3 +176,23 @@ def test_in_process_a_chunked_body_past_the_limit_is_413(client, key, conversati
 def test_in_process_an_empty_chunked_body_is_still_400_empty(client, key, conversation):
     response = post_as_gunicorn_does(client, key, f"/conversations/{conversation.pk}/messages", b"")
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
+
+
+def test_in_process_a_chunked_upload_to_the_import_page_past_the_api_limit_is_read(client):
+    """The import page takes files far larger than one API body: its chunked uploads get its
+    own limit, not the API's."""
+    from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+
+    from tests.api_support import login_as
+
+    login_as(client, "admin")
+    lines = [json.dumps({"kind": "note", "text": f"line {i} " + "x" * 1000}) for i in range(LIMIT // 1000 + 50)]
+    upload = io.BytesIO("\n".join(lines).encode())
+    upload.name = "journal.jsonl"
+    body = encode_multipart(BOUNDARY, {"file": upload, "format": "journal"})
+    assert len(body) > LIMIT
+    response = client.generic("POST", "/admin/import/", body, content_type=MULTIPART_CONTENT,
+                              HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="",
+                              **{"wsgi.input": io.BytesIO(body)})
+    assert response.status_code == 200, response.content[:500]
+    assert 'name="token"' in response.content.decode()  # previewed, waiting for its confirmation

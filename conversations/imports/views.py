@@ -6,6 +6,7 @@ data folder under a random token between preview and confirm, for a limited time
 (uploads.py). Works without JavaScript; with htmx the preview replaces only its panel.
 """
 
+from django.conf import settings
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -18,7 +19,7 @@ from conversations.retention.views import admin_required
 from . import importer, uploads
 from .textfile import Text
 
-MAX_UPLOAD = 512 * 1024 * 1024
+MAX_UPLOAD = settings.MEMORYUI_MAX_UPLOAD_BYTES
 
 
 def _page(request, context, status=200):
@@ -66,7 +67,7 @@ def import_page(request):
     if upload is None:
         return _page(request, {"values": values, "error": "Choose a file to import."}, status=422)
     if upload.size > MAX_UPLOAD:
-        return _page(request, {"values": values, "error": "The file is larger than 512 MB."}, status=413)
+        return _page(request, {"values": values, "error": f"The file is larger than {MAX_UPLOAD // 2**20} MB."}, status=413)
     # Each preview also clears the uploads nobody confirmed in time, so they never pile up between prunes.
     uploads.remove_expired()
     # Kept on disk between preview and confirm, and read from there a block at a time.
