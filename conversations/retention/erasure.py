@@ -516,7 +516,10 @@ def _wait_for_older_snapshots(xid: int | None, notes: list[str]) -> None:
     with connection.cursor() as cursor:
         while True:
             cursor.execute(
+                # Only this database's transactions hold back its tables' dead rows: another
+                # database's long transaction (a report, a second deployment) never delays this one.
                 "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                "AND datname = current_database() "
                 "AND (age(backend_xmin) >= age((%s::bigint %% 4294967296)::text::xid) "
                 "OR age(backend_xid) >= age((%s::bigint %% 4294967296)::text::xid))",
                 [xid, xid],
