@@ -12,7 +12,7 @@ transaction. The importer nests them in one transaction per conversation.
 from dataclasses import dataclass, field
 from functools import partial
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from conversations import calls
@@ -190,6 +190,30 @@ def save_source(*, source: ImportSource, entries: int, state: dict, consumed_cha
 def record_import(*, actor: str, conversation_id, detail: dict) -> None:
     record_audit(actor=actor or "system", action="conversation.imported", target_type="conversation",
                  target_id=str(conversation_id), detail=detail)
+
+
+def link_subagent(*, conversation_id, parent_id, position: int | None, actor: str) -> bool:
+    """Give a subagent that came before its session (or before its call) its link.
+
+    Lineage is append-only: only an empty column is filled (no parent → this parent;
+    this parent with no position → the position), never a link changed; the link is
+    recorded as its own audit event in the same transaction. True when something was filled."""
+    with transaction.atomic():
+        conversation = _lock_conversation(conversation_id)
+        if str(conversation.parent_id or "") not in ("", str(parent_id)) or str(conversation.pk) == str(parent_id):
+            return False
+        if conversation.parent_id is not None and (conversation.forked_from_position is not None or position is None):
+            return False
+        filled = Conversation.objects.filter(pk=conversation.pk, forked_from_position=None).filter(
+            models.Q(parent_id=None) | models.Q(parent_id=parent_id)).update(
+            parent_id=parent_id, parent_relation="subagent", forked_from_position=position)
+        if filled:
+            record_audit(actor=actor or "system", action="conversation.linked", target_type="conversation",
+                         target_id=str(conversation.pk),
+                         detail={"parent_id": str(parent_id), "parent_relation": "subagent",
+                                 "forked_from_position": position,
+                                 "filled": "position" if conversation.parent_id else "parent"})
+        return bool(filled)
 
 
 # ---- staged imports: short transactions, hidden until the last one -------------------------

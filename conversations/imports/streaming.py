@@ -20,6 +20,7 @@ incremental path instead.
 from conversations.formats import claude_code
 from conversations.formats.base import Line, UnpairedSurrogate, loads, on_line, storable
 
+from . import subagents
 from .writer import Writer
 
 
@@ -66,10 +67,12 @@ PROGRESS_EVERY = 2000  # lines between two calls of `progress`
 
 
 def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result,
-                       progress=None, finish=None):
+                       progress=None, finish=None, meta: dict | None = None):
     """Place and write a session file never imported before; fills and returns `result`.
     `progress(done, total)` is called every PROGRESS_EVERY lines placed, and at the end;
-    `finish(result)` inside the last transaction (importer.import_text)."""
+    `finish(result)` inside the last transaction (importer.import_text); `meta` is added
+    to the main conversation's `claude_code` meta. A subagent's own transcript is created
+    under the call that spawned it when its session is here (subagents.py)."""
     skel = claude_code.skeleton_of(_parsed(text), keep_raw=False)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
@@ -79,6 +82,7 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     entries = skel.entries  # entry i is line i of `text.lines()`, and its seq
     writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
     conversations = plan.conversations
+    _place_subagent(conversations["main"], text, skel, key=key, namespace=namespace)
     try:
         writer.open(conversations["main"])
         writer.reserve_source(format=plan.format, source_key=key)
@@ -105,6 +109,8 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
             if writer.full():
                 writer.flush()
         claude_code.finish_plan(plan, placer, skel)
+        if meta:
+            conversations["main"].meta.setdefault("claude_code", {}).update(meta)
         for conv in conversations.values():
             writer.take(conv)
         writer.flush()
@@ -124,3 +130,17 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         writer.discard()
         raise
     return result
+
+
+def _place_subagent(main, text, skel, *, key: str, namespace: str) -> None:
+    """A subagent's own transcript: under the call that spawned it, when its session is
+    here; else created waiting for its session (whose import links it)."""
+    parsed = subagents.parse_key(key)
+    if parsed is None:
+        return
+    main.relation = "subagent"
+    first = next((i for i, kind in enumerate(skel.kinds) if kind and kind[0] == "user"), None)
+    prompt = subagents.first_prompt([_object(text.line(first))]) if first is not None else ""
+    spawn = subagents.spawn_point(namespace=namespace, session=parsed.session, agent=parsed.agent, prompt=prompt)
+    if spawn is not None:
+        main.parent_id, main.parent_position = spawn.conversation_id, spawn.position

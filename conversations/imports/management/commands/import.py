@@ -1,7 +1,7 @@
 """manage.py import PATH… [--format auto|claude-code|…] [--namespace N] [--subject S] [--dry-run]
 
-Imports transcript files (a folder: every .jsonl/.json file under it, subagent
-transcripts after their sessions), with a progress bar on a terminal (by file, and by
+Imports transcript files (a folder: every .jsonl/.json file under it; a session file
+brings its subagents/ folder; a subagent links to its session whichever comes first), with a progress bar on a terminal (by file, and by
 line within a new Claude Code session) and a summary at the end. Importing a file again creates nothing; a session file that has grown
 appends only its new lines. Problems are listed with file and line number.
 """
@@ -16,16 +16,36 @@ from conversations.formats import CHOICES
 from conversations.imports import importer
 
 
+def _transcripts(folder: Path) -> list[Path]:
+    # A subagent's .meta.json sidecar is no transcript (the SessionStore door gets it as an entry).
+    return sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in (".jsonl", ".json")
+                  and not f.name.endswith(".meta.json"))
+
+
 def _files(paths: list[str]) -> list[Path]:
-    out = []
+    """The files to import, each once, in the order given: folders walked (a session's
+    file sorts before its <session>/ folder), and a session file given alone brings its
+    subagents (<session>/subagents/ beside it). A subagent links to its session in any
+    order (imports/subagents.py)."""
+    out, seen = [], set()
+
+    def add(f: Path) -> None:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".jsonl", ".json"))
-            # A session before its subagents, so they find their parent.
-            out.extend(sorted(found, key=lambda f: ("subagents" in f.parts, str(f))))
+            for f in _transcripts(p):
+                add(f)
         elif p.is_file():
-            out.append(p)
+            add(p)
+            beside = p.with_suffix("") / "subagents"
+            if p.suffix == ".jsonl" and beside.is_dir():
+                for f in _transcripts(beside):
+                    add(f)
         else:
             raise CommandError(f"{raw}: no such file or folder")
     return out
