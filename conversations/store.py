@@ -116,25 +116,36 @@ def create_conversation(*, title: str = "", subject: str = "", meta: dict | None
 
 
 def get_or_create_conversation(*, namespace: str = "", external_id: str, title: str = "", subject: str = "",
-                               meta: dict | None = None) -> tuple[Conversation, bool]:
+                               meta: dict | None = None, parent_id=None, parent_relation: str = "",
+                               forked_from_position: int | None = None) -> tuple[Conversation, bool]:
     """The conversation with this (namespace, external_id), created if there is none.
 
     Returns (conversation, created). An existing conversation is returned as it is:
-    the title, subject and meta given are used only to create. Two racing callers
-    get the same conversation: on SQLite the IMMEDIATE transaction makes the look-up
-    and the insert one step; on PostgreSQL the loser's insert meets the unique index,
-    rolls back to its savepoint and reads the winner's row."""
+    the title, subject, meta and parent given are used only to create. Two racing
+    callers get the same conversation: on SQLite the IMMEDIATE transaction makes the
+    look-up and the insert one step; on PostgreSQL the loser's insert meets the unique
+    index, rolls back to its savepoint and reads the winner's row. Every door that
+    names a conversation by a framework's id (the API, the session stores) creates it
+    here. `parent_id` with `parent_relation` "subagent" (and the row that spawned it,
+    `forked_from_position`) makes a subagent's transcript."""
     if external_id is None:
         raise InvalidInput("external_id is required to find a conversation by it", field="external_id")
     return _create(title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
-                   get_existing=True)
+                   get_existing=True, parent_id=parent_id, parent_relation=parent_relation,
+                   forked_from_position=forked_from_position)
 
 
-def _create(*, title, subject, meta, namespace, external_id, get_existing: bool) -> tuple[Conversation, bool]:
+def _create(*, title, subject, meta, namespace, external_id, get_existing: bool, parent_id=None,
+            parent_relation: str = "", forked_from_position: int | None = None) -> tuple[Conversation, bool]:
     title = _clean_text(title, field="title", max_length=TITLE_MAX)
     subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
     namespace, external_id = _clean_external_id(namespace, external_id)
     meta = _check_meta(meta)
+    if (parent_id is None) != (not parent_relation) or parent_relation not in ("", *PARENT_RELATIONS):
+        raise InvalidInput("a parent needs its relation (fork or subagent), and a relation its parent",
+                           field="parent_relation")
+    lineage = {"parent_id": parent_id, "parent_relation": parent_relation,
+               "forked_from_position": forked_from_position} if parent_id is not None else {}
     with transaction.atomic():
         if external_id is not None:
             existing = _by_external_id(namespace, external_id)
@@ -143,7 +154,7 @@ def _create(*, title, subject, meta, namespace, external_id, get_existing: bool)
         try:
             with transaction.atomic():
                 conversation = Conversation.objects.create(
-                    title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id)
+                    title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id, **lineage)
         except IntegrityError:
             existing = _by_external_id(namespace, external_id) if external_id is not None else None
             if existing is None:

@@ -193,7 +193,7 @@ def test_get_items_with_a_checkpoint_is_the_active_view_with_the_summary_first(l
                 .values_list("message_position", flat=True)) == [1, 4]
 
 
-def test_pop_item_and_clear_session_destroy_nothing_and_the_lineage_shows_them(live_server, key, client):
+def test_pop_item_and_clear_session_destroy_nothing_and_the_record_shows_them(live_server, key, client):
     session = MemoryuiSession("undo-3", url=live_server.url, api_key=key, retries=FAST)
     items = [{"role": "user", "content": "book a table"}, {"role": "assistant", "content": "For how many?"},
              {"role": "user", "content": "four, at eight"}]
@@ -203,7 +203,7 @@ def test_pop_item_and_clear_session_destroy_nothing_and_the_lineage_shows_them(l
         first_id = session.conversation_id
         popped = await session.pop_item()
         after_pop = await session.get_items()
-        forked_id = session.conversation_id
+        same_id = session.conversation_id
         await session.add_items([{"role": "user", "content": "four people, at half past seven"}])
         await session.clear_session()
         after_clear = await session.get_items()
@@ -213,26 +213,28 @@ def test_pop_item_and_clear_session_destroy_nothing_and_the_lineage_shows_them(l
         nothing = await empty.pop_item()
         await empty.clear_session()
         await session.close(), await empty.close()
-        return first_id, popped, after_pop, forked_id, after_clear, cleared_id, nothing
+        return first_id, popped, after_pop, same_id, after_clear, cleared_id, nothing
 
-    first_id, popped, after_pop, forked_id, after_clear, cleared_id, nothing = run_async(run())
+    first_id, popped, after_pop, same_id, after_clear, cleared_id, nothing = run_async(run())
     assert popped == items[-1] and after_pop == items[:-1] and after_clear == [] and nothing is None
-    # The first conversation still has all three rows: popping forked it.
-    assert [m["content"] for m in rows(first_id)] == [i["content"] for i in items]
-    fork = Conversation.objects.get(pk=forked_id)
-    assert fork.parent_id == Conversation.objects.get(pk=first_id).pk and fork.forked_from_position == 1
-    assert fork.parent_relation == "fork" and fork.title.endswith("(last item removed)")
-    assert fork.external_id == "undo-3#1"
-    assert [m["content"] for m in rows(forked_id)] == ["book a table", "For how many?",
-                                                        "four people, at half past seven"]
+    # The pop forked nothing: the session stayed in its conversation, which keeps every row and
+    # says what was taken back (a note row, shown in the full record).
+    assert same_id == first_id
+    stored = rows(first_id)
+    assert [m["kind"] for m in stored] == ["user", "assistant", "user", "note", "user"]
+    assert [m.get("content") for m in stored if m["kind"] != "note"] == [
+        "book a table", "For how many?", "four, at eight", "four people, at half past seven"]
+    assert stored[3]["text"].startswith("retracted by pop_item: item 2")
+    assert stored[3]["meta"] == {"retracts": {"item": 2, "position": 2}, "by": "pop_item"}
     restart = Conversation.objects.get(pk=cleared_id)
-    assert restart.parent_id == fork.pk and restart.forked_from_position is None
-    assert restart.title.endswith("(cleared)") and restart.external_id == "undo-3#2"
+    assert restart.parent_id == Conversation.objects.get(pk=first_id).pk and restart.forked_from_position is None
+    assert restart.title.endswith("(cleared)") and restart.external_id == "undo-3#1"
     assert [m["content"] for m in rows(cleared_id)] == ["start over: a table for two"]
     assert not Conversation.objects.filter(external_id__startswith="never-used").exists()
-    # A person sees the lineage: the restart under the fork, the fork under the first conversation.
+    assert Conversation.objects.filter(namespace="openai-agents", external_id__startswith="undo-3").count() == 2
+    # A person sees the lineage (the restart under the first conversation) and the retraction.
     login_as(client, "auditor")
     html = client.get(reverse("conversation", args=[cleared_id])).content.decode()
     assert "started over, no rows kept" in html
     tree = client.get(reverse("conversation", args=[first_id])).content.decode()
-    assert "(last item removed)" in tree and "(cleared)" in tree
+    assert "(cleared)" in tree and "retracted by pop_item" in tree

@@ -8,11 +8,19 @@ they map to, through the same mapping as an imported Responses file
 (`formats.openai_responses.apply_item`): messages by role, function calls and their
 outputs, reasoning as `thought`, a `compaction` item as a checkpoint.
 
+A generation's conversation is made by the store's create-or-get
+(`conversations.store.get_or_create_conversation`, the API door's): two first writes
+of a session at once get one conversation on both databases, and the one that did
+not create it continues the stream the other started.
+
 Nothing is ever destroyed:
 
-- `pop_item` forks the head without its last item (the fork holds copies of the
-  rows before it, and copies of the other items); the session follows the fork, and
-  the conversation it left keeps every row;
+- `pop_item` appends a retraction record to the stream (an entry of type
+  `memoryui.retraction` naming the item it takes back) and a `note` row
+  "retracted by pop_item" to the conversation, in one transaction. The session's
+  items skip a retracted item; the conversation keeps its rows, so what it re-sends
+  never loses a tool result it had. The stream's state keeps the seqs of the live
+  items as ranges, so a pop reads one entry whatever the session's size;
 - `clear_session` starts the next generation empty, recorded as a child of the
   head that kept no rows; the old conversation stays as it was.
 
@@ -20,7 +28,7 @@ Nothing is ever destroyed:
 compaction item, or a fold made in memoryui by an agent, the MCP server or a
 person) it starts with the summary — the compaction item itself when the fold came
 from one, else `{"role": "system", "content": <summary>}` — followed by the items
-after the checkpoint; without one, every item.
+after the checkpoint; without one, every item. Retracted items are left out.
 """
 
 import json
@@ -32,8 +40,9 @@ from django.utils import timezone
 from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound
 from conversations.formats import openai_responses
-from conversations.formats.base import ConvPlan, Entry, dumps, first_text, parse_time
+from conversations.formats.base import ConvPlan, Entry, dumps, first_text, make_row, parse_time, storable
 from conversations.models import Checkpoint, Conversation
+from conversations.store import TITLE_MAX
 
 from . import store
 from .models import ImportSource, SourceEntry
@@ -42,6 +51,8 @@ FORMAT = "openai-responses"
 SOURCE = "openai_responses"
 ITEMS_MAX = 1000
 KEY_MAX = 200
+# The type of a stream's retraction record; an item of the SDK may not carry it.
+RETRACTION = "memoryui.retraction"
 
 
 @dataclass
@@ -53,7 +64,8 @@ class Stream:
         source = self.source
         return {"key": source.source_key if source else None, "generation": self.generation,
                 "conversation_id": str(source.conversation_id) if source else None,
-                "entries": source.entries if source else 0}
+                "entries": source.entries if source else 0,
+                "items": sum(end - start + 1 for start, end in _live_ranges(source)) if source else 0}
 
 
 def _key(session_id: str, generation: int) -> str:
@@ -111,6 +123,10 @@ def append_items(*, namespace: str, session_id: str, items: list, expected_entri
         raise InvalidInput("entries must be a list of JSON objects (Responses items)", field="entries")
     if len(items) > ITEMS_MAX:
         raise InvalidInput(f"at most {ITEMS_MAX} items per batch", field="entries")
+    for i, item in enumerate(items):
+        if item.get("type") == RETRACTION:
+            raise InvalidInput(f"the item type {RETRACTION!r} is memoryui's own (pop_item writes it)",
+                               field=f"entries.{i}.type")
     try:
         return _append_items(namespace=namespace, session_id=session_id, items=items,
                              expected_entries=expected_entries, subject=subject, actor=actor, finish=finish)
@@ -126,21 +142,53 @@ def _append_items(*, namespace, session_id, items, expected_entries, subject, ac
         _expect(stream, expected_entries)
         if not items:
             return stream
+        if stream.source is None:
+            stream = _open_generation(namespace=namespace, session_id=session_id, generation=stream.generation,
+                                      items=items, subject=subject)
+            _expect(stream, expected_entries)
         source = stream.source
-        if source is None:
-            title = next((first_text(openai_responses._parts(i.get("content"))) for i in items
-                          if i.get("role") == "user"), "") or f"OpenAI Agents session {session_id[:40]}"
-            conversation = store.create_imported_conversation(
-                title=title, subject=subject, namespace=namespace,
-                external_id=_key(session_id, stream.generation)[:KEY_MAX],
-                meta={"openai_agents": {"session_id": session_id, "generation": stream.generation}})
-            source = _new_generation(namespace=namespace, session_id=session_id, generation=stream.generation,
-                                     conversation=conversation)
         _place(source, items, actor=actor)
         stream = Stream(source, stream.generation)
         if finish is not None:
             finish(stream)
         return stream
+
+
+def _open_generation(*, namespace, session_id, generation, items, subject) -> Stream:
+    """The generation's conversation by the store's create-or-get. When another writer
+    created it first, its transaction has committed (PostgreSQL made our insert wait on
+    the unique index), so the stream it started is read again and continued."""
+    title = next((first_text(openai_responses._parts(i.get("content"))) for i in items
+                  if i.get("role") == "user"), "") or f"OpenAI Agents session {session_id[:40]}"
+    conversation, created = conversation_store.get_or_create_conversation(
+        namespace=namespace, external_id=_key(session_id, generation)[:KEY_MAX],
+        title=" ".join(storable(title).split())[:TITLE_MAX], subject=storable(subject),
+        meta={"openai_agents": {"session_id": session_id, "generation": generation}})
+    if not created:
+        stream = head(namespace=namespace, session_id=session_id, lock=True)
+        if stream.source is not None:
+            return stream
+    # Created now, or made by another door (the API) with this id: the session starts in it.
+    source = _new_generation(namespace=namespace, session_id=session_id, generation=generation,
+                             conversation=conversation)
+    return Stream(source, generation)
+
+
+def _live_ranges(source: ImportSource) -> list[list[int]]:
+    """The seqs of the stream's live items, as [first, last] ranges in order. A stream
+    written before retractions existed has every entry live."""
+    live = (source.state or {}).get("live")
+    if live is None:
+        return [[0, source.entries - 1]] if source.entries else []
+    return [list(r) for r in live]
+
+
+def _with_appended(ranges: list[list[int]], first: int, count: int) -> list[list[int]]:
+    if count <= 0:
+        return ranges
+    if ranges and ranges[-1][1] == first - 1:
+        return ranges[:-1] + [[ranges[-1][0], first + count - 1]]
+    return ranges + [[first, first + count - 1]]
 
 
 def _place(source: ImportSource, items: list, *, actor: str) -> None:
@@ -159,7 +207,8 @@ def _place(source: ImportSource, items: list, *, actor: str) -> None:
         store.checkpoint_imported(conversation_id=cid, position=fold.position, summary=fold.summary,
                                   created_at=fold.at, created_by="openai-agents")
     store.add_entries(source=source, entries=entries, conversation_ids={"main": cid})
-    store.save_source(source=source, entries=source.entries + len(entries), state=source.state)
+    live = _with_appended(_live_ranges(source), source.entries, len(entries))
+    store.save_source(source=source, entries=source.entries + len(entries), state={**source.state, "live": live})
     store.record_import(actor=actor, conversation_id=cid, detail={
         "format": FORMAT, "messages": len(conv.rows), "checkpoints": len(conv.folds), "appended": True,
         "next_position": end, "items": len(items)})
@@ -179,24 +228,40 @@ def active_items(*, namespace: str, session_id: str, limit: int | None = None) -
     if stream.source is None:
         return [], stream
     everything = _items_of(stream.source)
+    live = _live(everything)
     checkpoint = Checkpoint.objects.latest_for(stream.source.conversation_id)
     if checkpoint is None:
-        items = [item for _, _, item in everything]
+        items = [item for _, _, item in live]
     else:
         folded = checkpoint.message_position
-        # The item that wrote the row at the checkpoint's position, and every one before it, are folded.
+        # The entry that wrote the row at the checkpoint's position, and every one before it, are folded.
         first = next((seq for seq, pos, _ in everything if pos >= folded), None)
-        compaction = next((seq for seq, pos, item in reversed(everything)
+        compaction = next((seq for seq, pos, item in reversed(live)
                            if item.get("type") == "compaction" and pos == folded), None)
         if compaction is not None and checkpoint.created_by == "openai-agents":
-            summary = next(item for seq, _, item in everything if seq == compaction)
+            summary = next(item for seq, _, item in live if seq == compaction)
         else:
             summary = {"role": "system", "content": checkpoint.summary}
-        items = [summary] + [item for seq, _, item in everything
+        items = [summary] + [item for seq, _, item in live
                              if first is not None and seq > first and seq != compaction]
     if limit is not None:
         items = items[-limit:] if limit > 0 else []
     return items, stream
+
+
+def _live(everything: list[tuple[int, int, dict]]) -> list[tuple[int, int, dict]]:
+    """The entries not taken back: a retraction record takes back the item it names,
+    always the last one still live (pop_item). The record is the truth; the state's
+    ranges only find the last live item without reading the stream."""
+    live: list = []
+    for entry in everything:
+        item = entry[2]
+        if item.get("type") == RETRACTION:
+            if live and live[-1][0] == item.get("retracts"):
+                live.pop()
+            continue
+        live.append(entry)
+    return live
 
 
 def _base_title(title: str) -> str:
@@ -216,41 +281,38 @@ def _expect(stream: Stream, expected_entries: int | None) -> None:
 
 def pop_item(*, namespace: str, session_id: str, expected_entries: int | None = None,
              actor: str = "system") -> tuple[dict | None, Stream]:
-    """Fork the head without its last item and make the fork the head; returns the item
-    (None, and nothing written, when the session is empty)."""
+    """Take back the session's last item and return it (None, and nothing written, when
+    it has none). Append-only: a retraction record joins the stream and a `note` row
+    "retracted by pop_item" the conversation, in one transaction; the item and its rows
+    stay. Costs the same whatever the session's size: the state's ranges name the item."""
     with transaction.atomic():
         stream = head(namespace=namespace, session_id=session_id, lock=True)
         _expect(stream, expected_entries)
-        if stream.source is None:
-            return None, stream
         source = stream.source
-        entries = list(SourceEntry.objects.filter(source_id=source.pk).order_by("seq"))
-        if not entries:
+        if source is None:
             return None, stream
-        last, kept = entries[-1], entries[:-1]
-        keep_through = max((e.position for e in kept), default=-1)
-        parent = Conversation.objects.get(pk=source.conversation_id)
-        generation = stream.generation + 1
-        title = f"{_base_title(parent.title)} (last item removed)"
-        external_id = _key(session_id, generation)[:KEY_MAX]
-        if keep_through >= 0:
-            child = conversation_store.fork_conversation(conversation_id=parent.pk, position=keep_through,
-                                                         title=title, actor=actor, external_id=external_id)
-        else:
-            child = store.create_imported_conversation(
-                title=title, subject=parent.subject, namespace=parent.namespace, external_id=external_id,
-                parent_id=parent.pk, parent_relation="fork", forked_from_position=None)
-        meta = {**(parent.meta or {}), "openai_agents": {"session_id": session_id, "generation": generation,
-                                                         "popped_from": str(parent.pk)}}
-        Conversation.objects.filter(pk=child.pk).update(meta=meta)
-        new = _new_generation(namespace=parent.namespace, session_id=session_id, generation=generation,
-                              conversation=child)
-        copies = [Entry(seq=e.seq, line=e.line, raw=e.raw, position=e.position) for e in kept]
-        store.add_entries(source=new, entries=copies, conversation_ids={"main": str(child.pk)})
-        store.save_source(source=new, entries=len(copies), state=new.state)
-        store.record_import(actor=actor, conversation_id=child.pk, detail={
-            "format": FORMAT, "popped_from": str(parent.pk), "items": len(copies)})
-        return json.loads(last.raw), Stream(new, generation)
+        live = _live_ranges(source)
+        if not live:
+            return None, stream
+        seq = live[-1][1]
+        taken = SourceEntry.objects.get(source_id=source.pk, seq=seq)
+        item = json.loads(taken.raw)
+        cid = str(source.conversation_id)
+        conversation = Conversation.objects.get(pk=cid)
+        what = item.get("type") or item.get("role") or "item"
+        note = make_row({"kind": "note", "text": f"retracted by pop_item: item {seq} ({what}), written up to row "
+                                                 f"#{taken.position}; the session's items leave it out",
+                         "meta": {"retracts": {"item": seq, "position": taken.position}, "by": "pop_item"}},
+                        timezone.now(), source.entries, [], None)
+        end = store.append_imported(conversation_id=cid, rows=[note], expected_position=conversation.next_position)
+        record = Entry(seq=source.entries, line=None, position=end - 1,
+                       raw=dumps({"type": RETRACTION, "retracts": seq, "by": "pop_item"}))
+        store.add_entries(source=source, entries=[record], conversation_ids={"main": cid})
+        left = live[:-1] + ([[live[-1][0], seq - 1]] if live[-1][0] < seq else [])
+        store.save_source(source=source, entries=source.entries + 1, state={**source.state, "live": left})
+        store.record_import(actor=actor, conversation_id=cid, detail={
+            "format": FORMAT, "retracted": seq, "by": "pop_item", "next_position": end})
+        return item, Stream(source, stream.generation)
 
 
 def clear_session(*, namespace: str, session_id: str, actor: str = "system") -> Stream:
@@ -258,16 +320,17 @@ def clear_session(*, namespace: str, session_id: str, actor: str = "system") -> 
     recorded as its parent (a child that kept no rows)."""
     with transaction.atomic():
         stream = head(namespace=namespace, session_id=session_id, lock=True)
-        if stream.source is None or stream.source.entries == 0:
+        if stream.source is None or not _live_ranges(stream.source):
             return stream  # nothing to clear: an empty session stays the same one
         parent = Conversation.objects.get(pk=stream.source.conversation_id)
         generation = stream.generation + 1
-        child = store.create_imported_conversation(
-            title=f"{_base_title(parent.title)} (cleared)", subject=parent.subject,
+        child, created = conversation_store.get_or_create_conversation(
+            title=f"{_base_title(parent.title)[:TITLE_MAX - 10]} (cleared)", subject=parent.subject,
             namespace=parent.namespace, external_id=_key(session_id, generation)[:KEY_MAX], parent_id=parent.pk,
-            parent_relation="fork", forked_from_position=None,
-            meta={"openai_agents": {"session_id": session_id, "generation": generation,
-                                    "cleared": str(parent.pk)}})
+            parent_relation="fork", meta={"openai_agents": {"session_id": session_id, "generation": generation,
+                                                           "cleared": str(parent.pk)}})
+        if not created:  # a clear of the same head came first (PostgreSQL): the session is cleared already
+            return head(namespace=namespace, session_id=session_id, lock=True)
         new = _new_generation(namespace=parent.namespace, session_id=session_id, generation=generation,
                               conversation=child)
         store.record_import(actor=actor, conversation_id=child.pk, detail={
