@@ -27,11 +27,11 @@ from django.db import IntegrityError, connection, transaction
 from conversations import params, store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound, StoreError
 from conversations.formats import FORMATS, check_format, claude_code, codex, detect, parse
-from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, read_jsonl, \
+from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, loads, read_jsonl, \
     split_lines, storable
 from conversations.models import Conversation, Message
 
-from . import store, streaming, textfile
+from . import store, streaming, subagents, textfile
 from .models import ImportSource, SourceEntry
 from .textfile import Text
 from .writer import TARGET_SECONDS, Writer
@@ -61,6 +61,11 @@ class ImportResult:
     # Write transactions it took, and how long the longest held the write lock (seconds).
     transactions: int = 0
     longest_transaction: float = 0.0
+    # Subagents that came before this session and were linked to it now (subagents.py).
+    linked: list[dict] = field(default_factory=list)
+    # A file reusing the session id of another conversation without continuing it: imported
+    # as a conversation of its own ({"session_id", "conversation_id", "external_id"}).
+    distinct_from: dict | None = None
 
     @property
     def messages(self) -> int:
@@ -76,7 +81,8 @@ class ImportResult:
             "unchanged": self.unchanged, "conversation_id": self.conversation_id,
             "created": self.created, "appended": self.appended, "failed": self.failed, "present": self.present,
             "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
-            "problems": [p.as_dict() for p in self.problems],
+            "problems": [p.as_dict() for p in self.problems], "linked": self.linked,
+            **({"distinct_from": self.distinct_from} if self.distinct_from is not None else {}),
             **({"stream": self.stream} if self.stream is not None else {}),
         }
 
@@ -93,8 +99,8 @@ def default_namespace(format: str, path: str | None) -> str:
         parts = p.parts
         if "subagents" in parts:
             i = parts.index("subagents")
-            if i >= 2:
-                return namespace_for_project(parts[i - 2])
+            # <project>/<session>/subagents/…: the session's namespace (its file's folder)
+            return namespace_for_project(parts[i - 2]) if i >= 2 else format
         return namespace_for_project(p.parent.name) if p.parent.name else format
     return format
 
@@ -140,17 +146,96 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
               finish=finish)
     if format == "claude-code":
         key = streaming.session_key(text)
-        if key is not None:
+        distinct = None
+        for _copy in range(MAX_DISTINCT_COPIES):
+            if key is None:
+                break
             source = _found_source(format, namespace, key)
             if source is None:
-                result = ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run)
-                return streaming.import_new_session(text, key=key, namespace=namespace, subject=subject, actor=actor,
-                                                    dry_run=dry_run, result=result, progress=progress,
-                                                    finish=finish)
+                result = ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run,
+                                      distinct_from=distinct)
+                result = streaming.import_new_session(
+                    text, key=key, namespace=namespace, subject=subject, actor=actor, dry_run=dry_run, result=result,
+                    progress=progress, finish=_linking(finish, namespace=namespace, key=key, actor=actor),
+                    meta={"distinct_from": distinct} if distinct else None)
+                if dry_run and subagents.parse_key(key) is None:
+                    result.linked = subagents.link_waiting(namespace=namespace, session=key, actor=actor, dry_run=True)
+                return result
             if _unchanged(text, source):
                 return ImportResult(format=format, source_key=source.source_key, namespace=namespace,
                                     dry_run=dry_run, unchanged=True, conversation_id=str(source.conversation_id))
+            relation, diverges_at = _relation_to(text, source)
+            if relation == "older":
+                return ImportResult(format=format, source_key=source.source_key, namespace=namespace,
+                                    dry_run=dry_run, unchanged=True, conversation_id=str(source.conversation_id))
+            if relation == "continues":
+                kw["key"] = key
+                break
+            # The same session id, other entries: a conversation of its own, under a key of its own.
+            session = (distinct or {}).get("session_id") or key
+            distinct = {"session_id": session, "conversation_id": str(source.conversation_id),
+                        "external_id": None}
+            key = f"{key.split('~', 1)[0]}~{_hash(diverges_at)[:12]}"
+            distinct["external_id"] = key[:200]
+        else:
+            raise InvalidInput("this file reuses a session id that several other files already use; give it a "
+                               "namespace of its own", field="namespace")
     return _import_text(text.whole(), **kw)
+
+
+# How many other files may reuse one session id, each a conversation of its own.
+MAX_DISTINCT_COPIES = 20
+
+
+def _uuid_sequence(uuids) -> list[str]:
+    seen, out = set(), []
+    for u in uuids:
+        if u not in seen:
+            seen.add(u)
+            out.append(u)
+    return out
+
+
+def _relation_to(text: Text, source: ImportSource) -> tuple[str, str]:
+    """How a Claude Code file stands to the stream stored under its session id, by the
+    order of their entries' uuids: "continues" (the stored ones are its beginning),
+    "older" (it is the beginning of the stored ones: nothing new), or "diverged" (neither:
+    another file that reuses the session id). Also the file's first uuid where they part."""
+    stored = _uuid_sequence(SourceEntry.objects.filter(source_id=source.pk).exclude(uuid=None).order_by(
+        "seq").values_list("uuid", flat=True).iterator(chunk_size=5000))
+    mine = []
+    for _number, line, _last in text.lines():
+        try:
+            obj = loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("uuid"), str) and obj["uuid"]:
+            mine.append(_stored_uuid(obj["uuid"]))
+    mine = _uuid_sequence(mine)
+    common = 0
+    for a, b in zip(stored, mine):
+        if a != b:
+            break
+        common += 1
+    if common == len(stored):
+        return "continues", ""
+    if common == len(mine):
+        return "older", ""
+    return "diverged", mine[common]
+
+
+def _linking(finish, *, namespace: str, key: str, actor: str):
+    """`finish` preceded by linking the subagents that came before this session, in the
+    same transaction (nothing to link for a subagent's own transcript)."""
+    if subagents.parse_key(key) is not None:
+        return finish
+
+    def link_then_finish(result):
+        result.linked = subagents.link_waiting(namespace=namespace, session=key, actor=actor)
+        if finish is not None:
+            finish(result)
+
+    return link_then_finish
 
 
 def _unchanged(text: Text, source: ImportSource) -> bool:
@@ -204,8 +289,9 @@ def _session_of(text: str, format: str) -> str | None:
 
 
 def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool,
-                 finish=None):
-    key = _source_key_of(text, format) if format in ("claude-code", "codex") else None
+                 finish=None, key: str | None = None):
+    if key is None:
+        key = _source_key_of(text, format) if format in ("claude-code", "codex") else None
     consumed = (len(text), _hash(text))
     if format == "memoryui":
         plan = parse(text, format=format, subject=subject)
@@ -219,11 +305,15 @@ def _import_text(text: str, *, format: str, namespace: str, subject: str, actor:
                           finish=finish)
     if format == "claude-code" and not dry_run:
         return _import_more_in_slices(text, source, namespace=namespace, subject=subject, actor=actor,
-                                      finish=finish)
+                                      finish=_linking(finish, namespace=namespace, key=source.source_key,
+                                                      actor=actor))
     # Seen before: what was added since is appended in one transaction (rolled back in a dry run).
     try:
         with transaction.atomic():
             result = _import_more(text, source, format=format, namespace=namespace, subject=subject, actor=actor)
+            if format == "claude-code" and subagents.parse_key(source.source_key) is None:
+                result.linked = subagents.link_waiting(namespace=namespace, session=source.source_key, actor=actor,
+                                                       dry_run=dry_run)
             if dry_run:
                 raise _DryRun()
             if finish is not None and not result.unchanged:
@@ -771,6 +861,8 @@ def _append_entries(*, format, namespace, external_id, entries, subject, actor, 
                            first_seq=source.entries, whole=False, subagent_stream=bool(subpath))
     plan.state = {"placer": plan.state, "convs": ids}
     result = _apply(plan, source, namespace=namespace, actor=actor, result=result)
+    if not subpath:
+        result.linked = subagents.link_waiting(namespace=namespace, session=external_id, actor=actor)
     _name_stream(source, plan, fresh, subpath=subpath)
     saved = False
     if summary is not None:
@@ -838,38 +930,6 @@ def _locked_source(format, namespace, key) -> ImportSource | None:
     return qs.first()
 
 
-def _spawn_position(*, namespace, session, subpath, entries, parent) -> int | None:
-    """Where the session spawned this subagent: the row of the Task (Agent) call whose
-    result names the agent (`toolUseResult.agentId`), else the call whose prompt is the
-    subagent's first prompt, else the session's last row so far."""
-    fallback = parent.next_position - 1 if parent.next_position else None
-    source = ImportSource.objects.filter(format="claude-code", namespace=namespace, source_key=session).first()
-    if source is None:
-        return fallback
-    agent = subpath.rsplit("/", 1)[-1].removeprefix("agent-")
-    first = next((e for e in entries if e.get("type") == "user"), None)
-    prompt = claude_code._text_of(claude_code._blocks(first)) if first else ""
-    rows = SourceEntry.objects.filter(source_id=source.pk, conversation_id=parent.pk)
-    call_id = None
-    for raw in rows.filter(raw__contains=f'"agentId":"{agent}"').values_list("raw", flat=True)[:20]:
-        obj = json.loads(raw)
-        result = obj.get("toolUseResult") if isinstance(obj, dict) else None
-        if isinstance(result, dict) and result.get("agentId") == agent:
-            call_id = next((b.get("tool_use_id") for b in claude_code._blocks(obj) or []
-                            if isinstance(b, dict) and b.get("type") == "tool_result"), None)
-            break
-    needle = f'"id":"{call_id}"' if call_id else '"tool_use"'
-    for raw, position in rows.filter(raw__contains=needle).order_by("-seq").values_list("raw", "position")[:200]:
-        obj = json.loads(raw)
-        for block in (claude_code._blocks(obj) or []) if isinstance(obj, dict) else []:
-            if not isinstance(block, dict) or block.get("type") != "tool_use":
-                continue
-            given = block.get("input") if isinstance(block.get("input"), dict) else {}
-            if (call_id and block.get("id") == call_id) or (not call_id and prompt and given.get("prompt") == prompt):
-                return position if position >= 0 else fallback
-    return fallback
-
-
 def _stream_conversation(*, namespace, external_id, session, subpath, subject, title, entries=()) -> Conversation:
     existing = Conversation.objects.live().filter(namespace=namespace, external_id=external_id).first()
     if existing is not None:
@@ -885,21 +945,20 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
             raise ImportInProgress("that session's file is being imported right now; send the batch again when it "
                                    "has finished", field="external_id")
         raise InvalidInput("that session is being deleted", field="external_id")
-    parent, relation, position = None, "", None
+    # A subagent under the call that spawned it; one whose session is not here yet waits for
+    # it, unlinked (the session's first batch links it: subagents.py), the same on every door.
+    spawn = None
     if subpath:
-        parent = Conversation.objects.live().filter(namespace=namespace, external_id=session).first()
-        if parent is None:  # the subagent's batch came first: its session starts empty
-            parent, _ = conversation_store.get_or_create_conversation(
-                title=" ".join(storable(title or _placeholder_title(session, "")).split()), subject=storable(subject),
-                namespace=namespace, external_id=session, meta={"claude_code": {"session_id": session}})
-        relation = "subagent"
-        position = _spawn_position(namespace=namespace, session=session, subpath=subpath, entries=entries,
-                                   parent=parent)
+        key = subagents.parse_key(external_id)
+        agent = key.agent if key else subpath.rsplit("/", 1)[-1].removeprefix("agent-")
+        spawn = subagents.spawn_point(namespace=namespace, session=session, agent=agent,
+                                      prompt=subagents.first_prompt(entries))
     # The store's create-or-get, as the API door: two first batches at once get one conversation.
     conversation, _ = conversation_store.get_or_create_conversation(
         title=" ".join(storable(title or _placeholder_title(session, subpath)).split()), subject=storable(subject),
-        namespace=namespace, external_id=external_id, parent_id=parent.pk if parent else None,
-        parent_relation=relation, forked_from_position=position,
+        namespace=namespace, external_id=external_id,
+        parent_id=spawn.conversation_id if spawn else None, parent_relation="subagent" if spawn else "",
+        forked_from_position=spawn.position if spawn else None,
         meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {})}})
     return conversation
 
