@@ -3,20 +3,23 @@
 The preview is a dry run of the real import (same parser, same store calls, rolled
 back), so what it shows is what confirming writes. The uploaded file waits in the
 data folder under a random token between preview and confirm, for a limited time
-(uploads.py). Works without JavaScript; with htmx the preview replaces only its panel.
+(uploads.py). Several files may come at once, or a zip of a project folder (archives.py):
+each transcript is an upload of its own, previewed in order and confirmed together.
+Works without JavaScript; with htmx the preview replaces only its panel.
 """
 
 from django.conf import settings
+from dataclasses import dataclass
+
 from django.shortcuts import render
-from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
-from conversations.errors import StoreError
+from conversations.errors import InvalidInput, StoreError
 from conversations.formats import CHOICES
 from conversations.retention.views import admin_required
 
-from . import importer, uploads
+from . import archives, importer, subagents, uploads
 from .textfile import Text
 
 MAX_UPLOAD = settings.MEMORYUI_MAX_UPLOAD_BYTES
@@ -30,6 +33,34 @@ def _page(request, context, status=200):
     return response
 
 
+MAX_FILES = archives.MAX_MEMBERS
+
+
+@dataclass
+class FileResult:
+    """One file of a batch: its name (a zip member's path inside the zip), token, result."""
+
+    name: str
+    token: str = ""
+    result: importer.ImportResult | None = None
+
+
+def _totals(files: list[FileResult]) -> dict:
+    results = [f.result for f in files if f.result is not None]
+    return {
+        "created": sum(len(r.created) for r in results), "appended": sum(len(r.appended) for r in results),
+        "messages": sum(r.messages for r in results), "checkpoints": sum(r.checkpoints for r in results),
+        "entries": sum(r.entries_added for r in results), "problems": sum(len(r.problems) for r in results),
+        "unchanged": all(r.unchanged for r in results), "formats": sorted({r.format for r in results}),
+    }
+
+
+def _context(values, files: list[FileResult], **extra) -> dict:
+    one = files[0].result if len(files) == 1 else None
+    return {"values": values, "files": files, "totals": _totals(files), "result": one,
+            "name": files[0].name if len(files) == 1 else "", **extra}
+
+
 @require_http_methods(["GET", "POST"])
 @admin_required
 def import_page(request):
@@ -40,19 +71,106 @@ def import_page(request):
     if fmt not in CHOICES:
         return _page(request, {"values": values, "error": "Choose one of the listed formats."}, status=422)
     actor = f"user:{request.user.get_username()}"
-    token = request.POST.get("token", "")
     if request.POST.get("confirm") == "1":
-        path = uploads.find(token)
-        if path is None:
-            return _page(request, {"values": values, "error": "That upload has expired or was already imported; "
-                                                                "upload the file again."}, status=422)
+        return _confirm(request, values, fmt, actor)
+    given = request.FILES.getlist("file")
+    if not given:
+        return _page(request, {"values": values, "error": "Choose a file to import."}, status=422)
+    if sum(u.size for u in given) > MAX_UPLOAD:
+        return _page(request, {"values": values, "error": "The files are larger than 512 MB."}, status=413)
+    # Each preview also clears the uploads nobody confirmed in time, so they never pile up between prunes.
+    uploads.remove_expired()
+    # Kept on disk between preview and confirm, one upload per transcript, read from there a block at a time.
+    try:
+        files = _save_all(given)
+    except StoreError as exc:
+        return _page(request, {"values": values, "error": exc.message}, status=exc.status)
+    if not files:
+        return _page(request, {"values": values, "error": "The zip holds no transcript (.jsonl or .json files)."},
+                     status=422)
+    for f in files:
+        try:
+            f.result = _preview_one(f, fmt=fmt, values=values, actor=actor)
+        except StoreError as exc:
+            _remove(files)
+            where = f"{f.name}: " if len(files) > 1 else ""
+            return _page(request, {"values": values, "error": where + exc.message}, status=exc.status)
+        except BaseException:
+            _remove(files)  # a failed preview has nothing to confirm
+            raise
+    for f in files:
+        if f.result.unchanged:
+            # Nothing to confirm in it: the file has served its purpose.
+            uploads.remove(uploads.folder() / f"{f.token}{uploads.UPLOAD}")
+            f.token = ""
+    _mark_batch_parents(files)
+    formats = _totals(files)["formats"]
+    return _page(request, _context({**values, "format": formats[0] if len(formats) == 1 else fmt}, files))
+
+
+def _save_all(given) -> list[FileResult]:
+    """Every upload, a zip taken apart (archives.py), saved as one upload per transcript;
+    a refused zip or a batch over the limit leaves none of them."""
+    files: list[FileResult] = []
+    budget = archives.Budget(MAX_UPLOAD)
+    try:
+        for upload in given:
+            if archives.is_zip(upload):
+                archive, members = archives.open_archive(upload, max_bytes=MAX_UPLOAD)
+                with archive:
+                    for member in members:
+                        files.append(FileResult(name=member.name))
+                        files[-1].token, _path = uploads.save(archives.read_member(archive, member, budget))
+            else:
+                budget.take(upload.size)
+                files.append(FileResult(name=upload.name))
+                files[-1].token, _path = uploads.save(upload.chunks())
+            if len(files) > MAX_FILES:
+                raise InvalidInput(f"at most {MAX_FILES} files are taken at once", field="file")
+    except BaseException:
+        _remove(files)
+        raise
+    return files
+
+
+def _remove(files: list[FileResult]) -> None:
+    for f in files:
+        if f.token:
+            uploads.remove(uploads.folder() / f"{f.token}{uploads.UPLOAD}")
+
+
+def _preview_one(f: FileResult, *, fmt: str, values: dict, actor: str) -> importer.ImportResult:
+    text = Text.open(str(uploads.folder() / f"{f.token}{uploads.UPLOAD}"))
+    try:
+        result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
+                                      subject=values["subject"], actor=actor, dry_run=True, path=f.name)
+    finally:
+        text.close()
+    touched = [c.get("id") for c in result.created + result.appended + result.present + result.linked]
+    uploads.record(f.token, subject=values["subject"], conversation_ids=touched + [result.conversation_id])
+    return result
+
+
+def _confirm(request, values, fmt, actor):
+    tokens, names = request.POST.getlist("token"), request.POST.getlist("name")
+    paths = [uploads.find(token) for token in tokens]
+    if not tokens or any(p is None for p in paths):
+        # Nothing of the batch is imported: every file waits, or none is taken.
+        return _page(request, {"values": values, "error": "That upload has expired or was already imported; "
+                                                            "upload the file again."}, status=422)
+    files = [FileResult(name=names[i] if i < len(names) else "", token=t) for i, t in enumerate(tokens)]
+    for f, path in zip(files, paths):
         text = Text.open(str(path))
         retry_after = None
         try:
-            result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
-                                          subject=values["subject"], actor=actor, path=request.POST.get("name"))
+            f.result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
+                                            subject=values["subject"], actor=actor, path=f.name or None)
         except StoreError as exc:
-            response = _page(request, {"values": values, "error": exc.message}, status=exc.status)
+            done = [g for g in files if g.result is not None]
+            message = (f"{f.name}: " if len(files) > 1 else "") + exc.message
+            if done:
+                message += f" ({len(done)} file{'s' if len(done) != 1 else ''} before it imported)"
+            response = _page(request, {"values": values, "error": message}, status=exc.status)
             retry_after = exc.retry_after  # the same file is being imported right now: confirming later works
             if retry_after:
                 response["Retry-After"] = str(retry_after)
@@ -61,39 +179,15 @@ def import_page(request):
             text.close()
             if not retry_after:
                 uploads.remove(path)  # the import has it (or refused it): the file's purpose is over
-        return _page(request, {"values": values, "result": result, "done": True,
-                               "links": _links(result)})
-    upload = request.FILES.get("file")
-    if upload is None:
-        return _page(request, {"values": values, "error": "Choose a file to import."}, status=422)
-    if upload.size > MAX_UPLOAD:
-        return _page(request, {"values": values, "error": f"The file is larger than {MAX_UPLOAD // 2**20} MB."}, status=413)
-    # Each preview also clears the uploads nobody confirmed in time, so they never pile up between prunes.
-    uploads.remove_expired()
-    # Kept on disk between preview and confirm, and read from there a block at a time.
-    token, path = uploads.save(upload.chunks())
-    text = Text.open(str(path))
-    try:
-        result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
-                                      subject=values["subject"], actor=actor, dry_run=True, path=upload.name)
-        touched = [c.get("id") for c in result.created + result.appended + result.present]
-        uploads.record(token, subject=values["subject"], conversation_ids=touched + [result.conversation_id])
-    except StoreError as exc:
-        uploads.remove(path)
-        return _page(request, {"values": values, "error": exc.message}, status=exc.status)
-    except BaseException:
-        uploads.remove(path)  # a failed preview has nothing to confirm
-        raise
-    finally:
-        text.close()
-    if result.unchanged:
-        # Nothing to confirm (the page offers no button): the file has served its purpose.
-        uploads.remove(path)
-        token = ""
-    return _page(request, {"values": {**values, "format": result.format}, "result": result, "token": token,
-                           "name": upload.name})
+    return _page(request, _context(values, files, done=True))
 
 
-def _links(result):
-    return [{"title": c["title"] or "Untitled", "url": reverse("conversation", args=[c["id"]]), **c}
-            for c in result.created + result.appended]
+def _mark_batch_parents(files: list[FileResult]) -> None:
+    """A preview is a dry run per file, so a subagent whose session is another file of the
+    batch looks unlinked: say it will be linked to that session on confirming."""
+    sessions = {f.result.source_key for f in files if f.result is not None}
+    for f in files:
+        for c in f.result.created if f.result is not None else ():
+            key = subagents.parse_key(f.result.source_key) if c.get("key") == "main" else None
+            if key is not None and not c.get("parent_id") and key.session in sessions:
+                c["session_in_batch"] = True
