@@ -97,8 +97,9 @@ def test_import_session_to_store_replays_a_session_with_a_compaction_and_a_subag
     main = Conversation.objects.get(namespace=sample.project_key, external_id=sample.session_id)
     assert main.title == "Invoice export fails on discount lines" and main.parent_id is None
     got = rows(main)
+    # A response's text and its call (lines sharing message.id) are one reply row.
     assert [m["kind"] for m in got] == [
-        "user", "thought", "assistant", "assistant", "tool", "assistant", "assistant", "tool", "assistant",
+        "user", "thought", "assistant", "tool", "assistant", "tool", "assistant",
         "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
     assert got[0]["content"].startswith("The nightly invoice export fails")
     assert got[1]["text"].startswith("A discount line probably has a negative amount")

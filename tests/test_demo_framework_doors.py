@@ -27,10 +27,11 @@ def test_the_claude_agent_sdk_session_has_its_compaction_and_its_subagent(loaded
     sample = samples.claude_agent_session()
     session = Conversation.objects.get(namespace=samples.PROJECT_KEY, external_id=samples.SESSION_ID)
     assert session in loaded and session.title == "Invoice export fails on discount lines"
-    assert Checkpoint.objects.get(conversation=session).message_position == 12
-    assert kinds(session)[:3] == ["user", "thought", "assistant"]
+    # Each response's text and call (lines sharing message.id) are one reply row.
+    assert Checkpoint.objects.get(conversation=session).message_position == 10
+    assert kinds(session)[:5] == ["user", "thought", "assistant", "tool", "assistant"]
     child = Conversation.objects.get(parent_id=session.pk)
-    assert (child.parent_relation, child.forked_from_position) == ("subagent", 6)
+    assert (child.parent_relation, child.forked_from_position) == ("subagent", 4)  # the Task call's reply
     # What the SessionStore's load would return: every entry, as the SDK gave it (its timestamps moved).
     _, entries = importer.load_entries(format="claude-code", namespace=samples.PROJECT_KEY,
                                        external_id=samples.SESSION_ID)

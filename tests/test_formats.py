@@ -72,21 +72,29 @@ def test_claude_code_main_line_is_the_chain_to_the_latest_leaf(session):
     assert session.source_key == SESSION
 
 
-def test_claude_code_parallel_tool_calls_sharing_a_message_id_are_all_kept(session):
+def test_claude_code_the_lines_of_one_message_id_are_one_reply_row_with_all_its_calls(session):
+    # msg_01A is four lines (thinking, text, two tool_use blocks), each repeating its usage.
     main = session.conversation("main")
-    calls = [c["id"] for k, m in rows(main) if k == "assistant" for c in m.get("tool_calls", [])]
+    kinds = [k for k, _ in rows(main)][:6]
+    assert kinds == ["user", "thought", "assistant", "tool", "tool", "assistant"]
+    reply = rows(main)[2][1]
+    assert reply["content"] == "Let me read both files."
+    assert [c["id"] for c in reply["tool_calls"]] == ["toolu_1", "toolu_2"]
+    assert reply["meta"]["usage"] == {"input_tokens": 120, "output_tokens": 40}  # once, not once per line
+    assert reply["meta"]["claude_code"]["message_id"] == "msg_01A"
+    assert reply["meta"]["claude_code"]["uuids"] == ["a2", "a3", "a4"]
     results = [(m["tool_call_id"], m.get("name")) for k, m in rows(main) if k == "tool"]
-    assert calls == ["toolu_1", "toolu_2"]
     assert results == [("toolu_1", "Read"), ("toolu_2", "Read")]
-    kinds = [k for k, _ in rows(main)][:8]
-    assert kinds == ["user", "thought", "assistant", "assistant", "assistant", "tool", "tool", "assistant"]
+    # Every line of the reply is placed at its row.
+    assert {e.uuid: e.position for e in session.entries if e.uuid in ("a1", "a2", "a3", "a4")} == {
+        "a1": 1, "a2": 2, "a3": 2, "a4": 2}
 
 
 def test_claude_code_compaction_is_a_checkpoint_after_the_last_row_before_the_boundary(session):
     main = session.conversation("main")
     [fold] = main.folds
-    assert fold.position == 9
-    assert rows(main)[9][1]["content"].startswith("`apply` now raises")
+    assert fold.position == 7
+    assert rows(main)[7][1]["content"].startswith("`apply` now raises")
     assert fold.summary.startswith("This session is being continued")
     # The summary is the checkpoint, not also a row.
     assert not any("being continued" in str(m.get("content")) for _, m in rows(main))
@@ -94,15 +102,15 @@ def test_claude_code_compaction_is_a_checkpoint_after_the_last_row_before_the_bo
 
 def test_claude_code_a_rewind_is_a_fork_at_the_branch_point(session):
     fork = session.conversation("fork:u2")
-    assert (fork.relation, fork.parent_key, fork.parent_position, fork.copy_prefix) == ("fork", "main", 7, True)
+    assert (fork.relation, fork.parent_key, fork.parent_position, fork.copy_prefix) == ("fork", "main", 5, True)
     assert rows(fork)[0][1]["content"] == "Fix it with a guard clause."
-    assert fork.base == 8
+    assert fork.base == 6
 
 
 def test_claude_code_a_sidechain_is_a_subagent_under_the_call_that_spawned_it(session):
     agent = session.conversation("agent:7f3a9c")
     assert agent.relation == "subagent"
-    assert (agent.parent_key, agent.parent_position) == ("fork:u2", 10)  # the Task call, in the abandoned branch
+    assert (agent.parent_key, agent.parent_position) == ("fork:u2", 8)  # the Task call, in the abandoned branch
     assert [k for k, _ in rows(agent)] == ["user", "assistant"]
     assert not agent.copy_prefix
 

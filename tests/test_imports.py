@@ -36,20 +36,22 @@ def imported():
 
 def test_it_imports_a_claude_code_session_with_its_fork_subagent_and_checkpoint(imported):
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
-    assert main.title == "Coupons crash checkout" and main.next_position == 12
-    assert [m["kind"] for m in texts(main)][:3] == ["user", "thought", "assistant"]
+    # msg_01A's four lines (thinking, text, two calls) are a thought and one reply row.
+    assert main.title == "Coupons crash checkout" and main.next_position == 10
+    assert [m["kind"] for m in texts(main)][:5] == ["user", "thought", "assistant", "tool", "tool"]
+    assert [c["id"] for c in texts(main)[2]["tool_calls"]] == ["toolu_1", "toolu_2"]
     cp = Checkpoint.objects.get(conversation=main)
-    assert cp.message_position == 9 and cp.created_by == "claude-code"
+    assert cp.message_position == 7 and cp.created_by == "claude-code"
     assert cp.created_at.isoformat().startswith("2025-11-02T09:10:00.100")
     fork = Conversation.objects.get(parent_id=main.pk)
-    assert (fork.parent_relation, fork.forked_from_position, fork.next_position) == ("fork", 7, 12)
+    assert (fork.parent_relation, fork.forked_from_position, fork.next_position) == ("fork", 5, 10)
     # The fork holds the shared prefix (same bytes, same times) and its own branch.
-    assert texts(fork)[:8] == texts(main)[:8]
+    assert texts(fork)[:6] == texts(main)[:6]
     # The branch is as old as its first own row, and was last active at its last one.
     assert fork.created_at.isoformat().startswith("2025-11-02T09:01:00")
     assert fork.last_activity_at.isoformat().startswith("2025-11-02T09:01:08")
     agent = Conversation.objects.get(parent_id=fork.pk)
-    assert (agent.parent_relation, agent.forked_from_position) == ("subagent", 10)
+    assert (agent.parent_relation, agent.forked_from_position) == ("subagent", 8)
     # Rows keep the transcript's own times.
     first = Message.objects.get(conversation=main, position=0)
     assert first.created_at.isoformat().startswith("2025-11-02T09:00:00")
@@ -67,7 +69,7 @@ def test_a_grown_session_file_appends_only_the_new_entries():
     lines = lines_of("claude_code_session.jsonl")
     importer.import_text("".join(lines[:9]), namespace="proj")
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
-    assert main.next_position == 8
+    assert main.next_position == 6
     result = importer.import_text("".join(lines), namespace="proj")
     main.refresh_from_db()
     assert [a["key"] for a in result.appended] == ["main"]
@@ -84,7 +86,7 @@ def test_a_grown_session_file_appends_only_the_new_entries():
 
 def test_a_dry_run_writes_nothing():
     result = importer.import_text((FIX / "claude_code_session.jsonl").read_text(), dry_run=True)
-    assert result.dry_run and len(result.created) == 3 and result.messages == 18
+    assert result.dry_run and len(result.created) == 3 and result.messages == 16
     assert not Conversation.objects.exists() and not ImportSource.objects.exists()
 
 
@@ -118,7 +120,7 @@ def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported():
     text = (FIX / "claude_code_session.jsonl").read_text() + "{not json\n" + '{"type": "user", "uuid": "x'
     result = importer.import_text(text)
     assert {p.line for p in result.problems} == {25, 26}
-    assert Conversation.objects.get(pk=result.conversation_id).next_position == 12
+    assert Conversation.objects.get(pk=result.conversation_id).next_position == 10
 
 
 _pieces = st.sampled_from([
@@ -253,7 +255,9 @@ def test_entries_appended_in_batches_load_back_deep_equal_and_read_as_a_conversa
     assert loaded == entries
     main = Conversation.objects.get(pk=cid)
     kinds = [m["kind"] for m in texts(main)]
-    assert kinds[:8] == ["user", "thought", "assistant", "assistant", "assistant", "tool", "tool", "assistant"]
+    # msg_01A's lines straddle the first two batches (a2, a3 | a4): still one reply row.
+    assert kinds[:6] == ["user", "thought", "assistant", "tool", "tool", "assistant"]
+    assert [c["id"] for c in texts(main)[2]["tool_calls"]] == ["toolu_1", "toolu_2"]
     assert Checkpoint.objects.filter(conversation__parent_id=main.pk).count() == 1  # folded in the live branch
     assert Conversation.objects.filter(parent_id=main.pk, parent_relation="fork").exists()
 

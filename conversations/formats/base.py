@@ -336,6 +336,27 @@ def make_row(message: dict, at, entry: int | None, problems: list, line: int | N
     return Row(kind, text, at, entry)
 
 
+def merge_row(row: Row, message: dict) -> Row | None:
+    """`row` again holding `message` (a reply grown by another block or item of the same
+    model response), same time and entry; None when the schema refuses it (too large)."""
+    try:
+        kind, text = encode_message(message)
+    except StoreError:
+        return None
+    return Row(kind, text, row.at, row.entry)
+
+
+def reply_message(parts: list, calls: list, meta: dict) -> dict:
+    """An assistant message from a reply's content parts and tool calls (one text part
+    is plain content)."""
+    out = {"kind": "assistant", "meta": meta}
+    if parts:
+        out["content"] = parts[0]["text"] if len(parts) == 1 and parts[0].get("type") == "text" else parts
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
 def dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 

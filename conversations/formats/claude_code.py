@@ -10,7 +10,17 @@ conversation it belongs to and which rows it becomes:
 - `assistant`: `text` → content, `tool_use` → tool calls, `thinking` → a `thought`
   row before it, other blocks stay content blocks. Claude Code writes one line per
   content block, so a response with parallel tool calls is several lines sharing
-  `message.id`; each line is its own row and none is dropped;
+  `message.id`: they are one reply, and one assistant row carrying its text and all
+  its calls, with the response's usage once (each line repeats it). The reply's row
+  is written when the reply is complete: when the next line of that conversation is
+  not part of it (a tool result, a prompt, another response) or the input ends. An
+  incremental append (a SessionStore batch, a slice of a grown file) holds a reply
+  with tool calls open across the batch boundary (its results are still to come,
+  and more calls may be), in the placer's state; one without calls is written at
+  the end of the batch, and a line of it that comes later still is a continuation
+  row (`claude_code.continues`, no usage) that the request renderers merge. A
+  `tool_use` without an `id` gets one (`claude_code.generated_ids`), and a
+  `tool_result` without a `tool_use_id` answers the oldest such call unanswered;
 - a `compact_boundary` (`parentUuid: null`, pointing back with `logicalParentUuid`)
   and the `isCompactSummary` user entry after it become a checkpoint after the last
   row before the boundary, whose summary is that entry's text;
@@ -38,7 +48,7 @@ from dataclasses import dataclass
 
 from .base import (
     ConvPlan, Entry, Fold, FormatError, Line, Plan, Problem, clean_text, content_hash, dumps, first_text,
-    make_row, parse_time, read_jsonl, split_lines,
+    make_row, parse_time, read_jsonl, reply_message, split_lines,
 )
 
 NAME = "claude-code"
@@ -137,6 +147,12 @@ class Placer:
         self.trail_unsorted = False
         self.last_placed: tuple[str, int] | None = None
         self.forks = int(state.get("forks", 0))
+        # Per conversation key: the reply whose row is not written yet (`_open_reply`), the
+        # message id of the reply that is its last row, and calls whose id was made up
+        # here and not answered yet.
+        self.open: dict[str, dict] = dict(state.get("open", {}))
+        self.tail: dict[str, str] = dict(state.get("tail", {}))
+        self.unanswered: dict[str, list[str]] = {k: list(v) for k, v in state.get("unanswered", {}).items()}
 
     # -- state ---------------------------------------------------------------------
 
@@ -151,6 +167,9 @@ class Placer:
             "title_set": self.title_set,
             "subagent_stream": self.subagent_stream,
             "forks": self.forks,
+            "open": self.open,
+            "tail": self.tail,
+            "unanswered": self.unanswered,
         }
 
     def prefetch(self, uuids: set[str]) -> None:
@@ -167,6 +186,8 @@ class Placer:
         return self.conv("main")
 
     def _fork(self, parent_key: str, position: int, first: Entry) -> str:
+        # The fork copies the parent's rows up to the branch point: a reply held open there is written first.
+        self._close(parent_key)
         self.forks += 1
         key = f"fork:{first.uuid or first.seq}"
         parent = self.conv(parent_key)
@@ -191,7 +212,7 @@ class Placer:
         key = f"agent:{agent}"
         main = self._main()
         # Spawned by the entry written just before it (the Task call), wherever that was placed.
-        parent_key, spawn = self.last_placed or ("main", main.last_position)
+        parent_key, spawn = self.last_placed or ("main", self._last(main))
         if self.trail_unsorted:
             self.trail.sort()
             self.trail_unsorted = False
@@ -219,7 +240,7 @@ class Placer:
         problems = self.plan.problems
         if not isinstance(obj, dict):
             entry.conv = self.current
-            entry.position = self.conv(entry.conv).last_position
+            entry.position = self._last(self.conv(entry.conv))
             if obj is not None:  # a line that is not JSON was reported when it was read
                 problems.append(Problem(entry.line, f"entry is not a JSON object ({type(obj).__name__}); kept, "
                                                     "not shown"))
@@ -271,7 +292,33 @@ class Placer:
 
     def _keep(self, entry: Entry, key: str) -> None:
         entry.conv = key
-        entry.position = self.conv(key).last_position
+        entry.position = self._last(self.conv(key))
+
+    # -- replies: the lines of one message.id ------------------------------------------
+
+    def _last(self, conv: ConvPlan) -> int:
+        """The conversation's last position, counting a reply held open (its lines are
+        placed at the position its row will have)."""
+        return conv.last_position + (1 if conv.key in self.open else 0)
+
+    def _close(self, key: str) -> None:
+        """Write the reply held open in conversation `key` as its row."""
+        reply = self.open.pop(key, None)
+        if reply is None:
+            return
+        conv = self.conv(key)
+        message = reply_message(reply["parts"], reply["calls"], reply["meta"])
+        row = make_row(message, parse_time(reply["at"]), reply["entry"], self.plan.problems, reply["line"])
+        if row:
+            conv.rows.append(row)
+        self.tail[key] = reply["group"]
+
+    def close_replies(self, *, hold: bool) -> None:
+        """The input ends: write the replies held open; with `hold` (more lines of the
+        stream will come), keep those with tool calls open (their results are still to come)."""
+        for key in list(self.open):
+            if not (hold and self.open[key]["calls"]) and key in self.plan.conversations:
+                self._close(key)
 
     def _metadata(self, entry: Entry, obj: dict) -> None:
         main = self._main()
@@ -302,10 +349,17 @@ class Placer:
         kind = obj.get("type")
         at = parse_time(obj.get("timestamp"))
         if _is_boundary(obj):
+            self._close(key)
+            self.tail.pop(key, None)
             self.pending_fold = {"conv": key, "position": conv.last_position, "at": obj.get("timestamp"),
                                  "boundary": entry.uuid}
             self._keep(entry, key)
             return
+        if kind == "user" or (kind == "assistant" and (_group_of(obj) is None or
+                                                       self.open.get(key, {}).get("group") != _group_of(obj))):
+            self._close(key)  # the reply held open is complete: this line is not part of it
+        if kind == "user":
+            self.tail.pop(key, None)
         if kind == "user" and obj.get("isCompactSummary"):
             self._compact_summary(entry, obj, conv, at)
             return
@@ -317,8 +371,8 @@ class Placer:
         if not key.startswith("agent:") or self.subagent_stream:
             if self.trail and entry.seq < self.trail[-1][0]:
                 self.trail_unsorted = True
-            self.trail.append((entry.seq, key, conv.last_position))
-            self.last_placed = (key, conv.last_position)
+            self.trail.append((entry.seq, key, self._last(conv)))
+            self.last_placed = (key, self._last(conv))
         if conv.title == "" and kind == "user" and not _is_tool_result(obj) and not obj.get("isMeta"):
             conv.title = first_text(_blocks(obj))
 
@@ -372,11 +426,21 @@ class Placer:
                 continue
             if block.get("type") == "tool_result":
                 call_id = block.get("tool_use_id")
+                meta = self._meta(entry, obj)
                 if not isinstance(call_id, str) or not call_id:
-                    problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
-                    continue
+                    waiting = self.unanswered.get(conv.key)
+                    if not waiting:
+                        problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
+                        continue
+                    # The result of a call that had no id either: the oldest such call not answered yet.
+                    call_id = waiting.pop(0)
+                    meta["claude_code"]["generated_id"] = True
+                elif call_id in self.unanswered.get(conv.key, ()):
+                    self.unanswered[conv.key].remove(call_id)
+                if not self.unanswered.get(conv.key):
+                    self.unanswered.pop(conv.key, None)
                 message = {"kind": "tool", "tool_call_id": call_id, "content": _result_content(block.get("content")),
-                           "meta": self._meta(entry, obj)}
+                           "meta": meta}
                 if self.tool_names.get(call_id):
                     message["name"] = self.tool_names[call_id]
                 if block.get("is_error") is True:
@@ -401,24 +465,22 @@ class Placer:
         content = _blocks(obj)
         problems = self.plan.problems
         message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        meta = self._meta(entry, obj)
-        if isinstance(message.get("model"), str):
-            meta["model"] = message["model"]
-        if isinstance(message.get("usage"), dict):
-            meta["usage"] = message["usage"]
+        group = _group_of(obj)
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         if not isinstance(content, list):
             problems.append(Problem(entry.line, "assistant entry without message content; kept, not shown"))
             return
-        parts, calls = [], []
-        for block in content:
+        parts, calls, generated = [], [], {}
+        for index, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
             btype = block.get("type")
             if btype == "thinking":
                 text = clean_text(block.get("thinking"))
                 if text and text.strip():
+                    # A thought row goes before the reply's row: a reply already open is written first.
+                    self._close(conv.key)
                     row = make_row({"kind": "thought", "text": text, "meta": self._meta(entry, obj)}, at, entry.seq,
                                    problems, entry.line)
                     if row:
@@ -431,9 +493,15 @@ class Placer:
                     parts.append({"type": "text", "text": text})
             elif btype == "tool_use":
                 call_id, name = block.get("id"), block.get("name")
-                if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
-                    problems.append(Problem(entry.line, "tool_use without id or name; kept, not shown"))
+                if not (isinstance(name, str) and name):
+                    problems.append(Problem(entry.line, "tool_use without a name; kept, not shown"))
                     continue
+                if not (isinstance(call_id, str) and call_id):
+                    # Kept with an id made up from the line, the same every time it is imported.
+                    call_id = "toolu_mui_" + uuidlib.uuid5(uuidlib.NAMESPACE_URL,
+                                                          f"{entry.uuid or entry.seq}:{index}").hex[:24]
+                    generated[call_id] = "the transcript's tool_use block has no id"
+                    self.unanswered.setdefault(conv.key, []).append(call_id)
                 args = block.get("input")
                 calls.append({"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}})
                 self.tool_names[call_id] = name
@@ -441,17 +509,48 @@ class Placer:
                 parts.append(block)
         if not parts and not calls:
             return
-        out = {"kind": "assistant", "meta": meta}
-        if parts:
-            out["content"] = parts[0]["text"] if len(parts) == 1 and parts[0].get("type") == "text" else parts
-        if calls:
-            out["tool_calls"] = calls
-        row = make_row(out, at, entry.seq, problems, entry.line)
-        if row:
-            conv.rows.append(row)
+        reply = self.open.get(conv.key)
+        if reply is None:
+            meta = self._meta(entry, obj)
+            own = meta["claude_code"]
+            if group is not None:
+                own["message_id"] = group
+            if group is not None and self.tail.get(conv.key) == group:
+                # More of a reply whose row was written at the end of an earlier batch: the log is
+                # append-only, so this is a row of its own; its usage was counted on that row.
+                own["continues"] = True
+            else:
+                if isinstance(message.get("model"), str):
+                    meta["model"] = message["model"]
+                if isinstance(message.get("usage"), dict):
+                    meta["usage"] = message["usage"]
+            reply = {"group": group, "parts": [], "calls": [], "meta": meta, "at": obj.get("timestamp"),
+                     "entry": entry.seq, "line": entry.line}
+            self.open[conv.key] = reply
+        else:
+            own = reply["meta"]["claude_code"]
+            own.setdefault("uuids", [own["uuid"]]).append(entry.uuid)
+            own.setdefault("entries", [own["entry"]]).append(entry.seq)
+            # Each line of a response repeats its usage: the latest one is the most complete.
+            if "usage" in reply["meta"] and isinstance(message.get("usage"), dict):
+                reply["meta"]["usage"] = message["usage"]
+        taken = {c["id"] for c in reply["calls"]}
+        for call in calls:
+            if call["id"] in taken:
+                problems.append(Problem(entry.line, f"tool_use id {call['id'][:80]} repeats a call of the same "
+                                                    "reply; kept, not shown twice"))
+                continue
+            reply["calls"].append(call)
+        reply["parts"].extend(parts)
+        if generated:
+            reply["meta"]["claude_code"].setdefault("generated_ids", {}).update(generated)
+        if group is None:
+            self._close(conv.key)  # no message id: nothing else can be part of this reply
 
-    def finish(self) -> None:
-        """End of a whole-file parse: a boundary whose summary never came still folds."""
+    def finish(self, *, hold: bool = False) -> None:
+        """The end of the input: replies held open are written (`hold`: see `close_replies`);
+        at the end of a whole-file parse, a boundary whose summary never came still folds."""
+        self.close_replies(hold=hold)
         if self.pending_fold and self.lookup is None:
             fold = self.pending_fold
             conv = self.plan.conversations.get(fold["conv"])
@@ -660,9 +759,10 @@ def placement(skel: Skeleton) -> tuple[list[int], set[int], list[Problem]]:
     return order, on_line, problems
 
 
-def finish_plan(plan: Plan, placer: "Placer", skel: Skeleton) -> None:
-    """After the last entry: the placer's state, the source key, and a subagent stream's marks."""
-    placer.finish()
+def finish_plan(plan: Plan, placer: "Placer", skel: Skeleton, *, hold: bool = False) -> None:
+    """After the last entry: the placer's state (`hold`: a reply with calls stays open for
+    the next batch), the source key, and a subagent stream's marks."""
+    placer.finish(hold=hold)
     plan.state = placer.state()
     ids = plan.conversations["main"].meta.get("claude_code", {})
     if not plan.source_key and ids.get("session_id"):
@@ -679,8 +779,10 @@ def finish_plan(plan: Plan, placer: "Placer", skel: Skeleton) -> None:
 
 
 def feed_lines(plan: Plan, lines: list[Line], *, subagent_stream: bool = False, state=None, lookup=None,
-               first_seq: int = 0, whole: bool = True) -> "Placer":
-    """Place parsed lines. `whole`: this is the whole stream (choose the main line first)."""
+               first_seq: int = 0, whole: bool = True, hold: bool | None = None) -> "Placer":
+    """Place parsed lines. `whole`: this is the whole stream (choose the main line first).
+    `hold`: more lines will follow, so a reply with tool calls at the end stays open
+    (default: when continuing a stored stream, `lookup` given)."""
     skel = skeleton_of(lines, first_seq=first_seq, subagent_stream=subagent_stream, whole=whole)
     plan.problems.extend(skel.problems)
     entries = skel.entries
@@ -694,7 +796,7 @@ def feed_lines(plan: Plan, lines: list[Line], *, subagent_stream: bool = False, 
         placer.place(entries[i], lines[i].obj, main_line=(entries[i].seq in on_line) if on_line else None)
     plan.entries.extend(entries)
     plan.entries.sort(key=lambda e: e.seq)
-    finish_plan(plan, placer, skel)
+    finish_plan(plan, placer, skel, hold=lookup is not None if hold is None else hold)
     return placer
 
 

@@ -7,8 +7,10 @@ with one item per line. Items map as:
 - `message` (role user / assistant / system / developer; also the short form
   `{"role", "content"}`) → that kind (developer → `system`); `input_text` and
   `output_text` parts → text, other parts stay content blocks;
-- `function_call` / `custom_tool_call` / `local_shell_call` → an assistant row with
-  one tool call; `*_output` → a `tool` row;
+- `function_call` / `custom_tool_call` / `local_shell_call` → a tool call. The items
+  of one model response are one assistant row: calls that follow each other, and the
+  assistant message just before them, join one row (a request body must carry
+  parallel calls as one message); `*_output` → a `tool` row;
 - `reasoning` → a `thought` row with its summary text (none: kept, not shown);
 - `compaction` → a checkpoint (its `summary`, or encrypted: a placeholder summary);
 - any other item → kept as an entry, not shown.
@@ -18,8 +20,8 @@ The same item mapping reads Codex `response_item` payloads (`codex.py`).
 
 import json
 
-from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
-    first_text, loads, make_row, parse_time, read_jsonl, split_lines
+from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, Row, clean_text, content_hash, decode_text, \
+    dumps, first_text, loads, make_row, merge_row, parse_time, read_jsonl, split_lines
 
 NAME = "openai-responses"
 ITEM_TYPES = {
@@ -28,6 +30,7 @@ ITEM_TYPES = {
     "computer_call_output", "image_generation_call", "code_interpreter_call", "mcp_call", "mcp_list_tools",
     "mcp_approval_request", "mcp_approval_response", "compaction", "item_reference", "ghost_snapshot",
 }
+CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "mcp_call")
 ROLE_KIND = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
@@ -73,7 +76,7 @@ def item_rows(item, *, at, entry: Entry, problems: list, source: str, model: str
             if kind == "assistant" and model:
                 meta["model"] = model
             out.append({"kind": kind, "content": content, "meta": meta})
-    elif itype in ("function_call", "custom_tool_call", "local_shell_call", "mcp_call"):
+    elif itype in CALL_TYPES:
         call_id = item.get("call_id") or item.get("id")
         name = item.get("name") or ("shell" if itype == "local_shell_call" else None)
         args = item.get("arguments", item.get("input", item.get("action", {})))
@@ -123,8 +126,38 @@ def item_rows(item, *, at, entry: Entry, problems: list, source: str, model: str
     return rows, None
 
 
+def _join_reply(conv: ConvPlan, row: Row, entry: Entry, source: str) -> bool:
+    """Add the call of `row` to the reply in the conversation's last pending row, when that
+    is the same model response: an assistant row (its text, or its calls so far) written
+    by the item just before. Rows written by an earlier batch are not in `conv.rows` and
+    stay as they are (the request renderers merge such a split reply)."""
+    if not conv.rows or conv.rows[-1].kind != "assistant":
+        return False
+    last = conv.rows[-1]
+    before, call = last.message, row.message
+    calls = list(before.get("tool_calls") or [])
+    if not isinstance(before.get("meta"), dict) or source not in before["meta"] or \
+            any(c["id"] == call["tool_calls"][0]["id"] for c in calls):
+        return False
+    meta = dict(before["meta"])
+    own = dict(meta[source])
+    own["entries"] = list(own.get("entries") or [own.get("entry")]) + [entry.seq]
+    if "id" in call["meta"][source]:
+        own["ids"] = list(own.get("ids") or ([own["id"]] if "id" in own else [])) + [call["meta"][source]["id"]]
+    meta[source] = own
+    if "model" in call["meta"] and "model" not in meta:
+        meta["model"] = call["meta"]["model"]
+    merged = merge_row(last, {**before, "tool_calls": calls + call["tool_calls"], "meta": meta})
+    if merged is None:  # over the message limit together: the call stays a row of its own
+        return False
+    conv.rows[-1] = merged
+    return True
+
+
 def apply_item(conv: ConvPlan, item, *, at, entry: Entry, problems: list, source: str, model=None) -> None:
     rows, fold = item_rows(item, at=at, entry=entry, problems=problems, source=source, model=model)
+    if len(rows) == 1 and item.get("type") in CALL_TYPES and _join_reply(conv, rows[0], entry, source):
+        rows = []
     if fold is not None:
         if conv.last_position < 0:
             row = make_row({"kind": "system", "content": fold, "meta": {source: {"entry": entry.seq,
