@@ -4,7 +4,8 @@ from ._core import Call, Retries
 from .client import AsyncMemoryui, Memoryui
 from .errors import (
     BadRequest, CheckpointSplitsToolCall, Conflict, Forbidden, IdempotencyKeyReused, InvalidInput, MemoryuiError, NotFound, PayloadTooLarge,
-    PositionConflict, RateLimited, ServerError, TransportError, Unauthenticated, UnsupportedMediaType,
+    PositionConflict, RateLimited, ServerError, TransportError, Unauthenticated, Unencodable,
+    UnsupportedMediaType,
 )
 from .formats import to_anthropic_messages, to_openai_messages
 from .workspace import Snapshot, SnapshotError, restore_snapshot, take_snapshot
@@ -12,6 +13,7 @@ from .workspace import Snapshot, SnapshotError, restore_snapshot, take_snapshot
 __all__ = [
     "AsyncMemoryui", "BadRequest", "Call", "CheckpointSplitsToolCall", "Conflict", "Forbidden", "IdempotencyKeyReused", "InvalidInput",
     "Memoryui", "MemoryuiError", "NotFound", "PayloadTooLarge", "PositionConflict", "RateLimited", "Retries",
-    "ServerError", "Snapshot", "SnapshotError", "TransportError", "Unauthenticated", "UnsupportedMediaType",
+    "ServerError", "Snapshot", "SnapshotError", "TransportError", "Unauthenticated", "Unencodable",
+    "UnsupportedMediaType",
     "restore_snapshot", "take_snapshot", "to_anthropic_messages", "to_openai_messages",
 ]

@@ -7,12 +7,16 @@ behaviour, and an adapter (framework integrations) can build on `Call` too.
 """
 
 import email.utils
+import json
+import math
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import quote
+
+from .errors import Unencodable
 
 # The statuses worth another try: the server was busy or a proxy could not reach it.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -73,6 +77,53 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def encode_json(value: Any, *, where: str = "") -> bytes:
+    """A request body as UTF-8 JSON, or `Unencodable` naming the first value that has no
+    JSON form, so the caller gets the client's own error before anything is sent (not a
+    TypeError from json or a UnicodeEncodeError from the transport). `where`: the path of
+    `value` in the body, when it is a part of one."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
+        field, problem = _first_unencodable(value, where, set()) or (where, "cannot be encoded as JSON")
+        raise Unencodable(f"{field or 'the body'} {problem}; nothing was sent", code="unencodable",
+                          field=field or None) from None
+
+
+def _first_unencodable(value: Any, where: str, seen: set) -> tuple[str, str] | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where, "holds an unpaired surrogate, which is not valid Unicode"
+        return None
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where, f"is {value}, which JSON has no form for")
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in seen:
+            return where, "contains itself"
+        seen.add(id(value))
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in pairs:
+            # A key with a lone surrogate is named escaped, so the error itself can be printed.
+            name = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+            path = f"{where}.{name}" if where else name
+            if isinstance(value, dict):
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    return where, f"has a key of type {type(key).__name__}, which JSON has no form for"
+                found = _first_unencodable(key, path, seen) if isinstance(key, str) else None
+                if found:
+                    return found[0], "has a key that holds an unpaired surrogate, which is not valid Unicode"
+            found = _first_unencodable(item, path, seen)
+            if found:
+                return found
+        seen.discard(id(value))
+        return None
+    return where, f"is a {type(value).__name__}, which is not JSON"
+
+
 def new_idempotency_key() -> str:
     return f"mui-{uuid.uuid4()}"
 
@@ -89,7 +140,14 @@ class Call:
     parse: Callable[[Any], Any] = lambda response: response.json()
 
     def headers(self) -> dict[str, str]:
-        return {IDEMPOTENCY_HEADER: self.idempotency_key} if self.idempotency_key else {}
+        headers = {IDEMPOTENCY_HEADER: self.idempotency_key} if self.idempotency_key else {}
+        if self.json is not None:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    def body(self) -> bytes | None:
+        """The JSON body, encoded once for all tries (Unencodable before anything is sent)."""
+        return None if self.json is None else encode_json(self.json)
 
 
 def _id(conversation_id) -> str:

@@ -161,11 +161,11 @@ class Memoryui(_Operations):
 
     def request(self, call: Call) -> httpx.Response:
         """Send a Call with the retry policy; returns the successful response or raises."""
-        attempt, waited = 0, 0.0
+        attempt, waited, body = 0, 0.0, call.body()
         while True:
             attempt += 1
             try:
-                response = self._http.request(call.method, call.path, params=call.params or None, json=call.json,
+                response = self._http.request(call.method, call.path, params=call.params or None, content=body,
                                               headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
@@ -268,12 +268,12 @@ class AsyncMemoryui(_Operations):
         await self._http.aclose()
 
     async def request(self, call: Call) -> httpx.Response:
-        attempt, waited = 0, 0.0
+        attempt, waited, body = 0, 0.0, call.body()
         while True:
             attempt += 1
             try:
                 response = await self._http.request(call.method, call.path, params=call.params or None,
-                                                    json=call.json, headers=call.headers())
+                                                    content=body, headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
                     raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc

@@ -61,6 +61,12 @@ class InvalidInput(MemoryuiError):
     """422: the request is invalid; `field` names what (e.g. `messages.3.tool_call_id`)."""
 
 
+class Unencodable(InvalidInput):
+    """`unencodable`, raised by the client before anything is sent: a value is not JSON
+    (a set, bytes, an object; NaN or infinity) or a string holds an unpaired surrogate,
+    which is not UTF-8. `field` is its path in the body (`content`, `entries.3.output`)."""
+
+
 class IdempotencyKeyReused(InvalidInput):
     """422 `idempotency_key_reused`: the key was used for a different request."""
 

@@ -6,9 +6,35 @@ it, so a new loop gets a new client, and the adapter's asyncio locks are made an
 (`_on_new_loop`)."""
 
 import asyncio
+import random
+import time
 
 from .._core import Call, Retries
 from ..client import AsyncMemoryui
+
+# How long an adapter keeps trying a conditional write that other writers keep beating.
+CONFLICT_DEADLINE = 30.0
+
+
+class ConflictBackoff:
+    """Waits between tries of a conditional append (`expected_entries`) that lost to
+    another writer of the same session. Immediate retries let writers collide again in
+    lockstep (two processes lost batches after six); exponential waits with full jitter
+    (a random wait up to 0.05 s, 0.1 s, … at most 2 s) spread them out. `wait()` is None
+    once the next try would start past `deadline` seconds: the caller then raises the
+    conflict it got, the client's typed error."""
+
+    def __init__(self, deadline: float = CONFLICT_DEADLINE, *, first: float = 0.05, most: float = 2.0,
+                 clock=time.monotonic):
+        self._clock = clock
+        self._until = clock() + deadline
+        self._first, self._most = first, most
+        self.tries = 0
+
+    def wait(self) -> float | None:
+        self.tries += 1
+        wait = random.uniform(0, min(self._most, self._first * 2 ** (self.tries - 1)))
+        return wait if self._clock() + wait <= self._until else None
 
 
 class LoopBoundClient:

@@ -23,7 +23,10 @@ Claude Code files: one mapping, two doors):
   the server;
 - the SDK's session summary (`fold_session_summary`) is folded here and stored with
   its batch in the same transaction, conditional on the entry count
-  (`expected_entries`): two writers of one session never lose each other's fold;
+  (`expected_entries`): two writers of one session never lose each other's fold. A
+  batch that another writer (process) beat is folded again from what that writer
+  left and retried after a jittered, growing wait, for up to `conflict_deadline`
+  seconds (30 by default); past it the `Conflict` (`entries_conflict`) is raised;
 - `delete` goes through memoryui's deletion path: the session's conversations (its
   subagents, rewinds) are deleted, checked on disk, and a receipt is kept. It waits
   and retries while a prune or another deletion runs (409 `maintenance_running`).
@@ -38,9 +41,9 @@ import time
 
 from claude_agent_sdk import SessionStore, fold_session_summary
 
-from .._core import Call, Retries
+from .._core import Call, Retries, encode_json
 from ..errors import Conflict, NotFound
-from ._loop import LoopBoundClient
+from ._loop import CONFLICT_DEADLINE, ConflictBackoff, LoopBoundClient
 
 __all__ = ["MemoryuiSessionStore", "namespace_for"]
 
@@ -75,8 +78,8 @@ def _external_id(key) -> str:
 
 def _chunks(entries: list) -> list[list]:
     out, chunk, size = [], [], 0
-    for entry in entries:
-        n = len(json.dumps(entry, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    for i, entry in enumerate(entries):
+        n = len(encode_json(entry, where=f"entries.{i}"))  # Unencodable before anything is sent
         if chunk and (size + n > BATCH_BYTES or len(chunk) >= BATCH_ENTRIES):
             out.append(chunk)
             chunk, size = [], 0
@@ -92,16 +95,18 @@ class MemoryuiSessionStore(LoopBoundClient, SessionStore):
 
     `namespace_prefix` keeps several applications (or tenants) apart on one server.
     `subject` is given to each new conversation (erasure finds a person's sessions by
-    it). `maintenance_wait` is how long `delete` keeps retrying while maintenance runs.
+    it). `maintenance_wait` is how long `delete` keeps retrying while maintenance runs;
+    `conflict_deadline` how long a batch keeps retrying while other writers beat it.
     """
 
     def __init__(self, url: str | None = None, *, api_key: str | None = None, namespace_prefix: str = "",
                  subject: str = "", retries: Retries | None = None, maintenance_wait: float = 120.0,
-                 timeout=None):
+                 timeout=None, conflict_deadline: float = CONFLICT_DEADLINE):
         self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
         self.namespace_prefix = namespace_prefix
         self.subject = subject
         self.maintenance_wait = maintenance_wait
+        self.conflict_deadline = conflict_deadline
         # Per stream: the entry count stored and the summary last stored (what the next batch continues).
         self._streams: dict[tuple[str, str], dict] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -139,7 +144,8 @@ class MemoryuiSessionStore(LoopBoundClient, SessionStore):
     async def _append_chunk(self, key, stream, entries: list) -> None:
         namespace, external_id = stream
         main = key.get("subpath") is None
-        for attempt in range(6):
+        backoff = ConflictBackoff(self.conflict_deadline)
+        while True:
             state = self._streams.get(stream)
             if state is None:
                 state = self._streams[stream] = await self._read_state(namespace, external_id)
@@ -157,11 +163,13 @@ class MemoryuiSessionStore(LoopBoundClient, SessionStore):
             try:
                 answer = await self._send(call)
             except Conflict as exc:
-                if exc.code in ("entries_conflict", "conflict") and attempt < 5:
-                    # Another writer stored a batch of this session meanwhile: fold again from what it left.
-                    self._streams.pop(stream, None)
-                    continue
-                raise
+                wait = backoff.wait() if exc.code in ("entries_conflict", "conflict") else None
+                if wait is None:
+                    raise
+                # Another writer stored a batch of this session meanwhile: fold again from what it left.
+                self._streams.pop(stream, None)
+                await asyncio.sleep(wait)
+                continue
             after = answer.get("stream") or {}
             summary = None
             if folded is not None and after.get("summary_saved"):

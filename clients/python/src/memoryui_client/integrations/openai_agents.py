@@ -19,15 +19,20 @@ What the methods do (memoryui's log is append-only: nothing is destroyed):
   comes first — the compaction item itself, or `{"role": "system", "content":
   summary}` — then the items after it; without one, every item. `limit` keeps the
   latest N of those.
-- `add_items()` appends in one request, conditional on the item count it continues
-  from, with an idempotency key derived from the items: a retry stores them once.
-- `pop_item()` forks the conversation without its last item and the session follows
-  the fork; the conversation it leaves keeps every row (lineage: "last item removed").
+- `add_items()` appends in one request, conditional on the stream's entry count it
+  continues from, with an idempotency key derived from the items: a retry stores them
+  once. When another writer (process) of the session came first, it reads the session
+  again and retries after a jittered, growing wait, for up to `conflict_deadline`
+  seconds (30 by default); past it the `Conflict` (`entries_conflict`) is raised.
+- `pop_item()` takes the last item back: the session's items leave it out from then
+  on, the conversation keeps its rows and gets a note "retracted by pop_item" (shown
+  in the full record). It adds no conversation and costs the same at any size.
 - `clear_session()` continues the session in a new, empty conversation, a child of
   the one it leaves, which stays as it was (lineage: "cleared").
 
 Conversations are in `namespace` (default "openai-agents") with the session id as
-external id (`SESSION#N` for the N-th fork or restart). The key needs `read`, `write`.
+external id (`SESSION#N` for the N-th restart; sessions popped before pops were
+retractions have forks named so too). The key needs `read`, `write`.
 """
 
 import asyncio
@@ -36,9 +41,9 @@ import json
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
-from .._core import Call, Retries
+from .._core import Call, Retries, encode_json
 from ..errors import Conflict
-from ._loop import LoopBoundClient
+from ._loop import CONFLICT_DEADLINE, ConflictBackoff, LoopBoundClient
 
 __all__ = ["MemoryuiSession"]
 
@@ -53,13 +58,15 @@ class MemoryuiSession(LoopBoundClient):
 
     def __init__(self, session_id: str, *, url: str | None = None, api_key: str | None = None,
                  namespace: str = "openai-agents", subject: str = "", retries: Retries | None = None,
-                 session_settings: SessionSettings | None = None, timeout=None):
+                 session_settings: SessionSettings | None = None, timeout=None,
+                 conflict_deadline: float = CONFLICT_DEADLINE):
         if not isinstance(session_id, str) or not session_id.strip() or "#" in session_id:
             raise ValueError("session_id must be a non-empty string without '#'")
         self.session_id = session_id
         self.namespace = namespace
         self.subject = subject
         self.session_settings = session_settings or SessionSettings()
+        self.conflict_deadline = conflict_deadline
         self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
         self._lock: asyncio.Lock | None = None
         self._stream: dict | None = None  # the head as last seen: {"key", "generation", "entries", …}
@@ -103,14 +110,16 @@ class MemoryuiSession(LoopBoundClient):
         """Append items as they are produced; a retried call stores them once."""
         if not items:
             return
-        items = json.loads(json.dumps(list(items), default=_plain))
+        items = _plain(list(items))
+        encode_json(items, where="items")  # Unencodable (naming the item) before anything is sent
         self._http()
         async with self._lock:
             for start in range(0, len(items), BATCH):
                 await self._append(items[start:start + BATCH])
 
     async def _append(self, items: list) -> None:
-        for attempt in range(5):
+        backoff = ConflictBackoff(self.conflict_deadline)
+        while True:
             held = await self._held()
             digest = hashlib.sha256(json.dumps([self.namespace, self.session_id, self._stream.get("key"), held,
                                                 items], sort_keys=True).encode()).hexdigest()
@@ -121,29 +130,34 @@ class MemoryuiSession(LoopBoundClient):
             try:
                 answer = await self._send(Call("POST", "/imports", json=body, idempotency_key=f"oai-agents-{digest}"))
             except Conflict as exc:
-                if exc.code in ("entries_conflict", "conflict") and attempt < 4:
-                    self._stream = None  # another writer, a pop or a clear came first: read where it stands
-                    continue
-                raise
+                wait = backoff.wait() if exc.code in ("entries_conflict", "conflict") else None
+                if wait is None:
+                    raise
+                self._stream = None  # another writer, a pop or a clear came first: read where it stands
+                await asyncio.sleep(wait)
+                continue
             self._stream = answer["stream"]
             return
 
     async def pop_item(self):
-        """Fork the session without its last item (the session follows the fork); the item,
-        or None when the session is empty."""
+        """Take the last item back (the session's items leave it out; the conversation keeps
+        its rows, with a note saying so); the item, or None when the session is empty."""
         self._http()
         async with self._lock:
-            for attempt in range(5):
+            backoff = ConflictBackoff(self.conflict_deadline)
+            while True:
                 body = {"namespace": self.namespace, "session_id": self.session_id,
                         "expected_entries": await self._held()}
                 try:
                     answer = await self._send(Call("POST", "/imports/sessions/pop", json=body,
                                                    idempotency_key=_key("pop", body, self._stream)))
                 except Conflict as exc:
-                    if exc.code == "entries_conflict" and attempt < 4:
-                        self._stream = None
-                        continue
-                    raise
+                    wait = backoff.wait() if exc.code == "entries_conflict" else None
+                    if wait is None:
+                        raise
+                    self._stream = None
+                    await asyncio.sleep(wait)
+                    continue
                 self._stream = answer["stream"]
                 return answer["item"]
 
@@ -164,8 +178,13 @@ def _key(op: str, body: dict, stream: dict | None) -> str:
 
 
 def _plain(value):
-    """Pydantic models (the SDK's item types) as their JSON; anything else is refused."""
+    """Pydantic models (the SDK's item types) as their JSON, anywhere in the value; what
+    is left that is not JSON is named by encode_json."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json", exclude_unset=True)
-    raise TypeError(f"an item holds a {type(value).__name__}, which is not JSON")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

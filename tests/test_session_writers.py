@@ -1,0 +1,155 @@
+"""Two and three writers of one session, each in its own process, through gunicorn's
+worker processes: the Claude Agent SDK's SessionStore and the OpenAI Agents SDK's
+Session, as two processes of one application would use them.
+
+Every writer starts at once on a session that does not exist yet (so the first write
+races too: the session door creates its conversation by the store's create-or-get)
+and appends its batches, each conditional on the entry count it saw; a writer that
+another beat reads again and retries after a jittered wait (integrations/_loop.py).
+Afterwards every entry of every writer is there exactly once, in each writer's order,
+in one conversation; no writer saw an error, no request answered 5xx.
+
+Each case runs MEMORYUI_SESSION_WRITER_RUNS sessions (default 2) on one server; the
+issue's figure is 20 runs on PostgreSQL:
+
+    MEMORYUI_SESSION_WRITER_RUNS=20 DATABASE_URL=postgres:///mu_h8 \\
+        .venv/bin/python -m pytest tests/test_session_writers.py
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conversations import store
+from conversations.imports import importer, sessions
+from conversations.models import Conversation
+from tests.retention_support import ROOT
+from tests.server_support import free_port, start_gunicorn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+RUNS = int(os.environ.get("MEMORYUI_SESSION_WRITER_RUNS", "2"))
+BATCHES = 5
+BATCH = 20
+
+# One writer: waits for the start file (all writers begin together), appends its batches
+# through the adapter and prints what it sent and every error it saw.
+WRITER = r"""
+import asyncio, json, os, sys, time
+from pathlib import Path
+port, key, door, session, writer, batches, size, start = sys.argv[1:9]
+writer, batches, size = int(writer), int(batches), int(size)
+url = f"http://127.0.0.1:{port}"
+print("ready", flush=True)
+deadline = time.monotonic() + 60
+while not Path(start).exists() and time.monotonic() < deadline:
+    time.sleep(0.005)
+
+async def main():
+    errors, sent = [], []
+    if door == "openai":
+        from memoryui_client.integrations.openai_agents import MemoryuiSession
+        adapter = MemoryuiSession(session, url=url, api_key=key, namespace="writers")
+        append = adapter.add_items
+        close = adapter.close
+        def make(b, i):
+            return {"role": "user", "content": f"writer {writer} batch {b} item {i}"}
+    else:
+        from memoryui_client.integrations.claude import MemoryuiSessionStore
+        adapter = MemoryuiSessionStore(url, api_key=key, namespace_prefix="writers/")
+        sdk_key = {"project_key": "proj", "session_id": session}
+        async def append(entries):
+            await adapter.append(sdk_key, entries)
+        close = adapter.aclose
+        def make(b, i):
+            return {"type": "user", "uuid": f"{session}-w{writer}-b{b}-i{i}", "sessionId": session,
+                    "timestamp": "2026-01-01T00:00:00.000Z",
+                    "message": {"role": "user", "content": f"writer {writer} batch {b} item {i}"}}
+    for b in range(batches):
+        batch = [make(b, i) for i in range(size)]
+        try:
+            await append(batch)
+            sent.extend(batch)
+        except Exception as exc:  # reported to the test, so none can hide
+            errors.append(f"{type(exc).__name__}: {exc}")
+    await close()
+    return sent, errors
+
+sent, errors = asyncio.run(main())
+print(json.dumps({"sent": sent, "errors": errors}))
+"""
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    proc = start_gunicorn(port, tmp_path / "gunicorn.log", workers=3, threads=2)
+    yield port, tmp_path / "gunicorn.log"
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
+def _run_writers(port: int, key: str, door: str, session: str, writers: int, tmp_path: Path) -> list[dict]:
+    start = tmp_path / f"start-{session}"
+    procs = []
+    for w in range(writers):
+        p = subprocess.Popen([sys.executable, "-c", WRITER, str(port), key, door, session, str(w), str(BATCHES),
+                              str(BATCH), str(start)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
+        procs.append(p)
+    start.write_text("go")
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip(), err[-3000:]
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def _stored(door: str, session: str) -> tuple[list, int]:
+    """The session's entries as stored, and how many conversations it has."""
+    if door == "openai":
+        items, _ = sessions.active_items(namespace="writers", session_id=session)
+        count = Conversation.objects.filter(namespace="writers", external_id__startswith=session).count()
+        return items, count
+    _, entries = importer.load_entries(format="claude-code", namespace="writers/proj", external_id=session)
+    return entries, Conversation.objects.filter(namespace="writers/proj", external_id=session).count()
+
+
+def _key(entry: dict) -> str:
+    return json.dumps(entry, sort_keys=True)
+
+
+@pytest.mark.parametrize("writers", [2, 3])
+@pytest.mark.parametrize("door", ["openai", "claude"])
+def test_every_writer_s_entries_are_kept_once_in_one_conversation_and_no_writer_sees_an_error(
+        server, tmp_path, door, writers):
+    port, log = server
+    _, key = store.create_api_key(name="writers", scopes=["read", "write"], created_by="test")
+    failures = []
+    for run in range(RUNS):
+        session = f"{door}-{writers}w-run{run}-{time.monotonic_ns()}"
+        reports = _run_writers(port, key, door, session, writers, tmp_path)
+        errors = [e for r in reports for e in r["errors"]]
+        stored, conversations = _stored(door, session)
+        keyed = [_key(e) for e in stored]
+        in_order = True
+        for report in reports:
+            # Each writer's entries exactly once, in its own order.
+            mine = [_key(e) for e in report["sent"]]
+            in_order = in_order and [k for k in keyed if k in set(mine)] == mine
+        ok = (not errors and conversations == 1 and in_order
+              and len(keyed) == len(set(keyed)) == writers * BATCHES * BATCH)
+        if not ok:
+            failures.append({"run": run, "errors": errors[:3], "conversations": conversations,
+                             "stored": len(keyed), "distinct": len(set(keyed))})
+    text = log.read_text()
+    assert "Traceback" not in text and "Worker exited" not in text, text[-3000:]
+    assert failures == [], failures
