@@ -161,6 +161,20 @@ def test_it_answers_every_combination_through_the_api(client, corpus, planner, q
     assert found == expected(query, filter_name, corpus)
 
 
+def test_it_pages_a_date_filtered_search_with_its_cursor(client, corpus, planner):
+    c = store.create_conversation(title="pages")
+    rows = [make_row({"kind": "note", "text": f"cart total page {i}"}, at(f"2020-01-05T10:0{i}:00"), None, [], None)
+            for i in range(7)]
+    append_imported(conversation_id=c.pk, rows=rows, expected_position=0)
+    reader = Api(client, make_key(["read"], name="reader"))
+    body = reader.get("/search", {"q": '"cart total"', "from": "2020-01-05", "to": "2020-01-05", "limit": 3}).json()
+    seen = [i["position"] for i in body["items"]]
+    while body["next_url"]:
+        body = client.get(body["next_url"], headers={"Authorization": f"Bearer {reader.key}"}).json()
+        seen += [i["position"] for i in body["items"]]
+    assert seen == [6, 5, 4, 3, 2, 1, 0]
+
+
 HIT = re.compile(r'<li class="hit kind-\w+">\s*<div class="hit-head">\s*<a class="pos" '
                  r'href="/conversations/([0-9a-f-]+)/\?at=(\d+)#p\d+"')
 
