@@ -48,27 +48,27 @@ def test_an_admin_imports_a_session_and_reads_its_fold_fork_and_subagent(live_se
     page.set_viewport_size({"width": 1400, "height": 2800})
     expect(page.locator("#record")).to_contain_text("Added tests/test_coupon.py::test_expired_raises.",
                                                     use_inner_text=True)
-    # The session: the fold after #9, the rewind as a fork at #7, the subagent under the fork.
+    # The session: the fold after #7, the rewind as a fork at #5, the subagent under the fork.
     assert page.locator("#record .fold").count() == 1
-    assert "Fold after #9" in page.locator("#record .fold").inner_text()
+    assert "Fold after #7" in page.locator("#record .fold").inner_text()
     tree = page.locator(".fork-tree")
-    assert "at #7" in tree.inner_text() and "subagent" in tree.inner_text()
+    assert "at #5" in tree.inner_text() and "subagent" in tree.inner_text()
     page.screenshot(path=str(SHOTS / "import-session.png"), full_page=True)
 
     page.set_viewport_size({"width": 1400, "height": 900})
     page.locator(".fork-tree a", has_text="Subagent 7f3a9c").click()
     page.wait_for_url("**/conversations/*/")
     crumbs = page.locator("nav.crumbs").inner_text()
-    assert "subagent, spawned at #10" in crumbs
+    assert "subagent, spawned at #8" in crumbs
     page.screenshot(path=str(SHOTS / "import-subagent.png"), full_page=True)
 
-    # The abandoned branch: the shared rows up to #7, then the prompt the person rewound from,
+    # The abandoned branch: the shared rows up to #5, then the prompt the person rewound from,
     # the Task call that spawned the subagent, and its result.
-    page.locator("nav.crumbs a", has_text="rewind at #7").click()
+    page.locator("nav.crumbs a", has_text="rewind at #5").click()
     page.wait_for_url("**/conversations/*/")
     page.set_viewport_size({"width": 1400, "height": 2400})
     record = page.locator("#record")
     for seen in ("Fix it with a guard clause.", "Task", "tests/test_coupon.py covers expiry and stacking."):
         expect(record).to_contain_text(seen, use_inner_text=True)
-    assert "at #7" in page.locator("nav.crumbs").inner_text()
+    assert "at #5" in page.locator("nav.crumbs").inner_text()
     page.screenshot(path=str(SHOTS / "import-fork.png"), full_page=True)
