@@ -45,6 +45,7 @@ WORKLOADS = [
     ("11", "w11_search.py"),
     ("12", "w12_import.py"),
     ("13", "w13_erasure_stall.py"),
+    ("14", "w14_search_filters.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,
