@@ -6,7 +6,6 @@ Codex, Responses files and the OpenAI Agents session; the client and MCP, which 
 the reply whole. The original lines stay kept, the usage is counted once per reply,
 and the active view renders as a body both providers accept."""
 
-import asyncio
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from conversations.models import Conversation, Message
 from conversations.reads import list_active
 from memoryui_client import to_openai_messages
 from tests.api_support import Api, make_key
+from tests.claude_sdk_support import run_async
 from tests.provider_oracle import invalid_renderings
 
 pytestmark = pytest.mark.django_db
@@ -30,11 +30,12 @@ pytestmark = pytest.mark.django_db
 SESSION = "3b9e4c1a-5d6f-4a7b-8c9d-0e1f2a3b4c5d"
 USAGE = {"input_tokens": 210, "output_tokens": 64, "cache_read_input_tokens": 1800}
 SERVICES = ("api", "billing", "search")
+ORDER = ["u1", "a1", "a2", "a3", "a4", "r1", "r2", "r3", "a5"]
 
 
 def cc(uuid, parent, kind, content, mid=None, **extra) -> dict:
     obj = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/srv/ops", "sessionId": SESSION,
-           "version": "2.1.3", "type": kind, "uuid": uuid, "timestamp": f"2025-11-03T10:00:{len(uuid):02d}.000Z"}
+           "version": "2.1.3", "type": kind, "uuid": uuid, "timestamp": f"2025-11-03T10:00:{ORDER.index(uuid) * 2:02d}.000Z"}
     if kind == "user":
         obj["message"] = {"role": "user", "content": content}
     else:
@@ -361,8 +362,6 @@ def test_the_agents_sdk_runner_with_a_parallel_step_stores_one_row(live_server):
 
     from memoryui_client import Retries
     from memoryui_client.integrations.openai_agents import MemoryuiSession
-    from tests.claude_sdk_support import run_async
-
     @function_tool
     def status(service: str) -> str:
         """Whether a service is up."""
@@ -448,6 +447,6 @@ def test_mcp_appends_a_reply_with_three_calls_as_one_row(live_server):
                     {"kind": "user", "content": "Are the three services up?"}, REPLY, *RESULTS,
                     {"kind": "assistant", "content": "All three are up.", "meta": {"usage": USAGE}}]})
 
-    result = asyncio.run(append())
+    result = run_async(append())
     assert not result.is_error, result.content
     assert_one_reply_row(conversation.pk)
