@@ -165,7 +165,7 @@ def test_script_payloads_never_run(live_server, page):
     ] + [{"kind": k, "text": bad} for k in ("note", "thought", "heard", "said", "did", "woke")]
     for m in messages:
         store.append_message(conversation_id=convo.pk, message=m)
-    store.checkpoint_at(conversation_id=convo.pk, position=2, summary=bad)
+    store.checkpoint_at(conversation_id=convo.pk, position=3, summary=bad)  # after the tool result: a fold never splits a call from it
     child = store.fork_conversation(conversation_id=convo.pk, position=5, title=bad)
     _user(AUDITOR, "otto")
 
