@@ -18,6 +18,7 @@ from django.db import transaction
 from django.test import Client
 
 from conversations import store
+from conversations.errors import CheckpointSplitsToolCall
 from conversations.export import export_stream
 from conversations.imports import importer
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
@@ -266,7 +267,11 @@ def test_any_conversation_exports_in_every_format_and_the_transcripts_import_bac
     for m in rows:
         store.append_message(conversation_id=c.pk, message=m)
     if data.draw(st.booleans()):
-        store.checkpoint_at(conversation_id=c.pk, position=data.draw(st.integers(0, len(rows) - 1)), summary="so far")
+        try:
+            store.checkpoint_at(conversation_id=c.pk, position=data.draw(st.integers(0, len(rows) - 1)),
+                                summary="so far")
+        except CheckpointSplitsToolCall:
+            pass  # between a call and its result: refused (tests/test_active_views_valid.py), no fold
     for fmt in EXPORTS:
         text = "".join(export_stream(c.pk, fmt).chunks)
         if fmt in ("openai-chat", "anthropic"):
