@@ -450,3 +450,16 @@ def test_mcp_appends_a_reply_with_three_calls_as_one_row(live_server):
     result = run_async(append())
     assert not result.is_error, result.content
     assert_one_reply_row(conversation.pk)
+
+
+def test_a_line_of_the_reply_after_a_result_is_a_continuation_without_its_usage_again():
+    # A tool that ran while the response was still streaming: its result came between two calls.
+    entries = session_entries()
+    entries.insert(3, entries.pop(5))  # r1 right after a2 (toolu_api's call)
+    plan = parse(session_text(entries), format="claude-code")
+    got = [r.message for r in plan.conversation("main").rows]
+    assert [m["kind"] for m in got] == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+    assert [c["id"] for c in got[3]["tool_calls"]] == ["toolu_billing", "toolu_search"]
+    assert got[3]["meta"]["claude_code"]["continues"] is True
+    assert [m["meta"]["usage"] for m in got if "usage" in m.get("meta", {})] == [USAGE, USAGE]
+    assert invalid_renderings(None, got) == {}

@@ -17,8 +17,9 @@ conversation it belongs to and which rows it becomes:
   incremental append (a SessionStore batch, a slice of a grown file) holds a reply
   with tool calls open across the batch boundary (its results are still to come,
   and more calls may be), in the placer's state; one without calls is written at
-  the end of the batch, and a line of it that comes later still is a continuation
-  row (`claude_code.continues`, no usage) that the request renderers merge. A
+  the end of the batch, and a line of it that comes later still (or after a tool
+  result, from a tool that ran while the response streamed) is a continuation row
+  (`claude_code.continues`, no usage) that the request renderers merge. A
   `tool_use` without an `id` gets one (`claude_code.generated_ids`), and a
   `tool_result` without a `tool_use_id` answers the oldest such call unanswered;
 - a `compact_boundary` (`parentUuid: null`, pointing back with `logicalParentUuid`)
@@ -358,8 +359,6 @@ class Placer:
         if kind == "user" or (kind == "assistant" and (_group_of(obj) is None or
                                                        self.open.get(key, {}).get("group") != _group_of(obj))):
             self._close(key)  # the reply held open is complete: this line is not part of it
-        if kind == "user":
-            self.tail.pop(key, None)
         if kind == "user" and obj.get("isCompactSummary"):
             self._compact_summary(entry, obj, conv, at)
             return
