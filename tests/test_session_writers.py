@@ -16,12 +16,15 @@ issue's figure is 20 runs on PostgreSQL:
         .venv/bin/python -m pytest tests/test_session_writers.py
 """
 
+import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -153,3 +156,51 @@ def test_every_writer_s_entries_are_kept_once_in_one_conversation_and_no_writer_
     text = log.read_text()
     assert "Traceback" not in text and "Worker exited" not in text, text[-3000:]
     assert failures == [], failures
+
+
+def _post(port: int, key: str, body: dict) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("POST", "/api/v1/imports", body=json.dumps(body),
+                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("door", ["openai", "claude"])
+def test_first_writes_of_a_new_session_sent_at_once_all_succeed_in_one_conversation(server, door):
+    # Raw requests, no client retry: each first write must succeed by itself (before the
+    # doors went through create-or-get, the losers got 500, then 409 import_in_progress).
+    port, log = server
+    _, key = store.create_api_key(name="first", scopes=["read", "write"], created_by="test")
+    writers, statuses = 12, []
+    for run in range(RUNS):
+        session = f"first-{door}-{run}-{time.monotonic_ns()}"
+        bodies = []
+        for w in range(writers):
+            if door == "openai":
+                entry = {"role": "user", "content": f"first write {w}"}
+                bodies.append({"format": "openai-responses", "namespace": "writers", "external_id": session,
+                               "entries": [entry]})
+            else:
+                entry = {"type": "user", "uuid": f"{session}-{w}", "sessionId": session,
+                         "timestamp": "2026-01-01T00:00:00.000Z",
+                         "message": {"role": "user", "content": f"first write {w}"}}
+                bodies.append({"format": "claude-code", "namespace": "writers/proj", "external_id": session,
+                               "entries": [entry]})
+        barrier = threading.Barrier(writers)
+
+        def send(body):
+            barrier.wait(timeout=60)
+            return _post(port, key, body)
+
+        with ThreadPoolExecutor(writers) as pool:
+            statuses += list(pool.map(send, bodies))
+        stored, conversations = _stored(door, session)
+        assert conversations == 1
+        assert sorted(_key(e) for e in stored) == sorted(_key(b["entries"][0]) for b in bodies)
+    assert set(statuses) <= {200, 201}, sorted(statuses)
+    assert "Traceback" not in log.read_text()
