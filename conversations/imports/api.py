@@ -19,7 +19,8 @@
 - Sessions of Responses items (the OpenAI Agents SDK's `Session`, imports/sessions.py):
   `POST /imports` with format `openai-responses`, `external_id` the session id and
   `entries` the items appends to the session; `GET /imports/sessions/items` is its
-  active view as items; `POST /imports/sessions/pop` forks it without its last item;
+  active view as items; `POST /imports/sessions/pop` takes its last item back (a
+  retraction record and a note row: nothing is removed);
   `POST /imports/sessions/clear` starts its next conversation. Nothing is destroyed.
 """
 
@@ -227,12 +228,12 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
     return _respond({"items": items, "stream": stream.as_dict()})
 
 
-@router.post("/imports/sessions/pop", operation_id="session_pop", summary="Fork a session without its last item",
+@router.post("/imports/sessions/pop", operation_id="session_pop", summary="Take a session's last item back",
              response={200: dict})
 def session_pop(request):
-    """The OpenAI Agents SDK's `pop_item`, destroying nothing: the head is forked without its
-    last item and the session follows the fork. Answers the item (null when the session
-    is empty). With `expected_entries`, only if the head still holds that many items
+    """The OpenAI Agents SDK's `pop_item`, destroying nothing: a retraction record joins the
+    session's stream and a note "retracted by pop_item" its conversation; the session's
+    items leave the item out. Answers the item (null when the session is empty). With `expected_entries`, only if the head still holds that many items
     (409 `entries_conflict`). Needs `write`."""
     require_scope(request, "write")
     namespace, session_id, expected = _session_body(request)
