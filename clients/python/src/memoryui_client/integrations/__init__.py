@@ -9,7 +9,8 @@ on `AsyncMemoryui` and `memoryui_client._core.Call`, never on Django:
   appended with idempotency keys derived from the entries.
 - `memoryui_client.integrations.openai_agents` — `[openai-agents]`: an OpenAI Agents SDK
   `Session` (`MemoryuiSession`): items kept verbatim, `get_items` the active view,
-  `pop_item` and `clear_session` fork or restart and destroy nothing.
+  `pop_item` takes an item back with a retraction record and `clear_session` restarts;
+  neither destroys anything.
 - `memoryui_client.integrations.mcp_server` — `[mcp]`: the `memoryui-mcp` stdio server.
 
 The mapping of each framework's records to memoryui's messages lives on the server
