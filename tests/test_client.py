@@ -20,6 +20,7 @@ from memoryui_client import (
     TransportError,
 )
 from tests.api_support import make_key
+from tests.claude_sdk_support import run_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -300,5 +301,5 @@ def test_the_async_client_retries_a_conflict_that_says_when_to_come_back():
                                  sleep=sleep) as client:
             return await client.append("c", {"kind": "user", "content": "x"})
 
-    assert asyncio.run(run()) == {"position": 0, "kind": "user"}
+    assert run_async(run()) == {"position": 0, "kind": "user"}  # Playwright may hold a loop in this thread
     assert waits == [1.0] and len(seen) == 2
