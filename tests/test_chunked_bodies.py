@@ -14,49 +14,23 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from conversations import store
 from conversations.models import Message
-from tests.retention_support import ROOT, database_url, subprocess_env
+from tests.server_support import free_port, start_gunicorn
 
 LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, tmp_path_factory):
     """One gunicorn over the test database for the module; each test makes its own key."""
-    port, log = _free_port(), tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
-    env = subprocess_env(DATABASE_URL=database_url(), MEMORYUI_THREADS="2")
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
-         "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "60"],
-        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    port = free_port()
+    proc = start_gunicorn(port, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log", workers=2)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/login/")
-                conn.getresponse().read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not answer within 60 s"
-                time.sleep(0.2)
         yield port
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -15,13 +15,8 @@ import os
 import re
 import secrets
 import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -31,7 +26,8 @@ from django.contrib.sessions.backends.db import SessionStore
 from conversations.imports.models import ImportSource, ImportStage, SourceEntry
 from conversations.models import Conversation, IdempotencyKey, Message
 from tests.api_support import make_key
-from tests.retention_support import ROOT, database_url, make_user, subprocess_env
+from tests.retention_support import make_user
+from tests.server_support import free_port, start_gunicorn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -40,35 +36,14 @@ TURNS = 40
 SESSION = "5a1e0c2d-7b3f-4e9a-8c6d-2f1b0a9e8d7c"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path):
     """gunicorn over the test database: four worker processes, four threads each."""
-    port, log = _free_port(), tmp_path / "gunicorn.log"
+    port, log = free_port(), tmp_path / "gunicorn.log"
     # Its own data folder (uploads), and this process's secret key, which the admin's session cookie needs.
-    env = subprocess_env(DATABASE_URL=database_url(), MEMORYUI_WORKERS="4", MEMORYUI_THREADS="4",
-                         MEMORYUI_DATA_DIR=str(tmp_path / "data"), SECRET_KEY=settings.SECRET_KEY)
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
-         "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "120"],
-        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_gunicorn(port, log, workers=4, threads=4,
+                          MEMORYUI_DATA_DIR=str(tmp_path / "data"), SECRET_KEY=settings.SECRET_KEY)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/login/")
-                conn.getresponse().read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not answer within 60 s"
-                time.sleep(0.2)
         yield port
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
