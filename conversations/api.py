@@ -65,6 +65,7 @@ def _summary(c: Conversation, request) -> dict:
         "subject": c.subject,
         "created_at": _iso(c.created_at),
         "last_activity_at": _iso(c.last_activity_at),
+        "received_at": _iso(c.received_at),
         "message_count": c.next_position,
         "pinned": c.pinned,
         "namespace": c.namespace,

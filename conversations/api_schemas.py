@@ -63,7 +63,10 @@ class ConversationSummary(Schema):
     external_id: str | None = Field(
         ..., description="A framework's own id for this conversation; unique in its namespace, never changed.")
     created_at: datetime
-    last_activity_at: datetime
+    last_activity_at: datetime = Field(..., description="Its last row's time, as its writer or an imported "
+                                       "transcript dated it.")
+    received_at: datetime = Field(..., description="When memoryui received its last row: retention counts "
+                                  "from here.")
     message_count: int
     pinned: bool
     parent_id: uuid.UUID | None
@@ -229,6 +232,7 @@ EXAMPLE_SUMMARY = {
     "subject": "customer:42",
     "created_at": EXAMPLE_TIME,
     "last_activity_at": EXAMPLE_TIME,
+    "received_at": EXAMPLE_TIME,
     "message_count": 4,
     "pinned": False,
     "namespace": "support-bot",

@@ -84,7 +84,11 @@ class Conversation(models.Model):
     # transcript, kept under the session that started it). Empty without a parent.
     parent_relation = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+    # The time of the last row as the transcript has it (an import keeps its own dates).
     last_activity_at = models.DateTimeField(default=timezone.now)
+    # When memoryui received the last row, by its own clock: what retention counts from
+    # (DESIGN invariant 14). The store sets it on every create, import, fork and append.
+    received_at = models.DateTimeField(default=timezone.now)
     pinned = models.BooleanField(default=False)
     # The next position the store will assign; equals the number of messages.
     next_position = models.BigIntegerField(default=0)
@@ -99,6 +103,7 @@ class Conversation(models.Model):
             models.Index(fields=["-last_activity_at", "-id"], name="conversation_activity_idx"),
             models.Index(fields=["subject_norm"], name="conversation_subject_norm_idx"),
             models.Index(fields=["namespace"], name="conversation_namespace_idx"),
+            models.Index(fields=["received_at"], name="conversation_received_idx"),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -184,7 +184,7 @@ def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
 
 _BUMP_POSITION = (
     f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
-    "last_activity_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
+    "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
 )
 _INSERT_MESSAGE = (
     f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
@@ -211,7 +211,8 @@ def _execute_one(db, sql: str, params: list):
 
 def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None) -> int:
     """Reserve len(rows) positions and insert the rows there; returns the first position."""
-    found = _execute_one(db, _BUMP_POSITION, [len(rows), rows[0][4], rows[0][0]])
+    # The rows carry the store's clock: the conversation's activity and its receipt are now.
+    found = _execute_one(db, _BUMP_POSITION, [len(rows), rows[0][4], rows[0][4], rows[0][0]])
     if found is None:
         Conversation.objects.get_live(cid)  # raises NotFound; the caller rolls back
     position = found[0] - len(rows)
@@ -386,7 +387,8 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
             summary=summary,
             created_by=str(created_by or actor or "")[:200],
         )
-        Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=checkpoint.created_at)
+        Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=checkpoint.created_at,
+                                                               received_at=checkpoint.created_at)
         if actor:
             record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
                          target_id=str(conversation.pk), detail={"checkpoint_id": checkpoint.pk, "position": position})
@@ -449,6 +451,7 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             external_id=external_id,
             created_at=now,
             last_activity_at=now,
+            received_at=now,
             next_position=position + 1,
         )
         with connection.cursor() as cursor:

@@ -39,8 +39,10 @@ def conversation(*, title="c", subject="", messages=3, text="message {i} of {tit
 
 
 def age(c, days: int):
-    """Make a conversation look inactive for `days` days (its activity time is not guarded)."""
-    Conversation.objects.filter(pk=c.pk).update(last_activity_at=timezone.now() - timedelta(days=days))
+    """Make a conversation look received and last active `days` days ago. The store has no
+    door to set a receipt time in the past (it is its own clock), so tests set it here."""
+    then = timezone.now() - timedelta(days=days)
+    Conversation.objects.filter(pk=c.pk).update(last_activity_at=then, received_at=then)
 
 
 def database_url() -> str:

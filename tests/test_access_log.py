@@ -76,7 +76,8 @@ def test_pruning_takes_the_rows_with_the_conversation(convo):
     from django.utils import timezone
 
     ConversationAccess.objects.create(actor="user:ann", conversation_id=convo.pk, via="page")
-    Conversation.objects.filter(pk=convo.pk).update(last_activity_at=timezone.now() - timedelta(days=400))
+    Conversation.objects.filter(pk=convo.pk).update(last_activity_at=timezone.now() - timedelta(days=400),
+                                                         received_at=timezone.now() - timedelta(days=400))
     pruning.prune_older_than(days=90)
     assert not ConversationAccess.objects.exists()
 

@@ -55,7 +55,8 @@ gone = store.create_conversation(title="to erase", subject="customer:99")
 store.append_message(conversation_id=gone.pk, message={"kind": "user", "content": "erase me please"})
 execute_deletion(subject="customer:99", actor="user:admin")
 old = store.create_conversation(title="old")
-Conversation.objects.filter(pk=old.pk).update(last_activity_at=timezone.now() - timedelta(days=400))
+Conversation.objects.filter(pk=old.pk).update(last_activity_at=timezone.now() - timedelta(days=400),
+                                              received_at=timezone.now() - timedelta(days=400))
 prune_older_than(days=90, actor="system")
 IdempotencyKey.objects.create(caller="key:1", key="k-1", fingerprint="f" * 64, status=201, body='{"position": 3}',
                               content_type="application/json", conversation_id=c.pk)

@@ -58,7 +58,8 @@ def _conversation_fields(*, id, title, subject, meta, namespace, external_id, pa
                   parent_id=parent_id, parent_relation=parent_relation if parent_id else "",
                   forked_from_position=forked_from_position if parent_id else None,
                   created_at=created_at or now, last_activity_at=last_activity_at or created_at or now,
-                  pinned=bool(pinned))
+                  # Never the transcript's: retention counts from when memoryui received it.
+                  received_at=now, pinned=bool(pinned))
     if id is not None:
         fields["id"] = id
     return fields
@@ -100,10 +101,10 @@ def append_imported(*, conversation_id, rows: list[Row], expected_position: int)
         last_at = max((row.at for row in rows if row.at is not None), default=now)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s "
+                f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s, received_at = %s "
                 "WHERE id = %s AND NOT deleting RETURNING next_position",
                 [len(rows), connection.ops.adapt_datetimefield_value(max(last_at, conversation.last_activity_at)),
-                 _db_uuid(conversation.pk)],
+                 connection.ops.adapt_datetimefield_value(now), _db_uuid(conversation.pk)],
             )
             end = cursor.fetchone()[0]
             start = end - len(rows)
@@ -326,14 +327,14 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
             if not rows:
                 continue
             if is_staged:
-                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s WHERE id = %s "
-                               "RETURNING next_position", [len(rows), _db_uuid(cid)])
+                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s, received_at = %s "
+                               "WHERE id = %s RETURNING next_position", [len(rows), now_db, _db_uuid(cid)])
             else:
                 conversation = _lock_conversation(cid)
                 last_at = max(chunk.last_at.get(cid) or now, conversation.last_activity_at)
-                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s "
-                               "WHERE id = %s AND NOT deleting RETURNING next_position",
-                               [len(rows), adapt(last_at), _db_uuid(cid)])
+                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s, "
+                               "received_at = %s WHERE id = %s AND NOT deleting RETURNING next_position",
+                               [len(rows), adapt(last_at), now_db, _db_uuid(cid)])
             found = cursor.fetchone()
             start = found[0] - len(rows) if found else None
             if start != expected:
@@ -400,7 +401,8 @@ def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audit
                 values["title"] = _clean_text(title, field="title", max_length=TITLE_MAX)
             Conversation.objects.filter(pk=cid).update(**values)
         ImportStage.objects.filter(conversation_id__in=staged, holder=holder).delete()
-        Conversation.objects.filter(pk__in=staged).update(deleting=False)
+        # Received now: the import is complete and visible from this moment.
+        Conversation.objects.filter(pk__in=staged).update(deleting=False, received_at=timezone.now())
         for cid, detail in audits:
             record_import(actor=actor, conversation_id=cid, detail=detail)
         if source is not None and source_fields:

@@ -80,7 +80,7 @@ def _whole(value, *, field: str, minimum: int = 0, maximum: int = 2**63 - 1) -> 
 
 def _touch(conversation: Conversation, now) -> None:
     # Ledger activity is activity: age-based pruning must not take a ticket being worked on.
-    Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=now)
+    Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=now, received_at=now)
 
 
 # -- task state ---------------------------------------------------------------------

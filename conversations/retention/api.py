@@ -12,7 +12,7 @@ from conversations.jsonbody import StrictBody, read_body
 from conversations.errors import NotFound
 from conversations.models import parse_conversation_id
 
-from . import erasure
+from . import erasure, suggestions
 from .models import DeletionReceipt
 from .pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_older_than
 
@@ -48,6 +48,8 @@ class DeletionIn(StrictBody):
     subject: StrictStr = Field("", max_length=erasure.SUBJECT_MAX)
     conversation_ids: list[StrictStr] = Field(default_factory=list, max_length=erasure.MAX_EXTRA_IDS)
     dry_run: StrictBool = False
+    # Filing a receipt that nothing is held is a choice: without it, nothing stored is a 404.
+    allow_empty: StrictBool = False
 
 
 class ReceiptOut(Schema):
@@ -67,7 +69,7 @@ class ReceiptListOut(Schema):
 
 
 @router.post("/prune", response={200: PruneOut, **errors_doc(400, 413, 415, 422)},
-             summary="Prune conversations inactive for older_than_days (or preview)",
+             summary="Prune conversations received more than older_than_days ago (or preview)",
              openapi_extra=json_body_doc(inline_schema(PruneIn), {
                  "preview": {"summary": "What a 90-day prune would remove", "value": {"older_than_days": 90,
                                                                                        "dry_run": True}}}))
@@ -80,6 +82,7 @@ def prune(request):
 
 
 def _preview_out(preview: erasure.DeletionPreview) -> dict:
+    empty = suggestions.nothing_stored(preview)
     # The caller sent the subject; it is not echoed back (responses end up in logs).
     return {
         "dry_run": True,
@@ -89,10 +92,13 @@ def _preview_out(preview: erasure.DeletionPreview) -> dict:
         "counts": {"conversations": len(preview.conversations), "messages": preview.messages,
                    "checkpoints": preview.checkpoints, **(preview.facts or {})},
         "facts_available": preview.facts is not None,
+        "nothing_stored": empty,
+        # The stored subjects close to the one sent (suggestions.py), when it holds nothing.
+        "suggestions": [s.as_dict() for s in suggestions.suggest_subjects(preview.subject)] if empty else [],
     }
 
 
-@router.post("/deletion-requests", response={200: dict, 201: ReceiptOut, **errors_doc(400, 413, 415, 422)},
+@router.post("/deletion-requests", response={200: dict, 201: ReceiptOut, **errors_doc(400, 404, 413, 415, 422)},
              summary="Preview (dry_run) or carry out a deletion request; returns the receipt",
              openapi_extra=json_body_doc(inline_schema(DeletionIn), {
                  "preview": {"summary": "Preview what a subject's deletion removes",
@@ -103,6 +109,9 @@ def deletion_request(request):
     if payload.dry_run:
         return _preview_out(erasure.preview_deletion(subject=payload.subject,
                                                      conversation_ids=payload.conversation_ids))
+    if not payload.allow_empty:
+        suggestions.refuse_empty(erasure.preview_deletion(subject=payload.subject,
+                                                          conversation_ids=payload.conversation_ids))
     receipt = erasure.execute_deletion(subject=payload.subject, conversation_ids=payload.conversation_ids,
                                        actor=actor_of(request))
     return JsonResponse(receipt.as_document(), status=201)

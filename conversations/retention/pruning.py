@@ -1,7 +1,10 @@
 """Age-based pruning that gives the disk back.
 
-A conversation is pruned when its last activity is older than the retention
-period and it is not pinned. Agents keep appending while a prune runs, so no
+A conversation is pruned when memoryui received its last row longer ago than the
+retention period (`received_at`, DESIGN invariant 14) and it is not pinned. An
+imported transcript keeps its own dates as its last activity, so an archive of last
+year imported today counts from today: a prune never takes what arrived within the
+period. Agents keep appending while a prune runs, so no
 transaction here holds the write lock for long:
 
 1. the victims are marked `deleting` in small transactions (hidden from every
@@ -115,7 +118,7 @@ def check_batch_size(batch_size) -> int:
 
 def candidates(cutoff: datetime):
     """Conversations a prune at `cutoff` removes: old and unpinned, or left marked by an interrupted prune."""
-    return Conversation.objects.filter(Q(last_activity_at__lt=cutoff, pinned=False) | Q(deleting=True))
+    return Conversation.objects.filter(Q(received_at__lt=cutoff, pinned=False) | Q(deleting=True))
 
 
 def _chunks(items: list, size: int = ID_CHUNK):
@@ -161,7 +164,7 @@ def _mark_victims(ids: list, cutoff: datetime) -> None:
     for chunk in _chunks(ids):
         with transaction.atomic():
             Conversation.objects.filter(
-                pk__in=chunk, last_activity_at__lt=cutoff, pinned=False, deleting=False
+                pk__in=chunk, received_at__lt=cutoff, pinned=False, deleting=False
             ).update(deleting=True)
 
 
@@ -478,7 +481,7 @@ def prune_older_than(
     progress: Progress | None = None,
     actor: str = "system",
 ) -> PruneResult:
-    """Prune conversations inactive for more than `days` days (see the module docstring).
+    """Prune conversations received more than `days` days ago (see the module docstring).
 
     `progress(done_rows, total_rows)` is called after every batch. A dry run
     changes nothing and fills `estimated_bytes` instead of measuring.
@@ -490,7 +493,7 @@ def prune_older_than(
     bytes_before = disk.database_bytes()
 
     if dry_run:
-        ids = list(candidates(cutoff).order_by("last_activity_at", "id").values_list("pk", flat=True))
+        ids = list(candidates(cutoff).order_by("received_at", "id").values_list("pk", flat=True))
         messages, checkpoints = _count_rows(ids)
         return PruneResult(
             conversations=len(ids), messages=messages, checkpoints=checkpoints,
@@ -561,7 +564,7 @@ def _run(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None, l
 def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None, lease: Lease) -> PruneResult:
     resumed = Conversation.objects.filter(deleting=True).count()
     _mark_victims(list(candidates(cutoff).filter(deleting=False).values_list("pk", flat=True)), cutoff)
-    victims = list(Conversation.objects.filter(deleting=True).order_by("last_activity_at", "id")
+    victims = list(Conversation.objects.filter(deleting=True).order_by("received_at", "id")
                    .values_list("pk", flat=True))
     messages_total, checkpoints_total = _count_rows(victims)
     total = messages_total + checkpoints_total + len(victims)

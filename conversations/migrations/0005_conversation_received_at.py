@@ -1,0 +1,74 @@
+"""When memoryui received a conversation's last row: what retention counts from (DESIGN invariant 14).
+
+`last_activity_at` keeps the transcript's own dates for an imported conversation, so an
+archive imported today with last year's dates looked a year old to the prune. The store
+sets `received_at` to its own clock whenever a conversation is created, imported, forked
+or appended to; the prune compares it with the cutoff.
+
+Existing rows get the latest time memoryui itself recorded for them: their last activity
+(the store's clock for every conversation written through the API or the pages), or, for
+an imported conversation, the time of its last import if that is later (the
+`conversation.imported` audit event, written by memoryui when the import ran). So an
+archive imported before this migration counts from its import, not from its own dates.
+
+Added with plain ALTER TABLE … ADD COLUMN (as migration 0003): on SQLite Django would
+rebuild the table and drop its triggers. SQLite cannot make an added column NOT NULL
+without that rebuild; the model always fills it, and PostgreSQL enforces it.
+"""
+
+import uuid
+
+from django.db import migrations, models
+from django.db.models import Max
+
+import django.utils.timezone
+
+CONV = "conversations_conversation"
+
+COLUMN = {"sqlite": "datetime", "postgresql": "timestamp with time zone"}
+
+
+def add_and_fill(apps, schema_editor):
+    vendor = schema_editor.connection.vendor
+    if vendor not in COLUMN:
+        raise RuntimeError(f"memoryui supports SQLite and PostgreSQL, not {vendor}")
+    schema_editor.execute(f"ALTER TABLE {CONV} ADD COLUMN received_at {COLUMN[vendor]} NULL", params=None)
+    schema_editor.execute(f"UPDATE {CONV} SET received_at = last_activity_at", params=None)
+    Conversation = apps.get_model("conversations", "Conversation")
+    AuditEvent = apps.get_model("conversations", "AuditEvent")
+    imports = (AuditEvent.objects.filter(target_type="conversation", action="conversation.imported")
+               .values("target_id").annotate(last=Max("at")).order_by())
+    for row in imports.iterator():
+        try:
+            cid = uuid.UUID(row["target_id"])
+        except ValueError:
+            continue
+        Conversation.objects.filter(pk=cid, received_at__lt=row["last"]).update(received_at=row["last"])
+    if vendor == "postgresql":
+        schema_editor.execute(f"ALTER TABLE {CONV} ALTER COLUMN received_at SET NOT NULL", params=None)
+    schema_editor.execute(f"CREATE INDEX conversation_received_idx ON {CONV} (received_at)", params=None)
+
+
+def drop(apps, schema_editor):
+    schema_editor.execute("DROP INDEX IF EXISTS conversation_received_idx", params=None)
+    schema_editor.execute(f"ALTER TABLE {CONV} DROP COLUMN received_at", params=None)
+
+
+class Migration(migrations.Migration):
+    dependencies = [("conversations", "0004_idempotency_keys_external_id_guard")]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            database_operations=[migrations.RunPython(add_and_fill, drop)],
+            state_operations=[
+                migrations.AddField(
+                    model_name="conversation", name="received_at",
+                    field=models.DateTimeField(default=django.utils.timezone.now),
+                ),
+                migrations.AddIndex(
+                    model_name="conversation",
+                    index=models.Index(fields=["received_at"], name="conversation_received_idx"),
+                ),
+            ],
+        ),
+    ]
