@@ -2,7 +2,10 @@
 
 - `POST /imports` with `content` (a file's text) or `document` (its JSON): import a
   whole transcript of any format (`format: auto` detects it). Idempotent: the same
-  file again creates nothing; a grown session appends what is new.
+  file again creates nothing; a grown session appends what is new. The answer's
+  `older_than_retention` lists the conversations whose own dates are older than the
+  retention period (counted from receipt, they are kept that long from now);
+  `pin_older_than_retention: true` pins them in the import's own transaction (`pinned`).
 - `POST /imports` with `entries` and a session key (`namespace` + `external_id`):
   append a batch of Claude Code entries, as the Claude Agent SDK's SessionStore
   does (`external_id` "SESSION/subagents/agent-X" is a subagent transcript).
@@ -79,7 +82,7 @@ def import_transcript(request):
         answers.append(_answer(request, result))
 
     known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
-             "expected_entries", "summary"}
+             "expected_entries", "summary", "pin_older_than_retention"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
@@ -89,6 +92,9 @@ def import_transcript(request):
     dry_run = body.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise InvalidInput("dry_run must be true or false", field="dry_run")
+    pin_old = body.get("pin_older_than_retention", False)
+    if not isinstance(pin_old, bool):
+        raise InvalidInput("pin_older_than_retention must be true or false", field="pin_older_than_retention")
     actor = actor_of(request)
     given = [k for k in ("content", "document", "entries") if k in body]
     if len(given) != 1:
@@ -97,6 +103,9 @@ def import_transcript(request):
     if "entries" in body:
         if dry_run:
             raise InvalidInput("dry_run is for whole transcripts", field="dry_run")
+        if pin_old:
+            # A session's entries arrive as it runs: they are received, and dated, now.
+            raise InvalidInput("pin_older_than_retention is for whole transcripts", field="pin_older_than_retention")
         expected = body.get("expected_entries")
         if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
             raise InvalidInput("expected_entries must be a whole number, 0 or more", field="expected_entries")
@@ -132,7 +141,7 @@ def import_transcript(request):
         namespace = body.get("namespace")
         result = importer.import_text(data, format=format, namespace=_text(body, "namespace") if namespace is not None
                                       else None, subject=_text(body, "subject"), actor=actor, dry_run=dry_run,
-                                      finish=finish)
+                                      finish=finish, pin_older_than_retention=pin_old)
     # Nothing written (unchanged, a dry run): answered here; the middleware keeps a key's answer.
     return answers[0] if answers else _answer(request, result)
 

@@ -22,7 +22,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from datetime import datetime, timedelta
+
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from conversations import params, store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound, StoreError
@@ -30,6 +33,7 @@ from conversations.formats import FORMATS, check_format, claude_code, codex, det
 from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, loads, read_jsonl, \
     split_lines, storable
 from conversations.models import Conversation, Message
+from conversations.retention.pruning import default_retention_days
 
 from . import store, streaming, subagents, textfile
 from .models import ImportSource, SourceEntry
@@ -66,6 +70,21 @@ class ImportResult:
     # A file reusing the session id of another conversation without continuing it: imported
     # as a conversation of its own ({"session_id", "conversation_id", "external_id"}).
     distinct_from: dict | None = None
+    # Ids of the conversations pinned on the caller's request (`pin_older_than_retention`).
+    pinned: list[str] = field(default_factory=list)
+
+    @property
+    def older_than_retention(self) -> list[dict]:
+        """The conversations written whose own dates are older than the retention period. A
+        prune counts from when memoryui received them, so none is taken for that period
+        (DESIGN invariant 14); after it they go unless pinned: the doors say so and offer to."""
+        cutoff = timezone.now() - timedelta(days=default_retention_days())
+        older = []
+        for c in self.created + self.appended:
+            at = c.get("last_activity_at")
+            if at and datetime.fromisoformat(at) < cutoff:
+                older.append({"id": c["id"], "title": c.get("title", ""), "last_activity_at": at})
+        return older
 
     @property
     def messages(self) -> int:
@@ -82,6 +101,8 @@ class ImportResult:
             "created": self.created, "appended": self.appended, "failed": self.failed, "present": self.present,
             "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
             "problems": [p.as_dict() for p in self.problems], "linked": self.linked,
+            "retention_days": default_retention_days(), "older_than_retention": self.older_than_retention,
+            "pinned": self.pinned,
             **({"distinct_from": self.distinct_from} if self.distinct_from is not None else {}),
             **({"stream": self.stream} if self.stream is not None else {}),
         }
@@ -119,7 +140,8 @@ def namespace_for_project(project_key: str) -> str:
 
 
 def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
-                dry_run: bool = False, path: str | None = None, progress=None, finish=None) -> ImportResult:
+                dry_run: bool = False, path: str | None = None, progress=None, finish=None,
+                pin_older_than_retention: bool = False) -> ImportResult:
     """Import one file (text, bytes, or a `textfile.Text`). Raises FormatError/InvalidInput
     for input that is not a transcript at all; everything else is reported in the result.
     `progress(done, total)`, if given, is told how many lines of a new Claude Code session
@@ -128,8 +150,14 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
     `finish(result)`, if given, is called with the complete result inside the import's
     last write transaction (never in a dry run, nor when nothing is written): a door
     renders its answer there, and records its idempotency key with it, so an answer
-    that cannot be given (or a crash before it is) leaves that transaction undone."""
+    that cannot be given (or a crash before it is) leaves that transaction undone.
+
+    `pin_older_than_retention`: pin the conversations written whose own dates are older
+    than the retention period (`ImportResult.older_than_retention`), in that same last
+    transaction, so an archive is never pruned once its period from receipt runs out."""
     format = check_format(format)
+    if pin_older_than_retention and not dry_run:
+        finish = _pinning(finish, actor=actor)
     text = data if isinstance(data, Text) else Text(data)
     if format == "auto":
         try:
@@ -222,6 +250,20 @@ def _relation_to(text: Text, source: ImportSource) -> tuple[str, str]:
     if common == len(mine):
         return "older", ""
     return "diverged", mine[common]
+
+
+def _pinning(finish, *, actor: str):
+    """`finish` preceded by pinning the conversations older than the retention period, in
+    the import's last transaction (the answer it renders lists them as pinned)."""
+
+    def pin_then_finish(result):
+        for c in result.older_than_retention:
+            conversation_store.set_pinned(conversation_id=c["id"], pinned=True, actor=actor)
+            result.pinned.append(c["id"])
+        if finish is not None:
+            finish(result)
+
+    return pin_then_finish
 
 
 def _linking(finish, *, namespace: str, key: str, actor: str):
@@ -760,9 +802,10 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
     store.record_import(actor=actor, conversation_id=cid, detail={
         "format": plan.format, "messages": len(conv.rows), "checkpoints": len(conv.folds),
         "appended": bool(conv.existing_id), "next_position": end})
+    own = conv.last_activity_at if plan.format == "memoryui" and conv.last_activity_at else last_at
     return {"id": cid, "key": conv.key, "title": conv.title, "messages": len(conv.rows),
             "checkpoints": len(conv.folds), "relation": conv.relation, "parent_id": parent_id,
-            "parent_position": conv.parent_position}
+            "parent_position": conv.parent_position, "last_activity_at": own.isoformat() if own else None}
 
 
 # ---- entries, one batch at a time (the SessionStore door) --------------------------------

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from conversations.errors import InvalidInput, StoreError
 from conversations.formats import CHOICES
+from conversations.retention.pruning import default_retention_days
 from conversations.retention.views import admin_required
 
 from . import archives, importer, subagents, uploads
@@ -52,13 +53,15 @@ def _totals(files: list[FileResult]) -> dict:
         "messages": sum(r.messages for r in results), "checkpoints": sum(r.checkpoints for r in results),
         "entries": sum(r.entries_added for r in results), "problems": sum(len(r.problems) for r in results),
         "unchanged": all(r.unchanged for r in results), "formats": sorted({r.format for r in results}),
+        "older": sum(len(r.older_than_retention) for r in results),
+        "pinned": sum(len(r.pinned) for r in results),
     }
 
 
 def _context(values, files: list[FileResult], **extra) -> dict:
     one = files[0].result if len(files) == 1 else None
     return {"values": values, "files": files, "totals": _totals(files), "result": one,
-            "name": files[0].name if len(files) == 1 else "", **extra}
+            "name": files[0].name if len(files) == 1 else "", "retention_days": default_retention_days(), **extra}
 
 
 @require_http_methods(["GET", "POST"])
@@ -159,12 +162,14 @@ def _confirm(request, values, fmt, actor):
         return _page(request, {"values": values, "error": "That upload has expired or was already imported; "
                                                             "upload the file again."}, status=422)
     files = [FileResult(name=names[i] if i < len(names) else "", token=t) for i, t in enumerate(tokens)]
+    pin_old = request.POST.get("pin_older") == "1"
     for f, path in zip(files, paths):
         text = Text.open(str(path))
         retry_after = None
         try:
             f.result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
-                                            subject=values["subject"], actor=actor, path=f.name or None)
+                                            subject=values["subject"], actor=actor, path=f.name or None,
+                                            pin_older_than_retention=pin_old)
         except StoreError as exc:
             done = [g for g in files if g.result is not None]
             message = (f"{f.name}: " if len(files) > 1 else "") + exc.message

@@ -257,10 +257,12 @@ class Writer:
                                            namespace=self.namespace, source_key=source_key, conversation_id=main_id)
 
     def info(self, conv: ConvPlan) -> dict:
-        messages, checkpoints, _first, _last = self.counts[conv.key]
+        messages, checkpoints, first, last = self.counts[conv.key]
+        # Its own last date, as the transcript has it (retention counts from receipt instead).
+        own = conv.last_activity_at if self.plan.format == "memoryui" and conv.last_activity_at else (last or first)
         return {"id": self.ids[conv.key], "key": conv.key, "title": conv.title, "messages": messages,
                 "checkpoints": checkpoints, "relation": conv.relation, "parent_id": self.parent_ids.get(conv.key),
-                "parent_position": conv.parent_position}
+                "parent_position": conv.parent_position, "last_activity_at": own.isoformat() if own else None}
 
     def publish(self, *, source_fields: dict | None = None, before_commit=None) -> None:
         """Write what is pending, then make every staged conversation visible at once

@@ -19,7 +19,7 @@ without that rebuild; the model always fills it, and PostgreSQL enforces it.
 import uuid
 
 from django.db import migrations, models
-from django.db.models import Max
+from django.db.models import F, Max
 
 import django.utils.timezone
 
@@ -28,14 +28,16 @@ CONV = "conversations_conversation"
 COLUMN = {"sqlite": "datetime", "postgresql": "timestamp with time zone"}
 
 
-def add_and_fill(apps, schema_editor):
+def add_column(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor not in COLUMN:
         raise RuntimeError(f"memoryui supports SQLite and PostgreSQL, not {vendor}")
     schema_editor.execute(f"ALTER TABLE {CONV} ADD COLUMN received_at {COLUMN[vendor]} NULL", params=None)
-    schema_editor.execute(f"UPDATE {CONV} SET received_at = last_activity_at", params=None)
-    Conversation = apps.get_model("conversations", "Conversation")
-    AuditEvent = apps.get_model("conversations", "AuditEvent")
+
+
+def fill_received_at(Conversation, AuditEvent) -> None:
+    """Every conversation's last activity, or its last import's time where that is later."""
+    Conversation.objects.update(received_at=F("last_activity_at"))
     imports = (AuditEvent.objects.filter(target_type="conversation", action="conversation.imported")
                .values("target_id").annotate(last=Max("at")).order_by())
     for row in imports.iterator():
@@ -44,13 +46,23 @@ def add_and_fill(apps, schema_editor):
         except ValueError:
             continue
         Conversation.objects.filter(pk=cid, received_at__lt=row["last"]).update(received_at=row["last"])
-    if vendor == "postgresql":
+
+
+def fill(apps, schema_editor):
+    fill_received_at(apps.get_model("conversations", "Conversation"), apps.get_model("conversations", "AuditEvent"))
+
+
+def constrain_and_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(f"ALTER TABLE {CONV} ALTER COLUMN received_at SET NOT NULL", params=None)
     schema_editor.execute(f"CREATE INDEX conversation_received_idx ON {CONV} (received_at)", params=None)
 
 
-def drop(apps, schema_editor):
+def drop_index(apps, schema_editor):
     schema_editor.execute("DROP INDEX IF EXISTS conversation_received_idx", params=None)
+
+
+def drop_column(apps, schema_editor):
     schema_editor.execute(f"ALTER TABLE {CONV} DROP COLUMN received_at", params=None)
 
 
@@ -59,12 +71,18 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.RunPython(add_and_fill, drop)],
+            database_operations=[migrations.RunPython(add_column, drop_column)],
             state_operations=[
                 migrations.AddField(
                     model_name="conversation", name="received_at",
                     field=models.DateTimeField(default=django.utils.timezone.now),
                 ),
+            ],
+        ),
+        migrations.RunPython(fill, migrations.RunPython.noop),
+        migrations.SeparateDatabaseAndState(
+            database_operations=[migrations.RunPython(constrain_and_index, drop_index)],
+            state_operations=[
                 migrations.AddIndex(
                     model_name="conversation",
                     index=models.Index(fields=["received_at"], name="conversation_received_idx"),
