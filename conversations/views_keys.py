@@ -1,5 +1,8 @@
 """The admin page for agents' API keys: list, create (secret shown once), revoke.
 
+Revoking is confirmed once (conversations/confirm.py): the panel names the key, its
+scopes and when it was last used, and says that agents using it are refused at once.
+
 Admins only: anyone else logged in gets 403, anonymous visitors the login page.
 The secret is rendered into the response to the create POST and nowhere else;
 it is never stored, not even in the session.
@@ -11,10 +14,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_safe, require_POST
+from django.views.decorators.http import require_http_methods, require_safe, require_POST
 
 from . import store
+from .confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from .errors import StoreError
 from .models import ApiKey
 from .roles import is_admin
@@ -75,12 +80,40 @@ def create_key(request):
     return _page(request, created=key, secret=secret)
 
 
-@require_POST
+def _revoke_confirmation(key: ApiKey) -> Confirmation:
+    used = f"{key.last_used_at:%Y-%m-%d %H:%M} UTC" if key.last_used_at else "never"
+    return Confirmation(
+        title=f"Revoke the API key “{key.name}”?",
+        action=reverse("key_revoke", args=[key.pk]), button=f"Revoke “{key.name}”", cancel=reverse("keys"),
+        details=[("Name", key.name), ("Key", f"mui_{key.prefix}_…"), ("Scopes", ", ".join(key.scopes)),
+                 ("Created", f"{key.created_at:%Y-%m-%d %H:%M} UTC" + (f" by {key.created_by}" if key.created_by else "")),
+                 ("Last used", used)],
+        consequences=["Every agent using this key gets 401 on its next request, at once: appends, reads and "
+                      "recalls with it stop working.",
+                      "Conversations and facts it wrote stay."],
+        undo="Nothing undoes this: to let an agent back in, create a new key and give it to the agent.",
+        box="I understand that agents using this key stop working now.",
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 @_admin_only
 def revoke_key(request, key_id: int):
+    """GET: the confirmation panel. POST with the box ticked: revoke. POST without: the panel again."""
+    key = ApiKey.objects.filter(pk=key_id).first() if key_id <= 2**63 - 1 else None
+    if key is None:  # an id past bigint cannot exist, and must not reach the database driver
+        return _page(request, status=404, error=StoreError(f"API key {key_id} not found", field="id"))
+    if key.revoked_at is not None:
+        messages.info(request, f"“{key.name}” ({key.prefix}) was already revoked.")
+        return redirect("keys")
+    if not confirmed(request):
+        confirmation = _revoke_confirmation(key)
+        if request.method == "POST":
+            return not_confirmed(request, confirmation)
+        response = render_confirmation(request, confirmation)
+        add_never_cache_headers(response)
+        return response
     try:
-        if key_id > 2**63 - 1:  # cannot exist, and must not reach the database driver
-            raise StoreError(f"API key {key_id} not found", field="id")
         key = store.revoke_api_key(key_id=key_id, revoked_by=_actor(request))
     except StoreError as exc:
         return _page(request, status=404, error=exc)
