@@ -35,6 +35,9 @@ class ErrorDetail(Schema):
     code: str = Field(..., examples=["position_out_of_range"])
     message: str = Field(..., examples=["position 9 is out of range: it must be between 0 and 3"])
     field: str | None = Field(None, examples=["position"])
+    # Only with code nothing_stored (a deletion request): the stored subjects close to the one sent.
+    suggestions: list[dict] | None = Field(None, examples=[[{"subject": "customer:maria.keller@example.com",
+                                                             "conversations": 2, "facts": 13, "why": "prefix"}]])
 
 
 class ErrorOut(Schema):

@@ -59,7 +59,8 @@ def error_response(request, status: int, code: str, message: str, field: str | N
 
 @api.exception_handler(StoreError)
 def _store_error(request, exc: StoreError):
-    response = error_response(request, exc.status, exc.code, exc.message, exc.field)
+    # as_dict: code, message, field, and what an error adds (a deletion request's suggestions).
+    response = api.create_response(request, {"error": exc.as_dict()}, status=exc.status)
     if exc.retry_after:
         response["Retry-After"] = str(exc.retry_after)
     return response

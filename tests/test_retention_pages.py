@@ -31,7 +31,7 @@ def test_everyone_but_admins_gets_403(client, role):
     for url, data in [("/admin/prune/run/", {"older_than_days": "90"}),
                       ("/admin/deletion-requests/preview/", {"subject": "cust:1"}),
                       ("/admin/deletion-requests/execute/", {"conversation_ids": str(c.pk), "confirm": "yes"}),
-                      (f"/admin/conversations/{c.pk}/delete/", {})]:
+                      (f"/admin/conversations/{c.pk}/delete/", {"confirm": "yes"})]:
         assert client.post(url, data).status_code == 403, url
     assert Conversation.objects.filter(pk=c.pk).exists()
 
@@ -172,7 +172,12 @@ def test_deleting_one_conversation_from_its_page(client, admin):
     c = conversation(title="Delete me", subject="cust:d", messages=3)
     confirm = client.get(f"/admin/conversations/{c.pk}/delete/")
     assert confirm.status_code == 200 and b"Delete me" in confirm.content and b">3<" in confirm.content
-    response = client.post(f"/admin/conversations/{c.pk}/delete/")
+    assert b'name="confirm" value="yes" required' in confirm.content and b"Nothing undoes this" in confirm.content
+    for unconfirmed in ({}, {"confirm": "on"}):  # straight at the URL, without the tick: nothing is deleted
+        response = client.post(f"/admin/conversations/{c.pk}/delete/", unconfirmed)
+        assert response.status_code == 422 and b"nothing was deleted" in response.content
+    assert Conversation.objects.filter(pk=c.pk).exists() and not DeletionReceipt.objects.exists()
+    response = client.post(f"/admin/conversations/{c.pk}/delete/", {"confirm": "yes"})
     receipt = DeletionReceipt.objects.get()
     assert response["Location"] == f"/admin/receipts/{receipt.pk}/"
     assert receipt.kind == "conversation" and not Conversation.objects.filter(pk=c.pk).exists()

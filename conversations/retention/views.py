@@ -20,11 +20,12 @@ from django.views.decorators.http import require_safe, require_http_methods, req
 
 from conversations import params
 from conversations.apiauth import actor_of
+from conversations.confirm import NOT_CONFIRMED, Confirmation, confirmed, render_confirmation
 from conversations.errors import InvalidInput, NotFound, StoreError
 from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
 from conversations.roles import is_admin
 
-from . import erasure
+from . import erasure, suggestions
 from .models import DeletionReceipt, PruneRun
 from .pruning import MAX_DAYS, check_days, default_retention_days, prune_older_than
 
@@ -192,6 +193,38 @@ def deletion_form(request):
     return render(request, "retention/deletion_form.html", {"subject": "", "conversation_ids": ""})
 
 
+def _deletion_page(request, preview, *, error: str = "", status: int = 200):
+    """The preview of a deletion request; when it would delete nothing, the stored
+    subjects close to the one typed (suggestions.py) and the explicit choice to file
+    a receipt that nothing is held."""
+    empty = suggestions.nothing_stored(preview)
+    hidden = [("subject", preview.subject), ("conversation_ids", " ".join(preview.requested_ids))]
+    if empty:
+        confirmation = Confirmation(
+            title="File a receipt that nothing is stored?", action=reverse("retention:deletion_execute"),
+            button="File a receipt that nothing is stored", cancel=reverse("retention:deletion_form"),
+            consequences=["Nothing is deleted: the receipt records that nothing about this was held now, "
+                          "as proof for whoever asked."],
+            undo="The receipt stays on the list of receipts.",
+            box="I checked the subject: nothing is stored about it, and I want a receipt that says so.",
+            hidden=hidden + [("allow_empty", "yes")], button_id="file-empty-receipt", error=error)
+    else:
+        confirmation = Confirmation(
+            title="Carry out this deletion request?", action=reverse("retention:deletion_execute"),
+            button="Delete and verify", cancel=reverse("retention:deletion_form"),
+            consequences=["All of the above is deleted, pinned conversations included, and removed from the "
+                          "database files, which are then searched to prove it; you get a receipt.",
+                          "Agents writing to these conversations get 404, and facts about the subject are no "
+                          "longer recalled."],
+            undo="Nothing undoes this.",
+            box="I understand this deletes all of the above for good, pinned conversations included.",
+            hidden=hidden, button_id="execute-deletion", error=error)
+    return render(request, "retention/deletion_preview.html", {
+        "preview": preview, "nothing_stored": empty, "confirm": confirmation, "conversation_ids": hidden[1][1],
+        "suggestions": suggestions.suggest_subjects(preview.subject) if empty and preview.subject else [],
+    }, status=status)
+
+
 @require_POST
 @admin_required
 def deletion_preview(request):
@@ -203,32 +236,50 @@ def deletion_preview(request):
     except StoreError as exc:
         return render(request, "retention/deletion_form.html",
                       {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
-    return render(request, "retention/deletion_preview.html",
-                  {"preview": preview, "subject": preview.subject, "conversation_ids": " ".join(preview.requested_ids)})
+    return _deletion_page(request, preview)
 
 
 @require_POST
 @admin_required
 def deletion_execute(request):
+    """Acts only when confirmed; a request that would delete nothing files its receipt
+    only when `allow_empty` says so too (sent straight at the URL, it is refused)."""
     subject, ids = _request_fields(request)
-    if request.POST.get("confirm") != "yes":
-        try:
-            _check_request(subject, ids)
-            preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
-        except StoreError as exc:
-            return render(request, "retention/deletion_form.html",
-                          {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
-        return render(request, "retention/deletion_preview.html",
-                      {"preview": preview, "subject": preview.subject,
-                       "conversation_ids": " ".join(preview.requested_ids),
-                       "error": "Tick the confirmation box to carry out the deletion."}, status=422)
     try:
         _check_request(subject, ids)
+        preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
+    except StoreError as exc:
+        return render(request, "retention/deletion_form.html",
+                      {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+    if not confirmed(request):
+        return _deletion_page(request, preview, status=NOT_CONFIRMED,
+                              error="Tick the confirmation box to carry out the deletion.")
+    if request.POST.get("allow_empty") != "yes" and suggestions.nothing_stored(preview):
+        return _deletion_page(request, preview, status=NOT_CONFIRMED,
+                              error="Nothing is stored about this: no receipt was filed. Choose a suggested subject, "
+                                    "or file a receipt that nothing is stored.")
+    try:
         receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request))
     except StoreError as exc:
         return render(request, "retention/deletion_form.html",
                       {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
     return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
+
+
+def _delete_confirmation(conversation, forks: int) -> Confirmation:
+    consequences = ["The conversation, its messages, checkpoints and the records that belong to it are deleted and "
+                    "removed from the database files, which are then searched to prove it; you get a receipt.",
+                    "An agent writing to it gets 404 from now on."]
+    if forks:
+        consequences.append(f"Its {forks} fork{'s' if forks != 1 else ''} keep their own copy and show “parent pruned”.")
+    consequences.append("Facts about the subject stay (they show “source removed”).")
+    return Confirmation(
+        title="Delete this conversation for good?",
+        action=reverse("retention:delete_conversation", args=[conversation.pk]),
+        button="Delete this conversation", cancel=reverse("conversation", args=[conversation.pk]),
+        consequences=consequences, undo="Nothing undoes this: the text is gone from the database files.",
+        box="I understand that this conversation is deleted for good, pinned or not.",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -241,22 +292,25 @@ def delete_conversation(request, conversation_id):
     conversation = Conversation.objects.filter(pk=cid).first()
     if conversation is None:
         raise Http404("no such conversation")
-    error, status = None, 200
-    if request.method == "POST":
+    forks = Conversation.objects.live().filter(parent_id=cid).count()
+    confirmation = _delete_confirmation(conversation, forks)
+    status = 200
+    if request.method == "POST" and not confirmed(request):
+        # Sent without the tick (or straight at the URL): nothing is deleted.
+        confirmation.error, status = "Tick the box to confirm: nothing was deleted.", NOT_CONFIRMED
+    elif request.method == "POST":
         try:
             receipt = erasure.delete_one_conversation(conversation_id=cid, actor=actor_of(request))
         except StoreError as exc:  # a prune or a deletion request is running
-            error, status = exc.message, exc.status
+            confirmation.error, status = exc.message, exc.status
         else:
             return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
-    forks = Conversation.objects.live().filter(parent_id=cid).count()
-    return render(request, "retention/delete_conversation.html", {
+    return render_confirmation(request, confirmation, page="retention/delete_conversation.html", status=status, context={
         "conversation": conversation,
         "message_count": Message.objects.of(cid).count(),
         "checkpoint_count": conversation.checkpoints.count(),
         "forks": forks,
-        "error": error,
-    }, status=status)
+    })
 
 
 # --- receipts -----------------------------------------------------------------------
