@@ -280,13 +280,35 @@ def test_it_invalidates_and_supersedes_from_the_subject_page(client, reviewer, p
     r = client.post(f"/facts/{proposal.pk}/supersede", {"text": "Prefers swaps", "reason": "wording"})
     assert r.status_code == 302
     new = Fact.objects.get(text="Prefers swaps")
+    # The subject page's form leads to the confirmation, carrying what was typed; nothing changes yet.
     r = client.post(f"/facts/{new.pk}/invalidate", {"reason": "changed mind", "invalid_at": ""})
+    html = r.content.decode()
+    assert r.status_code == 422 and f"Invalidate fact {new.pk}?" in html and 'value="changed mind"' in html
+    assert "Prefers swaps" in html and "no longer recall" in html
+    assert Fact.objects.get(pk=new.pk).invalid_at is None and not FactEvent.objects.filter(kind="invalidated").exists()
+    r = client.post(f"/facts/{new.pk}/invalidate", {"reason": "changed mind", "invalid_at": "", "confirm": "yes"})
     assert r.status_code == 302
     assert Fact.objects.get(pk=new.pk).invalid_at is not None
     # Twice: refused with a message, nothing written.
-    r = client.post(f"/facts/{new.pk}/invalidate", {"reason": "again"}, follow=True)
+    r = client.post(f"/facts/{new.pk}/invalidate", {"reason": "again", "confirm": "yes"}, follow=True)
     assert "already invalidated" in r.content.decode()
     assert FactEvent.objects.filter(fact=new, kind="invalidated").count() == 1
+
+
+def test_the_forgetting_page_asks_before_it_invalidates(client, reviewer, proposal, settings):
+    facts.approve_fact(fact_id=proposal.pk, actor="user:r")
+    settings.MEMORYUI_FORGET_THRESHOLD = 2  # every current fact is a candidate
+    html = client.get("/facts/forgetting/").content.decode()
+    link = f'href="/facts/{proposal.pk}/invalidate?next=%2Ffacts%2Fforgetting%2F&amp;reason=no+longer+used"'
+    assert link in html and "<button type=\"submit\">Invalidate</button>" not in html
+    panel = client.get(f"/facts/{proposal.pk}/invalidate", {"next": "/facts/forgetting/", "reason": "no longer used"})
+    assert panel.status_code == 200 and b'value="no longer used"' in panel.content
+    assert b'name="next" value="/facts/forgetting/"' in panel.content
+    assert Fact.objects.get(pk=proposal.pk).invalid_at is None
+    done = client.post(f"/facts/{proposal.pk}/invalidate",
+                       {"reason": "no longer used", "next": "/facts/forgetting/", "confirm": "yes"})
+    assert done.status_code == 302 and done["Location"] == "/facts/forgetting/"
+    assert Fact.objects.get(pk=proposal.pk).invalid_at is not None
 
 
 def test_it_lists_expiring_facts(client, reviewer):

@@ -24,6 +24,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_safe, require_POST
 
 from conversations import params
+from conversations.confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from conversations.errors import InvalidInput, StoreError
 from conversations.models import Conversation
 from conversations.reads import read_rows
@@ -361,10 +362,39 @@ def _action_failed(request, fact: Fact, error: StoreError):
     return response
 
 
-@require_POST
+def _safe_next(raw: str, fact: Fact) -> str:
+    return raw if raw.startswith("/facts/") and not raw.startswith("//") else subject_url(fact)
+
+
+def _invalidate_confirmation(request, fact: Fact) -> Confirmation:
+    data = request.POST if request.method == "POST" else request.GET
+    back = _safe_next(data.get("next") or "", fact)
+    return Confirmation(
+        title=f"Invalidate fact {fact.pk}?", action=reverse("facts:invalidate", args=[fact.pk]),
+        button=f"Invalidate fact {fact.pk}", cancel=back,
+        details=[("Subject", fact.subject), ("Fact", fact.text), ("Category", fact.category),
+                 ("Recalled", f"{fact.access_count} time{'s' if fact.access_count != 1 else ''}")],
+        consequences=["Agents stop recalling it from the moment you give (now, unless you name another).",
+                      "It stays on record, with this reason in its history."],
+        undo="Nothing makes it current again: if it was right after all, an agent or you propose it anew.",
+        box="I understand that agents will no longer recall this fact.",
+        fields=[{"name": "invalid_at", "label": "No longer true from", "value": data.get("invalid_at", ""),
+                 "placeholder": "now, or 2026-01-31"},
+                {"name": "reason", "label": "Reason", "value": data.get("reason", ""), "required": True}],
+        hidden=[("next", back)],
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 @_reviewer
 def invalidate(request, fact_id: int):
+    """GET (or a POST without the tick): the confirmation panel; POST with it: invalidate."""
     fact = _fact_or_404(fact_id)
+    if not confirmed(request):
+        confirmation = _invalidate_confirmation(request, fact)
+        if request.method == "POST":
+            return not_confirmed(request, confirmation)
+        return render_confirmation(request, confirmation)
     try:
         when = _parse_as_of(request.POST.get("invalid_at"))
     except ValueError:
