@@ -26,10 +26,12 @@ rawfiles.py for why that would lose other workers' writes):
 6. make the text gone from disk, in steps writers can pass between: on SQLite
    secure_delete zeroes deleted cells and FTS5's secure-delete removes a deleted
    row's index entries as it goes; then the WAL is checkpointed and truncated,
-   and freed pages go back by incremental vacuum; PostgreSQL rewrites the tables (VACUUM FULL, which
-   appends wait for, taken with a short lock timeout so they never queue behind
-   it for long);
-7. verify in a separate process: search the raw bytes of every database file.
+   and freed pages go back by incremental vacuum; PostgreSQL rewrites the tables
+   online with pg_repack, or, where it is missing, with VACUUM FULL, which appends
+   wait for (pgfiles.py);
+7. verify in a separate process: search the raw bytes of every database file,
+   PostgreSQL's WAL segments included (segments still holding erased text are
+   switched through and recycled, or named on the receipt: pgfiles.py).
    On SQLite a match left in a page's unused space (a stale copy of a row that a
    b-tree rebalance moved) is zeroed through SQLite itself, page by page, and
    the search runs again;
@@ -65,7 +67,7 @@ from conversations.models import Checkpoint, Conversation, Message, parse_conver
 from conversations.schema import decode_message, message_text
 from conversations.subjects import normalize_subject
 
-from . import disk, leftovers
+from . import disk, leftovers, pgfiles
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
 from .owned import owned_tables
@@ -391,6 +393,10 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
     else:
         paths, problem = disk.postgres_relation_files()
         specs = [{"path": str(p), "name": "/".join(p.parts[-3:]), "kind": "postgres"} for p in paths]
+        if not problem:
+            # The write-ahead log's segments too: a receipt is verified only for what was searched.
+            wal, problem = pgfiles.wal_segment_files()
+            specs += wal
     if problem:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0, problem=problem)
     return search_files(specs, needles, page_size=_page_size(), relation_names=connection.vendor == "postgresql")
@@ -474,12 +480,43 @@ def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles:
 def _with_relation_name(name: str) -> str:
     """'base/16384/2619' → 'base/16384/2619 (pg_statistic)', so a finding says where."""
     stem = name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
-    if not stem.isascii() or not stem.isdigit():
+    if name.startswith("pg_wal/") or not stem.isascii() or not stem.isdigit():
         return name
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_filenode_relation(0, %s)::text", [int(stem)])
         row = cursor.fetchone()
     return f"{name} ({row[0]})" if row and row[0] else f"{name} (no relation: an old file)"
+
+
+def searched_by_kind(files: list[dict]) -> dict:
+    """How many files of each kind were searched, for the receipt: the SQLite main file,
+    -wal and -shm; PostgreSQL's table files, TOAST, indexes, planner statistics, other
+    relations (catalogs, sequences, old files) and WAL segments."""
+    if connection.vendor == "sqlite":
+        kinds = {"main file": 0, "wal": 0, "shm": 0}
+        for f in files:
+            name = f["file"]
+            kinds["wal" if name.endswith("-wal") else "shm" if name.endswith("-shm") else "main file"] += 1
+        return kinds
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_filenode(c.oid), c.relkind, "
+            "c.oid = 'pg_statistic'::regclass OR c.oid = (SELECT reltoastrelid FROM pg_class "
+            "WHERE oid = 'pg_statistic'::regclass) FROM pg_class c WHERE pg_relation_filenode(c.oid) IS NOT NULL")
+        relations = {int(node): (kind, stats) for node, kind, stats in cursor.fetchall()}
+    kinds = {"table files": 0, "toast": 0, "indexes": 0, "statistics": 0, "other relation files": 0,
+             "wal segments": 0}
+    for f in files:
+        name = f["file"]
+        if name.startswith("pg_wal/"):
+            kinds["wal segments"] += 1
+            continue
+        stem = name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
+        kind, stats = relations.get(int(stem), ("", False)) if stem.isdigit() else ("", False)
+        key = ("statistics" if stats else "toast" if kind == "t" else "indexes" if kind == "i"
+               else "table files" if kind in ("r", "m") else "other relation files")
+        kinds[key] += 1
+    return kinds
 
 
 def zero_unused_space(pages: list[int]) -> tuple[int, str | None]:
@@ -593,30 +630,44 @@ def _is_statistics_file(name: str) -> bool:
     return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{_PG_STATISTIC_OID})")
 
 
-def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None) -> None:
+def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewrite: dict) -> None:
     _wait_for_older_snapshots(xid, notes)
-    with connection.cursor() as cursor:
-        for table in _tables_holding_subject_data():
-            _vacuum_full(cursor, table, notes, lease)
+    problem = pgfiles.repack_problem()
+    rewrite.update(method="pg_repack" if problem is None else "vacuum_full", tables={})
+    if problem is not None:
+        rewrite["writers_waited"] = True
+        notes.append(f"{problem}: the tables were rewritten with VACUUM FULL, and appends waited for each rewrite")
+    for table in _tables_holding_subject_data():
+        failed = pgfiles.repack_table(table, lease) if problem is None else "not installed"
+        with connection.cursor() as cursor:
+            if failed is not None:
+                if problem is None:
+                    notes.append(f"{failed}; {table} was rewritten with VACUUM FULL instead (appends waited)")
+                    rewrite["writers_waited"] = True
+                _vacuum_full(cursor, table, notes, lease)
+            rewrite["tables"][table] = "vacuum_full" if failed else "pg_repack"
             _clear_statistics_if_empty(cursor, table, notes)
+    with connection.cursor() as cursor:
         try:
-            # Planner statistics keep sample column values; ANALYZE above replaced
-            # them, this drops the dead copies.
+            # Planner statistics keep sample column values; ANALYZE (pg_repack's, or
+            # VACUUM's) replaced them, this drops the dead copies.
             cursor.execute("VACUUM FULL pg_statistic")
         except Exception as exc:
             notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
         cursor.execute("CHECKPOINT")
 
 
-def scrub_disk(xid: int | None = None, lease: Lease | None = None) -> list[str]:
-    """After the deleting transactions: leave no copy of the deleted text in the files."""
+def scrub_disk(xid: int | None = None, lease: Lease | None = None, rewrite: dict | None = None) -> list[str]:
+    """After the deleting transactions: leave no copy of the deleted text in the files.
+
+    On PostgreSQL `rewrite` is filled with how each table was rewritten (pgfiles.py)."""
     notes: list[str] = []
     if connection.in_atomic_block:
         return ["the files were not scrubbed: called inside a transaction"]
     if connection.vendor == "sqlite":
         _scrub_sqlite(notes, lease)
     else:
-        _scrub_postgres(xid, notes, lease)
+        _scrub_postgres(xid, notes, lease, rewrite if rewrite is not None else {})
     return notes
 
 
@@ -699,24 +750,26 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
 
     notes: list[str] = []
     set_aside: set[str] = set()
+    rewrite: dict = {}
+    wal = pgfiles.WalState()
     if connection.in_atomic_block:
         # An outer transaction (a test, a caller's atomic) still holds the rows:
         # nothing can be verified, and the receipt must not claim it was.
-        notes = scrub_disk(xid, lease)
+        notes = scrub_disk(xid, lease, rewrite)
         search = FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
                             problem="ran inside an outer transaction: the deletion was not yet committed")
     else:
         clock = time.monotonic()
-        notes = scrub_disk(xid, lease)
+        notes = scrub_disk(xid, lease, rewrite)
         seconds["scrub"] = round(time.monotonic() - clock, 3)
         clock = time.monotonic()
-        search, set_aside = _verify(candidates + id_needles, notes, lease)
+        search, set_aside = _verify(candidates + id_needles, notes, lease, wal)
         seconds["verify"] = round(time.monotonic() - clock, 3)
     searched = search.status == "searched"
     strings_checked = [c for c in candidates if c not in set_aside]
     checkable = strings_checked + id_needles
-    status = "not_possible" if search.status == "not_possible" else "found" if search.found else "verified"
-    if status == "verified" and files_left["status"] != "verified":
+    status = receipt_status(search)
+    if status in ("verified", "verified_except_wal") and files_left["status"] != "verified":
         status = files_left["status"]
     verification = {
         "database": connection.vendor,
@@ -732,6 +785,10 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
         "found_in": search.found_in + files_left["found_in"],
         "found_count": search.found_count,
         "scope": _scope(),
+        # What was searched, by kind of file (the WAL's segments or -wal file among them).
+        "searched": searched_by_kind(search.files) if searched else {},
+        "wal": _wal_account(search, wal) if searched else {"status": "not_searched"},
+        "rewrite": rewrite,
         "uploads": files_left,
         "verify_passes": search.passes,
         "seconds": seconds,
@@ -758,7 +815,33 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     return receipt
 
 
-def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[FileSearch, set[str]]:
+def _is_wal_file(name: str) -> bool:
+    return name.startswith("pg_wal/")
+
+
+def _clear_wal(found_in: list[str], wal: pgfiles.WalState, lease: Lease | None) -> bool:
+    """PostgreSQL: overwrite the recycled WAL segments that hold a needle by switching
+    segments up to and past them (within WAL_FLUSH_MAX_BYTES), then switch and checkpoint
+    so the older segments are recycled too (the next pass finds them ahead and goes past
+    them). False when nothing could be done (every such segment is kept, or too far)."""
+    segments = [name.rsplit("/", 1)[-1] for name in found_in if _is_wal_file(name)]
+    with connection.cursor() as cursor:
+        current = pgfiles._current_segment(cursor)
+        segment_bytes = int(pgfiles._settings(cursor)["wal_segment_size"][0])
+    ahead = [s for s in segments if pgfiles._segno(s) > pgfiles._segno(current)]
+    reachable = [s for s in ahead if (pgfiles._segno(s) - pgfiles._segno(current)) * segment_bytes
+                 <= pgfiles.WAL_FLUSH_MAX_BYTES]
+    if reachable:
+        wal.switches += pgfiles.advance_past(max(reachable, key=pgfiles._segno), lease)
+    behind = len(segments) > len(ahead)
+    if behind:
+        pgfiles.switch_and_checkpoint()
+        wal.switches += 1
+    return bool(reachable) or behind
+
+
+def _verify(needles: list[str], notes: list[str], lease: Lease | None,
+            wal: pgfiles.WalState | None = None) -> tuple[FileSearch, set[str]]:
     """Search the files for the needles; returns the last search and the needles set aside.
 
     A needle found where data which stays holds it proves nothing: it is set aside.
@@ -769,7 +852,11 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
     """
     set_aside: set[str] = set()
     search = FileSearch(status="searched", files=[], found=False, found_in=[], found_count=0)
-    for passes in range(1, VERIFY_PASSES + 1):
+    wal = wal if wal is not None else pgfiles.WalState()
+    wal_rounds = 0
+    passes = 0
+    while passes < VERIFY_PASSES + wal_rounds:
+        passes += 1
         checkpoint_to_disk()
         search = search_database_files(needles)
         search.passes = passes
@@ -779,10 +866,20 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
             shared = _strings_in_live_data([needles[i] for i in search.found_needles])
             set_aside |= shared
             search = search.without({i for i in search.found_needles if needles[i] in shared})
-            if search.found and passes < VERIFY_PASSES and all(
-                    _is_statistics_file(name) for name in search.found_in):
-                _resample_statistics(notes, lease)
-                continue
+            if search.found and passes < VERIFY_PASSES + wal_rounds and all(
+                    _is_statistics_file(name) or _is_wal_file(name) for name in search.found_in):
+                acted = False
+                if any(_is_statistics_file(name) for name in search.found_in):
+                    _resample_statistics(notes, lease)
+                    acted = True
+                if any(_is_wal_file(name) for name in search.found_in) and wal_rounds < pgfiles.WAL_ROUNDS:
+                    # Each WAL round earns one more pass, so the WAL never eats the passes
+                    # the statistics need.
+                    if _clear_wal(search.found_in, wal, lease):
+                        wal_rounds += 1
+                        acted = True
+                if acted:
+                    continue
             break
         main = Path(str(connection.settings_dict["NAME"])).name
         # In a row of the main file (just checkpointed): data that stays holds it, and
@@ -804,7 +901,34 @@ def _verify(needles: list[str], notes: list[str], lease: Lease | None) -> tuple[
         if zeroed:
             notes.append(f"pass {passes}: zeroed unused space in {zeroed} database pages that held stale copies")
         _truncate_wal(notes, lease)
+    if connection.vendor != "sqlite" and search.status == "searched":
+        wal.segments_searched = sum(1 for f in search.files if _is_wal_file(f["file"]))
+        wal.still_in = pgfiles.explain_segments([n for n in search.found_in if _is_wal_file(n)])
     return search, set_aside
+
+
+def receipt_status(search: FileSearch) -> str:
+    """`verified` only when nothing was found in anything searched. On PostgreSQL erased
+    text left only in WAL segments the request could not overwrite gives
+    `verified_except_wal`: the database files are clean, the receipt says which segments
+    still hold it and until when (`verification.wal`)."""
+    if search.status == "not_possible":
+        return "not_possible"
+    if not search.found:
+        return "verified"
+    if connection.vendor != "sqlite" and search.found_in and all(_is_wal_file(n) for n in search.found_in):
+        return "verified_except_wal"
+    return "found"
+
+
+def _wal_account(search: FileSearch, wal: pgfiles.WalState) -> dict:
+    if connection.vendor == "sqlite":
+        files = [f for f in search.files if f["file"].endswith("-wal")]
+        found = [n for n in search.found_in if n.endswith("-wal")]
+        # Truncated to zero bytes (or removed) before the search: then it holds nothing.
+        return {"status": "still_there" if found else "gone", "files_searched": len(files),
+                "bytes": sum(f["bytes"] for f in files), "still_in": found}
+    return wal.as_dict()
 
 
 def _scope() -> str:
@@ -812,9 +936,9 @@ def _scope() -> str:
     outside = "; and the upload folder of the data directory (import previews waiting for confirmation)"
     if connection.vendor == "sqlite":
         return "the SQLite main file, its -wal and -shm files" + outside
-    return ("every relation file of the database (tables, TOAST, indexes, all forks) under data_directory"
-            + outside + "; PostgreSQL's write-ahead log (pg_wal), replicas and backups keep old row images until "
-            "they are recycled and are not covered")
+    return ("every relation file of the database (tables, TOAST, indexes, planner statistics, all forks) under "
+            "data_directory, and every segment of the write-ahead log (pg_wal)" + outside
+            + "; replicas, WAL archives and backups are not covered")
 
 
 def delete_one_conversation(*, conversation_id, actor: str) -> DeletionReceipt:

@@ -47,7 +47,11 @@ ID_CHUNK = 500
 # Conversation ids kept on the run's row; the count is always exact.
 RUN_IDS_KEPT = 10_000
 # Row deletes per transaction start here and adapt so that one takes about BATCH_SECONDS.
-FIRST_BATCH = 100
+# Small, because nothing is measured yet: with FTS5's secure-delete one 100-row batch held
+# the write lock 1.0-1.5 s on a 335 MB file (issue 21); a handful of rows is never slow,
+# and the size grows at most GROW_AT_MOST times a batch towards the measured target.
+FIRST_BATCH = 8
+GROW_AT_MOST = 4
 BATCH_SECONDS = 0.1
 YIELD_SECONDS = 0.1
 LOCK_POLL_SECONDS = 0.002
@@ -280,7 +284,8 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
                     if took > BATCH_SECONDS:
                         size = max(1, int(size * BATCH_SECONDS / took))
                     elif took < BATCH_SECONDS / 2:
-                        size = min(batch_size, size * 2)
+                        grow = min(GROW_AT_MOST, BATCH_SECONDS / max(took, 0.001) / 2)
+                        size = min(batch_size, max(size + 1, int(size * grow)))
                 if name == "messages":
                     result.messages += n
                 elif name == "checkpoints":

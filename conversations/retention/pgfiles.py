@@ -1,0 +1,224 @@
+"""PostgreSQL erasure on disk: rewriting tables while agents keep writing, and the WAL.
+
+A deleted row's bytes stay in its table's pages (and in its TOAST and index pages)
+until the table is rewritten. `VACUUM FULL` rewrites it under an ACCESS EXCLUSIVE
+lock held for the whole rewrite, index builds included: on 1,000,000 messages the
+full-text GIN index alone took ~366 s, and every append, to any conversation, waited
+that long (issue 21). So tables are rewritten with pg_repack when it is installed:
+it copies the live rows into a new table while writers go on (their changes are
+logged by a trigger and replayed), builds the new table's indexes where nobody waits
+for them, and takes the exclusive lock only twice, briefly, to start and to swap the
+files. It is run with `--no-kill-backend` (a maintenance task never cancels another
+connection) and asks for those locks with growing timeouts of at most a second.
+
+Without pg_repack (the binary or the server extension missing, or a database user
+that may not use it) erasure falls back to VACUUM FULL: the text is still made gone,
+but writers wait for each rewrite, and the receipt says so (`rewrite.method`).
+
+The WAL: every insert of a row, and a full image of every page it sat in when that
+page was first changed after a checkpoint, is in `pg_wal`. A checkpoint does not
+delete old segments but renames them for reuse, contents and all, so erased text
+survives in "future" segments until the log reaches them. `clear_wal` forces segment
+switches (PostgreSQL zero-fills the rest of a segment it switches away from) through
+every such segment that still holds a needle, and checkpoints so the segments before
+the switch are recycled in turn. What it cannot reach (kept by `wal_keep_size`, a
+replication slot, or too far ahead) is reported with why and until when, and the
+receipt then says `verified_except_wal`, never `verified`.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+from .lease import Lease
+
+# pg_repack gives up on a table whose exclusive lock it could not get for this long
+# (a long transaction holding the table); the table is then rewritten by VACUUM FULL.
+REPACK_WAIT_SECONDS = 60
+REPACK_TIMEOUT_SECONDS = 3600
+# GIN builds are far faster with more memory; pg_repack's own session only.
+REPACK_MAINTENANCE_WORK_MEM = "256MB"
+# At most this many bytes of WAL are switched through to reach a recycled segment.
+WAL_FLUSH_MAX_BYTES = 2 * 1024 ** 3
+WAL_ROUNDS = 3
+
+
+def repack_binary() -> str | None:
+    configured = getattr(settings, "MEMORYUI_PG_REPACK", "pg_repack")
+    return shutil.which(configured) if configured else None
+
+
+def repack_problem() -> str | None:
+    """None when pg_repack can rewrite this database's tables; else why not."""
+    if repack_binary() is None:
+        return "pg_repack is not installed (Debian: postgresql-15-repack)"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT default_version, installed_version FROM pg_available_extensions "
+                       "WHERE name = 'pg_repack'")
+        row = cursor.fetchone()
+        if row is None:
+            return "the server has no pg_repack extension (Debian: postgresql-15-repack)"
+        if row[1] is None:
+            try:
+                cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_repack")
+            except DatabaseError as exc:
+                return f"the pg_repack extension could not be created in this database ({type(exc).__name__})"
+    return None
+
+
+def _client_environment() -> dict:
+    db = connection.settings_dict
+    env = dict(os.environ)
+    for key, name in (("HOST", "PGHOST"), ("PORT", "PGPORT"), ("USER", "PGUSER"), ("PASSWORD", "PGPASSWORD")):
+        if db.get(key):
+            env[name] = str(db[key])
+    env["PGDATABASE"] = str(db["NAME"])
+    env["PGOPTIONS"] = f"-c maintenance_work_mem={REPACK_MAINTENANCE_WORK_MEM}"
+    return env
+
+
+def repack_table(table: str, lease: Lease | None) -> str | None:
+    """Rewrite one table online with pg_repack; None when done, else what went wrong."""
+    command = [repack_binary(), "--no-kill-backend", f"--wait-timeout={REPACK_WAIT_SECONDS}",
+               "--no-superuser-check", "--dbname", str(connection.settings_dict["NAME"]), "--table", table]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=_client_environment())
+    deadline = time.monotonic() + REPACK_TIMEOUT_SECONDS
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            process.terminate()
+            process.wait()
+            return f"pg_repack of {table} took longer than {REPACK_TIMEOUT_SECONDS} s and was stopped"
+        if lease is not None:
+            lease.beat()
+        time.sleep(0.2)
+    out, err = process.communicate()
+    text = f"{out}\n{err}"
+    # Timed out waiting for a lock (with --no-kill-backend it gives up, exit status 0 or not).
+    if process.returncode != 0 or "ERROR" in text or "timed out" in text:
+        return f"pg_repack of {table} failed: {' '.join(text.split())[-300:]}"
+    return None
+
+
+# --- the WAL ---------------------------------------------------------------------
+
+def _segno(name: str) -> int:
+    """A WAL segment's number (same timeline): the last 16 hex digits of its name."""
+    return int(name[8:], 16)
+
+
+def wal_directory() -> tuple[str | None, str | None]:
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute("SHOW data_directory")
+        except DatabaseError as exc:
+            return None, f"the data directory is not visible to this database user ({type(exc).__name__})"
+        path = os.path.join(cursor.fetchone()[0], "pg_wal")
+    if not os.access(path, os.R_OK | os.X_OK):
+        return None, f"{path} is not readable by this process"
+    return path, None
+
+
+def wal_segment_files() -> tuple[list[dict], str | None]:
+    """Every WAL segment file in pg_wal, as file specs for the file helper."""
+    path, problem = wal_directory()
+    if problem:
+        return [], problem
+    names = sorted(n for n in os.listdir(path) if len(n) == 24 and all(c in "0123456789ABCDEF" for c in n))
+    return [{"path": os.path.join(path, n), "name": f"pg_wal/{n}", "kind": "postgres-wal"} for n in names], None
+
+
+def _current_segment(cursor) -> str:
+    cursor.execute("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
+    return cursor.fetchone()[0]
+
+
+def switch_and_checkpoint() -> None:
+    """End the current segment and checkpoint: every segment before it may be recycled."""
+    with connection.cursor() as cursor:
+        # A switch with nothing written since the last one is a no-op: write a tiny record first.
+        cursor.execute("SELECT pg_logical_emit_message(false, 'memoryui', 'erasure')")
+        cursor.execute("SELECT pg_switch_wal()")
+        cursor.execute("CHECKPOINT")
+
+
+def advance_past(segment: str, lease: Lease | None) -> int:
+    """Switch segments until the log has written past `segment` (a recycled file ahead of
+    it), which overwrites it. Returns the number of switches."""
+    switches = 0
+    with connection.cursor() as cursor:
+        while _segno(_current_segment(cursor)) <= _segno(segment):
+            cursor.execute("SELECT pg_logical_emit_message(false, 'memoryui', 'erasure')")
+            cursor.execute("SELECT pg_switch_wal()")
+            switches += 1
+            if lease is not None:
+                lease.beat()
+    return switches
+
+
+@dataclass
+class WalState:
+    """What the WAL still holds after erasure, for the receipt."""
+
+    segments_searched: int = 0
+    still_in: list[dict] = field(default_factory=list)
+    switches: int = 0
+
+    @property
+    def status(self) -> str:
+        return "still_there" if self.still_in else "gone"
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "segments_searched": self.segments_searched,
+                "segment_switches": self.switches, "still_in": self.still_in}
+
+
+def _settings(cursor) -> dict:
+    cursor.execute("SELECT name, setting, unit FROM pg_settings WHERE name IN "
+                   "('wal_segment_size', 'wal_keep_size', 'max_wal_size', 'checkpoint_timeout', 'archive_mode')")
+    return {name: (value, unit) for name, value, unit in cursor.fetchall()}
+
+
+def explain_segments(names: list[str]) -> list[dict]:
+    """For each WAL segment file that still holds erased text: why it is still there and until when."""
+    if not names:
+        return []
+    with connection.cursor() as cursor:
+        current = _current_segment(cursor)
+        conf = _settings(cursor)
+        segment_bytes = int(conf["wal_segment_size"][0])
+        cursor.execute("SELECT slot_name, pg_walfile_name(restart_lsn) FROM pg_replication_slots "
+                       "WHERE restart_lsn IS NOT NULL")
+        slots = cursor.fetchall()
+    keep_mb = int(conf["wal_keep_size"][0])
+    out = []
+    for name in sorted(set(names)):
+        file = name.rsplit("/", 1)[-1]
+        ahead = _segno(file) - _segno(current)
+        if ahead > 0:
+            mb = ahead * segment_bytes // 2 ** 20
+            why = "a recycled segment, kept for reuse with its old contents"
+            until = (f"overwritten when the log reaches it, after about {mb} MB more WAL "
+                     f"(more than the {WAL_FLUSH_MAX_BYTES // 2 ** 20} MB a request switches through)")
+        else:
+            holding = [slot for slot, restart in slots if restart and _segno(restart) <= _segno(file)]
+            if holding:
+                why = f"kept by replication slot{'s' if len(holding) > 1 else ''} {', '.join(holding)}"
+                until = "the slot's consumer has read past it; then the next checkpoint recycles it"
+            elif keep_mb:
+                why = f"kept by wal_keep_size ({keep_mb} MB)"
+                until = (f"about {keep_mb} MB more WAL has been written; then a checkpoint recycles it and the "
+                         "log overwrites it when it reaches it again")
+            elif conf.get("archive_mode", ("off",))[0] != "off":
+                why = "waiting to be archived (archive_mode)"
+                until = "the archiver has copied it (the archive then holds the text); then a checkpoint recycles it"
+            else:
+                why = "still needed for crash recovery"
+                until = f"the next checkpoints (at most checkpoint_timeout, {conf['checkpoint_timeout'][0]} s)"
+        out.append({"file": name, "why": why, "until": until})
+    return out
