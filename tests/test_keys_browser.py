@@ -52,12 +52,52 @@ def test_an_admin_creates_and_revokes_a_key_an_agent_uses(live_server, page):
     assert secret not in page.content()
     row = page.locator("tr", has_text="browser-made agent")
     assert "read" in row.inner_text() and "write" not in row.inner_text()
-    row.get_by_role("button", name="Revoke").click()
+    # Revoke… asks first, in place (htmx): which key, its last use, what stops working.
+    row.get_by_role("link", name="Revoke browser-made agent").click()
+    panel = page.locator("#confirm")
+    panel.get_by_text("Revoke the API key “browser-made agent”?").wait_for()
+    assert page.url == live_server.url + "/keys/"  # the panel opened on the list, no page load
+    text = panel.inner_text()
+    assert secret[:13] in text and "Last used" in text and "gets 401 on its next request" in text
+    assert "Nothing undoes this" in text
+    # The button alone does nothing: the box must be ticked.
+    panel.get_by_role("button", name="Revoke “browser-made agent”").click()
+    assert page.evaluate("document.querySelector('#confirm input[name=confirm]').validity.valueMissing")
+    status, _ = _agent_get(live_server.url + "/api/v1/conversations", secret)
+    assert status == 200
+    panel.get_by_label("I understand that agents using this key stop working now.").check()
+    panel.get_by_role("button", name="Revoke “browser-made agent”").click()
     page.wait_for_selector("text=Requests with it now get 401")
     assert "revoked" in page.locator("tr", has_text="browser-made agent").inner_text()
 
     status, body = _agent_get(live_server.url + "/api/v1/conversations", secret)
     assert status == 401 and body["error"]["code"] == "unauthenticated"
+
+
+def test_without_javascript_revoke_opens_its_confirmation_page(live_server, browser):
+    user = get_user_model().objects.create_user("nojs", password=PASSWORD)
+    assign_role(user, ADMIN)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto(live_server.url + "/login/?next=/keys/")
+        page.fill("input[name=username]", "nojs")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(live_server.url + "/keys/")
+        page.fill("input[name=name]", "scripted agent")
+        page.click("text=Create key")
+        secret = page.inner_text("#new-key-secret").strip()
+        page.goto(live_server.url + "/keys/")
+        page.get_by_role("link", name="Revoke scripted agent").click()
+        page.wait_for_url("**/keys/*/revoke")
+        assert page.get_by_role("heading", name="Revoke the API key “scripted agent”?").is_visible()
+        page.check("#confirm input[name=confirm]")
+        page.click("#confirm-action")
+        page.wait_for_selector("text=Requests with it now get 401")
+        assert _agent_get(live_server.url + "/api/v1/conversations", secret)[0] == 401
+    finally:
+        context.close()
 
 
 def test_the_api_docs_render_from_local_files(live_server, page):

@@ -2,6 +2,8 @@
 
 import pytest
 
+from conversations.demo import SUPPORT_SUBJECT, load_demo
+from conversations.facts.models import Fact
 from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt
 from tests.retention_support import conversation, make_user, raw_bytes_of_database
@@ -95,3 +97,45 @@ def test_an_admin_carries_out_a_deletion_request_to_its_receipt(live_server, pag
     assert not Conversation.objects.filter(pk=about.pk).exists()
     assert Conversation.objects.filter(pk=kept.pk).exists()
     assert b"Wilhelmina Ashcombe-Vries" not in raw_bytes_of_database()
+
+
+def test_a_mistyped_subject_is_offered_the_stored_one_and_files_nothing_by_accident(live_server, page):
+    load_demo(coding_turns=12)
+    held = Fact.objects.filter(subject=SUPPORT_SUBJECT).count()
+    _log_in_as_admin(page, live_server)
+    page.get_by_role("link", name="Deletion requests").first.click()
+    page.fill("input[name=subject]", "customer:maria.keller")
+    page.get_by_role("button", name="Preview").click()
+    page.wait_for_url("**/admin/deletion-requests/preview/")
+
+    assert page.get_by_text("Nothing is stored about this").is_visible()
+    assert page.get_by_role("button", name="Delete and verify").count() == 0
+    suggestion = page.locator("#subject-suggestions li").first
+    assert SUPPORT_SUBJECT in suggestion.inner_text()
+    assert f"2 conversations, {held} facts" in suggestion.inner_text()
+
+    suggestion.get_by_role("button", name=f"Preview {SUPPORT_SUBJECT}").click()
+    page.get_by_text(SUPPORT_SUBJECT).first.wait_for()
+    assert page.locator("#count-conversations").inner_text() == "2"
+    assert page.locator("#count-facts").inner_text() == str(held)
+    assert page.locator("#nothing-stored").count() == 0
+    assert page.get_by_role("button", name="Delete and verify").is_visible()
+    assert DeletionReceipt.objects.count() == 0
+
+
+def test_a_receipt_that_nothing_is_stored_is_an_explicit_choice(live_server, page):
+    _log_in_as_admin(page, live_server)
+    page.get_by_role("link", name="Deletion requests").first.click()
+    page.fill("input[name=subject]", "cust:never-seen")
+    page.get_by_role("button", name="Preview").click()
+    page.wait_for_url("**/admin/deletion-requests/preview/")
+    assert page.get_by_text("No stored subject is close to it").is_visible()
+    button = page.get_by_role("button", name="File a receipt that nothing is stored")
+    button.click()
+    assert page.evaluate("document.querySelector('#confirm input[name=confirm]').validity.valueMissing")
+    assert DeletionReceipt.objects.count() == 0
+    page.check("#confirm input[name=confirm]")
+    button.click()
+    page.wait_for_url("**/admin/receipts/*/")
+    receipt = DeletionReceipt.objects.get()
+    assert receipt.counts["conversations"] == 0
