@@ -46,6 +46,7 @@ WORKLOADS = [
     ("12", "w12_import.py"),
     ("13", "w13_erasure_stall.py"),
     ("14", "w14_search_filters.py"),
+    ("15", "w15_pg_erasure_stall.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,
