@@ -35,21 +35,23 @@ def add_column(apps, schema_editor):
     schema_editor.execute(f"ALTER TABLE {CONV} ADD COLUMN received_at {COLUMN[vendor]} NULL", params=None)
 
 
-def fill_received_at(Conversation, AuditEvent) -> None:
-    """Every conversation's last activity, or its last import's time where that is later."""
-    Conversation.objects.update(received_at=F("last_activity_at"))
-    imports = (AuditEvent.objects.filter(target_type="conversation", action="conversation.imported")
+def fill_received_at(Conversation, AuditEvent, using: str = "default") -> None:
+    """Every conversation's last activity, or its last import's time where that is later
+    (`using`: the database being migrated, which copy_database's target is not the default)."""
+    Conversation.objects.using(using).update(received_at=F("last_activity_at"))
+    imports = (AuditEvent.objects.using(using).filter(target_type="conversation", action="conversation.imported")
                .values("target_id").annotate(last=Max("at")).order_by())
     for row in imports.iterator():
         try:
             cid = uuid.UUID(row["target_id"])
         except ValueError:
             continue
-        Conversation.objects.filter(pk=cid, received_at__lt=row["last"]).update(received_at=row["last"])
+        Conversation.objects.using(using).filter(pk=cid, received_at__lt=row["last"]).update(received_at=row["last"])
 
 
 def fill(apps, schema_editor):
-    fill_received_at(apps.get_model("conversations", "Conversation"), apps.get_model("conversations", "AuditEvent"))
+    fill_received_at(apps.get_model("conversations", "Conversation"), apps.get_model("conversations", "AuditEvent"),
+                     using=schema_editor.connection.alias)
 
 
 def constrain_and_index(apps, schema_editor):
