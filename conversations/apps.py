@@ -16,3 +16,6 @@ class ConversationsConfig(AppConfig):
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
         register(IdempotencyKey, text_fields=("body",))
+        from memoryui import metrics
+
+        metrics.connect_signals()

@@ -28,6 +28,7 @@ from .errors import CheckpointBeforeLatest, CheckpointSplitsToolCall, Conflict, 
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
 from .schema import encode_message, max_message_bytes
+from memoryui import metrics
 
 # The old name, still called by retention/erasure.py.
 _check_storable = check_text
@@ -277,7 +278,9 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     # hot path below would otherwise pay for a dozen of them.
     db = connections[DEFAULT_DB_ALIAS]
     row = [_db_id(db, cid), None, kind, text, _db_now(db)]
-    return _write_rows(db, cid, [row], expected_position)
+    position = _write_rows(db, cid, [row], expected_position)
+    metrics.appended(1)
+    return position
 
 
 def _db_id(db, cid: uuid.UUID):
@@ -343,6 +346,7 @@ def append_messages(*, conversation_id, messages, expected_position: int | None 
     db_cid, now = _db_id(db, cid), _db_now(db)
     rows = [[db_cid, None, kind, text, now] for kind, text in encoded]
     first = _write_rows(db, cid, rows, expected_position)
+    metrics.appended(len(rows))
     return Appended(first_position=first, last_position=first + len(rows) - 1)
 
 

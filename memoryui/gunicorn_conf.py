@@ -7,9 +7,16 @@ JSON and the network with the one writer's fsync. PostgreSQL: a worker per core,
 each with threads, since its writers lock rows, not the database.
 
 MEMORYUI_WORKERS and MEMORYUI_THREADS override the choice.
+
+With MEMORYUI_METRICS_TOKEN set, the workers' metrics add up (memoryui/metrics.py):
+each writes them under a folder private to this server (the data folder's
+prometheus/<master pid>, emptied at start), and a worker that exits is marked dead.
+With MEMORYUI_LOG_FORMAT=json gunicorn's own lines are JSON too (memoryui/logs.py).
 """
 
 import os
+import shutil
+from pathlib import Path
 
 _postgres = os.environ.get("DATABASE_URL", "").strip().startswith(("postgres", "postgresql"))
 
@@ -24,3 +31,66 @@ limit_request_line = 8190
 # The access log holds who asked for which path, when, and the answer: never the query
 # string (a subject may be in `?subject=` of the API) nor the Referer (a page's full URL).
 access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(D)sus "%(a)s"'
+
+
+def _data_dir() -> Path:
+    from memoryui.settings import DATA_DIR  # the one place its default is written
+
+    return DATA_DIR
+
+
+def _prepare_metrics_dir() -> None:
+    if not os.environ.get("MEMORYUI_METRICS_TOKEN", "").strip():
+        return
+    parent = _data_dir() / "prometheus"
+    parent.mkdir(mode=0o700, exist_ok=True)
+    for old in parent.iterdir():  # folders of servers that are gone; a live one keeps its own
+        if old.name.isdigit() and not _alive(int(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = parent / str(os.getpid())
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir(mode=0o700)
+    # Before any worker imports prometheus_client: it picks its storage by this at import.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(mine)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def on_starting(server):
+    _prepare_metrics_dir()
+
+
+def child_exit(server, worker):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if os.environ.get("MEMORYUI_LOG_FORMAT", "").strip().lower() == "json":
+    logconfig_dict = {
+        "formatters": {"json": {"()": "memoryui.logs.JsonFormatter"}},
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"},
+            "error_console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"},
+        },
+        # Not propagated: the root logger has a handler too, and each line would be written twice.
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
+            "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+        },
+    }

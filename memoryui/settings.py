@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every answer, redirects and refusals included, gets a request id, a log line and its metrics.
+    "memoryui.requestlog.RequestObservationMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "conversations.middleware.SecurityHeadersMiddleware",
     # Before anything reads the body or renders an HTML error page for /api/.
@@ -200,6 +202,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 HTTPS = env_flag("MEMORYUI_HTTPS")
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_flag("MEMORYUI_SECURE_COOKIES", HTTPS)
 SECURE_SSL_REDIRECT = env_flag("MEMORYUI_SSL_REDIRECT", HTTPS)
+# A load balancer probes the app servers over plain HTTP, behind the TLS it terminates.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = int(os.environ.get("MEMORYUI_HSTS_SECONDS", 31536000 if HTTPS else 0))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_flag("MEMORYUI_HSTS_INCLUDE_SUBDOMAINS")
 SECURE_HSTS_PRELOAD = env_flag("MEMORYUI_HSTS_PRELOAD")
@@ -209,6 +213,9 @@ _proxy_header = os.environ.get("MEMORYUI_PROXY_SSL_HEADER", "").strip()
 SECURE_PROXY_SSL_HEADER = (
     ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
 )
+
+# /metrics answers only a scrape bearing this token; unset, it is a 404 and nothing is counted.
+MEMORYUI_METRICS_TOKEN = os.environ.get("MEMORYUI_METRICS_TOKEN", "").strip()
 
 # Largest encoded message the store accepts (DESIGN.md: 1 MiB by default).
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
@@ -241,11 +248,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_MESSAGE_BYTES * 2 + 64 * 1024
 # Everything to stderr (what `make run` shows). An unhandled exception is logged by
 # django.request with its traceback whatever DEBUG says; 4xx answers are left to the
 # access log, which has their status. Messages carry request paths, never query strings.
+# MEMORYUI_LOG_FORMAT=json: one JSON object a line, a line per request too, each with its
+# request id; tracebacks inside their line (memoryui/logs.py, memoryui/requestlog.py).
+MEMORYUI_LOG_FORMAT = "json" if os.environ.get("MEMORYUI_LOG_FORMAT", "").strip().lower() == "json" else "plain"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "memoryui.logs.JsonFormatter"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": MEMORYUI_LOG_FORMAT}},
     "root": {"handlers": ["stderr"], "level": "WARNING"},
     "loggers": {
         "django.request": {"level": "ERROR"},

@@ -5,11 +5,15 @@ from django.views.generic import RedirectView
 
 from conversations.loginguard.views import ThrottledLoginView
 
+from . import health, metrics
 from .api import api
 
 urlpatterns = [
     # Browsers ask for /favicon.ico whatever the page links.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),

@@ -23,6 +23,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from conversations.errors import StoreError
+from memoryui import metrics
 
 from .models import MaintenanceLease
 
@@ -81,6 +82,11 @@ def _process_gone(holder: str) -> bool:
     return False
 
 
+def is_stuck(lease: MaintenanceLease) -> bool:
+    """Whether a held lease's run has died: the next run would take it over (/readyz reports it)."""
+    return lease.heartbeat_at <= timezone.now() - STALE_AFTER or _process_gone(lease.holder)
+
+
 def _describe(lease: MaintenanceLease) -> str:
     what = "a prune" if lease.kind == "prune" else "a deletion request"
     return (f"{what} started by {lease.actor} at {lease.acquired_at:%Y-%m-%d %H:%M:%S} UTC is still running "
@@ -97,7 +103,7 @@ def acquire(*, kind: str, actor: str) -> Lease:
                 qs = qs.select_for_update()
             current = qs.first()
             if current is not None:
-                if current.heartbeat_at > now - STALE_AFTER and not _process_gone(current.holder):
+                if not is_stuck(current):
                     raise MaintenanceRunning(_describe(current))
                 qs.delete()
             MaintenanceLease.objects.create(name=NAME, holder=holder, kind=kind, actor=str(actor)[:200],
@@ -115,10 +121,17 @@ def release(lease: Lease) -> None:
 
 @contextmanager
 def maintenance(*, kind: str, actor: str):
-    lease = acquire(kind=kind, actor=actor)
+    started, outcome = time.monotonic(), "failed"
+    try:
+        lease = acquire(kind=kind, actor=actor)
+    except MaintenanceRunning:
+        metrics.maintenance_run(kind=kind, outcome="refused", seconds=0.0)
+        raise
     try:
         yield lease
+        outcome = "finished"
     finally:
+        metrics.maintenance_run(kind=kind, outcome=outcome, seconds=time.monotonic() - started)
         try:
             release(lease)
         except Exception:  # the database may be what failed; a stale lease is taken over later

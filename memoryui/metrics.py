@@ -1,0 +1,182 @@
+"""Prometheus metrics at /metrics, added up over gunicorn's worker processes.
+
+Off unless MEMORYUI_METRICS_TOKEN is set: then /metrics answers a scrape that sends
+`Authorization: Bearer <token>`, and nothing else (401); unset, /metrics is a 404 and
+nothing is recorded, so the request path pays nothing for it.
+
+Several workers: prometheus-client's multiprocess mode. memoryui/gunicorn_conf.py
+points PROMETHEUS_MULTIPROC_DIR at a private folder under the data folder before the
+workers start (each writes its own memory-mapped files there), and marks a worker's
+files dead when it exits; a scrape, served by whichever worker, reads them all.
+
+Labels hold only what the code chose: a route is the URL *pattern*
+(`api/v1/conversations/<conversation_id>/messages`), never the path; statuses,
+methods, formats and outcomes come from fixed sets. A subject, a message's text or
+a key can never become a label, so a scrape reveals none (tests/test_ops_metrics.py).
+"""
+
+import hmac
+import os
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+from django.http import Http404, HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+def enabled() -> bool:
+    return bool(settings.MEMORYUI_METRICS_TOKEN)
+
+
+_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+_SAFE_LABEL = re.compile(r"^[a-z0-9_]{1,32}$")
+
+REQUESTS = Counter("memoryui_http_requests", "HTTP requests answered, by route pattern, method and status",
+                   ["route", "method", "status"])
+LATENCY = Histogram("memoryui_http_request_duration_seconds", "Time to answer a request, by route pattern",
+                    ["route", "method"],
+                    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+APPENDS = Counter("memoryui_appended_messages", "Messages appended to conversations (every door)")
+APPEND_BATCHES = Histogram("memoryui_append_batch_size", "Messages written by one append transaction",
+                           buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
+REPLAYS = Counter("memoryui_idempotent_replays", "Writes answered from their Idempotency-Key (nothing written again)")
+IMPORTS = Counter("memoryui_imports", "Import sources (sessions, files, streams) begun, by format", ["format"])
+MAINTENANCE = Counter("memoryui_maintenance_runs", "Prunes and deletion requests, by kind and outcome",
+                      ["kind", "outcome"])
+MAINTENANCE_SECONDS = Histogram("memoryui_maintenance_run_duration_seconds",
+                                "How long a prune or deletion request held the maintenance lease",
+                                ["kind", "outcome"], buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400))
+ERASURE_VERIFICATIONS = Counter("memoryui_erasure_verifications",
+                                "Deletion receipts filed, by their verification status", ["status"])
+
+
+def _label(value: str) -> str:
+    """A label value from a fixed vocabulary, or "other": nothing a client typed gets through."""
+    value = str(value or "").lower()
+    return value if _SAFE_LABEL.match(value) else "other"
+
+
+def observe_request(*, route: str, method: str, status: int, seconds: float) -> None:
+    method = method if method in _METHODS else "other"
+    REQUESTS.labels(route, method, str(status)).inc()
+    LATENCY.labels(route, method).observe(seconds)
+
+
+def appended(rows: int) -> None:
+    if enabled():
+        APPENDS.inc(rows)
+        APPEND_BATCHES.observe(rows)
+
+
+def replayed() -> None:
+    REPLAYS.inc()
+
+
+def import_begun(fmt: str) -> None:
+    if enabled():
+        IMPORTS.labels(_label(fmt)).inc()
+
+
+def maintenance_run(*, kind: str, outcome: str, seconds: float) -> None:
+    if enabled():
+        MAINTENANCE.labels(_label(kind), outcome).inc()
+        MAINTENANCE_SECONDS.labels(_label(kind), outcome).observe(seconds)
+
+
+def erasure_verified(status: str) -> None:
+    if enabled():
+        ERASURE_VERIFICATIONS.labels(_label(status)).inc()
+
+
+# -- signals: rows other apps write, counted without a line in their code ------------------
+
+
+def _on_import_source(sender, instance, created, **kwargs):
+    if created:
+        import_begun(instance.format)
+
+
+def _on_receipt(sender, instance, created, **kwargs):
+    if created:
+        erasure_verified((instance.verification or {}).get("status", "none"))
+
+
+def connect_signals() -> None:
+    from django.db.models.signals import post_save
+
+    from conversations.imports.models import ImportSource
+    from conversations.retention.models import DeletionReceipt
+
+    post_save.connect(_on_import_source, sender=ImportSource, dispatch_uid="metrics_imports")
+    post_save.connect(_on_receipt, sender=DeletionReceipt, dispatch_uid="metrics_receipts")
+
+
+# -- the scrape -------------------------------------------------------------------------
+
+
+class _DatabaseSize:
+    """Sizes read at scrape time by the worker that serves it (a gauge per worker would not add up)."""
+
+    def collect(self):
+        size = GaugeMetricFamily("memoryui_database_bytes", "Size of the database on disk")
+        wal = GaugeMetricFamily("memoryui_sqlite_wal_bytes", "Size of the SQLite write-ahead log")
+        if connection.vendor == "sqlite":
+            # stat only: the live file is never opened outside SQLite (retention/rawfiles.py says why).
+            main = Path(connection.settings_dict["NAME"])
+            size.add_metric([], _stat_size(main))
+            wal.add_metric([], _stat_size(Path(f"{main}-wal")))
+            yield size
+            yield wal
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_database_size(current_database())")
+            size.add_metric([], cursor.fetchone()[0])
+        yield size
+
+
+def _stat_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class _ThisProcess:
+    """The process's own registry, when there is no multiprocess folder (runserver, tests)."""
+
+    def collect(self):
+        from prometheus_client import REGISTRY
+
+        yield from REGISTRY.collect()
+
+
+def scrape() -> bytes:
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry.register(_ThisProcess())
+    registry.register(_DatabaseSize())
+    return generate_latest(registry)
+
+
+@require_GET
+def metrics_view(request):
+    token = settings.MEMORYUI_METRICS_TOKEN
+    if not token:
+        raise Http404("metrics are off (set MEMORYUI_METRICS_TOKEN)")
+    sent = request.headers.get("Authorization", "")
+    if not hmac.compare_digest(sent.encode("utf-8", "replace"), f"Bearer {token}".encode()):
+        response = HttpResponse("a scrape needs Authorization: Bearer <MEMORYUI_METRICS_TOKEN>\n", status=401,
+                                content_type="text/plain; charset=utf-8")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(scrape(), content_type=CONTENT_TYPE_LATEST)
+
