@@ -1,0 +1,85 @@
+"""MEMORYUI_LOG_FORMAT=json under gunicorn: every line on its output is one JSON object, a
+request has its line with its id, the id is echoed in X-Request-ID (a proxy's own when it
+is a sane token), and a traceback is a field of a line carrying the request's id."""
+
+import http.client
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from tests.server_support import free_port, start_gunicorn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port, log = free_port(), tmp_path / "gunicorn.log"
+    proc = start_gunicorn(port, log, workers=1, MEMORYUI_LOG_FORMAT="json",
+                          DJANGO_SETTINGS_MODULE="tests.ops_settings")
+    yield port, log
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def get(port, path, request_id=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path, headers={"X-Request-ID": request_id} if request_id is not None else {})
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response
+
+
+def lines_until(log, done, deadline=30.0):
+    """The log's lines as JSON, once `done(lines)` holds (a worker writes after it answers)."""
+    stop = time.monotonic() + deadline
+    while True:
+        text = log.read_text()
+        parsed = [json.loads(line) for line in text.splitlines() if line.strip()]
+        if done(parsed) or time.monotonic() > stop:
+            return parsed, text
+        time.sleep(0.05)
+
+
+def test_it_writes_one_json_line_per_request_with_its_id(server):
+    port, log = server
+    sane = get(port, "/healthz?subject=customer:secret@example.com", "lb-7f3a.1:b")
+    assert sane.status == 200 and sane.getheader("X-Request-ID") == "lb-7f3a.1:b"
+    odd = get(port, "/healthz", "has spaces; and=more")
+    generated = odd.getheader("X-Request-ID")
+    assert re.fullmatch(r"[0-9a-f]{32}", generated)
+    fresh = get(port, "/readyz").getheader("X-Request-ID")
+    assert re.fullmatch(r"[0-9a-f]{32}", fresh) and fresh != generated
+
+    lines, text = lines_until(log, lambda ls: sum(1 for l in ls if l.get("logger") == "memoryui.request"
+                                                   and l.get("request_id") in (generated, fresh)) == 2)
+    requests = {l["request_id"]: l for l in lines if l.get("logger") == "memoryui.request"}
+    assert {"lb-7f3a.1:b", generated, fresh} <= set(requests), text
+    line = requests["lb-7f3a.1:b"]
+    assert (line["method"], line["path"], line["route"], line["status"]) == ("GET", "/healthz", "healthz", 200)
+    assert isinstance(line["duration_ms"], float)
+    assert requests[fresh]["route"] == "readyz"
+    # Paths without their query strings: a subject in `?subject=` never reaches the log.
+    assert "secret@example.com" not in text
+
+
+def test_it_puts_a_traceback_in_the_same_stream_as_one_line(server):
+    port, log = server
+    response = get(port, "/boom/", "trace-me-1")
+    assert response.status == 500 and response.getheader("X-Request-ID") == "trace-me-1"
+
+    lines, text = lines_until(log, lambda ls: any(l.get("exception") for l in ls)
+                              and any(l.get("status") == 500 for l in ls))
+    failures = [l for l in lines if l.get("exception")]
+    assert len(failures) == 1, text
+    failure = failures[0]
+    assert failure["request_id"] == "trace-me-1" and failure["level"] == "ERROR"
+    assert "Traceback (most recent call last)" in failure["exception"]
+    assert "RuntimeError: boom: a view that fails" in failure["exception"]
+    request_line = next(l for l in lines if l.get("logger") == "memoryui.request" and l["request_id"] == "trace-me-1")
+    assert request_line["status"] == 500 and request_line["route"] == "boom/"
