@@ -12,6 +12,13 @@ for 1, 4 and 16 concurrent clients:
 - in-process: the same number of threads calling store.append_message /
   store.append_messages(100) in this process, each its own conversation.
 
+- the floor (issue 27.8): the same single POSTs without an Authorization header,
+  which the server answers 401 before any database work: what the request path
+  costs with nothing behind it. The append's rate over it is the row with a target
+  (≥ 0.6 on SQLite, ≥ 0.5 on PostgreSQL, 1 and 4 clients);
+- a conversation GET (/api/v1/conversations/{id} with the key), which must go at
+  least as fast as an append.
+
 HTTP and in-process alternate (common.alternate), medians of the repetitions.
 Rows: messages/s, and p50/p99 of one request (one store call) in ms. gunicorn
 runs memoryui/gunicorn_conf.py (SQLite: 1 worker × 8 threads; PostgreSQL: a
@@ -105,13 +112,13 @@ class Http:
     def __init__(self, port, headers):
         self.port, self.headers, self.conn = port, headers, None
 
-    def post(self, path, body):
+    def post(self, path, body, *, expect=201, method="POST"):
         for attempt in (1, 2):
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
             try:
-                keyed = {"Idempotency-Key": uuid.uuid4().hex} if WITH_KEYS else {}
-                self.conn.request("POST", path, body=body, headers={**self.headers, **keyed})
+                keyed = {"Idempotency-Key": uuid.uuid4().hex} if WITH_KEYS and method == "POST" else {}
+                self.conn.request(method, path, body=body, headers={**self.headers, **keyed})
                 response = self.conn.getresponse()
                 payload = response.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
@@ -120,7 +127,7 @@ class Http:
                 if attempt == 2:
                     raise
                 continue
-            if response.status != 201:
+            if response.status != expect:
                 raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
             if response.getheader("Connection", "").lower() == "close":
                 self.conn.close()
@@ -168,7 +175,8 @@ def measure(database: str, args) -> list[dict]:
             msgs = common.messages(max(singles, BATCH))
             single_bodies = [json.dumps(m) for m in msgs[:singles]]
             batch_body = json.dumps({"messages": msgs[:BATCH]})
-            latencies = {"http single": [], "http batched": [], "store single": [], "store batched": []}
+            latencies = {"http single": [], "http batched": [], "store single": [], "store batched": [],
+                         "http floor": [], "http get": []}
 
             def conversations(label):
                 ids = [store.create_conversation(title=f"bench {label} {i}").pk for i in range(clients)]
@@ -192,6 +200,29 @@ def measure(database: str, args) -> list[dict]:
                         lat.extend(mine)
 
                 return clients * (batches * BATCH if batched else singles) / in_threads(client, clients)
+
+            def run_other(mode: str):
+                """The 401 floor (no key) or a conversation GET, one request at a time per client."""
+                cids = conversations(mode)
+                lat = latencies[f"http {mode}"]
+                sent = ({k: v for k, v in headers.items() if k != "Authorization"} if mode == "floor"
+                        else headers)
+
+                def client(i):
+                    conn, mine = Http(port, sent), []
+                    try:
+                        for body in single_bodies:
+                            t0 = time.perf_counter()
+                            if mode == "floor":
+                                conn.post(f"/api/v1/conversations/{cids[i]}/messages", body, expect=401)
+                            else:
+                                conn.post(f"/api/v1/conversations/{cids[i]}", None, expect=200, method="GET")
+                            mine.append(time.perf_counter() - t0)
+                    finally:
+                        conn.close()
+                        lat.extend(mine)
+
+                return clients * singles / in_threads(client, clients)
 
             def run_store(batched: bool):
                 cids = conversations("store")
@@ -219,6 +250,7 @@ def measure(database: str, args) -> list[dict]:
             runs = common.alternate({
                 "http single": lambda: run_http(False), "store single": lambda: run_store(False),
                 "http batched": lambda: run_http(True), "store batched": lambda: run_store(True),
+                "http floor": lambda: run_other("floor"), "http get": lambda: run_other("get"),
             }, reps)
             rate = {k: statistics.median(v) for k, v in runs.items()}
             p = {k: (percentile(v, 0.5) * 1000, percentile(v, 0.99) * 1000) for k, v in latencies.items()}
@@ -229,10 +261,15 @@ def measure(database: str, args) -> list[dict]:
                     "http_p50": p[f"http {mode}"][0], "http_p99": p[f"http {mode}"][1],
                     "store_p50": p[f"store {mode}"][0], "store_p99": p[f"store {mode}"][1],
                     "batched_over_single": None if mode == "single" else http_rate / rate["http single"],
+                    "floor": rate["http floor"], "get": rate["http get"],
+                    "floor_p50": p["http floor"][0], "get_p50": p["http get"][0],
                 })
                 print(f"  {database} {clients} clients {mode}: HTTP {http_rate:,.0f} msg/s "
                       f"(p50 {p[f'http {mode}'][0]:.1f} ms, p99 {p[f'http {mode}'][1]:.1f} ms), "
                       f"store {store_rate:,.0f} msg/s, ratio {http_rate / store_rate:.2f}", flush=True)
+            print(f"  {database} {clients} clients: 401 floor {rate['http floor']:,.0f} req/s, "
+                  f"GET {rate['http get']:,.0f} req/s, append / floor {rate['http single'] / rate['http floor']:.2f}, "
+                  f"GET / append {rate['http get'] / rate['http single']:.2f}", flush=True)
     finally:
         server.terminate()
         try:
@@ -290,6 +327,20 @@ def main(argv=None):
                        "(raw column: the in-process store, same threads)",
                 memoryui=r["http"], raw=r["store"], unit="msg/s", ratio=r["http"] / r["store"], target=target,
                 passed=passed, note=note)
+        if r["mode"] == "single":
+            floor_target = 0.6 if r["database"] == "sqlite" else 0.5
+            clients_label = f"{r['clients']} client{'s' if r['clients'] > 1 else ''}"
+            met = r["clients"] in (1, 4)
+            res.add(metric=f"{db}, {clients_label}: appends/s over HTTP (raw column: requests/s answered 401 "
+                           "without a key, the request path's floor)",
+                    memoryui=r["http"], raw=r["floor"], unit="req/s", ratio=r["http"] / r["floor"],
+                    target=f"append / 401 floor ≥ {floor_target}" if met else "append / 401 floor (no target)",
+                    passed=(r["http"] / r["floor"] >= floor_target) if met else None,
+                    note=f"p50 {r['floor_p50']:.1f} ms per 401")
+            res.add(metric=f"{db}, {clients_label}: conversation GETs/s over HTTP (raw column: appends/s)",
+                    memoryui=r["get"], raw=r["http"], unit="req/s", ratio=r["get"] / r["http"],
+                    target="GET / append ≥ 1", passed=r["get"] / r["http"] >= 1,
+                    note=f"p50 {r['get_p50']:.1f} ms per GET")
         if r["mode"] == "batched":
             res.add(metric=f"{db}, {r['clients']} client{'s' if r['clients'] > 1 else ''}: batched / single "
                            "messages/s over HTTP",

@@ -88,8 +88,9 @@ def _checkpoint(cp: Checkpoint) -> dict:
 
 
 def _detail(conversation_id, request) -> dict:
-    c = Conversation.objects.with_fork_count().get_live(conversation_id)
-    latest = c.latest_checkpoint()
+    c = Conversation.objects.detail_of(conversation_id)
+    # Most conversations have no checkpoint: the count (from the same statement) spares the look-up.
+    latest = c.latest_checkpoint() if c.checkpoint_count else None
     return {
         **_summary(c, request),
         "meta": c.meta,
@@ -100,7 +101,7 @@ def _detail(conversation_id, request) -> dict:
         ],
         "parent_missing": c.parent_missing,
         "fork_count": c.fork_count,
-        "checkpoint_count": Checkpoint.objects.of(c.pk).count(),
+        "checkpoint_count": c.checkpoint_count,
         "latest_checkpoint": _checkpoint(latest) if latest else None,
     }
 

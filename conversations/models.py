@@ -7,7 +7,7 @@ store's deletion path (see migration 0002).
 
 import uuid
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -60,6 +60,24 @@ class ConversationQuerySet(models.QuerySet):
             .values("n")
         )
         return self.annotate(fork_count=models.functions.Coalesce(models.Subquery(forks), 0))
+
+    def detail_of(self, conversation_id) -> "Conversation":
+        """One live conversation with `fork_count` and `checkpoint_count`, in one statement.
+
+        The API's conversation GET runs this on every call: compiling the ORM query with
+        its two subqueries cost more than an append (issue 27.8), a plain statement
+        does not."""
+        cid = parse_conversation_id(conversation_id)
+        table, checkpoints = Conversation._meta.db_table, Checkpoint._meta.db_table
+        sql = (f"SELECT c.*, (SELECT COUNT(*) FROM {table} f WHERE f.parent_id = c.id AND f.deleting = %s "
+               f"AND f.parent_relation <> 'subagent') AS fork_count, "
+               f"(SELECT COUNT(*) FROM {checkpoints} k WHERE k.conversation_id = c.id) AS checkpoint_count "
+               f"FROM {table} c WHERE c.id = %s AND c.deleting = %s")
+        found = next(iter(self.raw(sql, [False, Conversation._meta.pk.get_db_prep_value(cid, connection), False])),
+                     None)
+        if found is None:
+            raise NotFound(f"conversation {cid} not found", field="id")
+        return found
 
     def about(self, subject: str):
         """About this subject, compared as erasure compares it (NFC, case-folded)."""

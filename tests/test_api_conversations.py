@@ -243,6 +243,16 @@ def test_it_shows_one_conversation_with_counts_lineage_and_latest_checkpoint(rea
     assert body["parent_missing"] is False
 
 
+def test_its_fork_count_leaves_out_subagent_transcripts_and_forks_being_deleted(reader, convo):
+    store.fork_conversation(conversation_id=convo.pk, position=1)
+    store.fork_conversation(conversation_id=convo.pk, position=2, relation="subagent")
+    going = store.fork_conversation(conversation_id=convo.pk, position=0)
+    Conversation.objects.filter(pk=going.pk).update(deleting=True)  # as a prune killed halfway leaves it
+    body = reader.get(f"/conversations/{convo.pk}").json()
+    assert body["fork_count"] == 1 and body["checkpoint_count"] == 0 and body["latest_checkpoint"] is None
+    assert reader.get(f"/conversations/{going.pk}").status_code == 404
+
+
 def test_it_says_when_the_parent_is_gone(reader, convo):
     child = store.fork_conversation(conversation_id=convo.pk, position=1)
     store.delete_conversation(conversation_id=convo.pk)
