@@ -16,6 +16,7 @@ import time
 import uuid
 
 from django.conf import settings
+from django.urls import Resolver404, resolve
 
 from memoryui import metrics
 from memoryui.logs import request_id
@@ -33,9 +34,14 @@ def _request_id(request) -> str:
 
 
 def _route(request) -> str:
-    match = getattr(request, "resolver_match", None)
     # The pattern, never the path: a path holds ids, and a label per id would never end.
-    return match.route if match is not None and match.route else "unmatched"
+    match = getattr(request, "resolver_match", None)
+    if match is None:  # answered before the URL was resolved (an idempotent replay, a redirect, a 413)
+        try:
+            match = resolve(request.path_info)
+        except Resolver404:
+            return "unmatched"
+    return match.route or "unmatched"
 
 
 class RequestObservationMiddleware:
@@ -58,9 +64,10 @@ class RequestObservationMiddleware:
                 if response.get(REPLAYED_HEADER) == "true":
                     metrics.replayed()
             if self.json_lines:
+                route = _route(request)
                 # The path without its query string (README, "What the server keeps about requests").
                 log.info("request", extra={
-                    "method": request.method, "path": request.path, "route": _route(request),
+                    "method": request.method, "path": request.path, "route": route,
                     "status": response.status_code, "duration_ms": round(seconds * 1000, 2),
                     "remote_addr": request.META.get("REMOTE_ADDR", ""),
                 })
