@@ -19,8 +19,9 @@ def free_port() -> int:
 
 def start_gunicorn(port: int, log: Path, *, workers: int, threads: int = 2, **env) -> subprocess.Popen:
     """Started in its own session (stop it with os.killpg(proc.pid, SIGTERM)); returns once it answers."""
-    env = subprocess_env(DATABASE_URL=database_url(), MEMORYUI_WORKERS=str(workers),
-                         MEMORYUI_THREADS=str(threads), **env)
+    # The test database unless the caller names another (DATABASE_URL=…).
+    env = subprocess_env(**{"DATABASE_URL": database_url(), "MEMORYUI_WORKERS": str(workers),
+                            "MEMORYUI_THREADS": str(threads), **env})
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "memoryui.wsgi", "-c", "memoryui/gunicorn_conf.py",
          "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "120"],
