@@ -17,6 +17,9 @@ PRODUCTION = {
     "MEMORYUI_HSTS_INCLUDE_SUBDOMAINS": "1",
     "MEMORYUI_HSTS_PRELOAD": "1",
     "MEMORYUI_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+    "MEMORYUI_CLIENT_IP_HEADER": "X-Forwarded-For",
+    "MEMORYUI_LOG_FORMAT": "json",
+    "MEMORYUI_METRICS_TOKEN": secrets.token_urlsafe(32),
 }
 
 
