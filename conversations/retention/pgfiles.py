@@ -45,7 +45,7 @@ REPACK_TIMEOUT_SECONDS = 3600
 REPACK_MAINTENANCE_WORK_MEM = "256MB"
 # At most this many bytes of WAL are switched through to reach a recycled segment.
 WAL_FLUSH_MAX_BYTES = 2 * 1024 ** 3
-WAL_ROUNDS = 3
+WAL_ROUNDS = 5
 
 
 def repack_binary() -> str | None:
