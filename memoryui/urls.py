@@ -3,6 +3,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from conversations.imports import otlp_view
 from conversations.loginguard.views import ThrottledLoginView
 
 from . import health, metrics
@@ -17,6 +18,8 @@ urlpatterns = [
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
+    # OTLP/HTTP: exporters post to <endpoint>/v1/traces, so it sits at the root.
+    path("v1/traces", otlp_view.traces, name="otlp_traces"),
     path("facts/", include("conversations.facts.urls")),
     path("search/", include("conversations.search.urls")),
     path("admin/access/", include("conversations.access.urls")),

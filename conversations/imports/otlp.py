@@ -1,0 +1,473 @@
+"""OpenTelemetry GenAI spans (OTLP/HTTP `POST /v1/traces`) as conversations: the OTLP door.
+
+Semantic conventions supported: GenAI **v1.37** and later (`gen_ai.input.messages`,
+`gen_ai.output.messages`, `gen_ai.system_instructions` as JSON attributes, the
+shape Pydantic AI's instrumentation versions 2-6 emit), and the older per-event
+form (v1.28-v1.36: span events `gen_ai.system.message`, `gen_ai.user.message`,
+`gen_ai.assistant.message`, `gen_ai.tool.message`, `gen_ai.choice`).
+
+A span is a model call when it carries messages (`gen_ai.operation.name` "chat",
+or those attributes or events). Its conversation is `gen_ai.conversation.id`, or
+the trace id when it has none, in namespace `otel`, kept as an import stream
+(format `otel`) whose entries are the spans themselves, each exactly as it came
+(in OTLP/JSON form), keyed by span id: a span seen before adds nothing, so a
+re-sent batch is harmless. The rows follow the one mapping of every door:
+
+- a call's input is the whole history the model was sent; the rows it adds are
+  the messages past those the conversation has already (its stream counts them),
+  then the call's output: one assistant row per reply, with all its tool calls;
+- a `tool_call_response` part is a `tool` row after its call; text parts of a
+  user message are a `user` row; system instructions are a `system` row, once;
+- the reply's meta holds the model (`gen_ai.response.model`, else the request's),
+  the usage (`gen_ai.usage.input_tokens` / `output_tokens`), the timing (start,
+  end, duration in ms), the trace and span ids, and every attribute this mapping
+  does not use (`otel.attributes`).
+
+Spans that are not model calls (agent runs, tool executions) are accepted and
+left out: the model calls carry their content. A span whose messages do not
+decode is rejected and counted (OTLP partial success); the rest are written.
+"""
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from conversations import store as conversation_store
+from conversations.errors import ImportInProgress, InvalidInput
+from conversations.formats.base import ConvPlan, Entry, dumps, first_text, make_row, storable
+from conversations.models import Conversation
+
+from . import store
+from .models import ImportSource, SourceEntry
+
+FORMAT = "otel"
+NAMESPACE = "otel"
+SEMCONV_VERSION = "1.37"
+MESSAGE_ATTRIBUTES = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+# Attributes the rows hold in their own places (so not again under otel.attributes).
+USED = set(MESSAGE_ATTRIBUTES) | {"gen_ai.conversation.id", "gen_ai.request.model", "gen_ai.response.model",
+                                  "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"}
+EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+               "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+
+
+class OtlpError(InvalidInput):
+    """Data an OTLP client sent that cannot be taken (400), or too much of it (413)."""
+
+    def __init__(self, message: str, *, field: str | None = None, status: int = 400):
+        super().__init__(message, field=field)
+        self.status = status
+
+
+@dataclass
+class Limits:
+    spans: int = 1000
+    attribute_bytes: int = 256 * 1024
+
+
+@dataclass
+class Result:
+    accepted: int = 0
+    written: int = 0
+    duplicates: int = 0
+    ignored: int = 0
+    rejected: list = field(default_factory=list)  # (span id, reason)
+    conversations: list = field(default_factory=list)
+
+
+# ---- decoding: protobuf and OTLP/JSON into one shape --------------------------------------
+
+
+def decode_protobuf(body: bytes) -> dict:
+    """An ExportTraceServiceRequest in protobuf, as its OTLP/JSON form (hex ids)."""
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise OtlpError(f"the body is not an ExportTraceServiceRequest in protobuf: {exc}", field="body") from None
+    doc = MessageToDict(request)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(name):
+                        span[name] = base64.b64decode(span[name]).hex()
+    return doc
+
+
+def decode_json(body: bytes) -> dict:
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise OtlpError(f"the body is not OTLP/JSON: {exc}", field="body") from None
+    if not isinstance(doc, dict):
+        raise OtlpError("the body must be a JSON object with resourceSpans", field="resourceSpans")
+    return doc
+
+
+def _value(v, where: str):
+    """An OTLP AnyValue as plain JSON."""
+    if not isinstance(v, dict):
+        raise OtlpError(f"{where} must be an AnyValue object", field=where)
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            raise OtlpError(f"{where}.intValue must be an integer (a string in OTLP/JSON)", field=where) from None
+    if "doubleValue" in v:
+        return v["doubleValue"]
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "arrayValue" in v:
+        return [_value(x, where) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return _attributes((v["kvlistValue"] or {}).get("values", []), where)
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def _attributes(items, where: str, limit: int | None = None) -> dict:
+    if not isinstance(items, list):
+        raise OtlpError(f"{where} must be a list of key/value pairs", field=where)
+    out = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise OtlpError(f"{where}: every attribute needs a string key", field=where)
+        value = _value(item.get("value", {}), f"{where}.{item['key'][:80]}")
+        if limit is not None and len(dumps(value).encode()) > limit:
+            raise OtlpError(f"attribute {item['key'][:80]!r} is over the {limit}-byte attribute limit",
+                            field=f"{where}.{item['key'][:80]}", status=413)
+        out[item["key"]] = value
+    return out
+
+
+def spans_of(doc: dict, limits: Limits) -> list[tuple[dict, dict]]:
+    """(span, its attributes decoded) for every span of the request; over the limits: 413."""
+    found = []
+    resource_spans = doc.get("resourceSpans", [])
+    if not isinstance(resource_spans, list):
+        raise OtlpError("resourceSpans must be a list", field="resourceSpans")
+    for rs in resource_spans:
+        scope_spans = rs.get("scopeSpans", []) if isinstance(rs, dict) else None
+        if not isinstance(scope_spans, list):
+            raise OtlpError("resourceSpans[].scopeSpans must be a list", field="scopeSpans")
+        for ss in scope_spans:
+            spans = ss.get("spans", []) if isinstance(ss, dict) else None
+            if not isinstance(spans, list):
+                raise OtlpError("scopeSpans[].spans must be a list", field="spans")
+            for span in spans:
+                if not isinstance(span, dict):
+                    raise OtlpError("every span must be an object", field="spans")
+                found.append(span)
+                if len(found) > limits.spans:
+                    raise OtlpError(f"more than {limits.spans} spans in one request; send smaller batches",
+                                    field="spans", status=413)
+    return [(span, _attributes(span.get("attributes", []), "attributes", limits.attribute_bytes))
+            for span in found]
+
+
+# ---- mapping a model call to rows -----------------------------------------------------------
+
+
+def _json_attr(attrs: dict, name: str):
+    value = attrs.get(name)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"{name} is not JSON") from None
+    if value is not None and not isinstance(value, list):
+        raise ValueError(f"{name} must be a JSON array")
+    return value
+
+
+def _event_messages(span: dict) -> tuple[list, list]:
+    """The older form: one span event per message (v1.28-v1.36)."""
+    inputs, outputs = [], []
+    for event in span.get("events", []) or []:
+        if not isinstance(event, dict):
+            continue
+        name = event.get("name")
+        attrs = _attributes(event.get("attributes", []), "events.attributes")
+        if name in EVENT_ROLES:
+            role = EVENT_ROLES[name]
+            parts = []
+            if role == "tool":
+                parts.append({"type": "tool_call_response", "id": attrs.get("id", ""),
+                              "response": attrs.get("content", "")})
+            else:
+                if attrs.get("content") not in (None, ""):
+                    parts.append({"type": "text", "content": attrs["content"]})
+                parts += _event_calls(attrs.get("tool_calls"))
+            inputs.append({"role": role, "parts": parts})
+        elif name == "gen_ai.choice":
+            message = attrs.get("message")
+            if isinstance(message, str):
+                try:
+                    message = json.loads(message)
+                except ValueError:
+                    message = {"content": message}
+            message = message if isinstance(message, dict) else {}
+            parts = [{"type": "text", "content": message["content"]}] if message.get("content") else []
+            parts += _event_calls(message.get("tool_calls"))
+            outputs.append({"role": "assistant", "parts": parts})
+    return inputs, outputs
+
+
+def _event_calls(calls) -> list:
+    if isinstance(calls, str):
+        try:
+            calls = json.loads(calls)
+        except ValueError:
+            return []
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict):
+            fn = call.get("function") or {}
+            out.append({"type": "tool_call", "id": call.get("id", ""), "name": fn.get("name", ""),
+                        "arguments": fn.get("arguments")})
+    return out
+
+
+def messages_of(span: dict, attrs: dict) -> tuple[list, list, list] | None:
+    """(system instructions, input messages, output messages) of a model call; None when the
+    span is not one. ValueError when its messages do not decode."""
+    if any(name in attrs for name in MESSAGE_ATTRIBUTES):
+        system = _json_attr(attrs, "gen_ai.system_instructions") or []
+        return system, _json_attr(attrs, "gen_ai.input.messages") or [], \
+            _json_attr(attrs, "gen_ai.output.messages") or []
+    inputs, outputs = _event_messages(span)
+    if inputs or outputs:
+        return [], inputs, outputs
+    return None
+
+
+def _text(part) -> str:
+    content = part.get("content")
+    return content if isinstance(content, str) else dumps(content)
+
+
+def _arguments(value) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {"input": value}
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def rows_of(message: dict) -> list[dict]:
+    """memoryui messages for one semantic-convention message (its `parts`)."""
+    if not isinstance(message, dict):
+        raise ValueError("a message must be an object")
+    role = message.get("role")
+    parts = message.get("parts") or []
+    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+        raise ValueError("a message's parts must be a list of objects")
+    texts = [_text(p) for p in parts if p.get("type") == "text"]
+    if role == "assistant":
+        calls = [{"id": str(p.get("id") or f"call_{i}"), "name": str(p.get("name") or "tool"),
+                  "arguments": _arguments(p.get("arguments"))}
+                 for i, p in enumerate(parts) if p.get("type") == "tool_call"]
+        out = {"kind": "assistant", "content": "\n\n".join(texts)}
+        if calls:
+            out["tool_calls"] = calls
+        return [out] if texts or calls else []
+    if role in ("system", "developer"):
+        return [{"kind": "system", "content": "\n\n".join(texts)}] if texts else []
+    rows = []
+    for p in parts:
+        if p.get("type") == "tool_call_response":
+            response = p.get("response", p.get("result"))
+            rows.append({"kind": "tool", "tool_call_id": str(p.get("id") or ""),
+                         **({"name": str(p["name"])} if p.get("name") else {}),
+                         "content": response if isinstance(response, str) else dumps(response)})
+    if texts:
+        rows.append({"kind": "user", "content": "\n\n".join(texts)})
+    return rows
+
+
+def _nanos(value) -> datetime | None:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return None
+    if n <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(n / 1e9, tz=dt_timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _reply_meta(span: dict, attrs: dict) -> dict:
+    start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
+    meta = {}
+    model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+    if model:
+        meta["model"] = str(model)
+    usage = {k: attrs[f"gen_ai.usage.{k}"] for k in ("input_tokens", "output_tokens")
+             if isinstance(attrs.get(f"gen_ai.usage.{k}"), int)}
+    if usage:
+        meta["usage"] = usage
+    otel = {"trace_id": span.get("traceId", ""), "span_id": span.get("spanId", ""), "name": span.get("name", "")}
+    if attrs.get("gen_ai.request.model"):
+        otel["request_model"] = attrs["gen_ai.request.model"]
+    if start:
+        otel["start"] = start.isoformat()
+    if end:
+        otel["end"] = end.isoformat()
+    if start and end:
+        otel["duration_ms"] = round((end - start).total_seconds() * 1000, 3)
+    unused = {k: v for k, v in attrs.items() if k not in USED}
+    if unused:
+        otel["attributes"] = unused
+    meta["otel"] = otel
+    return storable(meta)
+
+
+# ---- writing, through the import pipeline's store ----------------------------------------
+
+
+def _key_of(span: dict, attrs: dict) -> str:
+    key = attrs.get("gen_ai.conversation.id")
+    key = str(key).strip() if key not in (None, "") else str(span.get("traceId") or "").strip()
+    return storable(key)[:200]
+
+
+def ingest(doc: dict, *, actor: str, limits: Limits | None = None, namespace: str = NAMESPACE) -> Result:
+    """Write the model calls of an export request; one transaction per conversation."""
+    limits = limits or Limits()
+    result = Result()
+    calls: dict[str, list] = {}
+    for span, attrs in spans_of(doc, limits):
+        span_id = span.get("spanId")
+        if not isinstance(span_id, str) or not span_id:
+            result.rejected.append(("", "a span without spanId"))
+            continue
+        try:
+            messages = messages_of(span, attrs)
+        except (ValueError, OtlpError) as exc:
+            result.rejected.append((span_id, str(exc)))
+            continue
+        if messages is None:
+            result.ignored += 1
+            continue
+        key = _key_of(span, attrs)
+        if not key:
+            result.rejected.append((span_id, "a model call without gen_ai.conversation.id or traceId"))
+            continue
+        calls.setdefault(key, []).append((span, attrs, messages))
+    for key, group in calls.items():
+        group.sort(key=lambda c: int(c[0].get("startTimeUnixNano") or 0) if str(
+            c[0].get("startTimeUnixNano") or "0").isdigit() else 0)
+        try:
+            _write_conversation(key, group, actor=actor, namespace=namespace, result=result)
+        except IntegrityError:
+            raise ImportInProgress("another request is writing this conversation right now; send it again",
+                                   field="spans") from None
+    result.accepted = result.written + result.duplicates + result.ignored
+    return result
+
+
+def _locked_source(namespace: str, key: str) -> ImportSource | None:
+    qs = ImportSource.objects.filter(format=FORMAT, namespace=namespace, source_key=key)
+    if connection.vendor != "sqlite":  # SQLite: the IMMEDIATE transaction holds the write lock already
+        qs = qs.select_for_update()
+    return qs.first()
+
+
+def _write_conversation(key: str, group: list, *, actor: str, namespace: str, result: Result) -> None:
+    with transaction.atomic():
+        source = _locked_source(namespace, key)
+        if source is not None and not Conversation.objects.live().filter(pk=source.conversation_id).exists():
+            raise InvalidInput("that conversation is being deleted", field="gen_ai.conversation.id")
+        if source is None:
+            first_user = next((r for _, _, (_, inputs, _) in group for m in inputs for r in _safe_rows(m)
+                               if r["kind"] == "user"), None)
+            title = first_text(first_user["content"]) if first_user else f"Trace {key[:40]}"
+            conversation, _ = conversation_store.get_or_create_conversation(
+                namespace=namespace, external_id=key, title=" ".join(storable(title).split())[:200],
+                meta={"otel": {"conversation_key": key}})
+            source, _ = store.get_or_create_source(format=FORMAT, namespace=namespace, source_key=key,
+                                                   conversation_id=conversation.pk)
+        cid = str(source.conversation_id)
+        seen_ids = {span.get("spanId") for span, _, _ in group}
+        stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=list(seen_ids))
+                     .values_list("uuid", flat=True))
+        state = dict(source.state or {})
+        counted = int(state.get("messages", 0))
+        system_done = bool(state.get("system", False))
+        conversation = Conversation.objects.get(pk=cid)
+        conv = ConvPlan(key="main", existing_id=cid, base=conversation.next_position)
+        entries, problems, written = [], [], set()
+        for span, attrs, (system, inputs, outputs) in group:
+            span_id = span["spanId"]
+            if span_id in stored or span_id in written:
+                result.duplicates += 1
+                continue
+            at = _nanos(span.get("endTimeUnixNano")) or timezone.now()
+            try:
+                new = []
+                if system and not system_done and counted == 0:
+                    text = "\n\n".join(_text(p) for p in system if isinstance(p, dict))
+                    if text:
+                        new.append({"kind": "system", "content": text})
+                    system_done = True
+                for message in (inputs[counted:] if len(inputs) >= counted else []):
+                    new += rows_of(message)
+                replies = []
+                for message in outputs:
+                    replies += rows_of(message)
+            except ValueError as exc:
+                result.rejected.append((span_id, str(exc)))
+                continue
+            meta = _reply_meta(span, attrs)
+            for r in replies:
+                if r["kind"] == "assistant":
+                    r["meta"] = meta
+            if replies and not any(r["kind"] == "assistant" for r in replies):
+                replies[0]["meta"] = meta
+            if not replies and new:
+                new[-1]["meta"] = meta
+            for message in new + replies:
+                row = make_row(message, at, len(entries), problems, None)
+                if row is not None:
+                    conv.rows.append(row)
+            counted = max(counted, len(inputs)) + len(outputs)
+            entries.append(Entry(seq=source.entries + len(entries), line=None, raw=dumps(storable(span)),
+                                 position=conv.base + len(conv.rows) - 1, uuid=span_id,
+                                 parent_uuid=span.get("parentSpanId") or None, group=span.get("traceId") or None,
+                                 real=True))
+            written.add(span_id)
+        if not entries:
+            return
+        end = store.append_imported(conversation_id=cid, rows=conv.rows, expected_position=conv.base)
+        store.add_entries(source=source, entries=entries, conversation_ids={"main": cid})
+        store.save_source(source=source, entries=source.entries + len(entries),
+                          state={**state, "messages": counted, "system": system_done})
+        store.record_import(actor=actor, conversation_id=cid, detail={
+            "format": FORMAT, "messages": len(conv.rows), "checkpoints": 0, "appended": True,
+            "next_position": end, "spans": len(entries)})
+        result.written += len(entries)
+        result.conversations.append(cid)
+
+
+def _safe_rows(message) -> list:
+    try:
+        return rows_of(message)
+    except ValueError:
+        return []
+
+
