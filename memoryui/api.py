@@ -125,6 +125,7 @@ from conversations.ledger.api import router as ledger_router  # noqa: E402
 from conversations.retention.api import router as retention_router  # noqa: E402
 from conversations.search.api import router as search_router  # noqa: E402
 from conversations.imports.api import router as imports_router  # noqa: E402
+from conversations.langgraph.api import router as langgraph_router  # noqa: E402
 
 api.add_router("", conversations_router)
 api.add_router("", facts_router)
@@ -132,6 +133,7 @@ api.add_router("", ledger_router)
 api.add_router("", retention_router)
 api.add_router("", search_router)
 api.add_router("", imports_router)
+api.add_router("", langgraph_router)
 
 # Keep this last: any other path under /api/v1/ answers 404 in the API's JSON
 # shape rather than with the site's HTML error page (ids with a slash land here).

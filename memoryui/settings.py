@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "conversations.loginguard",
     "conversations.imports",
     "conversations.frameworks",
+    "conversations.langgraph",
 ]
 
 MIDDLEWARE = [

@@ -11,6 +11,9 @@ on `AsyncMemoryui` and `memoryui_client._core.Call`, never on Django:
   `Session` (`MemoryuiSession`): items kept verbatim, `get_items` the active view,
   `pop_item` takes an item back with a retraction record and `clear_session` restarts;
   neither destroys anything.
+- `memoryui_client.integrations.langgraph` — `[langgraph]`: a LangGraph checkpointer
+  (`MemoryuiSaver`, sync and async): checkpoints and writes kept byte for byte, each thread
+  read as a conversation, subgraphs as child conversations, replays as forks.
 - `memoryui_client.integrations.mcp_server` — `[mcp]`: the `memoryui-mcp` stdio server.
 
 The mapping of each framework's records to memoryui's messages lives on the server

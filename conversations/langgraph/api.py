@@ -1,0 +1,206 @@
+"""The LangGraph checkpointer's part of the agent API (the client's `MemoryuiSaver` calls it).
+
+Blobs travel as base64 text (`{"type", "data"}`, LangGraph's `dumps_typed` pair) and are
+stored as the bytes they encode. Reads need `read`; writes need `write`. Deleting and
+pruning forget checkpoints, never messages, so they need `write` too.
+"""
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from ninja import Router
+from pydantic import Field, StrictInt, StrictStr
+
+from conversations.api import _respond
+from conversations.apiauth import require_scope
+from conversations.errors import InvalidInput
+from conversations.jsonbody import StrictBody, read_body
+from conversations.params import BadParameter, int_param
+
+from . import store
+from .models import ID_MAX, KEY_MAX, LangGraphCheckpoint, LangGraphWrite
+
+router = Router(tags=["LangGraph checkpoints"])
+
+LIST_MAX = 1000
+BLOB_MAX = 16 * 1024 * 1024
+
+
+class Blob(StrictBody):
+    type: StrictStr = Field(..., max_length=64)
+    data: StrictStr = Field(..., description="base64 of the serialised bytes")
+
+
+class ProjectedMessage(StrictBody):
+    id: StrictStr | None = Field(None, max_length=KEY_MAX)
+    message: dict[str, Any]
+
+
+class CheckpointIn(StrictBody):
+    thread_id: StrictStr = Field(..., min_length=1, max_length=KEY_MAX)
+    checkpoint_ns: StrictStr = Field("", max_length=KEY_MAX)
+    checkpoint_id: StrictStr = Field(..., min_length=1, max_length=ID_MAX)
+    parent_checkpoint_id: StrictStr = Field("", max_length=ID_MAX)
+    checkpoint: Blob
+    metadata: Blob
+    metadata_json: dict[str, Any] = Field(default_factory=dict)
+    messages: list[ProjectedMessage] | None = None
+
+
+class WriteIn(StrictBody):
+    idx: StrictInt
+    channel: StrictStr = Field(..., max_length=KEY_MAX)
+    value: Blob
+
+
+class WritesIn(StrictBody):
+    thread_id: StrictStr = Field(..., min_length=1, max_length=KEY_MAX)
+    checkpoint_ns: StrictStr = Field("", max_length=KEY_MAX)
+    checkpoint_id: StrictStr = Field(..., min_length=1, max_length=ID_MAX)
+    task_id: StrictStr = Field(..., max_length=KEY_MAX)
+    task_path: StrictStr = Field("", max_length=KEY_MAX * 4)
+    writes: list[WriteIn] = Field(..., max_length=10_000)
+
+
+class ThreadIn(StrictBody):
+    thread_id: StrictStr = Field(..., min_length=1, max_length=KEY_MAX)
+
+
+class RunsIn(StrictBody):
+    run_ids: list[StrictStr] = Field(..., max_length=10_000)
+
+
+class CopyIn(StrictBody):
+    source_thread_id: StrictStr = Field(..., min_length=1, max_length=KEY_MAX)
+    target_thread_id: StrictStr = Field(..., min_length=1, max_length=KEY_MAX)
+
+
+class PruneIn(StrictBody):
+    thread_ids: list[StrictStr] = Field(..., max_length=10_000)
+    strategy: StrictStr = "keep_latest"
+
+
+def _bytes(blob: Blob, field: str) -> bytes:
+    try:
+        data = base64.b64decode(blob.data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{field}.data is not base64", field=f"{field}.data") from None
+    if len(data) > BLOB_MAX:
+        raise InvalidInput(f"{field} is {len(data)} bytes; at most {BLOB_MAX}", field=f"{field}.data")
+    return data
+
+
+def _b64(data) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+@router.post("/langgraph/checkpoints", operation_id="put_langgraph_checkpoint",
+             summary="Keep a LangGraph checkpoint and project its messages")
+def put_checkpoint(request):
+    """Store a checkpoint's serialised bytes as given; the new messages of its `messages`
+    channel (mapped by the client) become rows of the thread's conversation, forked when
+    the graph was replayed from an earlier checkpoint. Needs `write`."""
+    require_scope(request, "write")
+    body = read_body(request, CheckpointIn)
+    checkpoint, projected = store.put_checkpoint(
+        thread_id=body.thread_id, checkpoint_ns=body.checkpoint_ns, checkpoint_id=body.checkpoint_id,
+        parent_checkpoint_id=body.parent_checkpoint_id, type=body.checkpoint.type,
+        data=_bytes(body.checkpoint, "checkpoint"), metadata_type=body.metadata.type,
+        metadata_data=_bytes(body.metadata, "metadata"), metadata=body.metadata_json,
+        messages=None if body.messages is None else [m.model_dump() for m in body.messages])
+    return _respond({"checkpoint_id": checkpoint.checkpoint_id, "conversation_id": str(projected.conversation_id),
+                     "rows": projected.rows, "forked": projected.forked}, status=201)
+
+
+@router.post("/langgraph/writes", operation_id="put_langgraph_writes", summary="Keep a task's pending writes")
+def put_writes(request):
+    """Needs `write`."""
+    require_scope(request, "write")
+    body = read_body(request, WritesIn)
+    writes = [{"idx": w.idx, "channel": w.channel, "type": w.value.type, "data": _bytes(w.value, f"writes.{i}.value")}
+              for i, w in enumerate(body.writes)]
+    stored = store.put_writes(thread_id=body.thread_id, checkpoint_ns=body.checkpoint_ns,
+                              checkpoint_id=body.checkpoint_id, task_id=body.task_id, task_path=body.task_path,
+                              writes=writes)
+    return _respond({"stored": stored}, status=201)
+
+
+@router.get("/langgraph/checkpoints", operation_id="list_langgraph_checkpoints",
+            summary="LangGraph checkpoints, newest first, with their pending writes")
+def list_checkpoints(request):
+    """Query: `thread_id`, `checkpoint_ns` (absent: every namespace), `checkpoint_id`,
+    `before` (a checkpoint id), `filter` (a JSON object the metadata must match), `limit`.
+    Needs `read`."""
+    require_scope(request, "read")
+    q = request.GET
+    found = LangGraphCheckpoint.objects.all()
+    for name in ("thread_id", "checkpoint_ns", "checkpoint_id"):
+        if name in q:
+            found = found.filter(**{name: q[name]})
+    if q.get("before"):
+        found = found.filter(checkpoint_id__lt=q["before"])
+    wanted = {}
+    if q.get("filter"):
+        try:
+            wanted = json.loads(q["filter"])
+        except ValueError:
+            raise BadParameter("filter is not JSON", field="filter") from None
+        if not isinstance(wanted, dict):
+            raise BadParameter("filter must be a JSON object", field="filter")
+    limit = int_param(q, "limit", default=LIST_MAX, minimum=1, maximum=LIST_MAX)
+    picked = []
+    # Metadata filters compare JSON values, in Python: the same test on SQLite and PostgreSQL.
+    for cp in found.order_by("-checkpoint_id", "checkpoint_ns", "thread_id").iterator(chunk_size=200):
+        if all(cp.metadata.get(k) == v for k, v in wanted.items()):
+            picked.append(cp)
+            if len(picked) >= limit:
+                break
+    return _respond({"checkpoints": [_checkpoint_dict(cp) for cp in picked]})
+
+
+def _checkpoint_dict(cp: LangGraphCheckpoint) -> dict:
+    writes = LangGraphWrite.objects.filter(thread_id=cp.thread_id, checkpoint_ns=cp.checkpoint_ns,
+                                           checkpoint_id=cp.checkpoint_id)
+    return {
+        "thread_id": cp.thread_id, "checkpoint_ns": cp.checkpoint_ns, "checkpoint_id": cp.checkpoint_id,
+        "parent_checkpoint_id": cp.parent_checkpoint_id or None,
+        "checkpoint": {"type": cp.type, "data": _b64(cp.data)},
+        "metadata": {"type": cp.metadata_type, "data": _b64(cp.metadata_data)},
+        "conversation_id": str(cp.conversation_id), "rows": cp.rows,
+        "pending_writes": [{"task_id": w.task_id, "task_path": w.task_path, "idx": w.idx, "channel": w.channel,
+                            "value": {"type": w.type, "data": _b64(w.data)}}
+                           for w in sorted(writes, key=lambda w: (w.task_path, w.task_id, w.idx))],
+    }
+
+
+@router.post("/langgraph/threads/delete", operation_id="delete_langgraph_thread",
+             summary="Forget a thread's checkpoints (its conversations stay)")
+def delete_thread(request):
+    require_scope(request, "write")
+    body = read_body(request, ThreadIn)
+    return _respond({"deleted": store.delete_thread(thread_id=body.thread_id)})
+
+
+@router.post("/langgraph/runs/delete", operation_id="delete_langgraph_runs",
+             summary="Forget the checkpoints of some runs")
+def delete_for_runs(request):
+    require_scope(request, "write")
+    body = read_body(request, RunsIn)
+    return _respond({"deleted": store.delete_for_runs(run_ids=body.run_ids)})
+
+
+@router.post("/langgraph/threads/copy", operation_id="copy_langgraph_thread", summary="Copy a thread's checkpoints")
+def copy_thread(request):
+    require_scope(request, "write")
+    body = read_body(request, CopyIn)
+    return _respond({"copied": store.copy_thread(source_thread_id=body.source_thread_id,
+                                                 target_thread_id=body.target_thread_id)})
+
+
+@router.post("/langgraph/threads/prune", operation_id="prune_langgraph_threads", summary="Prune threads' checkpoints")
+def prune(request):
+    require_scope(request, "write")
+    body = read_body(request, PruneIn)
+    return _respond({"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)})

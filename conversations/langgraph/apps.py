@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class LangGraphConfig(AppConfig):
+    name = "conversations.langgraph"
+    label = "langgraph"
+    verbose_name = "LangGraph checkpoints"
+
+    def ready(self):
+        # A thread's checkpoints and pending writes go with the conversation whose rows they
+        # describe: pruning, deletion and deletion requests remove them with it. Their blobs
+        # hold the graph state (the messages among it), so erasure verification samples them.
+        from conversations.retention.owned import register
+
+        from .models import LangGraphCheckpoint, LangGraphWrite
+
+        register(LangGraphCheckpoint, text_fields=())
+        register(LangGraphWrite, text_fields=())
