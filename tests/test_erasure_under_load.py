@@ -9,8 +9,8 @@ present exactly once with its text, no request may have answered 5xx, every
 receipt the API returned must exist, and the database must check out.
 
 It runs on both databases (DATABASE_URL). On PostgreSQL a deletion request rewrites
-the tables it deleted from (VACUUM FULL, an exclusive lock), so appends queue behind
-it: the test checks that appends really ran while the deletion requests ran, and
+the tables it deleted from online (pg_repack; VACUUM FULL, which appends queue behind,
+only where it is missing): the test checks that appends really ran while the deletion requests ran, and
 prints the longest append wait and the 99th percentile of those that overlapped a
 deletion. It asserts only that no append failed or outlived the client's timeout;
 the one-second target for a writer's wait is measured in bench/, not here.
