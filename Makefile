@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
-CLIENT_EXTRAS := claude,openai-agents,mcp,langgraph
+CLIENT_EXTRAS := claude,openai-agents,mcp,pydantic-ai,langgraph
 
 .PHONY: run test bench bench-quick migrate clean
 

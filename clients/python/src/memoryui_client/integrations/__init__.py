@@ -15,6 +15,9 @@ on `AsyncMemoryui` and `memoryui_client._core.Call`, never on Django:
   (`MemoryuiSaver`, sync and async): checkpoints and writes kept byte for byte, each thread
   read as a conversation, subgraphs as child conversations, replays as forks.
 - `memoryui_client.integrations.mcp_server` — `[mcp]`: the `memoryui-mcp` stdio server.
+- `memoryui_client.integrations.pydantic_ai` — `[pydantic-ai]`: Pydantic AI message history
+  (`MemoryuiMessageHistory`): `ModelMessage`s kept whole through `ModelMessagesTypeAdapter`
+  in the meta of the readable rows they are shown as; `load` gives back exactly what was saved.
 
 The mapping of each framework's records to memoryui's messages lives on the server
 (`conversations/formats`), one mapping for importing files and for these adapters.
