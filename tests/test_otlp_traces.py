@@ -276,3 +276,27 @@ def test_it_asks_for_a_key_with_the_write_scope(client, db):
     assert response.status_code == 401 and response["Content-Type"] == "application/x-protobuf"
     assert client.get(URL).status_code == 405
     assert not otel_conversations()
+
+
+def _deep(levels: int) -> dict:
+    value = {"stringValue": "x"}
+    for _ in range(levels):
+        value = {"arrayValue": {"values": [value]}}
+    return value
+
+
+@pytest.mark.parametrize("span", [
+    {"spanId": 7, "attributes": []},
+    {"spanId": "01", "traceId": ["x"], "attributes": [attr("gen_ai.input.messages", "[" * 5000 + "]" * 5000)]},
+    {"spanId": "02", "attributes": [{"key": "deep", "value": _deep(300)}, attr("gen_ai.output.messages", "[]")]},
+    {"spanId": "03", "events": "nope", "startTimeUnixNano": "99999999999999999999999", "attributes": [
+        attr("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": "x"}]))]},
+    {"spanId": "04", "attributes": [attr("gen_ai.output.messages", json.dumps([[1], {"role": "user", "parts": [
+        {"type": "tool_call_response", "id": None, "response": {"a": [1]}}]}]))]},
+    {"spanId": "05", "traceId": "ab", "attributes": [attr("gen_ai.input.messages", json.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": "nul \u0000 here"}]}]))]},
+])
+def test_hostile_spans_get_an_answer_and_never_a_500(client, key, span):
+    response = post(client, request_of(span), key)
+    assert response.status_code in (200, 400, 413), response.content
+    assert response["Cache-Control"] == "no-store"

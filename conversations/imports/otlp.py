@@ -185,7 +185,7 @@ def _json_attr(attrs: dict, name: str):
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ValueError(f"{name} is not JSON") from None
     if value is not None and not isinstance(value, list):
         raise ValueError(f"{name} must be a JSON array")
