@@ -161,3 +161,49 @@ def test_the_async_surface_runs_the_same_graph(live_server, key):
     assert len(history) == 3  # input, after the agent, and the start
     thread = Conversation.objects.get(namespace="langgraph", meta__langgraph__thread_id="async-1")
     assert shape(rows(thread.pk)) == [("user", "hi", []), ("assistant", "Hello! Ask me about a city.", [])]
+
+
+def test_a_subgraph_reads_as_a_child_conversation_of_its_thread(live_server, key):
+    saver = MemoryuiSaver(url=live_server.url, api_key=key, retries=FAST)
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="Researched: Oslo is 3 °C.", id="ai-sub")]))
+
+    def research(state: MessagesState):
+        return {"messages": [model.invoke(state["messages"])]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("research", research)
+    inner.add_edge(START, "research")
+    outer = StateGraph(MessagesState)
+    outer.add_node("researcher", inner.compile(checkpointer=True))
+    outer.add_edge(START, "researcher")
+    graph = outer.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "nested-1"}}
+
+    graph.invoke({"messages": [HumanMessage("How cold is Oslo?", id="h-1")]}, config)
+
+    thread = Conversation.objects.get(namespace="langgraph", meta__langgraph__thread_id="nested-1",
+                                      meta__langgraph__checkpoint_ns="")
+    child = Conversation.objects.get(parent_id=thread.pk, parent_relation="subagent")
+    assert child.meta["langgraph"]["checkpoint_ns"].startswith("researcher")
+    assert shape(rows(child.pk)) == [("user", "How cold is Oslo?", []), ("assistant", "Researched: Oslo is 3 °C.", [])]
+    assert shape(rows(thread.pk))[-1] == ("assistant", "Researched: Oslo is 3 °C.", [])
+    saver.close()
+
+
+def test_it_refuses_a_blob_that_is_not_base64_naming_the_field_and_stores_nothing(client, key):
+    body = {"thread_id": "t", "checkpoint_id": "1", "checkpoint": {"type": "msgpack", "data": "not base64!"},
+            "metadata": {"type": "msgpack", "data": ""}}
+    answer = client.post("/api/v1/langgraph/checkpoints", data=json.dumps(body), content_type="application/json",
+                         HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert answer.status_code == 422
+    assert answer.json()["error"]["field"] == "checkpoint.data"
+    assert not Conversation.objects.filter(namespace="langgraph").exists()
+
+
+def test_it_needs_the_write_scope_to_keep_a_checkpoint(client):
+    reader = make_key(["read"], name="reader")
+    body = {"thread_id": "t", "checkpoint_id": "1", "checkpoint": {"type": "msgpack", "data": ""},
+            "metadata": {"type": "msgpack", "data": ""}}
+    answer = client.post("/api/v1/langgraph/checkpoints", data=json.dumps(body), content_type="application/json",
+                         HTTP_AUTHORIZATION=f"Bearer {reader}")
+    assert answer.status_code == 403
