@@ -139,12 +139,12 @@ def test_a_finding_only_in_the_wal_is_not_called_verified():
     assert erasure.receipt_status(search()) == "verified"
 
 
+# PostgreSQL's WAL; SQLite's -wal is truncated and searched (the test above).
+@pytest.mark.postgresql_only
 def test_it_says_plainly_when_the_wal_still_holds_erased_text_and_until_when():
     """A replication slot keeps every WAL segment from where it was created: the erased
     text written after it cannot be switched away. The receipt says so, names the slot,
     and its status is not `verified`."""
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL's WAL; SQLite's -wal is truncated and searched (the test above)")
     require_repack()
     slot = f"memoryui_test_{uuid.uuid4().hex[:10]}"
     with connection.cursor() as cursor:
