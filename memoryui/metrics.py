@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -133,9 +133,20 @@ class _DatabaseSize:
             yield size
             yield wal
             return
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_database_size(current_database())")
-            size.add_metric([], cursor.fetchone()[0])
+        up = GaugeMetricFamily("memoryui_database_up", "1 when the scrape could read the database, else 0")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_database_size(current_database())")
+                size.add_metric([], cursor.fetchone()[0])
+        except DatabaseError:
+            # A scrape while the database is away still answers (the counters are on disk,
+            # not in it); the next scrape reconnects, as /readyz does.
+            connection.close_if_unusable_or_obsolete()
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
         yield size
 
 

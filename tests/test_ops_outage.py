@@ -86,6 +86,18 @@ def readyz(port) -> tuple[int, dict]:
         conn.close()
 
 
+def scrape(port) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": "Bearer scrape-token"})
+        response = conn.getresponse()
+        body = response.read().decode()
+        assert response.status == 200, body[:500]
+        return body
+    finally:
+        conn.close()
+
+
 def wait_for(port, status: int, deadline_s=60.0) -> dict:
     deadline, seen = time.monotonic() + deadline_s, None
     while time.monotonic() < deadline:
@@ -102,7 +114,7 @@ def test_readyz_answers_503_while_postgresql_is_down_and_recovers_by_itself(clus
     assert done.returncode == 0, done.stderr
     port = free_port()
     server = start_gunicorn(port, tmp_path / "gunicorn.log", workers=2, DATABASE_URL=cluster.url,
-                            MEMORYUI_DATA_DIR=str(tmp_path))
+                            MEMORYUI_DATA_DIR=str(tmp_path), MEMORYUI_METRICS_TOKEN="scrape-token")
     try:
         assert readyz(port) == (200, {"status": "ready", "checks": {"database": "ok", "migrations": "ok",
                                                                     "maintenance": "ok"}})
@@ -117,10 +129,13 @@ def test_readyz_answers_503_while_postgresql_is_down_and_recovers_by_itself(clus
         conn.request("GET", "/healthz")
         assert conn.getresponse().status == 200
         conn.close()
+        # A scrape still answers, and says the database could not be read.
+        assert "memoryui_database_up 0.0" in scrape(port)
         cluster.start()
         assert wait_for(port, 200)["status"] == "ready"
         for _ in range(6):  # both workers reconnected, not just one
             assert readyz(port)[0] == 200
+        assert "memoryui_database_up 1.0" in scrape(port)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
