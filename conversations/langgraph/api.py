@@ -17,9 +17,9 @@ from conversations.api import _respond
 from conversations.apiauth import require_scope
 from conversations.errors import InvalidInput
 from conversations.jsonbody import StrictBody, read_body
-from conversations.params import BadParameter, int_param
+from conversations.params import BadParameter, identifier, int_param
 
-from . import store
+from . import history, store
 from .models import ID_MAX, KEY_MAX, LangGraphCheckpoint, LangGraphWrite
 
 router = Router(tags=["LangGraph checkpoints"])
@@ -204,3 +204,63 @@ def prune(request):
     require_scope(request, "write")
     body = read_body(request, PruneIn)
     return _respond({"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)})
+
+
+# -- LangChain chat history (MemoryuiChatMessageHistory) ------------------------------
+
+
+class HistoryIn(StrictBody):
+    namespace: StrictStr = Field(history.DEFAULT_NAMESPACE, max_length=200)
+    session_id: StrictStr = Field(..., min_length=1, max_length=KEY_MAX - 12)
+
+
+class HistoryMessagesIn(HistoryIn):
+    messages: list[dict[str, Any]] = Field(..., min_length=1, max_length=1000,
+                                           description="LangChain messages as `model_dump()` JSON (with `type`)")
+
+
+def _history_key(namespace, session_id) -> tuple[str, str]:
+    return (identifier(namespace, "namespace", max_length=200, required=True),
+            identifier(session_id, "session_id", max_length=KEY_MAX - 12, required=True))
+
+
+def _history_dict(current) -> dict:
+    return {"conversation_id": str(current.conversation_id) if current else None,
+            "generation": current.generation if current else 0,
+            "messages": history.active_messages(current) if current else []}
+
+
+@router.get("/langchain/history", operation_id="get_langchain_history", summary="A LangChain chat history")
+def get_history(request):
+    """Query: `session_id`, `namespace` (default "langchain"). The active view as LangChain
+    message dicts; no history yet: none. Needs `read`."""
+    require_scope(request, "read")
+    namespace, session_id = _history_key(request.GET.get("namespace", history.DEFAULT_NAMESPACE),
+                                         request.GET.get("session_id", ""))
+    return _respond(_history_dict(history.head(namespace=namespace, session_id=session_id)))
+
+
+@router.post("/langchain/history/messages", operation_id="add_langchain_messages",
+             summary="Append to a LangChain chat history")
+def add_history_messages(request):
+    """Each message becomes the row it maps to, with the original kept in its meta. Needs `write`."""
+    require_scope(request, "write")
+    body = read_body(request, HistoryMessagesIn)
+    namespace, session_id = _history_key(body.namespace, body.session_id)
+    for i, message in enumerate(body.messages):
+        if not isinstance(message.get("type"), str):
+            raise InvalidInput("a LangChain message needs its type", field=f"messages.{i}.type")
+    current = history.add_messages(namespace=namespace, session_id=session_id, messages=body.messages)
+    return _respond({"conversation_id": str(current.conversation_id), "generation": current.generation}, status=201)
+
+
+@router.post("/langchain/history/clear", operation_id="clear_langchain_history",
+             summary="Start a LangChain chat history's next generation")
+def clear_history(request):
+    """The history continues empty in a new conversation; the old one stays. Needs `write`."""
+    require_scope(request, "write")
+    body = read_body(request, HistoryIn)
+    namespace, session_id = _history_key(body.namespace, body.session_id)
+    current = history.clear(namespace=namespace, session_id=session_id)
+    return _respond({"conversation_id": str(current.conversation_id) if current else None,
+                     "generation": current.generation if current else 0})

@@ -12,7 +12,8 @@ class LangGraphConfig(AppConfig):
         # hold the graph state (the messages among it), so erasure verification samples them.
         from conversations.retention.owned import register
 
-        from .models import LangGraphCheckpoint, LangGraphWrite
+        from .models import LangChainHistory, LangGraphCheckpoint, LangGraphWrite
 
         register(LangGraphCheckpoint, text_fields=())
         register(LangGraphWrite, text_fields=())
+        register(LangChainHistory, text_fields=())

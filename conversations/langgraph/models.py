@@ -72,3 +72,20 @@ class LangGraphWrite(models.Model):
                                     name="langgraph_write_key"),
         ]
         indexes = [models.Index(fields=["conversation_id"], name="langgraph_write_conv_idx")]
+
+
+class LangChainHistory(models.Model):
+    """Where a LangChain chat history (`MemoryuiChatMessageHistory`) stands: the conversation
+    of its current generation. `clear()` starts the next generation in a new, empty
+    conversation (a child of the one it leaves, which stays as it was): the log is
+    append-only, so clearing moves the history on and erases nothing."""
+
+    id = models.BigAutoField(primary_key=True)
+    namespace = models.CharField(max_length=200)
+    session_id = models.CharField(max_length=KEY_MAX)
+    generation = models.IntegerField(default=0)
+    conversation_id = models.UUIDField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "session_id"], name="langchain_history_key")]
+        indexes = [models.Index(fields=["conversation_id"], name="langchain_history_conv_idx")]

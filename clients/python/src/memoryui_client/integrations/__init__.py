@@ -14,6 +14,8 @@ on `AsyncMemoryui` and `memoryui_client._core.Call`, never on Django:
 - `memoryui_client.integrations.langgraph` — `[langgraph]`: a LangGraph checkpointer
   (`MemoryuiSaver`, sync and async): checkpoints and writes kept byte for byte, each thread
   read as a conversation, subgraphs as child conversations, replays as forks.
+- `memoryui_client.integrations.langchain` — `[langgraph]`: a LangChain chat history
+  (`MemoryuiChatMessageHistory`); `clear()` starts a new, empty generation, erasing nothing.
 - `memoryui_client.integrations.mcp_server` — `[mcp]`: the `memoryui-mcp` stdio server.
 - `memoryui_client.integrations.pydantic_ai` — `[pydantic-ai]`: Pydantic AI message history
   (`MemoryuiMessageHistory`): `ModelMessage`s kept whole through `ModelMessagesTypeAdapter`
