@@ -300,3 +300,16 @@ def test_hostile_spans_get_an_answer_and_never_a_500(client, key, span):
     response = post(client, request_of(span), key)
     assert response.status_code in (200, 400, 413), response.content
     assert response["Cache-Control"] == "no-store"
+
+
+def test_an_auditor_reads_the_traced_conversation_with_its_model_and_usage(client, key):
+    from django.urls import reverse
+
+    from tests.api_support import login_as
+
+    assert post(client, request_of(chat_span()), key).status_code == 200
+    [conversation] = otel_conversations()
+    login_as(client, "auditor")
+    page = client.get(reverse("conversation", args=[conversation.pk]))
+    assert page.status_code == 200
+    assert "Hello." in page.content.decode() and "gpt-x-2026" in page.content.decode()
