@@ -105,6 +105,7 @@ def test_it_takes_the_sdk_exporters_spans_and_a_resent_batch_adds_nothing(live_s
     exporter = exporter_to(live_server, key)
     assert exporter.export(spans) == SpanExportResult.SUCCESS
     assert exporter.export(spans) == SpanExportResult.SUCCESS  # sent again: nothing new
+    exporter.shutdown()
 
     [conversation] = otel_conversations()
     assert conversation.external_id == format(spans[0].context.trace_id, "032x")  # no conversation id: the trace
@@ -138,7 +139,8 @@ def test_it_turns_pydantic_ais_own_instrumentation_into_a_conversation(live_serv
 
     first = agent.run_sync("What is the weather?")
     agent.run_sync("And tomorrow?", message_history=first.all_messages())
-    provider.force_flush()
+    # Closes the exporter's kept-alive connection, and with it the server thread holding a database connection.
+    provider.shutdown()
 
     [conversation] = otel_conversations()
     stored = rows(conversation)
@@ -313,3 +315,40 @@ def test_an_auditor_reads_the_traced_conversation_with_its_model_and_usage(clien
     page = client.get(reverse("conversation", args=[conversation.pk]))
     assert page.status_code == 200
     assert "Hello." in page.content.decode() and "gpt-x-2026" in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_batch_sent_by_four_exporters_at_once_is_written_once(live_server):
+    import threading
+    import time
+
+    import httpx
+
+    key = make_key(["write"])
+    body = request_of(chat_span("00000000000000aa"), chat_span("00000000000000bb", inputs=[
+        {"role": "user", "parts": [{"type": "text", "content": "Hi?"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "Hello."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "More?"}]}]))
+    statuses, start = [], threading.Barrier(4)
+
+    def send():
+        start.wait()
+        deadline = time.monotonic() + 60
+        with httpx.Client(timeout=30) as http:
+            while True:  # as an OTLP exporter does: 503 is retryable
+                response = http.post(live_server.url + URL, content=body, headers={
+                    "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+                if response.status_code != 503 or time.monotonic() > deadline:
+                    statuses.append(response.status_code)
+                    return
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * 4
+    [conversation] = otel_conversations()
+    assert [r["content"] for r in rows(conversation)] == ["Hi?", "Hello.", "More?", "Hello."]
+    assert SourceEntry.objects.count() == 2

@@ -400,8 +400,11 @@ def _write_conversation(key: str, group: list, *, actor: str, namespace: str, re
             conversation, _ = conversation_store.get_or_create_conversation(
                 namespace=namespace, external_id=key, title=" ".join(storable(title).split())[:200],
                 meta={"otel": {"conversation_key": key}})
-            source, _ = store.get_or_create_source(format=FORMAT, namespace=namespace, source_key=key,
-                                                   conversation_id=conversation.pk)
+            store.get_or_create_source(format=FORMAT, namespace=namespace, source_key=key,
+                                       conversation_id=conversation.pk)
+            # Locked now, read again: a request that created it first has committed by here (the
+            # store's create-or-get waited for it), and its spans and counts must be seen.
+            source = _locked_source(namespace, key)
         cid = str(source.conversation_id)
         seen_ids = {span.get("spanId") for span, _, _ in group}
         stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=list(seen_ids))
