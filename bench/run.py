@@ -47,6 +47,7 @@ WORKLOADS = [
     ("13", "w13_erasure_stall.py"),
     ("14", "w14_search_filters.py"),
     ("15", "w15_pg_erasure_stall.py"),
+    ("16", "w16_langgraph_saver.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

@@ -30,7 +30,8 @@ def test_it_runs_every_workload_quick(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())["results"]
-    assert [r["workload"].split()[0] for r in results] == [str(n) for n in range(1, 15)]
+    # Every workload (15 measures PostgreSQL and runs only where it is reachable).
+    assert {str(n) for n in (*range(1, 15), 16)} <= {r["workload"].split()[0] for r in results}
     for result in results:
         assert result["rows"], result["workload"]
         for row in result["rows"]:
