@@ -8,8 +8,9 @@ import json
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import Capability
 
@@ -207,3 +208,18 @@ def test_it_needs_the_write_scope_to_keep_a_checkpoint(client):
     answer = client.post("/api/v1/langgraph/checkpoints", data=json.dumps(body), content_type="application/json",
                          HTTP_AUTHORIZATION=f"Bearer {reader}")
     assert answer.status_code == 403
+
+
+def test_a_message_memoryui_cannot_show_as_a_chat_row_is_a_note_and_the_checkpoint_is_kept(live_server, key):
+    saver = MemoryuiSaver(url=live_server.url, api_key=key, retries=FAST)
+    odd = ToolMessage(content="3 °C", tool_call_id="", id="t-odd")  # answers no call
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [odd]}
+    config = saver.put({"configurable": {"thread_id": "odd-1", "checkpoint_ns": ""}}, checkpoint,
+                       {"source": "input", "step": -1}, {})
+
+    assert saver.get_tuple(config).checkpoint["channel_values"]["messages"] == [odd]
+    thread = Conversation.objects.get(namespace="langgraph", meta__langgraph__thread_id="odd-1")
+    [row] = rows(thread.pk)
+    assert row["kind"] == "note" and row["text"].startswith("[tool] not shown as a chat row")
+    saver.close()

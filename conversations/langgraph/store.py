@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from conversations import store as core
-from conversations.errors import InvalidInput
+from conversations.errors import InvalidInput, StoreError
 from conversations.formats.langchain import to_message
 from conversations.models import Conversation
+from conversations.schema import encode_message
 
 from .models import LangGraphCheckpoint, LangGraphWrite
 
@@ -98,7 +99,7 @@ def put_checkpoint(*, thread_id: str, checkpoint_ns: str, checkpoint_id: str, pa
         ids = known
         if messages is not None:
             seen = set(known)
-            fresh = [to_message(m["message"]) for m in messages if m["id"] is None or m["id"] not in seen]
+            fresh = [_row(m["message"]) for m in messages if m["id"] is None or m["id"] not in seen]
             for start in range(0, len(fresh), core.BATCH_MAX):
                 core.append_messages(conversation_id=conversation.pk, messages=fresh[start:start + core.BATCH_MAX],
                                      expected_position=conversation.next_position + start)
@@ -110,6 +111,19 @@ def put_checkpoint(*, thread_id: str, checkpoint_ns: str, checkpoint_id: str, pa
             thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id,
             conversation_id=conversation.pk, rows=rows, message_ids=ids, **blob)
     return checkpoint, Projected(conversation.pk, rows, forked)
+
+
+def _row(message: dict) -> dict:
+    """The row a LangChain message reads as; one that does not map to a valid message (a
+    content block of a shape memoryui refuses) becomes a note saying so, so that the
+    graph's state is still kept: the checkpoint, not the row, is what the graph needs."""
+    row = to_message(message)
+    try:
+        encode_message(row)
+    except StoreError as exc:
+        return {"kind": "note", "text": f"[{message.get('type')}] not shown as a chat row: {exc.message}"[:2000],
+                "meta": {"langchain": {"id": message.get("id"), "type": message.get("type")}}}
+    return row
 
 
 def _fork(conversation: Conversation, parent: LangGraphCheckpoint, checkpoint_id: str) -> Conversation:
