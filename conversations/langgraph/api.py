@@ -157,12 +157,17 @@ def list_checkpoints(request):
             picked.append(cp)
             if len(picked) >= limit:
                 break
-    return _respond({"checkpoints": [_checkpoint_dict(cp) for cp in picked]})
+    # The pending writes of every picked checkpoint in one query, not one per checkpoint.
+    writes: dict[tuple, list] = {}
+    if picked:
+        for w in LangGraphWrite.objects.filter(thread_id__in={cp.thread_id for cp in picked},
+                                               checkpoint_id__in={cp.checkpoint_id for cp in picked}):
+            writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), []).append(w)
+    return _respond({"checkpoints": [
+        _checkpoint_dict(cp, writes.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])) for cp in picked]})
 
 
-def _checkpoint_dict(cp: LangGraphCheckpoint) -> dict:
-    writes = LangGraphWrite.objects.filter(thread_id=cp.thread_id, checkpoint_ns=cp.checkpoint_ns,
-                                           checkpoint_id=cp.checkpoint_id)
+def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
     return {
         "thread_id": cp.thread_id, "checkpoint_ns": cp.checkpoint_ns, "checkpoint_id": cp.checkpoint_id,
         "parent_checkpoint_id": cp.parent_checkpoint_id or None,
