@@ -81,7 +81,9 @@ def main(argv=None):
     with transaction.atomic(), connection.cursor() as cursor:
         fill(ids, per, when, table_conv=tc, table_msg=tm, cursor=cursor, encode=encode)
         for cid in ids:
-            cursor.execute(f"UPDATE {tc} SET last_activity_at = %s WHERE id = %s", [when[cid], cid])
+            # Retention counts from when memoryui received the rows (received_at): both dates go back.
+            cursor.execute(f"UPDATE {tc} SET last_activity_at = %s, received_at = %s WHERE id = %s",
+                           [when[cid], when[cid], cid])
     connection.close()
     before = common.bytes_on_disk(db)
     build_s = time.perf_counter() - t0
