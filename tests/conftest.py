@@ -112,7 +112,10 @@ def chromium_path():
     return CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's sync API keeps its event loop marked as running
+# in the test thread while it is started, and the async tests of later modules (asyncio.run,
+# Pydantic AI's run_sync) would then find a loop already running.
+@pytest.fixture(scope="module")
 def _playwright():
     try:
         from playwright.sync_api import sync_playwright
