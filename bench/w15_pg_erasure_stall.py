@@ -32,6 +32,7 @@ import uuid
 from pathlib import Path
 
 import common
+from w13_erasure_stall import percentile  # the same percentiles as workload 13
 
 HERE = Path(__file__).resolve().parent
 PG_NAME = "mu_h12_bench_w15"
@@ -60,13 +61,6 @@ while not os.path.exists(stop):
     i += 1
 print(json.dumps(marks))
 """
-
-
-def percentile(values, p):
-    values = sorted(values)
-    if not values:
-        return None
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def postgres_reachable() -> bool:
