@@ -43,6 +43,11 @@ RAW_PRAGMAS = (
 # --------------------------------------------------------------------------- arguments
 
 
+# A workload that cannot run here (workload 15 without PostgreSQL) exits with this
+# code: run.py reports it as not run, not as failed and not as measured.
+NOT_RUN = 77
+
+
 def parse_args(description: str, argv=None):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")

@@ -172,6 +172,9 @@ def main(argv=None):
             cmd.append("--quick")
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT)
+        if proc.returncode == common.NOT_RUN:
+            print(f"[{number}] not run here", flush=True)
+            continue
         if proc.returncode != 0 or not json_path.exists():
             failed.append(script)
             print(f"[{number}] FAILED (exit {proc.returncode})", flush=True)
