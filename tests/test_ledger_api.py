@@ -345,7 +345,7 @@ def test_a_conversation_export_carries_its_task_state_actions_and_snapshots(writ
     lines = [json.loads(x) for x in b"".join(
         writer.get(f"/conversations/{convo.pk}/export", {"format": "jsonl"}).streaming_content).splitlines()]
     assert [x.get("record") for x in lines] == [None] * 4 + ["task_state_event", "action", "action",
-                                                             "workspace_snapshot"]
+                                                             "workspace_snapshot", "signed_head"]
 
     md = b"".join(writer.get(f"/conversations/{convo.pk}/export", {"format": "markdown"}).streaming_content).decode()
     assert "## Task state and actions" in md and "`/decision` added \"refund\"" in md
