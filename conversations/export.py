@@ -18,6 +18,7 @@ from . import markdown as md
 from .errors import InvalidInput
 from .ledger import export as ledger_export
 from .models import Checkpoint, Conversation, Message
+from .proofs import heads as proof_heads
 from .reads import decode_row
 from .schema import TextBlock
 from .streams import buffered
@@ -62,8 +63,10 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
         return ExportStream(chunks=buffered(exports.chunks(conversation, fmt)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
+    # Signed before anything streams, over the same snapshot the rows are read from (issue 23.3).
+    head = proof_heads.export_head(conversation)
     return ExportStream(
-        chunks=buffered(writer(conversation)),
+        chunks=buffered(writer(conversation, head)),
         content_type=content_type,
         filename=f"conversation-{conversation.pk}.{ext}",
     )
@@ -139,12 +142,13 @@ def _dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _json_chunks(conversation: Conversation) -> Iterator[str]:
+def _json_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
     header = {
         "conversation": _conversation_dict(conversation),
         "checkpoints": [_checkpoint_dict(cp) for cp in _checkpoints(conversation)],
         # task_state, task_state_events, actions, workspace_snapshots
         **ledger_export.conversation_ledger(conversation.pk),
+        "signed_head": head,
     }
     # The header is written whole and the messages array is opened by hand, so
     # the file is one JSON document without holding the messages in memory.
@@ -156,10 +160,11 @@ def _json_chunks(conversation: Conversation) -> Iterator[str]:
     yield "\n]}\n"
 
 
-def _jsonl_chunks(conversation: Conversation) -> Iterator[str]:
+def _jsonl_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
     for item in _rows(conversation):
         yield _dumps(_message_dict(item)) + "\n"
     yield from ledger_export.conversation_jsonl(conversation.pk)
+    yield _dumps({"record": "signed_head", **head}) + "\n"
 
 
 def _content_blocks(model) -> str:
@@ -212,7 +217,7 @@ def _pretty_if_json(text: str) -> str:
         return text
 
 
-def _markdown_chunks(conversation: Conversation) -> Iterator[str]:
+def _markdown_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
     checkpoints = _checkpoints(conversation)
     latest = max(checkpoints, key=lambda cp: (cp.message_position, cp.pk)) if checkpoints else None
     by_position: dict[int, list[Checkpoint]] = {}
@@ -249,3 +254,4 @@ def _markdown_chunks(conversation: Conversation) -> Iterator[str]:
                 yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
                        + md.quote(cp.summary) + "\n")
     yield from ledger_export.conversation_markdown(conversation.pk)
+    yield proof_heads.markdown_section(head)

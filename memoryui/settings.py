@@ -6,6 +6,7 @@ SECRET_KEY       unset: generated once and kept in the data folder.
 DEBUG            "1"/"true" turns it on; off by default.
 ALLOWED_HOSTS    comma-separated; default 127.0.0.1,localhost.
 MEMORYUI_DATA_DIR  where the embedded database and the secret key live (default ./data).
+MEMORYUI_SIGNING_KEY_FILE  an Ed25519 PEM key that signs heads; unset: made in the data folder.
 """
 
 import os
@@ -71,6 +72,7 @@ INSTALLED_APPS = [
     "conversations.imports",
     "conversations.frameworks",
     "conversations.langgraph",
+    "conversations.proofs",
 ]
 
 MIDDLEWARE = [
@@ -217,6 +219,10 @@ SECURE_PROXY_SSL_HEADER = (
 
 # /metrics answers only a scrape bearing this token; unset, it is a 404 and nothing is counted.
 MEMORYUI_METRICS_TOKEN = os.environ.get("MEMORYUI_METRICS_TOKEN", "").strip()
+
+# The Ed25519 key that signs chain heads and export manifests (conversations/proofs/keys.py):
+# a PEM (PKCS#8) private key file; unset, one is made on first start in the data folder (0600).
+MEMORYUI_SIGNING_KEY_FILE = os.environ.get("MEMORYUI_SIGNING_KEY_FILE", "").strip()
 
 # Largest encoded message the store accepts (DESIGN.md: 1 MiB by default).
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))

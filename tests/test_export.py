@@ -53,7 +53,7 @@ def test_it_exports_json_with_conversation_checkpoints_and_messages(conversation
 def test_it_exports_jsonl_one_message_per_line(conversation):
     stream = export.export_stream(str(conversation.pk), "jsonl")
     lines = _text(stream).splitlines()
-    assert len(lines) == 6
+    assert len(lines) == 7 and json.loads(lines[-1])["record"] == "signed_head"  # the head closes it (issue 23.3)
     assert json.loads(lines[4]) == {
         "position": 4, "kind": "thought", "created_at": json.loads(lines[4])["created_at"],
         "message": {"kind": "thought", "text": "Refund it."},
@@ -100,7 +100,7 @@ def test_it_reads_in_keyset_batches(conversation, monkeypatch):
     stream = export.export_stream(conversation.pk, "jsonl")
     with CaptureQueriesContext(connection) as ctx:
         lines = _text(stream).splitlines()
-    assert [json.loads(line)["position"] for line in lines] == [0, 1, 2, 3, 4, 5]
+    assert [json.loads(line)["position"] for line in lines[:-1]] == [0, 1, 2, 3, 4, 5]
     # Three pages of two rows, each by position and LIMIT, never OFFSET.
     sql = [q["sql"].upper() for q in ctx.captured_queries if "CONVERSATIONS_MESSAGE" in q["sql"].upper()]
     assert len(sql) == 3
@@ -119,8 +119,8 @@ def test_it_exports_a_broken_row_as_a_marked_hole(conversation):
                            content='{"kind": "legacy", "body": "<script>x</script>"}',
                            created_at=conversation.created_at)
     lines = [json.loads(line) for line in _text(export.export_stream(conversation.pk, "jsonl")).splitlines()]
-    assert lines[-1]["broken"] is True and lines[-1]["message"] is None
-    assert lines[-1]["raw"] == '{"kind": "legacy", "body": "<script>x</script>"}'
+    assert lines[-2]["broken"] is True and lines[-2]["message"] is None
+    assert lines[-2]["raw"] == '{"kind": "legacy", "body": "<script>x</script>"}'
     assert "Broken row" in _text(export.export_stream(conversation.pk, "markdown"))
 
 
@@ -173,8 +173,8 @@ def test_markdown_quotes_hostile_text_as_text(db):
     # No element came from the quoted text: no image, script, link, bold or italic tag.
     for markup in ("<img", "<script", "<a ", "<b>", "<i>", "<strong>"):
         assert markup not in html, markup
-    # The only headings are the export's own: the title, one per message and the fold.
-    assert html.count("<h1>") == 1 and html.count("<h3>") == 4 and html.count("<h2>") == 1
+    # The only headings are the export's own: the title, one per message, the fold and the signed head.
+    assert html.count("<h1>") == 1 and html.count("<h3>") == 4 and html.count("<h2>") == 2
     assert "<table" not in html and "<ul>" in html  # the header list only
     assert html.count("<li>") == 5  # conversation, subject, messages, created, the fold
     # The text itself is all there, readable.

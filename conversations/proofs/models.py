@@ -1,0 +1,71 @@
+"""Signing keys (public halves only) and the heads signed with them.
+
+The private key never enters the database: it lives in the data folder (0600) or
+where the MEMORYUI_SIGNING_KEY_FILE setting points. The database keeps every public
+key the server has signed with, retired ones too, so a head signed before a
+rotation still verifies.
+"""
+
+from django.db import models
+from django.utils import timezone
+
+
+class SigningKey(models.Model):
+    # First 16 hex digits of SHA-256 over the 32 raw public key bytes: derivable offline.
+    key_id = models.CharField(max_length=16, primary_key=True)
+    algorithm = models.CharField(max_length=16, default="ed25519")
+    # The 32 raw public key bytes, base64.
+    public_key = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    # "data_dir" (made by the server) or "setting" (MEMORYUI_SIGNING_KEY_FILE).
+    source = models.CharField(max_length=16, default="data_dir")
+
+    class Meta:
+        ordering = ["-created_at", "key_id"]
+
+    def as_dict(self, *, current_id: str | None = None) -> dict:
+        return {
+            "key_id": self.key_id, "algorithm": self.algorithm, "public_key": self.public_key,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+            "retired_at": self.retired_at.isoformat().replace("+00:00", "Z") if self.retired_at else None,
+            "current": self.key_id == current_id,
+        }
+
+
+class SignedHeadQuerySet(models.QuerySet):
+    def of(self, conversation_id):
+        return self.filter(conversation_id=conversation_id).order_by("-id")
+
+
+class SignedHead(models.Model):
+    """A signature over (conversation id, position, chain hash, time): what the chain
+    looked like when it was signed. Kept after its conversation goes (a plain id,
+    not a foreign key): it names no content."""
+
+    REASONS = ("request", "export", "cron")
+
+    id = models.BigAutoField(primary_key=True)
+    conversation_id = models.UUIDField()
+    # The last position the chain covers (-1: an empty conversation).
+    position = models.BigIntegerField()
+    chain_hash = models.CharField(max_length=64)
+    signed_at = models.DateTimeField()
+    key_id = models.CharField(max_length=16)
+    signature = models.CharField(max_length=100)
+    reason = models.CharField(max_length=16, default="request")
+
+    objects = SignedHeadQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["conversation_id", "id"], name="signedhead_conversation_idx")]
+
+
+class SignHeadsRun(models.Model):
+    """One `manage.py sign_heads` run: the next run signs what changed since this one started."""
+
+    id = models.BigAutoField(primary_key=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    signed = models.BigIntegerField(default=0)
+    unchanged = models.BigIntegerField(default=0)
