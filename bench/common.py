@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +172,7 @@ def raw_connect(path: Path) -> sqlite3.Connection:
 
 
 def now_text() -> str:
-    return datetime.now(dt_timezone.utc).isoformat(sep=" ")
+    return datetime.now(UTC).isoformat(sep=" ")
 
 
 def raw_create_conversation(conn) -> str:
@@ -491,7 +491,7 @@ def machine_line() -> str:
 
 
 def days_ago(days: float):
-    return datetime.now(dt_timezone.utc) - timedelta(days=days)
+    return datetime.now(UTC) - timedelta(days=days)
 
 
 # --------------------------------------------------------------------------- the shared big database

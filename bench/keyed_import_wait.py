@@ -1,7 +1,12 @@
 """The longest wait of another process's append while a ~2 MB session is imported over
 the API, with and without an Idempotency-Key (issue 19, point 6). SQLite, a fresh
 database in a temporary data folder. Usage: python bench/keyed_import_wait.py [CHECKOUT] (a checkout to measure; default this one)."""
-import json, os, subprocess, sys, tempfile, time
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 data = tempfile.mkdtemp(prefix="kiw-")
@@ -10,10 +15,13 @@ os.environ.pop("DATABASE_URL", None)
 sys.path.insert(0, root)
 os.chdir(root)
 import django
+
 django.setup()
 from django.core.management import call_command
+
 call_command("migrate", verbosity=0)
 from django.test import Client
+
 from conversations import store
 
 APPENDER = """

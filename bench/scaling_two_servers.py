@@ -13,7 +13,6 @@ cores: a second server adds processes, not cores).
 """
 
 import argparse
-import http.client
 import json
 import os
 import signal

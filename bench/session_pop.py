@@ -6,7 +6,12 @@ PostgreSQL database named by BENCH_DATABASE_URL (it is migrated; give an empty o
 
 Usage: python bench/session_pop.py [CHECKOUT]   (a checkout to measure; default this one)
 """
-import json, os, statistics, sys, tempfile, time
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.update(MEMORYUI_DATA_DIR=tempfile.mkdtemp(prefix="pop-"), DJANGO_SETTINGS_MODULE="memoryui.settings",
@@ -17,10 +22,13 @@ if os.environ.get("BENCH_DATABASE_URL"):
 sys.path.insert(0, root)
 os.chdir(root)
 import django
+
 django.setup()
 from django.core.management import call_command
+
 call_command("migrate", verbosity=0)
 from django.db import connection
+
 from conversations.imports import sessions
 from conversations.models import Conversation
 

@@ -27,15 +27,14 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone as dt_timezone
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 import common
 
 CONVERSATIONS, PER = 100, 10_000
 QUICK_CONVERSATIONS, QUICK_PER = 20, 1_000
 SUBJECTS = 10
-START = datetime(2020, 1, 1, tzinfo=dt_timezone.utc)
+START = datetime(2020, 1, 1, tzinfo=UTC)
 STEP = timedelta(seconds=30)
 PHRASE = '"shipping label"'
 # Reused across runs while tuning (the PostgreSQL build takes minutes): set to keep

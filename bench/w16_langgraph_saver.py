@@ -95,6 +95,7 @@ def main(argv=None):
     port = free_port()
     server = start_gunicorn(port, args.workdir / "w16-gunicorn.log")
     from langgraph.checkpoint.sqlite import SqliteSaver
+
     from memoryui_client import Retries
     from memoryui_client.integrations.langgraph import MemoryuiSaver
 

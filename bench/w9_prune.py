@@ -20,7 +20,6 @@ file + WAL after a TRUNCATE checkpoint.
 import shutil
 import sys
 import time
-import uuid
 
 import common
 

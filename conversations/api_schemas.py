@@ -18,7 +18,6 @@ from . import reads, store
 from .jsonbody import StrictBody
 from .schema import Message, SystemMessage, message_adapter
 
-
 # Positions are 64-bit in the database; a larger number can only be a mistake,
 # and must be refused before it reaches a driver that cannot bind it.
 MAX_POSITION = 2**63 - 1

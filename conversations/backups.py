@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
@@ -99,7 +99,7 @@ def backup(path: Path) -> dict:
     finally:
         partial.unlink(missing_ok=True)
     manifest = {"format": FORMAT, "vendor": connection.vendor,
-                "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **described}
+                "created_at": datetime.now(UTC).isoformat(timespec="seconds"), **described}
     _write_durably(manifest_path(path), json.dumps(manifest, indent=1, sort_keys=True).encode())
     return manifest
 

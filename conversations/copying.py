@@ -26,10 +26,10 @@ first).
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone as dt_timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Callable
 
 import dj_database_url
 from django.apps import apps
@@ -218,7 +218,7 @@ def _copy_table(model, batch: int):
 def _plain(value):
     """A value as both databases' rows must agree on it, whatever the driver's types."""
     if isinstance(value, datetime):
-        return value.astimezone(dt_timezone.utc).isoformat() if value.tzinfo else value.isoformat()
+        return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat()
     if isinstance(value, (date, uuid.UUID, Decimal)):
         return str(value)
     if isinstance(value, (bytes, memoryview)):

@@ -5,7 +5,7 @@ Everything is written through the store, as an agent would write it.
 
 import hashlib
 import random
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -199,7 +199,7 @@ def _support_facts(ticket, at: list[int]):
     credit = propose("Prefers store credit when a card refund fails", "preference", 7, 16)
     facts.approve_fact(fact_id=credit.pk, actor=REVIEWER)
     since = propose("Customer since 2021", "profile", 4, 4,
-                    valid_from=datetime(2021, 3, 2, tzinfo=dt_timezone.utc))
+                    valid_from=datetime(2021, 3, 2, tzinfo=UTC))
     facts.approve_fact(fact_id=since.pk, actor=REVIEWER)
     facts.supersede_fact(fact_id=since.pk, actor=REVIEWER,
                          text="Customer since 2 March 2021; no refunds before order 48213",

@@ -19,7 +19,6 @@ from . import params
 from .errors import InvalidInput, StoreError
 from .schema import describe_validation_error
 
-
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -31,11 +31,11 @@ import math
 import re
 import unicodedata
 import uuid
-from datetime import date, datetime, time, timedelta, timezone as dt_timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from .errors import InvalidInput
 
-UTC = dt_timezone.utc
+UTC = UTC
 # Ids and positions are BIGINT: a larger number cannot exist and must not reach a driver.
 MAX_BIGINT = 2**63 - 1
 # More digits than any bound needs; int() on a long digit string is slow (and refused past 4,300).

@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_http_methods, require_safe, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from . import store
 from .confirm import Confirmation, confirmed, not_confirmed, render_confirmation

@@ -10,7 +10,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from conversations import idempotency
-from conversations.apiauth import ApiKeyAuth, SessionReadAuth, ScopeError
+from conversations.apiauth import ApiKeyAuth, ScopeError, SessionReadAuth
 from conversations.errors import StoreError
 
 
@@ -121,11 +121,11 @@ def _http_error(request, exc: HttpError):
 
 from conversations.api import router as conversations_router  # noqa: E402
 from conversations.facts.api import router as facts_router  # noqa: E402
+from conversations.imports.api import router as imports_router  # noqa: E402
+from conversations.langgraph.api import router as langgraph_router  # noqa: E402
 from conversations.ledger.api import router as ledger_router  # noqa: E402
 from conversations.retention.api import router as retention_router  # noqa: E402
 from conversations.search.api import router as search_router  # noqa: E402
-from conversations.imports.api import router as imports_router  # noqa: E402
-from conversations.langgraph.api import router as langgraph_router  # noqa: E402
 
 api.add_router("", conversations_router)
 api.add_router("", facts_router)

@@ -36,8 +36,8 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 
 _NONE = type(None)
 _WRAPPERS = {typing.Required, typing.NotRequired, te.Required, te.NotRequired, getattr(te, "ReadOnly", None)}
-_LISTS = {list, Iterable, Sequence, typing.Iterable, typing.Sequence, typing.List}
-_MAPS = {dict, Mapping, typing.Dict, typing.Mapping}
+_LISTS = {list, Iterable, Sequence, typing.Iterable, typing.Sequence, list}
+_MAPS = {dict, Mapping, dict, typing.Mapping}
 _HINTS: dict = {}
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -277,7 +277,8 @@ def rendered_bodies(handoff: str | None, messages: list[dict], *, model_row_meta
     summary or None; `messages`: the rows after the fold): the client's
     `to_openai_messages` / `to_anthropic_messages` (journal dropped and kept as text) and
     the server's `openai-chat` / `anthropic` exports. {name: (provider, body)}."""
-    from conversations.formats import anthropic as anthropic_format, openai_chat
+    from conversations.formats import anthropic as anthropic_format
+    from conversations.formats import openai_chat
     from memoryui_client import to_anthropic_messages, to_openai_messages
 
     view = {"handoff": {"kind": "system", "content": handoff} if handoff else None,

@@ -4,8 +4,8 @@ import uuid
 
 import pytest
 
-from tests.api_support import convo, error_of, reader  # noqa: F401
 from conversations import store
+from tests.api_support import convo, error_of, reader  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,9 @@ import re
 import pytest
 from django.test import Client
 
-from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
 from conversations import store
 from conversations.models import ApiKey
+from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,9 @@ import uuid
 
 import pytest
 
-from tests.api_support import convo, error_of, reader, writer  # noqa: F401
 from conversations import store
 from conversations.models import AuditEvent, Checkpoint
+from tests.api_support import convo, error_of, reader, writer  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -10,11 +10,9 @@ import json
 import threading
 from urllib.parse import urlsplit
 
-import pytest
-
-from tests.api_support import make_key
 from conversations import store
 from conversations.models import Message
+from tests.api_support import make_key
 
 THREADS = 8
 APPENDS_EACH = 12

@@ -9,8 +9,6 @@ import json
 import threading
 from urllib.parse import urlsplit
 
-import pytest
-
 from conversations import store
 from conversations.models import Conversation, IdempotencyKey, Message
 from tests.api_support import make_key

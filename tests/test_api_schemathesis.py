@@ -20,13 +20,13 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-
 from schemathesis.core.parameters import ParameterLocation
 
-from memoryui.wsgi import application
-from tests.api_support import make_key
 from conversations import store
 from conversations.models import Conversation
+from memoryui.wsgi import application
+from tests.api_support import make_key
+
 
 # Not positive_data_acceptance: a request can match the schema and still be
 # refused for a reason no schema can state (a position past the end of this

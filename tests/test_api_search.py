@@ -3,7 +3,7 @@
 import pytest
 
 from conversations import store
-from tests.api_support import admin_key, anonymous, convo, error_of, login_as, make_key, reader, Api  # noqa: F401
+from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -92,7 +92,7 @@ def test_opening_a_conversation_is_in_the_access_log_an_admin_reads(live_server,
     with page.expect_download():
         page.locator("a.button", has_text="JSONL").click()
     page.locator("#p3").get_by_role("link", name="What the model saw").click()
-    page.wait_for_url(f"**/saw/3/")
+    page.wait_for_url("**/saw/3/")
     context.close()
     assert list(ConversationAccess.objects.order_by("id").values_list("actor", "via", "detail")) == [
         ("user:ann", "page", ""), ("user:ann", "export", "jsonl"), ("user:ann", "model_saw", "#3")]

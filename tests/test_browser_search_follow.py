@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 
 from conversations import store
 from conversations.roles import AUDITOR, assign_role
-from tests.test_browser_ui import PAYLOADS, SHOTS, _log_in, _shot
+from tests.test_browser_ui import PAYLOADS, _log_in, _shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

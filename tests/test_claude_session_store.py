@@ -13,8 +13,12 @@ import json
 import httpx
 import pytest
 from claude_agent_sdk import (
-    SessionStore, get_session_messages_from_store, get_subagent_messages_from_store, import_session_to_store,
-    list_sessions_from_store, list_subagents_from_store,
+    SessionStore,
+    get_session_messages_from_store,
+    get_subagent_messages_from_store,
+    import_session_to_store,
+    list_sessions_from_store,
+    list_subagents_from_store,
 )
 from claude_agent_sdk.testing import run_session_store_conformance
 

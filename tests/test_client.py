@@ -16,7 +16,15 @@ import pytest
 from conversations.facts import store as facts_store
 from conversations.models import Conversation, IdempotencyKey, Message
 from memoryui_client import (
-    AsyncMemoryui, CheckpointSplitsToolCall, Forbidden, IdempotencyKeyReused, InvalidInput, Memoryui, NotFound, PositionConflict, Retries,
+    AsyncMemoryui,
+    CheckpointSplitsToolCall,
+    Forbidden,
+    IdempotencyKeyReused,
+    InvalidInput,
+    Memoryui,
+    NotFound,
+    PositionConflict,
+    Retries,
     TransportError,
 )
 from tests.api_support import make_key

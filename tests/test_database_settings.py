@@ -4,8 +4,6 @@ import sqlite3
 import subprocess
 import sys
 
-import pytest
-
 
 def sqlite_env(tmp_path, **extra):
     """An environment for a child process using the embedded SQLite database in tmp_path,

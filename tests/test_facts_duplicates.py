@@ -2,7 +2,8 @@
 
 import pytest
 
-from conversations.facts import duplicates, store as facts
+from conversations.facts import duplicates
+from conversations.facts import store as facts
 
 pytestmark = pytest.mark.django_db
 

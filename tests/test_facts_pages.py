@@ -146,7 +146,7 @@ def test_with_htmx_the_status_carries_the_undo_and_undo_brings_the_item_back(cli
     first, second = _propose("one"), _propose("two")
     r = client.post(f"/facts/{first.pk}/approve", **HTMX)
     html = r.content.decode()
-    assert f'id="queue-status"' in html and f"Approved fact {first.pk}." in html
+    assert 'id="queue-status"' in html and f"Approved fact {first.pk}." in html
     assert f'hx-post="/facts/{first.pk}/undo"' in html
     r = client.post(f"/facts/{first.pk}/undo", **HTMX)
     assert r.status_code == 200

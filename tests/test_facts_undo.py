@@ -107,8 +107,8 @@ def test_undo_is_an_event_not_an_edit_the_database_would_refuse_one():
     facts.approve_fact(fact_id=p.pk, actor="user:rita")
     facts.undo_review(fact_id=p.pk, actor="user:rita")
     # The guards still stand: the history cannot be rewritten to hide the undo.
-    from django.db.utils import DatabaseError
     from django.db import transaction
+    from django.db.utils import DatabaseError
     with pytest.raises(DatabaseError), transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("UPDATE facts_factevent SET kind = 'approved' WHERE fact_id = %s", [p.pk])

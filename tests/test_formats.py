@@ -1,13 +1,15 @@
 """The format modules: pure parsing, no database. One test per feature and known trap."""
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conversations import formats
-from conversations.formats import anthropic, claude_code, codex, journal, openai_chat, openai_responses
+from conversations.formats import anthropic, claude_code, journal, openai_chat, openai_responses
 from conversations.formats.base import FormatError
 from tests.provider_oracle import assert_valid_anthropic, assert_valid_openai, openai_body
 
@@ -213,8 +215,8 @@ def test_claude_code_incremental_batches_map_like_a_whole_file():
 
 
 def test_claude_code_renders_new_rows_chained_to_the_originals():
-    from datetime import datetime, timezone
-    at = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    from datetime import datetime
+    at = datetime(2025, 1, 1, tzinfo=UTC)
     out = list(claude_code.render([(0, "user", at, {"kind": "user", "content": "hi"}),
                                    (1, "assistant", at, {"kind": "assistant", "content": "yo",
                                                          "tool_calls": [{"id": "t", "name": "x", "arguments": {}}]})],

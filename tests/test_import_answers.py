@@ -17,7 +17,8 @@ from django.db import connection
 from django.test import Client
 
 from conversations import store
-from conversations.imports import api as imports_api, store as import_store
+from conversations.imports import api as imports_api
+from conversations.imports import store as import_store
 from conversations.imports.models import ImportSource, ImportStage, SourceEntry
 from conversations.models import Conversation, IdempotencyKey, Message
 from tests.api_support import Api, login_as, make_key

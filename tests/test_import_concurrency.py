@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from conversations.imports import importer, store as import_store, writer
+from conversations.imports import importer, writer
+from conversations.imports import store as import_store
 from conversations.models import Conversation, Message
 from tests.retention_support import ROOT, conversation, database_url, subprocess_env
 

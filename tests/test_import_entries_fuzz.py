@@ -2,7 +2,8 @@
 entries with any shape of link, type, content block and value, on both databases."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.api_support import Api, make_key
 

@@ -5,11 +5,14 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from conversations.formats import claude_code
 from conversations.formats.base import split_lines
-from conversations.imports import importer, store as import_store, textfile, writer
+from conversations.imports import importer, textfile, writer
+from conversations.imports import store as import_store
 from conversations.imports.models import ImportSource, ImportStage, SourceEntry
 from conversations.imports.textfile import Text
 from conversations.models import Checkpoint, Conversation, Message

@@ -15,7 +15,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from conversations.imports import uploads
 from conversations.models import Conversation
 from conversations.retention.models import PruneRun
 from conversations.retention.pruning import prune_older_than

@@ -5,9 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conversations import store
 from conversations.errors import StoreError

@@ -3,9 +3,9 @@
 import pytest
 from django.test import Client
 
-from tests.api_support import Api, login_as
 from conversations import store
 from conversations.models import ApiKey, AuditEvent
+from tests.api_support import Api, login_as
 
 pytestmark = pytest.mark.django_db
 

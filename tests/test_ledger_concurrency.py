@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from tests.api_support import make_key
-from tests.test_api_concurrency import TIMEOUT, _post
 from conversations import store
 from conversations.ledger.models import Action
+from tests.api_support import make_key
+from tests.test_api_concurrency import TIMEOUT, _post
 
 RACERS = 8
 KEY = "refund:T-40219:SU-88421:oak-shelf:11800"

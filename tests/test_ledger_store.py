@@ -1,6 +1,5 @@
 """The ledger's store: task-state versions, the actions ledger's one-performed rule, snapshots, forks."""
 
-import json
 
 import pytest
 

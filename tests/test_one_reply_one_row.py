@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 
 from conversations import store
-from conversations.formats import claude_code, parse
+from conversations.formats import parse
 from conversations.imports import importer, sessions
 from conversations.imports.models import SourceEntry
 from conversations.models import Conversation, Message

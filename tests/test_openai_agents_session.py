@@ -6,11 +6,14 @@ and clear, which destroy nothing."""
 import json
 
 import pytest
-from django.urls import reverse
 from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
 from agents.models.interface import Model
+from django.urls import reverse
 from openai.types.responses import (
-    ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText, ResponseReasoningItem,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
 )
 from openai.types.responses.response_reasoning_item import Summary
 

@@ -5,10 +5,10 @@ import zlib
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from conversations import reads
 from conversations.imports.models import SourceEntry
@@ -212,8 +212,8 @@ def test_it_counts_a_span_whose_messages_do_not_decode_as_rejected_and_writes_th
 
 
 def test_it_answers_protobuf_with_an_export_response(client, key):
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from google.protobuf.json_format import Parse
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     doc = json.loads(request_of(chat_span()))
     span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]

@@ -2,14 +2,14 @@
 
 import argparse
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from conversations import params
 from conversations.errors import InvalidInput
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @pytest.mark.parametrize("raw, value", [("0", 0), ("42", 42), (" 7 ", 7), ("-1", -1), ("007", 7), (5, 5)])

@@ -96,9 +96,11 @@ def test_every_kind_is_listed_once():
 
 # ---- the direct encoding is the serializer's -------------------------------------------------
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from conversations.schema import _canonical, _canonical_by_dump, _ENCODER, message_adapter  # noqa: E402
+from conversations.schema import _ENCODER, _canonical, _canonical_by_dump, message_adapter  # noqa: E402
 
 _text = st.text(min_size=1).filter(lambda t: t.strip())
 _json = st.recursive(

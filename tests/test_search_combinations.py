@@ -13,7 +13,7 @@ applied to the rows' known kind, time, conversation, subject and namespace.
 """
 
 import re
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.conf import settings
@@ -25,7 +25,7 @@ from conversations.imports.store import append_imported
 from conversations.search import reads
 from conversations.search.params import parse_search
 from conversations.search.reads import search_messages
-from tests.api_support import error_of, login_as, make_key, Api
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +43,7 @@ PARALLEL = {
 
 
 def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=dt_timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 # label: (conversation, kind, written at, message)

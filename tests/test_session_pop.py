@@ -13,7 +13,8 @@ from agents.run_internal.session_persistence import rewind_session_items
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conversations.errors import InvalidInput
 from conversations.imports import sessions

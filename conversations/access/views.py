@@ -7,8 +7,8 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
 from conversations import params
-from conversations.models import Conversation, parse_conversation_id
 from conversations.errors import NotFound
+from conversations.models import Conversation, parse_conversation_id
 from conversations.retention.views import admin_required
 
 from .models import ConversationAccess

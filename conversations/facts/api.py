@@ -15,8 +15,8 @@ from pydantic import StrictInt, StrictStr
 from conversations import params
 from conversations.api_schemas import errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, require_scope
-from conversations.jsonbody import Instant, StrictBody, read_body
 from conversations.errors import InvalidInput, NotFound
+from conversations.jsonbody import Instant, StrictBody, read_body
 from conversations.models import ApiKey
 
 from . import store

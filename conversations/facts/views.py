@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
-from django.views.decorators.http import require_http_methods, require_safe, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from conversations import params
 from conversations.confirm import Confirmation, confirmed, not_confirmed, render_confirmation
@@ -134,6 +134,14 @@ def _queue_context(request, *, reviewed: Fact | None = None):
     return context
 
 
+def _known_about(subject: str) -> list[dict]:
+    """The proposals about `subject` that the queue page shows, each with what is now
+    approved about it and its likely duplicates: a decision changes both for them."""
+    shown = [f for f in Fact.objects.pending()[:QUEUE_PAGE] if f.subject == subject]
+    known = duplicates.beside(shown)
+    return [{"fact": f, "known": known.get(f.pk)} for f in shown]
+
+
 def _next_in_queue(fact: Fact) -> Fact | None:
     """The proposal a reviewer meets after this one (the one before it at the end of the queue)."""
     pending = Fact.objects.pending()
@@ -184,6 +192,7 @@ def _after_review(request, fact: Fact):
     if request.htmx:
         response = render(request, "facts/queue.html#review_done", {
             "queue_count": Fact.objects.pending().count(), "status": _status(fact),
+            "refreshed": _known_about(fact.subject),
         })
         return _vary(response)
     return redirect(_reviewed_url(fact))

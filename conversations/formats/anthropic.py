@@ -17,8 +17,24 @@ opening the next user turn, consecutive rows of one role merged, as the API want
 import json
 
 from . import requests
-from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
-    first_text, loads, make_row, messages_and_envelope, parse_time, render_messages_document
+from .base import (
+    ConvPlan,
+    Entry,
+    Fold,
+    FormatError,
+    Plan,
+    Problem,
+    clean_text,
+    content_hash,
+    decode_text,
+    dumps,
+    first_text,
+    loads,
+    make_row,
+    messages_and_envelope,
+    parse_time,
+    render_messages_document,
+)
 
 NAME = "anthropic"
 BLOCKS = {"text", "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document", "compaction",

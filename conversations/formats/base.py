@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .. import params
 from ..errors import InvalidMessage, StoreError
@@ -262,11 +262,11 @@ def parse_time(value) -> datetime | None:
             return None
         if isinstance(value, (int, float)):
             seconds = value / 1000 if value > 1e11 else value
-            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            return datetime.fromtimestamp(seconds, tz=UTC)
         if isinstance(value, str) and value:
             at = datetime.fromisoformat(value.strip())
             # Refused here (None) when it overflows on the way to UTC, rather than in the driver.
-            return params.to_utc(at if at.tzinfo else at.replace(tzinfo=timezone.utc))
+            return params.to_utc(at if at.tzinfo else at.replace(tzinfo=UTC))
     except (ValueError, OverflowError, OSError):
         return None
     return None

@@ -48,8 +48,22 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .base import (
-    ConvPlan, Entry, Fold, FormatError, Line, Plan, Problem, clean_text, content_hash, dumps, first_text,
-    make_row, parse_time, read_jsonl, reply_message, split_lines,
+    ConvPlan,
+    Entry,
+    Fold,
+    FormatError,
+    Line,
+    Plan,
+    Problem,
+    clean_text,
+    content_hash,
+    dumps,
+    first_text,
+    make_row,
+    parse_time,
+    read_jsonl,
+    reply_message,
+    split_lines,
 )
 
 NAME = "claude-code"

@@ -19,8 +19,22 @@ Each line is `{"timestamp", "type", "payload"}` with type `session_meta`,
   and become the copied prefix of a fork, or are skipped for a subagent.
 """
 
-from .base import ConvPlan, Entry, Fold, FormatError, Line, Plan, Problem, clean_text, content_hash, decode_text, \
-    first_text, parse_time, read_jsonl, split_lines
+from .base import (
+    ConvPlan,
+    Entry,
+    Fold,
+    FormatError,
+    Line,
+    Plan,
+    Problem,
+    clean_text,
+    content_hash,
+    decode_text,
+    first_text,
+    parse_time,
+    read_jsonl,
+    split_lines,
+)
 from .openai_responses import ITEM_TYPES, _parts, apply_item
 
 NAME = "codex"

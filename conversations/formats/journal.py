@@ -6,9 +6,21 @@ kept in the row's meta (`journal`), so rendering back gives each line again.
 
 import json
 
-from .base import ConvPlan, Entry, Line, Plan, Problem, clean_text, content_hash, decode_text, make_row, \
-    parse_time, read_jsonl, split_lines
 from ..schema import JOURNAL_KINDS
+from .base import (
+    ConvPlan,
+    Entry,
+    Line,
+    Plan,
+    Problem,
+    clean_text,
+    content_hash,
+    decode_text,
+    make_row,
+    parse_time,
+    read_jsonl,
+    split_lines,
+)
 
 NAME = "journal"
 

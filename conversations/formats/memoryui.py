@@ -17,8 +17,20 @@ when it was exported (`"broken": true`) comes back as a `note` holding the text.
 import json
 import uuid
 
-from .base import ConvPlan, Entry, Fold, Line, Plan, Problem, content_hash, decode_text, make_row, parse_time, \
-    read_jsonl, split_lines
+from .base import (
+    ConvPlan,
+    Entry,
+    Fold,
+    Line,
+    Plan,
+    Problem,
+    content_hash,
+    decode_text,
+    make_row,
+    parse_time,
+    read_jsonl,
+    split_lines,
+)
 
 NAME = "memoryui"
 VERSION = 1

@@ -17,9 +17,25 @@ results follow their calls directly.
 import json
 
 from . import requests
-from .base import ConvPlan, Entry, FormatError, Plan, Problem, clean_text, content_hash, decode_text, dumps, \
-    first_text, loads, make_row, messages_and_envelope, parse_time, read_jsonl, render_messages_document, \
-    split_lines
+from .base import (
+    ConvPlan,
+    Entry,
+    FormatError,
+    Plan,
+    Problem,
+    clean_text,
+    content_hash,
+    decode_text,
+    dumps,
+    first_text,
+    loads,
+    make_row,
+    messages_and_envelope,
+    parse_time,
+    read_jsonl,
+    render_messages_document,
+    split_lines,
+)
 
 NAME = "openai-chat"
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool",

@@ -20,8 +20,26 @@ The same item mapping reads Codex `response_item` payloads (`codex.py`).
 
 import json
 
-from .base import ConvPlan, Entry, Fold, FormatError, Plan, Problem, Row, clean_text, content_hash, decode_text, \
-    dumps, first_text, loads, make_row, merge_row, parse_time, read_jsonl, split_lines
+from .base import (
+    ConvPlan,
+    Entry,
+    Fold,
+    FormatError,
+    Plan,
+    Problem,
+    Row,
+    clean_text,
+    content_hash,
+    decode_text,
+    dumps,
+    first_text,
+    loads,
+    make_row,
+    merge_row,
+    parse_time,
+    read_jsonl,
+    split_lines,
+)
 
 NAME = "openai-responses"
 ITEM_TYPES = {

@@ -13,7 +13,7 @@ entry after it).
 """
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 SESSION_ID = "7c1e5b2a-3f4d-4e6a-9b8c-0d1e2f3a4b5c"
 PROJECT_KEY = "-srv-billing"
@@ -44,7 +44,7 @@ def _times(start: datetime):
 
 def claude_agent_session(start: datetime | None = None) -> ClaudeSession:
     """The sample session (deterministic; `start` moves its timestamps)."""
-    at = _times(start or datetime(2026, 11, 24, 9, 30, tzinfo=timezone.utc))
+    at = _times(start or datetime(2026, 11, 24, 9, 30, tzinfo=UTC))
     base = {"isSidechain": False, "userType": "external", "cwd": CWD, "sessionId": SESSION_ID, "version": VERSION,
             "gitBranch": "main"}
     entries: list[dict] = []

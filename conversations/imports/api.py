@@ -31,13 +31,12 @@ import json
 
 from ninja import Query, Router
 
-from conversations import idempotency
-from conversations import params
+from conversations import idempotency, params
 from conversations.api import _respond
-from conversations.jsonbody import read_json
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
+from conversations.jsonbody import read_json
 
 from . import importer, sessions, streams
 

@@ -20,18 +20,27 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
-
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import params, store as conversation_store
+from conversations import params
+from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound, StoreError
 from conversations.formats import FORMATS, check_format, claude_code, codex, detect, parse
-from conversations.formats.base import ConvPlan, FormatError, Plan, Problem, decode_text, dumps, loads, read_jsonl, \
-    split_lines, storable
+from conversations.formats.base import (
+    ConvPlan,
+    FormatError,
+    Plan,
+    Problem,
+    dumps,
+    loads,
+    read_jsonl,
+    split_lines,
+    storable,
+)
 from conversations.models import Conversation, Message
 from conversations.retention.pruning import default_retention_days
 

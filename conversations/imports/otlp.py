@@ -31,7 +31,7 @@ decode is rejected and counted (OTLP partial success); the rest are written.
 import base64
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -306,7 +306,7 @@ def _nanos(value) -> datetime | None:
     if n <= 0:
         return None
     try:
-        return datetime.fromtimestamp(n / 1e9, tz=dt_timezone.utc)
+        return datetime.fromtimestamp(n / 1e9, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
 

@@ -20,8 +20,18 @@ from conversations.errors import CheckpointBeforeLatest, Conflict, ImportInProgr
 from conversations.formats.base import Entry, Row, storable
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.schema import KINDS, max_message_bytes
-from conversations.store import (SUBJECT_MAX, TITLE_MAX, _check_meta, _clean_text, _lock_conversation, db_datetime,
-                                 record_audit)
+from conversations.store import (
+    SUBJECT_MAX,
+    TITLE_MAX,
+    _check_meta,
+    _clean_text,
+    _lock_conversation,
+    add_checkpoint,
+    copy_prefix,
+    db_datetime,
+    insert_reserved,
+    record_audit,
+)
 
 from .models import ImportSource, ImportStage, SourceEntry
 
@@ -108,13 +118,8 @@ def append_imported(*, conversation_id, rows: list[Row], expected_position: int)
             )
             end = cursor.fetchone()[0]
             start = end - len(rows)
-            cid = _db_uuid(conversation.pk)
-            adapt = connection.ops.adapt_datetimefield_value
-            params = [(cid, start + i, row.kind, row.text, adapt(row.at or now)) for i, row in enumerate(rows)]
-            for i in range(0, len(params), BATCH):
-                cursor.executemany(
-                    f"INSERT INTO {_MSG} (conversation_id, position, kind, content, created_at) "
-                    "VALUES (%s, %s, %s, %s, %s)", params[i:i + BATCH])
+        insert_reserved(conversation_id=conversation.pk, start=start,
+                        rows=[(row.kind, row.text, row.at or now) for row in rows])
     return end
 
 
@@ -136,9 +141,8 @@ def checkpoint_imported(*, conversation_id, position: int, summary: str, created
         if not exact:
             position, summary = calls.placed_fold(conversation.pk, position, summary,
                                                   floor=latest.message_position if latest else 0)
-        return Checkpoint.objects.create(conversation=conversation, message_position=position, summary=summary,
-                                         created_at=created_at or timezone.now(),
-                                         created_by=storable(str(created_by))[:200])
+        return add_checkpoint(conversation_id=conversation.pk, message_position=position, summary=summary,
+                              created_at=created_at or timezone.now(), created_by=storable(str(created_by))[:200])
 
 
 def retitle(*, conversation_id, title: str) -> None:
@@ -283,19 +287,15 @@ def copy_prefix_staged(*, holder: str, staged: list, child_id, parent_id, start:
         found = cursor.fetchone()
         if found is None or found[0] - count != start:
             raise Conflict("the fork being imported changed underneath the import", field="source")
-        cursor.execute(
-            f"INSERT INTO {_MSG} (conversation_id, position, kind, content, created_at) "
-            f"SELECT %s, position, kind, content, created_at FROM {_MSG} "
-            "WHERE conversation_id = %s AND position >= %s AND position < %s ORDER BY position",
-            [_db_uuid(child_id), _db_uuid(parent_id), start, start + count])
-        if cursor.rowcount != count:
-            raise Conflict(f"the fork copied {cursor.rowcount} rows of its parent, expected {count}", field="source")
+        copied = copy_prefix(child_id=child_id, parent_id=parent_id, start=start, count=count)
+        if copied != count:
+            raise Conflict(f"the fork copied {copied} rows of its parent, expected {count}", field="source")
         if start + count == position + 1:
             checkpoint = Checkpoint.objects.latest_for(parent_id, at_or_before=position)
             if checkpoint is not None:
-                Checkpoint.objects.create(conversation_id=child_id, message_position=checkpoint.message_position,
-                                          summary=checkpoint.summary, created_at=checkpoint.created_at,
-                                          created_by=checkpoint.created_by)
+                add_checkpoint(conversation_id=child_id, message_position=checkpoint.message_position,
+                               summary=checkpoint.summary, created_at=checkpoint.created_at,
+                               created_by=checkpoint.created_by)
             from conversations.ledger import store as ledger
 
             ledger.copy_into_fork(parent_id=parent_id, child_id=child_id, position=position)
@@ -341,11 +341,8 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
                 raise Conflict(f"the conversation has {start} rows, the import expected {expected}: another "
                                "writer appended meanwhile; import again", code="position_conflict",
                                field="conversation")
-            db_cid = _db_uuid(cid)
-            cursor.executemany(
-                f"INSERT INTO {_MSG} (conversation_id, position, kind, content, created_at) VALUES (%s, %s, %s, %s, %s)",
-                [(db_cid, start + i, row.kind, row.text, adapt(row.at) if row.at is not None else now_db)
-                 for i, row in enumerate(rows)])
+            insert_reserved(conversation_id=cid, start=start,
+                            rows=[(row.kind, row.text, row.at if row.at is not None else now) for row in rows])
         for cid, fold, created_by in chunk.folds:
             latest = Checkpoint.objects.latest_for(cid)
             if latest is not None and fold.position < latest.message_position:
@@ -356,8 +353,8 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
             if not fold.exact:
                 position, summary = calls.placed_fold(cid, fold.position, summary,
                                                       floor=latest.message_position if latest else 0)
-            Checkpoint.objects.create(conversation_id=cid, message_position=position, summary=summary,
-                                      created_at=fold.at or now, created_by=storable(str(created_by))[:200])
+            add_checkpoint(conversation_id=cid, message_position=position, summary=summary,
+                           created_at=fold.at or now, created_by=storable(str(created_by))[:200])
         if chunk.entries:
             db_ids = {cid: _db_uuid(cid) for cid in {cid for _e, cid, _raw in chunk.entries}}
             cursor.executemany(

@@ -8,9 +8,9 @@ each transcript is an upload of its own, previewed in order and confirmed togeth
 Works without JavaScript; with htmx the preview replaces only its panel.
 """
 
-from django.conf import settings
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods

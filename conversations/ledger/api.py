@@ -13,7 +13,7 @@ from django.http import StreamingHttpResponse
 from ninja import Query, Router
 
 from conversations import params
-from conversations.api import ConversationId, _check_query_text, _iso, _respond, _url
+from conversations.api import ConversationId, _check_query_text, _respond, _url
 from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput
@@ -22,9 +22,29 @@ from conversations.models import Conversation, parse_conversation_id
 
 from . import store
 from .api_schemas import (
-    EXAMPLE_ACTION, EXAMPLE_CHANGES, EXAMPLE_COMMIT, EXAMPLE_ID, EXAMPLE_KEY, EXAMPLE_RETRY, EXAMPLE_SNAPSHOT, EXAMPLE_STATE,
-    EXAMPLE_STATE_OUT, LOOKUP_MAX, PAGE, PAGE_MAX, ActionIn, ActionLookup, ActionPage, RecordedOut,
-    SnapshotIn, SnapshotList, SnapshotOut, StateHistory, StateIn, StateOut, StateWriteOut,
+    EXAMPLE_ACTION,
+    EXAMPLE_CHANGES,
+    EXAMPLE_COMMIT,
+    EXAMPLE_ID,
+    EXAMPLE_KEY,
+    EXAMPLE_RETRY,
+    EXAMPLE_SNAPSHOT,
+    EXAMPLE_STATE,
+    EXAMPLE_STATE_OUT,
+    LOOKUP_MAX,
+    PAGE,
+    PAGE_MAX,
+    ActionIn,
+    ActionLookup,
+    ActionPage,
+    RecordedOut,
+    SnapshotIn,
+    SnapshotList,
+    SnapshotOut,
+    StateHistory,
+    StateIn,
+    StateOut,
+    StateWriteOut,
 )
 from .export import action_dict, event_dict, reconciliation_stream, snapshot_dict, state_dict
 from .models import Action, TaskStateEvent, WorkspaceSnapshot

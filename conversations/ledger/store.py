@@ -25,7 +25,13 @@ from conversations.schema import max_message_bytes
 from conversations.store import _db_uuid, _lock_conversation
 
 from .models import (
-    ALREADY_PERFORMED, FAILED, PERFORMED, REPORTED_STATUSES, Action, TaskStateEvent, WorkspaceSnapshot,
+    ALREADY_PERFORMED,
+    FAILED,
+    PERFORMED,
+    REPORTED_STATUSES,
+    Action,
+    TaskStateEvent,
+    WorkspaceSnapshot,
 )
 
 KEY_MAX = Action._meta.get_field("idempotency_key").max_length

@@ -8,8 +8,8 @@ from pydantic import StrictBool, StrictInt, StrictStr
 
 from conversations.api_schemas import errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, require_scope
-from conversations.jsonbody import StrictBody, read_body
 from conversations.errors import NotFound
+from conversations.jsonbody import StrictBody, read_body
 from conversations.models import parse_conversation_id
 
 from . import erasure, suggestions

@@ -65,7 +65,6 @@ from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.schema import decode_message, message_text
-from conversations.subjects import normalize_subject
 
 from . import disk, leftovers, pgfiles
 from .lease import Lease, maintenance

@@ -15,9 +15,9 @@ every file that matches either way, searches what is left again, and lists the
 removed files on the receipt (erasure.py).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass(frozen=True)

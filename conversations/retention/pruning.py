@@ -22,9 +22,9 @@ them. Forks hold their own copies and survive their parent.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction

@@ -11,7 +11,7 @@ import json
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.db import connection
 from django.utils import timezone
@@ -20,7 +20,8 @@ from sqlean import dbapi2 as Database
 
 from conversations.errors import StoreError
 from conversations.models import Conversation, Message
-from conversations.params import decode_cursor as decode_keyset, encode_cursor as encode_keyset
+from conversations.params import decode_cursor as decode_keyset
+from conversations.params import encode_cursor as encode_keyset
 from conversations.schema import KINDS
 from conversations.subjects import normalize_subject
 
@@ -150,7 +151,7 @@ def _aware(value):
     if isinstance(value, str):  # SQLite hands a raw cursor the stored text
         value = parse_datetime(value)
     if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value, dt_timezone.utc)
+        value = timezone.make_aware(value, UTC)
     return value
 
 

@@ -3,8 +3,21 @@
 from ._core import Call, Retries
 from .client import AsyncMemoryui, Memoryui
 from .errors import (
-    BadRequest, CheckpointSplitsToolCall, Conflict, Forbidden, IdempotencyKeyReused, InvalidInput, MemoryuiError, NotFound, PayloadTooLarge,
-    PositionConflict, RateLimited, ServerError, TransportError, Unauthenticated, Unencodable,
+    BadRequest,
+    CheckpointSplitsToolCall,
+    Conflict,
+    Forbidden,
+    IdempotencyKeyReused,
+    InvalidInput,
+    MemoryuiError,
+    NotFound,
+    PayloadTooLarge,
+    PositionConflict,
+    RateLimited,
+    ServerError,
+    TransportError,
+    Unauthenticated,
+    Unencodable,
     UnsupportedMediaType,
 )
 from .formats import to_anthropic_messages, to_openai_messages

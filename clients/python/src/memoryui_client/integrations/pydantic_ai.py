@@ -33,8 +33,16 @@ import hashlib
 import json
 
 from pydantic_ai.messages import (
-    ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, RetryPromptPart, SystemPromptPart,
-    TextPart, ThinkingPart, ToolCallPart, ToolReturnPart, UserPromptPart,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
 )
 
 from ..client import AsyncMemoryui, Memoryui
