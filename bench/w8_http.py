@@ -139,6 +139,117 @@ class Http:
             self.conn.close()
 
 
+def measure_clients(database: str, clients: int, *, quick: bool, reps: int, port: int, headers: dict) -> list[dict]:
+    """The rows for one number of clients: single and batched appends over HTTP and in process,
+    the 401 floor and a conversation GET, alternated."""
+    from django.db import connection
+
+    from conversations import store
+
+    rows = []
+    singles = max(5, (30 if quick else 600) // clients)
+    batches = max(1, (2 if quick else 30) // clients)
+    msgs = common.messages(max(singles, BATCH))
+    single_bodies = [json.dumps(m) for m in msgs[:singles]]
+    batch_body = json.dumps({"messages": msgs[:BATCH]})
+    latencies = {"http single": [], "http batched": [], "store single": [], "store batched": [],
+                 "http floor": [], "http get": []}
+
+    def conversations(label):
+        ids = [store.create_conversation(title=f"bench {label} {i}").pk for i in range(clients)]
+        connection.close()
+        return ids
+
+    def run_http(batched: bool):
+        cids = conversations("http")
+        lat = latencies["http batched" if batched else "http single"]
+        path = "/api/v1/conversations/{}/messages" + ("/batch" if batched else "")
+
+        def client(i):
+            conn, mine = Http(port, headers), []
+            try:
+                for body in ([batch_body] * batches if batched else single_bodies):
+                    t0 = time.perf_counter()
+                    conn.post(path.format(cids[i]), body)
+                    mine.append(time.perf_counter() - t0)
+            finally:
+                conn.close()
+                lat.extend(mine)
+
+        return clients * (batches * BATCH if batched else singles) / in_threads(client, clients)
+
+    def run_other(mode: str):
+        """The 401 floor (no key) or a conversation GET, one request at a time per client."""
+        cids = conversations(mode)
+        lat = latencies[f"http {mode}"]
+        sent = ({k: v for k, v in headers.items() if k != "Authorization"} if mode == "floor"
+                else headers)
+
+        def client(i):
+            conn, mine = Http(port, sent), []
+            try:
+                for body in single_bodies:
+                    t0 = time.perf_counter()
+                    if mode == "floor":
+                        conn.post(f"/api/v1/conversations/{cids[i]}/messages", body, expect=401)
+                    else:
+                        conn.post(f"/api/v1/conversations/{cids[i]}", None, expect=200, method="GET")
+                    mine.append(time.perf_counter() - t0)
+            finally:
+                conn.close()
+                lat.extend(mine)
+
+        return clients * singles / in_threads(client, clients)
+
+    def run_store(batched: bool):
+        cids = conversations("store")
+        lat = latencies["store batched" if batched else "store single"]
+
+        def writer(i):
+            mine = []
+            try:
+                if batched:
+                    for _ in range(batches):
+                        t0 = time.perf_counter()
+                        store.append_messages(conversation_id=cids[i], messages=msgs[:BATCH])
+                        mine.append(time.perf_counter() - t0)
+                else:
+                    for m in msgs[:singles]:
+                        t0 = time.perf_counter()
+                        store.append_message(conversation_id=cids[i], message=m)
+                        mine.append(time.perf_counter() - t0)
+            finally:
+                lat.extend(mine)
+                connection.close()  # this thread's connection
+
+        return clients * (batches * BATCH if batched else singles) / in_threads(writer, clients)
+
+    runs = common.alternate({
+        "http single": lambda: run_http(False), "store single": lambda: run_store(False),
+        "http batched": lambda: run_http(True), "store batched": lambda: run_store(True),
+        "http floor": lambda: run_other("floor"), "http get": lambda: run_other("get"),
+    }, reps)
+    rate = {k: statistics.median(v) for k, v in runs.items()}
+    p = {k: (percentile(v, 0.5) * 1000, percentile(v, 0.99) * 1000) for k, v in latencies.items()}
+    for mode in ("single", "batched"):
+        http_rate, store_rate = rate[f"http {mode}"], rate[f"store {mode}"]
+        rows.append({
+            "database": database, "clients": clients, "mode": mode, "http": http_rate, "store": store_rate,
+            "http_p50": p[f"http {mode}"][0], "http_p99": p[f"http {mode}"][1],
+            "store_p50": p[f"store {mode}"][0], "store_p99": p[f"store {mode}"][1],
+            "batched_over_single": None if mode == "single" else http_rate / rate["http single"],
+            "floor": rate["http floor"], "get": rate["http get"],
+            "floor_p50": p["http floor"][0], "get_p50": p["http get"][0],
+        })
+        print(f"  {database} {clients} clients {mode}: HTTP {http_rate:,.0f} msg/s "
+              f"(p50 {p[f'http {mode}'][0]:.1f} ms, p99 {p[f'http {mode}'][1]:.1f} ms), "
+              f"store {store_rate:,.0f} msg/s, ratio {http_rate / store_rate:.2f}", flush=True)
+    print(f"  {database} {clients} clients: 401 floor {rate['http floor']:,.0f} req/s, "
+          f"GET {rate['http get']:,.0f} req/s, append / floor {rate['http single'] / rate['http floor']:.2f}, "
+          f"GET / append {rate['http get'] / rate['http single']:.2f}", flush=True)
+    return rows
+
+
 def measure(database: str, args) -> list[dict]:
     """All rows for one database; Django is set up here for it (one database per process)."""
     quick = args.quick
@@ -170,106 +281,7 @@ def measure(database: str, args) -> list[dict]:
     rows = []
     try:
         for clients in CLIENTS:
-            singles = max(5, (30 if quick else 600) // clients)
-            batches = max(1, (2 if quick else 30) // clients)
-            msgs = common.messages(max(singles, BATCH))
-            single_bodies = [json.dumps(m) for m in msgs[:singles]]
-            batch_body = json.dumps({"messages": msgs[:BATCH]})
-            latencies = {"http single": [], "http batched": [], "store single": [], "store batched": [],
-                         "http floor": [], "http get": []}
-
-            def conversations(label):
-                ids = [store.create_conversation(title=f"bench {label} {i}").pk for i in range(clients)]
-                connection.close()
-                return ids
-
-            def run_http(batched: bool):
-                cids = conversations("http")
-                lat = latencies["http batched" if batched else "http single"]
-                path = "/api/v1/conversations/{}/messages" + ("/batch" if batched else "")
-
-                def client(i):
-                    conn, mine = Http(port, headers), []
-                    try:
-                        for body in ([batch_body] * batches if batched else single_bodies):
-                            t0 = time.perf_counter()
-                            conn.post(path.format(cids[i]), body)
-                            mine.append(time.perf_counter() - t0)
-                    finally:
-                        conn.close()
-                        lat.extend(mine)
-
-                return clients * (batches * BATCH if batched else singles) / in_threads(client, clients)
-
-            def run_other(mode: str):
-                """The 401 floor (no key) or a conversation GET, one request at a time per client."""
-                cids = conversations(mode)
-                lat = latencies[f"http {mode}"]
-                sent = ({k: v for k, v in headers.items() if k != "Authorization"} if mode == "floor"
-                        else headers)
-
-                def client(i):
-                    conn, mine = Http(port, sent), []
-                    try:
-                        for body in single_bodies:
-                            t0 = time.perf_counter()
-                            if mode == "floor":
-                                conn.post(f"/api/v1/conversations/{cids[i]}/messages", body, expect=401)
-                            else:
-                                conn.post(f"/api/v1/conversations/{cids[i]}", None, expect=200, method="GET")
-                            mine.append(time.perf_counter() - t0)
-                    finally:
-                        conn.close()
-                        lat.extend(mine)
-
-                return clients * singles / in_threads(client, clients)
-
-            def run_store(batched: bool):
-                cids = conversations("store")
-                lat = latencies["store batched" if batched else "store single"]
-
-                def writer(i):
-                    mine = []
-                    try:
-                        if batched:
-                            for _ in range(batches):
-                                t0 = time.perf_counter()
-                                store.append_messages(conversation_id=cids[i], messages=msgs[:BATCH])
-                                mine.append(time.perf_counter() - t0)
-                        else:
-                            for m in msgs[:singles]:
-                                t0 = time.perf_counter()
-                                store.append_message(conversation_id=cids[i], message=m)
-                                mine.append(time.perf_counter() - t0)
-                    finally:
-                        lat.extend(mine)
-                        connection.close()  # this thread's connection
-
-                return clients * (batches * BATCH if batched else singles) / in_threads(writer, clients)
-
-            runs = common.alternate({
-                "http single": lambda: run_http(False), "store single": lambda: run_store(False),
-                "http batched": lambda: run_http(True), "store batched": lambda: run_store(True),
-                "http floor": lambda: run_other("floor"), "http get": lambda: run_other("get"),
-            }, reps)
-            rate = {k: statistics.median(v) for k, v in runs.items()}
-            p = {k: (percentile(v, 0.5) * 1000, percentile(v, 0.99) * 1000) for k, v in latencies.items()}
-            for mode in ("single", "batched"):
-                http_rate, store_rate = rate[f"http {mode}"], rate[f"store {mode}"]
-                rows.append({
-                    "database": database, "clients": clients, "mode": mode, "http": http_rate, "store": store_rate,
-                    "http_p50": p[f"http {mode}"][0], "http_p99": p[f"http {mode}"][1],
-                    "store_p50": p[f"store {mode}"][0], "store_p99": p[f"store {mode}"][1],
-                    "batched_over_single": None if mode == "single" else http_rate / rate["http single"],
-                    "floor": rate["http floor"], "get": rate["http get"],
-                    "floor_p50": p["http floor"][0], "get_p50": p["http get"][0],
-                })
-                print(f"  {database} {clients} clients {mode}: HTTP {http_rate:,.0f} msg/s "
-                      f"(p50 {p[f'http {mode}'][0]:.1f} ms, p99 {p[f'http {mode}'][1]:.1f} ms), "
-                      f"store {store_rate:,.0f} msg/s, ratio {http_rate / store_rate:.2f}", flush=True)
-            print(f"  {database} {clients} clients: 401 floor {rate['http floor']:,.0f} req/s, "
-                  f"GET {rate['http get']:,.0f} req/s, append / floor {rate['http single'] / rate['http floor']:.2f}, "
-                  f"GET / append {rate['http get'] / rate['http single']:.2f}", flush=True)
+            rows += measure_clients(database, clients, quick=quick, reps=reps, port=port, headers=headers)
     finally:
         server.terminate()
         try:
