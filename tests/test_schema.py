@@ -2,9 +2,22 @@ import json
 
 import pytest
 from django.test import override_settings
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from conversations.errors import InvalidMessage, MessageTooLarge
-from conversations.schema import JOURNAL_KINDS, KINDS, decode_message, encode_message, message_text
+from conversations.schema import (
+    _ENCODER,
+    JOURNAL_KINDS,
+    KINDS,
+    _canonical,
+    _canonical_by_dump,
+    decode_message,
+    encode_message,
+    message_adapter,
+    message_text,
+)
 
 
 @pytest.mark.parametrize("kind", JOURNAL_KINDS)
@@ -96,11 +109,6 @@ def test_every_kind_is_listed_once():
 
 # ---- the direct encoding is the serializer's -------------------------------------------------
 
-from hypothesis import given  # noqa: E402
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
-
-from conversations.schema import _ENCODER, _canonical, _canonical_by_dump, message_adapter  # noqa: E402
 
 _text = st.text(min_size=1).filter(lambda t: t.strip())
 _json = st.recursive(
