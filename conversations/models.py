@@ -113,6 +113,8 @@ class Conversation(models.Model):
     # Set by the store's deletion path, in the same transaction as the deletes;
     # the database refuses to delete messages of a conversation without it.
     deleting = models.BooleanField(default=False)
+    # A fork's parent's chain hash at forked_from_position (conversations/chain.py).
+    forked_from_chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -196,6 +198,10 @@ class Message(models.Model):
     # The message exactly as first encoded; reads return these bytes.
     content = models.TextField()
     created_at = models.DateTimeField()
+    # The row's place in its chain (conversations/chain.py), set by the store in the insert's transaction.
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = MessageQuerySet.as_manager()
 
@@ -231,6 +237,10 @@ class Checkpoint(models.Model):
     summary = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.CharField(max_length=200, blank=True, default="")
+    # The row's place in its chain (conversations/chain.py), set by the store in the insert's transaction.
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -280,6 +290,10 @@ class AuditEvent(models.Model):
     target_type = models.CharField(max_length=64, blank=True, default="")
     target_id = models.CharField(max_length=200, blank=True, default="")
     detail = models.JSONField(default=dict, blank=True)
+    # The row's place in its chain (conversations/chain.py), set by the store in the insert's transaction.
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]

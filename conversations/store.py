@@ -16,19 +16,28 @@ import secrets
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
-from . import params
-from . import calls
-from .errors import CheckpointBeforeLatest, CheckpointSplitsToolCall, Conflict, InvalidInput, NotFound, PositionOutOfRange, StoreError
+from memoryui import metrics
+
+from . import calls, chain, params
+from .errors import (
+    CheckpointBeforeLatest,
+    CheckpointSplitsToolCall,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PositionOutOfRange,
+    StoreError,
+)
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
 from .schema import encode_message, max_message_bytes
-from memoryui import metrics
 
 # The old name, still called by retention/erasure.py.
 _check_storable = check_text
@@ -187,12 +196,21 @@ _BUMP_POSITION = (
     f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
     "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
 )
+# SQLite: the same, returning also the previous row's chain hash. Only on SQLite, where the
+# write lock is held from BEGIN IMMEDIATE: on PostgreSQL a subquery here would read the
+# statement's snapshot, taken before the row lock was granted, and miss the row of the
+# writer it waited for; there the hash is read by a statement of its own (_PREV_CHAIN).
+_BUMP_WITH_PREV = _BUMP_POSITION + (
+    f", (SELECT chain_hash FROM {_message_table} WHERE conversation_id = {_conversation_table}.id "
+    f"AND position = {_conversation_table}.next_position - %s - 1)"
+)
+_PREV_CHAIN = f"SELECT chain_hash FROM {_message_table} WHERE conversation_id = %s AND position = %s"
 _INSERT_MESSAGE = (
-    f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
-    "VALUES (%s, %s, %s, %s, %s)"
+    f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, commitment, "
+    "chain_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
-_SQLITE_FORM = {sql: sql.replace("%s", "?") for sql in (_BUMP_POSITION, _INSERT_MESSAGE)}
+_SQLITE_FORM = {sql: sql.replace("%s", "?") for sql in (_BUMP_POSITION, _BUMP_WITH_PREV, _PREV_CHAIN, _INSERT_MESSAGE)}
 
 
 def _execute_one(db, sql: str, params: list):
@@ -210,13 +228,48 @@ def _execute_one(db, sql: str, params: list):
         return cursor.fetchone() if cursor.description else None
 
 
-def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None) -> int:
-    """Reserve len(rows) positions and insert the rows there; returns the first position."""
+def _prev_chain(db, db_cid, position: int) -> bytes:
+    """The chain hash of the row before `position` (GENESIS before the first row)."""
+    if position <= 0:
+        return chain.GENESIS
+    found = _execute_one(db, _PREV_CHAIN, [db_cid, position - 1])
+    return bytes(found[0]) if found and found[0] is not None else chain.GENESIS
+
+
+def _seal_rows(rows: list[list], position: int, prev: bytes, stamps) -> None:
+    """Give rows [cid, None, kind, text, at, None, None, None] their positions from
+    `position` on, and their salts, commitments and chain hashes (conversations/chain.py)."""
+    sha, salt_of, encode = hashlib.sha256, chain.new_salt, chain.message_payload
+    for offset, row in enumerate(rows):
+        row[1] = position + offset
+        salt = salt_of()
+        commitment = sha(salt + encode(row[1], row[2], row[3], stamps[offset])).digest()
+        prev = sha(prev + commitment).digest()
+        row[5], row[6], row[7] = salt, commitment, prev
+
+
+def _insert_rows(db, rows: list[list]) -> None:
+    if len(rows) == 1:
+        _execute_one(db, _INSERT_MESSAGE, rows[0])
+    elif db.vendor == "sqlite":
+        with db.wrap_database_errors:
+            db.connection.executemany(_SQLITE_FORM[_INSERT_MESSAGE], rows)
+    else:
+        with db.cursor() as cursor:
+            cursor.executemany(_INSERT_MESSAGE, rows)
+
+
+def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, stamps) -> int:
+    """Reserve len(rows) positions and insert the rows there, chained; returns the first position."""
     # The rows carry the store's clock: the conversation's activity and its receipt are now.
-    found = _execute_one(db, _BUMP_POSITION, [len(rows), rows[0][4], rows[0][4], rows[0][0]])
+    n = len(rows)
+    if db.vendor == "sqlite":
+        found = _execute_one(db, _BUMP_WITH_PREV, [n, rows[0][4], rows[0][4], rows[0][0], n])
+    else:
+        found = _execute_one(db, _BUMP_POSITION, [n, rows[0][4], rows[0][4], rows[0][0]])
     if found is None:
         Conversation.objects.get_live(cid)  # raises NotFound; the caller rolls back
-    position = found[0] - len(rows)
+    position = found[0] - n
     if expected_position is not None and expected_position != position:
         raise Conflict(
             f"expected the next position to be {expected_position}, but it is {position}: "
@@ -224,20 +277,16 @@ def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None) -
             field="expected_position",
             code="position_conflict",
         )
-    for offset, row in enumerate(rows):
-        row[1] = position + offset
-    if len(rows) == 1:
-        _execute_one(db, _INSERT_MESSAGE, rows[0])
-    elif db.vendor == "sqlite":
-        with db.wrap_database_errors:
-            db.connection.executemany(_INSERT_MESSAGE.replace("%s", "?"), rows)
+    if db.vendor == "sqlite":
+        prev = bytes(found[1]) if found[1] is not None else chain.GENESIS
     else:
-        with db.cursor() as cursor:
-            cursor.executemany(_INSERT_MESSAGE, rows)
+        prev = _prev_chain(db, rows[0][0], position)
+    _seal_rows(rows, position, prev, stamps)
+    _insert_rows(db, rows)
     return position
 
 
-def _write_rows(db, cid, rows: list[list], expected_position: int | None) -> int:
+def _write_rows(db, cid, rows: list[list], expected_position: int | None, stamps) -> int:
     if db.vendor == "sqlite" and not db.in_atomic_block:
         # The hot path of every agent step: BEGIN IMMEDIATE … COMMIT on the sqlite3
         # connection itself. atomic() would do the same with twice the Python around
@@ -248,14 +297,14 @@ def _write_rows(db, cid, rows: list[list], expected_position: int | None) -> int
         with db.wrap_database_errors, write_lock(db):
             raw.execute("BEGIN IMMEDIATE")
             try:
-                position = _bump_and_insert(db, cid, rows, expected_position)
+                position = _bump_and_insert(db, cid, rows, expected_position, stamps)
                 raw.execute("COMMIT")
             except BaseException:
                 raw.execute("ROLLBACK")
                 raise
         return position
     with transaction.atomic():
-        return _bump_and_insert(db, cid, rows, expected_position)
+        return _bump_and_insert(db, cid, rows, expected_position, stamps)
 
 
 def write_lock(db):
@@ -277,8 +326,9 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     # One look-up of the connection: `connection` is a thread-local proxy, and the
     # hot path below would otherwise pay for a dozen of them.
     db = connections[DEFAULT_DB_ALIAS]
-    row = [_db_id(db, cid), None, kind, text, _db_now(db)]
-    position = _write_rows(db, cid, [row], expected_position)
+    now, stamp = _db_now_stamped(db)
+    row = [_db_id(db, cid), None, kind, text, now, None, None, None]
+    position = _write_rows(db, cid, [row], expected_position, (stamp,))
     metrics.appended(1)
     return position
 
@@ -298,15 +348,24 @@ def _db_now(db):
     that is the naive UTC time as text, made here directly: Django's adapter costs a
     tenth of an append (tests/test_store.py keeps the two equal)."""
     if _stores_naive_utc_text(db):
-        return str(datetime.now(dt_timezone.utc).replace(tzinfo=None))
+        return str(datetime.now(UTC).replace(tzinfo=None))
     return db.ops.adapt_datetimefield_value(timezone.now())
+
+
+def _db_now_stamped(db) -> tuple:
+    """Now as the database takes it, and as the chain's payload writes it (chain.canonical_time)."""
+    if _stores_naive_utc_text(db):
+        now = datetime.now(UTC).replace(tzinfo=None)
+        return str(now), now.isoformat(timespec="microseconds") + "Z"
+    now = timezone.now()
+    return db.ops.adapt_datetimefield_value(now), chain.canonical_time(now)
 
 
 def db_datetime(db, value: datetime):
     """An aware time as a DateTimeField hands it to the database; on SQLite with UTC
     storage made directly, as `_db_now` does (an import adapts one per row)."""
     if value.tzinfo is not None and _stores_naive_utc_text(db):
-        return str(value.astimezone(dt_timezone.utc).replace(tzinfo=None))
+        return str(value.astimezone(UTC).replace(tzinfo=None))
     return db.ops.adapt_datetimefield_value(value)
 
 
@@ -343,11 +402,63 @@ def append_messages(*, conversation_id, messages, expected_position: int | None 
             raise type(exc)(f"messages.{i}: {exc.message}", field=field, code=exc.code) from None
     cid = parse_conversation_id(conversation_id)
     db = connections[DEFAULT_DB_ALIAS]
-    db_cid, now = _db_id(db, cid), _db_now(db)
-    rows = [[db_cid, None, kind, text, now] for kind, text in encoded]
-    first = _write_rows(db, cid, rows, expected_position)
+    db_cid, (now, stamp) = _db_id(db, cid), _db_now_stamped(db)
+    rows = [[db_cid, None, kind, text, now, None, None, None] for kind, text in encoded]
+    first = _write_rows(db, cid, rows, expected_position, [stamp] * len(rows))
     metrics.appended(len(rows))
     return Appended(first_position=first, last_position=first + len(rows) - 1)
+
+
+# ---- primitives for the other doors (imports, forks): every row chained here -------------------
+
+def insert_reserved(*, conversation_id, start: int, rows) -> None:
+    """Insert encoded rows (kind, text, time or None for now) at positions start, start+1, …,
+    which the caller reserved in this transaction by bumping the conversation's counter.
+    Each row is sealed into the chain after the row before `start` (conversations/chain.py)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    db_cid = _db_id(db, parse_conversation_id(conversation_id))
+    now = timezone.now()
+    params, stamps = [], []
+    for kind, text, at in rows:
+        at = at or now
+        params.append([db_cid, None, kind, text, db_datetime(db, at), None, None, None])
+        stamps.append(chain.canonical_time(at))
+    if not params:
+        return
+    db.ensure_connection()
+    _seal_rows(params, start, _prev_chain(db, db_cid, start), stamps)
+    for i in range(0, len(params), BATCH_MAX):
+        _insert_rows(db, params[i:i + BATCH_MAX])
+
+
+def copy_prefix(*, child_id, parent_id, start: int, count: int) -> int:
+    """Copy the parent's rows start..start+count-1 into the child at the same positions (reserved
+    by the caller), with the same bytes, times, salts, commitments and chain hashes; returns
+    how many were copied."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, "
+            "commitment, chain_hash) SELECT %s, position, kind, content, created_at, salt, commitment, chain_hash "
+            f"FROM {_message_table} WHERE conversation_id = %s AND position >= %s AND position < %s "
+            "ORDER BY position",
+            [_db_uuid(child_id), _db_uuid(parent_id), start, start + count],
+        )
+        return cursor.rowcount
+
+
+def add_checkpoint(*, conversation_id, message_position: int, summary: str, created_at=None,
+                   created_by: str = "") -> Checkpoint:
+    """Insert a checkpoint row, sealed into its conversation's checkpoint chain. The caller has
+    checked it and holds the conversation (its lock, or a staged import's hold)."""
+    created_at = created_at or timezone.now()
+    created_by = str(created_by)[:200]
+    prev = Checkpoint.objects.filter(conversation_id=conversation_id).order_by("-id").values_list(
+        "chain_hash", flat=True).first()
+    body = chain.payload("checkpoint", [message_position, summary, created_at, created_by])
+    salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS, body)
+    return Checkpoint.objects.create(conversation_id=conversation_id, message_position=message_position,
+                                     summary=summary, created_at=created_at, created_by=created_by, salt=salt,
+                                     commitment=commitment, chain_hash=chain_hash)
 
 
 def _check_position(conversation: Conversation, position, *, field: str = "position") -> int:
@@ -385,12 +496,8 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
                 field="position",
             )
         _check_fold_keeps_calls(conversation, position, floor=latest.message_position if latest else 0)
-        checkpoint = Checkpoint.objects.create(
-            conversation=conversation,
-            message_position=position,
-            summary=summary,
-            created_by=str(created_by or actor or "")[:200],
-        )
+        checkpoint = add_checkpoint(conversation_id=conversation.pk, message_position=position, summary=summary,
+                                    created_by=str(created_by or actor or "")[:200])
         Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=checkpoint.created_at,
                                                                received_at=checkpoint.created_at)
         if actor:
@@ -414,6 +521,12 @@ def _check_fold_keeps_calls(conversation: Conversation, position: int, *, floor:
         f"{nearest or 'none nearby'}",
         field="position",
     )
+
+
+# Sent inside fork_conversation's transaction just before the rows are copied, with
+# child_id, parent_id and upto (the last copied position). The search app records
+# that the copies are found through the parent's rows, so they are not tokenised again.
+fork_copying = Signal()
 
 
 def fork_conversation(*, conversation_id, position: int, title: str | None = None,
@@ -457,26 +570,18 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             last_activity_at=now,
             received_at=now,
             next_position=position + 1,
+            # The parent's chain hash at the fork position: the copied rows carry it too.
+            forked_from_chain_hash=_prev_chain(connection, _db_uuid(parent.pk), position + 1),
         )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at) "
-                f"SELECT %s, position, kind, content, created_at FROM {_message_table} "
-                "WHERE conversation_id = %s AND position <= %s ORDER BY position",
-                [_db_uuid(child.pk), _db_uuid(parent.pk), position],
-            )
-            copied = cursor.rowcount
+        fork_copying.send(sender=Conversation, child_id=child.pk, parent_id=parent.pk, upto=position)
+        copied = copy_prefix(child_id=child.pk, parent_id=parent.pk, start=0, count=position + 1)
         if copied != position + 1:
             raise Conflict(f"fork copied {copied} rows, expected {position + 1}; nothing was written")
         checkpoint = Checkpoint.objects.latest_for(parent.pk, at_or_before=position)
         if checkpoint is not None:
-            Checkpoint.objects.create(
-                conversation=child,
-                message_position=checkpoint.message_position,
-                summary=checkpoint.summary,
-                created_at=checkpoint.created_at,
-                created_by=checkpoint.created_by,
-            )
+            add_checkpoint(conversation_id=child.pk, message_position=checkpoint.message_position,
+                           summary=checkpoint.summary, created_at=checkpoint.created_at,
+                           created_by=checkpoint.created_by)
         from .ledger import store as ledger  # here, not at the top: the ledger's store imports this one
 
         ledger.copy_into_fork(parent_id=parent.pk, child_id=child.pk, position=position)
@@ -542,17 +647,27 @@ def set_pinned(*, conversation_id, pinned: bool, actor: str | None = None) -> Co
     return conversation
 
 
-def record_audit(*, actor: str, action: str, target_type: str = "", target_id: str = "", detail=None) -> AuditEvent:
-    """Append one audit event. Callers pass ids, counts and hashes, never content."""
-    with transaction.atomic():
-        return AuditEvent.objects.create(
-            actor=str(actor)[:200],
-            action=action,
-            target_type=target_type,
-            target_id=str(target_id)[:200],
-            detail=detail or {},
-        )
+# The audit log's chain is one for the whole database: PostgreSQL writers of audit
+# events take this transaction-level advisory lock (SQLite's write lock does the same).
+AUDIT_CHAIN_LOCK = 0x6D75_6368  # "much"
 
+
+def record_audit(*, actor: str, action: str, target_type: str = "", target_id: str = "", detail=None) -> AuditEvent:
+    """Append one audit event, chained after the last one (conversations/chain.py).
+    Callers pass ids, counts and hashes, never content."""
+    detail = json.loads(chain.canonical_json(detail or {}))  # what is hashed is what is stored
+    actor, target_id = str(actor)[:200], str(target_id)[:200]
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [AUDIT_CHAIN_LOCK])
+        prev = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
+        at = timezone.now()
+        body = chain.payload("audit", [at, actor, action, target_type, target_id, detail])
+        salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS, body)
+        return AuditEvent.objects.create(actor=actor, action=action, target_type=target_type, target_id=target_id,
+                                         detail=detail, at=at, salt=salt, commitment=commitment,
+                                         chain_hash=chain_hash)
 
 
 def create_api_key(*, name: str, scopes, created_by: str = "") -> tuple[ApiKey, str]:

@@ -67,6 +67,7 @@ from conversations.models import Checkpoint, Conversation, Message, parse_conver
 from conversations.schema import decode_message, message_text
 
 from . import disk, leftovers, pgfiles
+from . import erased as erased_rows
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
 from .owned import owned_tables
@@ -715,6 +716,10 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     clock = time.monotonic()
     seconds = {}
     mark_deleting(victim_ids)
+    # Their chains: final heads into the audit chain, every row's commitment kept (erased.py).
+    erased_rows.record_heads(ids=victim_ids, actor=actor, reason="deletion", target_type="deletion_request",
+                             target_id=str(request_id))
+    erased_rows.keep_commitments(receipt_id=request_id, ids=victim_ids)
     deleted = delete_conversations_in_batches(victim_ids, batch_size=DELETE_BATCH, beat=lease.beat)
     counts.update(messages=deleted.messages, checkpoints=deleted.checkpoints)
     for table, n in deleted.owned.items():

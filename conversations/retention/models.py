@@ -110,3 +110,27 @@ class MaintenanceLease(models.Model):
     actor = models.CharField(max_length=200)
     acquired_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
+
+
+class ErasedRow(models.Model):
+    """What a deletion request keeps of each row it erased: the row's commitment and chain
+    hash, never its content or salt (conversations/chain.py). The erased conversation's
+    chains still verify from these, and the commitments reveal nothing of what was erased.
+    Append-only in the database (migration 0004)."""
+
+    id = models.BigAutoField(primary_key=True)
+    receipt_id = models.UUIDField(db_index=True)
+    # The erased conversation's id as text (with dashes): not the form its rows stored it
+    # in, so the receipt's search for leftover copies of those rows still means something.
+    conversation_ref = models.CharField(max_length=36)
+    record_type = models.CharField(max_length=16)  # "message" or "checkpoint"
+    # A message's position; a checkpoint's row id (its chain's order).
+    position = models.BigIntegerField()
+    commitment = models.BinaryField(null=True)
+    chain_hash = models.BinaryField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["receipt_id", "conversation_ref", "record_type", "position"],
+                                    name="erasedrow_uniq"),
+        ]

@@ -35,7 +35,7 @@ from conversations import idempotency, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
 
-from . import disk, leftovers
+from . import disk, erased, leftovers
 from .lease import Lease, maintenance
 from .models import PruneRun
 from .owned import owned_tables
@@ -587,6 +587,8 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
         if progress:
             progress(done, total)
 
+    # Their final chain heads go into the audit chain before their rows go (erased.py).
+    erased.record_heads(ids=victims, actor=run.actor, reason="prune", target_type="prune_run", target_id=str(run.pk))
     deletion = delete_conversations_in_batches(victims, batch_size=batch_size, beat=lease.beat, on_batch=on_batch)
     messages, checkpoints = deletion.messages, deletion.checkpoints
     conversations = deletion.finish()
