@@ -17,6 +17,16 @@
     item.scrollIntoView({ block: "nearest" });
   }
 
+  // The proposal that last had the focus (and its place), for j/k when the focus is lost.
+  var lastItem = null;
+  var lastItemIndex = null;
+  document.addEventListener("focusin", function (ev) {
+    var item = ev.target.closest && ev.target.closest("#queue-items .queue-item");
+    if (!item) return;
+    lastItem = item;
+    lastItemIndex = items().indexOf(item);
+  });
+
   // The item being decided, and where the focus goes once it has left the page.
   var decided = null;
   var nextFocus = null;
@@ -33,6 +43,14 @@
       }
       return;
     }
+    if (ev.key === "Escape" && typing && ev.target.closest && ev.target.closest("#queue-items .queue-item")) {
+      // Esc leaves the field for its proposal, so j/k and the other keys work again.
+      ev.preventDefault();
+      var owner = ev.target.closest(".queue-item");
+      ev.target.blur();
+      focusItem(owner);
+      return;
+    }
     if (ev.ctrlKey || ev.metaKey || ev.altKey || typing) return;
     if (ev.key === "u") {
       var undo = document.querySelector('#queue-status button[data-key="u"]');
@@ -43,9 +61,18 @@
     if (!list.length) return;
     var current = ev.target.closest ? ev.target.closest(".queue-item") : null;
     var i = current ? list.indexOf(current) : -1;
+    if (i < 0 && lastItem) {
+      // The focus fell to the page (its item was swapped away, or the reviewer clicked
+      // beside the queue): j/k go on from the proposal last in focus.
+      var at = list.indexOf(lastItem);
+      if (at < 0 && lastItemIndex !== null) at = Math.min(lastItemIndex, list.length) - 0.5;
+      i = at;
+    }
     if (ev.key === "j" || ev.key === "k") {
       ev.preventDefault();
-      focusItem(list[Math.min(list.length - 1, Math.max(0, ev.key === "j" ? i + 1 : i - 1))]);
+      var to = ev.key === "j" ? Math.floor(i + 1) : Math.ceil(i - 1);
+      if (i < 0 && !lastItem) to = 0;
+      focusItem(list[Math.min(list.length - 1, Math.max(0, to))]);
     } else if (current && (ev.key === "a" || ev.key === "r" || ev.key === "e")) {
       var el = current.querySelector('[data-key="' + ev.key + '"]');
       if (!el) return;
