@@ -26,17 +26,21 @@ def into_the_index():
 
 
 def rows_the_index_knows() -> tuple[int, int]:
-    """(rows in the index plus rows waiting to enter it, message rows). On SQLite the two
-    are equal exactly when every row is indexed once and no deleted row lingers."""
+    """(rows in the index plus rows waiting to enter it, message rows that are not a fork's
+    copies). The two are equal exactly when every row is indexed once, no deleted row
+    lingers, and no copy is indexed again (search migration 0004: a fork's copied rows
+    are found through the rows they were copied from)."""
     with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM conversations_message m WHERE NOT EXISTS ("
+                       "SELECT 1 FROM search_borrowed b WHERE b.conversation_id = m.conversation_id "
+                       "AND m.position <= b.upto)")
+        own = cursor.fetchone()[0]
         if connection.vendor != "sqlite":
-            cursor.execute("SELECT count(*) FROM conversations_message")
-            n = cursor.fetchone()[0]
-            return n, n
+            cursor.execute("SELECT count(*) FROM conversations_message WHERE search_tsv IS NOT NULL")
+            return cursor.fetchone()[0], own
         cursor.execute(f"SELECT (SELECT count(*) FROM search_message_fts_docsize) + "
-                       f"(SELECT count(*) FROM {PENDING_MIGRATION.PENDING}), "
-                       f"(SELECT count(*) FROM conversations_message)")
-        return tuple(cursor.fetchone())
+                       f"(SELECT count(*) FROM {PENDING_MIGRATION.PENDING})")
+        return cursor.fetchone()[0], own
 
 
 def index_bytes() -> bytes:

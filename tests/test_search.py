@@ -219,9 +219,12 @@ def test_a_huge_message_is_indexed(ticket):
     assert hits("w5x39595") == [(str(ticket.pk), 7)]
 
 
-def test_forks_are_indexed_as_their_own_rows(ticket):
+def test_a_row_a_fork_copied_is_one_hit_with_both_conversations(ticket):
     child = store.fork_conversation(conversation_id=ticket.pk, position=2)
-    assert hits("blender") == [(str(child.pk), 1), (str(ticket.pk), 1)]
+    assert hits("blender") == [(str(ticket.pk), 1)]
+    (hit,) = search_messages("blender").hits
+    assert [h.id for h in hit.conversations] == [ticket.pk, child.pk]
+    assert hits("blender", conversation_id=child.pk) == [(str(child.pk), 1)]
 
 
 def test_deleting_a_conversation_removes_its_rows_from_the_index(ticket, other):

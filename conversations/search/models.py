@@ -25,3 +25,28 @@ class ConversationKey(models.Model):
 
     def __str__(self):
         return f"{self.conversation_id} → {self.seq}"
+
+
+class BorrowedRows(models.Model):
+    """A fork's copied rows, found by search through the rows they were copied from.
+
+    `fork_conversation` copies rows 0..upto of `source` into `conversation`, the same
+    bytes; tokenising them again would only give the index a second copy of the same
+    words (it was 40% of a fork's time). While this row exists, the index holds none of
+    `conversation`'s rows 0..upto: a search finds them as `source`'s rows (following
+    `source`'s own borrowed rows, for a fork of a fork), and reports every conversation
+    that holds them. When `source` is marked `deleting` (prune, delete, erasure), a
+    trigger in the same transaction gives the rows it held itself their own index
+    entries under `conversation` and points the rest at `source`'s own source: a fork
+    stays findable however its ancestors go (search migration 0004).
+    """
+
+    conversation_id = models.UUIDField(primary_key=True)
+    source_id = models.UUIDField(db_index=True)
+    upto = models.BigIntegerField()
+
+    class Meta:
+        db_table = "search_borrowed"
+
+    def __str__(self):
+        return f"{self.conversation_id} 0..{self.upto} → {self.source_id}"

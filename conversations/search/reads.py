@@ -25,7 +25,7 @@ from conversations.params import encode_cursor as encode_keyset
 from conversations.schema import KINDS
 from conversations.subjects import normalize_subject
 
-from . import highlight
+from . import highlight, lineage
 from .models import POSITION_SPAN, ConversationKey
 from .query import Query, parse_query
 
@@ -58,6 +58,9 @@ class Hit:
     kind: str
     created_at: datetime
     snippet: list[tuple[str, bool]]
+    # Every live conversation holding this row: the one that wrote it, then the forks
+    # that copied it (conversations.search.lineage). A row shared is one hit.
+    conversations: tuple[lineage.Holder, ...] = ()
 
     @property
     def snippet_text(self) -> str:
@@ -123,28 +126,54 @@ def search_messages(q, *, filters: Filters = Filters(), cursor: str | None = Non
         raise BadSearch(f"limit must be between 1 and {MAX_PAGE}", field="limit")
     after = decode_cursor(cursor) if cursor else None
     kinds = check_kinds(filters.kinds)
-    seq_range = None
+    shown_as = None
     if filters.conversation_id is not None:
-        key = ConversationKey.objects.filter(conversation_id=filters.conversation_id).values_list("seq", flat=True)
-        seq = key.first()
-        if seq is None:
+        found = lineage.stretches(filters.conversation_id)
+        if found is None:
             return SearchPage(query=query)
-        seq_range = seq
-    if connection.vendor == "sqlite":
-        rows = _sqlite_rows(query, filters, kinds, seq_range, after, limit + 1)
+        rows = _rows_in_one(query, filters, kinds, found, after, limit + 1)
+        if len(found) > 1:  # a fork: its copied rows are found as its source's, shown as its own
+            shown_as = (Conversation.objects.filter(pk=filters.conversation_id)
+                        .values_list("id", "title", "subject", "namespace").first())
     else:
-        rows = _postgres_rows(query, filters, kinds, seq_range, after, limit + 1)
+        rows = _rows(query, filters, kinds, None, after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     texts = [highlight.index_text(r[-1]) for r in rows]
     pieces = highlight.snippets(texts, query)
+    held = lineage.holders([(r[2], r[1]) for r in rows])
+    if shown_as is not None:
+        rows = [r[:2] + tuple(shown_as) + r[6:] for r in rows]
     hits = [
         Hit(conversation_id=uuid.UUID(str(cid)), title=title, subject=subject, namespace=namespace,
-            position=position, kind=kind, created_at=_aware(created_at), snippet=snippet)
-        for (seq, position, cid, title, subject, namespace, kind, created_at, _), snippet in zip(rows, pieces)
+            position=position, kind=kind, created_at=_aware(created_at), snippet=snippet, conversations=holders)
+        for (seq, position, cid, title, subject, namespace, kind, created_at, _), snippet, holders
+        in zip(rows, pieces, held, strict=True)
     ]
     next_cursor = encode_cursor(rows[-1][0], rows[-1][1]) if more and rows else None
     return SearchPage(query=query, hits=hits, next_cursor=next_cursor)
+
+
+def _rows(query, filters, kinds, seq, after, limit):
+    if connection.vendor == "sqlite":
+        return _sqlite_rows(query, filters, kinds, seq, after, limit)
+    return _postgres_rows(query, filters, kinds, seq, after, limit)
+
+
+def _rows_in_one(query, filters, kinds, stretches, after, limit):
+    """Hits inside one conversation, latest row first: its own rows, and its copied
+    prefix through the rows the index holds it as (`lineage.stretches`), each a row
+    of the conversation that wrote it, at the same position. Paged by position."""
+    if len(stretches) == 1:
+        return _rows(query, filters, kinds, stretches[0].seq, after, limit)
+    before = after[1] if after is not None else POSITION_SPAN
+    found = []
+    for stretch in stretches:
+        below = min(stretch.last + 1, before)
+        if below > 0:
+            found += _rows(query, filters, kinds, stretch.seq, (stretch.seq, below), limit)
+    found.sort(key=lambda r: r[1], reverse=True)
+    return found[:limit]
 
 
 def _aware(value):

@@ -1,0 +1,227 @@
+"""Forks that do not re-index (issue 27.6): a fork's copied rows are found through the
+rows they were copied from, one hit per row with every conversation that holds it, and
+they stay findable however their ancestors go (store level, both databases; the index
+counted with raw SQL)."""
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from conversations import store
+from conversations.models import Conversation
+from conversations.retention import erasure, pruning
+from conversations.search.models import BorrowedRows
+from conversations.search.reads import Filters, search_messages
+from tests.retention_support import age, raw_bytes_of_database
+from tests.search_support import index_bytes, into_the_index, rows_the_index_knows
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["waiting", "indexed"])
+def where(request):
+    """SQLite: the parent's rows still wait to enter the FTS5 index, or are in it."""
+    return request.param
+
+
+def conversation(title, texts, *, where="indexed", subject=""):
+    c = store.create_conversation(title=title, subject=subject)
+    append(c, *texts)
+    if where == "indexed":
+        into_the_index()
+    return c
+
+
+def append(c, *texts):
+    for text in texts:
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": text})
+
+
+def fork(c, position):
+    return store.fork_conversation(conversation_id=c.pk, position=position)
+
+
+def hits(q, **filters):
+    return [(h.conversation_id, h.position) for h in search_messages(q, filters=Filters(**filters)).hits]
+
+
+def holders(q):
+    return [[holder.id for holder in h.conversations] for h in search_messages(q).hits]
+
+
+def index_entries() -> int:
+    """Rows the full-text index holds (SQLite: FTS5 documents and rows waiting to enter
+    it; PostgreSQL: rows with words, which are the partial GIN index's rows)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT (SELECT count(*) FROM search_message_fts_docsize) + "
+                           "(SELECT count(*) FROM search_message_pending)")
+        else:
+            cursor.execute("SELECT count(*) FROM conversations_message WHERE search_tsv IS NOT NULL")
+        return cursor.fetchone()[0]
+
+
+def index_size() -> int:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT coalesce(sum(length(block)), 0) FROM search_message_fts_data")
+        else:
+            cursor.execute("SELECT pg_relation_size('search_message_tsv_idx')")
+        return cursor.fetchone()[0]
+
+
+def assert_index_sound():
+    """Every row that is not a fork's copy indexed once, nothing else; SQLite's FTS5
+    index structure intact (a 'delete' of a row it never had would break it)."""
+    indexed, own = rows_the_index_knows()
+    assert indexed == own
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO search_message_fts(search_message_fts) VALUES ('integrity-check')")
+
+
+TICKET = ["the blender arrived cracked", "a refund was issued", "the parcel was lost"]
+
+
+def test_a_fork_that_adds_no_rows_grows_the_index_by_nothing(where):
+    parent = conversation("parent", [f"row {i} about the blender" for i in range(100)], where=where)
+    entries, size = index_entries(), index_size()
+
+    at_end = fork(parent, 99)
+    fork(parent, 40)
+    fork(at_end, 70)
+
+    assert index_entries() == entries
+    assert index_size() == size
+    assert hits("blender", conversation_id=at_end.pk)[:2] == [(at_end.pk, 99), (at_end.pk, 98)]
+    append(at_end, "a row the fork wrote itself")
+    assert index_entries() == entries + 1
+    assert hits("wrote") == [(at_end.pk, 100)]
+    assert_index_sound()
+
+
+def test_a_shared_row_is_one_hit_with_every_conversation_that_holds_it(where):
+    parent = conversation("parent", TICKET, where=where)
+    child = fork(parent, 1)
+    append(child, "a voucher instead")
+    grandchild = fork(child, 2)
+    short = fork(parent, 0)
+
+    assert hits("blender") == [(parent.pk, 0)]
+    assert holders("blender") == [[parent.pk, child.pk, grandchild.pk, short.pk]]
+    assert holders("refund") == [[parent.pk, child.pk, grandchild.pk]]
+    assert holders("parcel") == [[parent.pk]]
+    assert hits("voucher") == [(child.pk, 2)]
+    assert holders("voucher") == [[child.pk, grandchild.pk]]
+    # Inside one fork: its own rows and its copies, each at its own position.
+    assert hits("blender OR voucher OR parcel", conversation_id=grandchild.pk) == [(grandchild.pk, 2),
+                                                                                   (grandchild.pk, 0)]
+    assert hits("refund", conversation_id=short.pk) == []
+    (hit,) = search_messages("refund", filters=Filters(conversation_id=grandchild.pk)).hits
+    assert hit.title == grandchild.title and hit.kind == "user" and hit.snippet_text == "a refund was issued"
+
+
+def test_search_inside_a_fork_pages_through_its_own_rows_and_its_copies():
+    parent = conversation("parent", [f"needle {i}" for i in range(30)])
+    child = fork(parent, 19)
+    append(child, *[f"needle of the fork {i}" for i in range(10)])
+    grandchild = fork(child, 24)
+    append(grandchild, "needle of the grandchild")
+
+    for c, last in ((child, 29), (grandchild, 25)):
+        found, cursor = [], None
+        while True:
+            page = search_messages("needle", filters=Filters(conversation_id=c.pk), cursor=cursor, limit=7)
+            found += [(h.conversation_id, h.position) for h in page.hits]
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        assert found == [(c.pk, p) for p in range(last, -1, -1)]
+
+
+def test_pruning_the_parent_keeps_the_forks_copies_findable(where):
+    parent = conversation("parent", TICKET, where=where)
+    child = fork(parent, 1)
+    append(child, "a voucher instead")
+    age(parent, 400)
+
+    pruning.prune_older_than(days=90, batch_size=2)
+
+    assert not Conversation.objects.filter(pk=parent.pk).exists()
+    assert hits("blender") == [(child.pk, 0)]
+    assert holders("blender OR refund OR voucher") == [[child.pk]] * 3
+    assert hits("parcel") == []
+    assert hits("refund", conversation_id=child.pk) == [(child.pk, 1)]
+    assert BorrowedRows.objects.count() == 0
+    assert_index_sound()
+
+
+def test_a_fork_of_a_fork_stays_findable_as_its_ancestors_go(where):
+    parent = conversation("parent", TICKET, where=where)
+    child = fork(parent, 2)
+    append(child, "a voucher instead")
+    grandchild = fork(child, 3)
+
+    store.delete_conversation(conversation_id=child.pk)
+    # The rows the child held itself are now the grandchild's; the rest still its parent's.
+    assert hits("voucher") == [(grandchild.pk, 3)]
+    assert holders("blender") == [[parent.pk, grandchild.pk]]
+    assert BorrowedRows.objects.get(conversation_id=grandchild.pk).source_id == parent.pk
+    assert_index_sound()
+
+    store.delete_conversation(conversation_id=parent.pk)
+    assert hits("blender OR voucher OR parcel") == [(grandchild.pk, 3), (grandchild.pk, 2), (grandchild.pk, 0)]
+    assert BorrowedRows.objects.count() == 0
+    assert_index_sound()
+
+
+def test_deleting_a_fork_leaves_its_source_in_the_index(where):
+    parent = conversation("parent", TICKET, where=where)
+    entries = index_entries()
+    child = fork(parent, 2)
+    append(child, "a voucher instead")
+
+    store.delete_conversation(conversation_id=child.pk)
+
+    assert index_entries() == entries
+    assert holders("blender") == [[parent.pk]]
+    assert hits("voucher") == []
+    assert BorrowedRows.objects.count() == 0
+    assert_index_sound()
+
+
+def test_a_message_row_is_still_never_updated():
+    parent = conversation("parent", TICKET)
+    child = fork(parent, 2)
+    cid = Conversation._meta.pk.get_db_prep_value(child.pk, connection)
+    attempts = ["UPDATE conversations_message SET content = '{}' WHERE conversation_id = %s"]
+    if connection.vendor == "postgresql":
+        # The one update adoption makes is a copied row's own words; any other words fail.
+        attempts.append("UPDATE conversations_message SET search_tsv = to_tsvector('simple', 'forged') "
+                        "WHERE conversation_id = %s")
+    for sql in attempts:
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as c:
+            c.execute(sql, [cid])
+    assert [m.content for m in child.messages.order_by("position")] == [
+        m.content for m in parent.messages.order_by("position")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deletion_request_takes_the_forks_copies_out_of_the_index_too():
+    term = "zzyzxquorblet"
+    parent = conversation("about", [f"my code word is {term}", "and a refund"], subject="cust:fork-erasure")
+    child = fork(parent, 1)
+    append(child, f"{term} again, in the fork")
+    kept = conversation("kept", ["a refund for someone else"], subject="cust:other")
+    into_the_index()
+    assert holders(term) == [[child.pk], [parent.pk, child.pk]]
+    assert term.encode() in index_bytes()
+
+    receipt = erasure.execute_deletion(subject="cust:fork-erasure", actor="user:boss")
+
+    assert receipt.verification["status"] == "verified"
+    assert hits(term) == []
+    assert holders("refund") == [[kept.pk]]
+    assert term.encode() not in index_bytes()
+    assert term.encode() not in raw_bytes_of_database()
+    assert BorrowedRows.objects.count() == 0
+    assert_index_sound()
