@@ -18,6 +18,7 @@ from . import markdown as md
 from .errors import InvalidInput
 from .ledger import export as ledger_export
 from .models import Checkpoint, Conversation, Message
+from .proofs import chainview as proof_chain
 from .proofs import heads as proof_heads
 from .reads import decode_row
 from .schema import TextBlock
@@ -73,19 +74,26 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
 
 
 def _rows(conversation: Conversation):
-    """(position, kind, created_at, raw, StoredMessage) for every row, in keyset batches."""
+    """A StoredMessage for every row, in keyset batches."""
+    for item, _ in _rows_with_proof(conversation):
+        yield item
+
+
+def _rows_with_proof(conversation: Conversation):
+    """(StoredMessage, the row's place in its chain) for every row, in keyset batches."""
     last = conversation.next_position - 1
     after = -1
     while after < last:
         batch = list(
             Message.objects.page(conversation.pk, after=after, until=last, limit=BATCH).values_list(
-                "position", "kind", "created_at", "content"
+                "position", "kind", "created_at", "content", "salt", "commitment", "chain_hash"
             )
         )
         if not batch:
             return
-        for position, kind, created_at, raw in batch:
-            yield decode_row(conversation.pk, position, kind, created_at, raw)
+        for position, kind, created_at, raw, salt, commitment, chain_hash in batch:
+            yield (decode_row(conversation.pk, position, kind, created_at, raw),
+                   proof_chain.proof_fields(salt, commitment, chain_hash))
         after = batch[-1][0]
 
 
@@ -124,10 +132,11 @@ def _checkpoint_dict(cp: Checkpoint) -> dict:
         "summary": cp.summary,
         "created_at": cp.created_at.isoformat(),
         "created_by": cp.created_by,
+        **proof_chain.proof_fields(cp.salt, cp.commitment, cp.chain_hash),
     }
 
 
-def _message_dict(item) -> dict:
+def _message_dict(item, proof: dict | None = None) -> dict:
     out = {"position": item.position, "kind": item.kind, "created_at": item.created_at.isoformat()}
     if item.ok:
         out["message"] = item.as_json()
@@ -135,6 +144,11 @@ def _message_dict(item) -> dict:
         out["message"] = None
         out["raw"] = item.raw
         out["broken"] = True
+    if proof is not None:
+        # The stored text byte for byte, and the row's chain values: `memoryui-verify` recomputes
+        # the commitment from them (conversations/chain.py).
+        out["stored"] = item.raw
+        out.update(proof)
     return out
 
 
@@ -154,15 +168,17 @@ def _json_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
     # the file is one JSON document without holding the messages in memory.
     yield _dumps(header)[:-1] + ', "messages": ['
     first = True
-    for item in _rows(conversation):
-        yield ("\n" if first else ",\n") + _dumps(_message_dict(item))
+    for item, proof in _rows_with_proof(conversation):
+        yield ("\n" if first else ",\n") + _dumps(_message_dict(item, proof))
         first = False
     yield "\n]}\n"
 
 
 def _jsonl_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
-    for item in _rows(conversation):
-        yield _dumps(_message_dict(item)) + "\n"
+    for item, proof in _rows_with_proof(conversation):
+        yield _dumps(_message_dict(item, proof)) + "\n"
+    for cp in _checkpoints(conversation):
+        yield _dumps({"record": "checkpoint", **_checkpoint_dict(cp)}) + "\n"
     yield from ledger_export.conversation_jsonl(conversation.pk)
     yield _dumps({"record": "signed_head", **head}) + "\n"
 

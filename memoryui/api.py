@@ -123,6 +123,7 @@ from conversations.api import router as conversations_router  # noqa: E402
 from conversations.facts.api import router as facts_router  # noqa: E402
 from conversations.imports.api import router as imports_router  # noqa: E402
 from conversations.langgraph.api import router as langgraph_router  # noqa: E402
+from conversations.proofs.api import router as proofs_router  # noqa: E402
 from conversations.ledger.api import router as ledger_router  # noqa: E402
 from conversations.retention.api import router as retention_router  # noqa: E402
 from conversations.search.api import router as search_router  # noqa: E402
@@ -134,6 +135,7 @@ api.add_router("", retention_router)
 api.add_router("", search_router)
 api.add_router("", imports_router)
 api.add_router("", langgraph_router)
+api.add_router("", proofs_router)
 
 # Keep this last: any other path under /api/v1/ answers 404 in the API's JSON
 # shape rather than with the site's HTML error page (ids with a slash land here).

@@ -24,6 +24,7 @@ urlpatterns = [
     path("search/", include("conversations.search.urls")),
     path("admin/access/", include("conversations.access.urls")),
     path("admin/import/", include("conversations.imports.urls")),
+    path("admin/proofs/", include("conversations.proofs.urls")),
     path("admin/", include("conversations.retention.urls")),
     path("", include("conversations.urls")),
 ]

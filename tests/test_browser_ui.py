@@ -140,7 +140,8 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
     lines = [json.loads(line) for line in contents["jsonl"].splitlines()]
     assert [m["position"] for m in lines if "record" not in m] == list(range(17))
     # Then the ledger: four task-state versions and the refund with its retry.
-    assert [m["record"] for m in lines if "record" in m] == ["task_state_event"] * 4 + ["action"] * 2 + ["signed_head"]
+    assert [m["record"] for m in lines if "record" in m] == (["checkpoint"] + ["task_state_event"] * 4
+                                                               + ["action"] * 2 + ["signed_head"])
     assert "Fold: checkpoint at position 8" in contents["md"]
 
 

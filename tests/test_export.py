@@ -53,11 +53,14 @@ def test_it_exports_json_with_conversation_checkpoints_and_messages(conversation
 def test_it_exports_jsonl_one_message_per_line(conversation):
     stream = export.export_stream(str(conversation.pk), "jsonl")
     lines = _text(stream).splitlines()
-    assert len(lines) == 7 and json.loads(lines[-1])["record"] == "signed_head"  # the head closes it (issue 23.3)
-    assert json.loads(lines[4]) == {
-        "position": 4, "kind": "thought", "created_at": json.loads(lines[4])["created_at"],
-        "message": {"kind": "thought", "text": "Refund it."},
+    # Six messages, the two checkpoints, and the signed head last (issue 23.3).
+    assert [json.loads(line).get("record") for line in lines] == [None] * 6 + ["checkpoint"] * 2 + ["signed_head"]
+    row = json.loads(lines[4])
+    assert {k: row[k] for k in ("position", "kind", "message")} == {
+        "position": 4, "kind": "thought", "message": {"kind": "thought", "text": "Refund it."},
     }
+    # With what offline verification needs: the stored text and the row's place in its chain.
+    assert json.loads(row["stored"]) == row["message"] and len(row["salt"]) == 32 and len(row["chain_hash"]) == 64
     assert stream.filename.endswith(".jsonl")
 
 
@@ -100,7 +103,7 @@ def test_it_reads_in_keyset_batches(conversation, monkeypatch):
     stream = export.export_stream(conversation.pk, "jsonl")
     with CaptureQueriesContext(connection) as ctx:
         lines = _text(stream).splitlines()
-    assert [json.loads(line)["position"] for line in lines[:-1]] == [0, 1, 2, 3, 4, 5]
+    assert [json.loads(line)["position"] for line in lines[:6]] == [0, 1, 2, 3, 4, 5]
     # Three pages of two rows, each by position and LIMIT, never OFFSET.
     sql = [q["sql"].upper() for q in ctx.captured_queries if "CONVERSATIONS_MESSAGE" in q["sql"].upper()]
     assert len(sql) == 3
@@ -119,8 +122,9 @@ def test_it_exports_a_broken_row_as_a_marked_hole(conversation):
                            content='{"kind": "legacy", "body": "<script>x</script>"}',
                            created_at=conversation.created_at)
     lines = [json.loads(line) for line in _text(export.export_stream(conversation.pk, "jsonl")).splitlines()]
-    assert lines[-2]["broken"] is True and lines[-2]["message"] is None
-    assert lines[-2]["raw"] == '{"kind": "legacy", "body": "<script>x</script>"}'
+    broken = next(line for line in lines if line.get("position") == 7 and "record" not in line)
+    assert broken["broken"] is True and broken["message"] is None
+    assert broken["raw"] == '{"kind": "legacy", "body": "<script>x</script>"}'
     assert "Broken row" in _text(export.export_stream(conversation.pk, "markdown"))
 
 

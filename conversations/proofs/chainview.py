@@ -1,34 +1,34 @@
-"""The one place the proofs read the conversations' hash chain.
+"""The one place the proofs read the conversations' hash chains (conversations/chain.py).
 
-INTERIM: until conversations/chain.py and the chain columns land (issue 23.1, another
-engineer), the head is computed here at signing time over the stored message rows:
-h(-1) = SHA-256("memoryui interim chain v0"), h(n) = SHA-256(h(n-1) ‖ SHA-256(content bytes of row n)).
-It proves the export matches what the server held when it signed, not that the row
-was unchanged since it was written; the write-transaction chain replaces it.
+A signed head covers a conversation's message chain (its last position and chain hash)
+and its checkpoint chain (how many checkpoints, and the last one's chain hash), so that
+neither a message nor a fold summary can be changed, dropped or reordered offline
+without breaking a signature.
 """
 
-import hashlib
-
-from conversations.models import Conversation, Message
-
-GENESIS = hashlib.sha256(b"memoryui interim chain v0").hexdigest()
-BATCH = 2000
+from conversations import chain
+from conversations.models import Checkpoint, Conversation, Message
 
 
-def step(previous_hex: str, content: str) -> str:
-    return hashlib.sha256(bytes.fromhex(previous_hex) + hashlib.sha256(content.encode("utf-8")).digest()).hexdigest()
+def _hex(value) -> str:
+    return bytes(value).hex() if value is not None else ""
 
 
-def head_at(conversation: Conversation, upto: int | None) -> tuple[int, str]:
-    """(last position covered, chain hash there); position -1 and the genesis hash when empty."""
+def head_at(conversation: Conversation, upto: int | None) -> dict:
+    """The chain heads as they stand at message position `upto` (default: the last row).
+    Position -1 and the genesis hash for a conversation without messages."""
     last = conversation.next_position - 1 if upto is None else min(upto, conversation.next_position - 1)
-    chain, after = GENESIS, -1
-    while after < last:
-        rows = list(Message.objects.page(conversation.pk, after=after, until=last, limit=BATCH)
-                    .values_list("position", "content"))
-        if not rows:
-            break
-        for position, content in rows:
-            chain = step(chain, content)
-        after = rows[-1][0]
-    return last, chain
+    chain_hash = chain.GENESIS.hex()
+    if last >= 0:
+        found = (Message.objects.filter(conversation_id=conversation.pk, position=last)
+                 .values_list("chain_hash", flat=True).first())
+        chain_hash = _hex(found)
+    checkpoints = Checkpoint.objects.filter(conversation_id=conversation.pk)
+    latest = checkpoints.order_by("-id").values_list("chain_hash", flat=True).first()
+    return {"position": last, "chain_hash": chain_hash, "checkpoints": checkpoints.count(),
+            "checkpoint_chain_hash": _hex(latest) if latest is not None else chain.GENESIS.hex()}
+
+
+def proof_fields(salt, commitment, chain_hash) -> dict:
+    """What an exported row carries so that it can be checked offline."""
+    return {"salt": _hex(salt) or None, "commitment": _hex(commitment), "chain_hash": _hex(chain_hash)}

@@ -27,17 +27,17 @@ def _iso(value: datetime) -> str:
 def head_dict(head: SignedHead) -> dict:
     return {
         "conversation_id": str(head.conversation_id), "position": head.position, "chain_hash": head.chain_hash,
+        "checkpoints": head.checkpoints, "checkpoint_chain_hash": head.checkpoint_chain_hash,
         "signed_at": _iso(head.signed_at), "key_id": head.key_id, "signature": head.signature,
     }
 
 
 def sign(conversation: Conversation, *, reason: str, upto: int | None = None) -> SignedHead:
     """Sign the conversation's chain as it stands at `upto` (default: its last row) and keep the head."""
-    position, chain_hash = chainview.head_at(conversation, upto)
+    state = chainview.head_at(conversation, upto)
     key = keys.active_key()
-    signed_at = timezone.now()
-    head = SignedHead(conversation_id=conversation.pk, position=position, chain_hash=chain_hash,
-                      signed_at=signed_at, key_id=key.key_id, reason=reason)
+    head = SignedHead(conversation_id=conversation.pk, signed_at=timezone.now(), key_id=key.key_id, reason=reason,
+                      **state)
     head.signature = key.sign(head_message(head_dict(head)))
     head.save()
     return head
@@ -87,8 +87,8 @@ def sign_changed(*, batch: int = 500) -> SignRunResult:
             break
         for conversation in rows:
             latest = SignedHead.objects.of(conversation.pk).first()
-            position, chain_hash = chainview.head_at(conversation, None)
-            if latest is not None and latest.position == position and latest.chain_hash == chain_hash:
+            state = chainview.head_at(conversation, None)
+            if latest is not None and all(getattr(latest, name) == value for name, value in state.items()):
                 unchanged += 1
                 continue
             sign(conversation, reason="cron")

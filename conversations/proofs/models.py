@@ -50,6 +50,9 @@ class SignedHead(models.Model):
     # The last position the chain covers (-1: an empty conversation).
     position = models.BigIntegerField()
     chain_hash = models.CharField(max_length=64)
+    # The checkpoint chain: how many checkpoints, and the last one's chain hash.
+    checkpoints = models.BigIntegerField(default=0)
+    checkpoint_chain_hash = models.CharField(max_length=64, default="")
     signed_at = models.DateTimeField()
     key_id = models.CharField(max_length=16)
     signature = models.CharField(max_length=100)

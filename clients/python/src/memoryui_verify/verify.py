@@ -1,0 +1,325 @@
+"""Checking an export file offline: what `memoryui-verify` runs.
+
+Each problem is named with the file and the row (`#N`) it was found at. The rows are read
+as they come (a JSONL file or a ZIP member line by line), so a conversation of a million
+messages is checked in constant memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import chain
+from .encoding import head_message, manifest_message
+
+
+@dataclass
+class Conversation:
+    """One conversation's verdict."""
+
+    file: str
+    conversation_id: str = ""
+    messages: int = 0
+    checkpoints: int = 0
+    erased: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    head: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class Report:
+    path: str
+    kind: str = ""  # "json", "jsonl" or "bundle"
+    conversations: list[Conversation] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    keys_used: set[str] = field(default_factory=set)
+    files_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(c.ok for c in self.conversations)
+
+    def as_dict(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind, "ok": self.ok, "problems": self.problems,
+            "warnings": self.warnings, "keys_used": sorted(self.keys_used), "files_checked": self.files_checked,
+            "conversations": [
+                {"file": c.file, "conversation_id": c.conversation_id, "ok": c.ok, "messages": c.messages,
+                 "checkpoints": c.checkpoints, "erased_positions": c.erased, "problems": c.problems,
+                 "head": {k: c.head.get(k) for k in ("position", "chain_hash", "signed_at", "key_id")}
+                 if c.head else None}
+                for c in self.conversations
+            ],
+        }
+
+
+class Keys:
+    """The public keys a signature may be checked with: pinned by the user (`--key`), or
+    taken from the file itself (which proves only that the file is self-consistent)."""
+
+    def __init__(self, pinned: list[str] | None = None):
+        self.pinned = {key_id(p): p for p in (pinned or [])}
+        self.found: dict[str, str] = {}
+
+    def learn(self, public_b64: str | None, claimed_id: str | None, report: Report, where: str) -> None:
+        if not public_b64:
+            return
+        try:
+            real = key_id(public_b64)
+        except ValueError:
+            report.problems.append(f"{where}: the public key is not 32 bytes of base64")
+            return
+        if claimed_id and real != claimed_id:
+            report.problems.append(f"{where}: key id {claimed_id} does not belong to the public key beside it")
+            return
+        self.found.setdefault(real, public_b64)
+
+    def check(self, key: str, message: bytes, signature: str, report: Report) -> str:
+        """'' when the signature is good, else what is wrong."""
+        public = self.pinned.get(key) if self.pinned else self.found.get(key)
+        if public is None:
+            return (f"signed with key {key}, which is not a key you trust (--key)" if self.pinned
+                    else f"signed with key {key}, whose public key is not in the file")
+        if not ed25519_verify(public, message, signature):
+            return f"the signature does not verify with key {key}"
+        report.keys_used.add(key)
+        return ""
+
+
+def key_id(public_b64: str) -> str:
+    raw = base64.b64decode(public_b64, validate=True)
+    if len(raw) != 32:
+        raise ValueError("an Ed25519 public key is 32 bytes")
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def ed25519_verify(public_b64: str, message: bytes, signature_b64: str) -> bool:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        public = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_b64, validate=True))
+        public.verify(base64.b64decode(signature_b64, validate=True), message)
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+    return True
+
+
+def _canonical_time(text: str) -> str:
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return chain.canonical_time(value)
+
+
+# -- one conversation -----------------------------------------------------------------------------
+
+
+class _Walk:
+    """Feeds one conversation's rows, as they come, into the chain walk and keeps the rest."""
+
+    def __init__(self, result: Conversation):
+        self.result = result
+        self.checkpoints: list[dict] = []
+        self.head: dict | None = None
+
+    def message_records(self, rows):
+        for row in rows:
+            record = row.get("record")
+            if record == "checkpoint":
+                self.checkpoints.append(row)
+                continue
+            if record == "signed_head":
+                self.head = row
+                continue
+            if record is not None:
+                continue  # ledger lines (task state, actions, snapshots)
+            yield self._message_record(row)
+
+    def _message_record(self, row: dict):
+        position = row.get("position")
+        stored = row.get("stored")
+        body = None
+        if stored is not None and row.get("salt"):
+            body = chain.message_payload(position, row.get("kind", ""), stored, _canonical_time(row["created_at"]))
+            if row.get("message") is not None and json.loads(stored) != row["message"]:
+                self.result.problems.append(f"row #{position} was changed: its message is not its stored text")
+        return position, "message", row.get("salt"), row.get("commitment"), row.get("chain_hash"), body
+
+
+def _check_conversation(rows, result: Conversation, keys: Keys, report: Report) -> None:
+    walk = _Walk(result)
+    try:
+        verdict = chain.verify_rows(walk.message_records(rows))
+    except (KeyError, TypeError, ValueError) as exc:
+        result.problems.append(f"a row is not in the export's shape ({exc.__class__.__name__}: {exc})")
+        return
+    head = walk.head
+    result.messages, result.erased, result.head = verdict.rows, verdict.erased, head
+    if not verdict.ok:
+        result.problems.append(verdict.reason)
+    if head is None:
+        result.problems.append("no signed head: the file cannot be tied to the server's record")
+        return
+    result.conversation_id = str(head.get("conversation_id", ""))
+    keys.learn(head.get("public_key"), head.get("key_id"), report, result.file)
+    bad = keys.check(head.get("key_id", ""), head_message(head), head.get("signature", ""), report)
+    if bad:
+        result.problems.append(f"signed head: {bad}")
+    if verdict.ok:
+        _compare_head(verdict, head, result)
+    _check_checkpoints(walk.checkpoints, head, result)
+
+
+def _compare_head(verdict: chain.Verdict, head: dict, result: Conversation) -> None:
+    position = head.get("position")
+    last = verdict.last_position if verdict.last_position is not None else -1
+    if last < position:
+        result.problems.append(f"rows from #{last + 1} on are missing (the signed head covers #0–#{position})")
+    elif last > position:
+        result.problems.append(f"rows #{position + 1}–#{last} are not covered by the signed head")
+    elif verdict.head.hex() != head.get("chain_hash"):
+        result.problems.append(f"the chain at #{position} is not the one the server signed")
+
+
+def _check_checkpoints(rows: list[dict], head: dict, result: Conversation) -> None:
+    records = []
+    for row in sorted(rows, key=lambda r: r.get("id", 0)):
+        body = None
+        if row.get("salt") and row.get("summary") is not None:
+            body = chain.payload("checkpoint", [row["message_position"], row["summary"],
+                                                _canonical_time(row["created_at"]), row.get("created_by", "")])
+        records.append((row.get("id"), "checkpoint", row.get("salt"), row.get("commitment"), row.get("chain_hash"),
+                        body))
+    signed = int(head.get("checkpoints") or 0)
+    verdict = chain.verify_rows(records[:signed], record_type="checkpoint", first_position=None)
+    result.checkpoints = verdict.rows
+    if not verdict.ok:
+        result.problems.append(f"checkpoint {verdict.reason}")
+    elif len(records) < signed:
+        result.problems.append(f"{signed - len(records)} of the {signed} signed checkpoints are missing")
+    elif verdict.head.hex() != head.get("checkpoint_chain_hash", chain.GENESIS.hex()):
+        result.problems.append("the checkpoints are not the ones the server signed (changed, dropped or reordered)")
+
+
+# -- files ----------------------------------------------------------------------------------------------------
+
+
+def _jsonl_rows(lines, where: str, result: Conversation):
+    for number, line in enumerate(lines, 1):
+        if isinstance(line, bytes):
+            line = line.decode("utf-8")
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except ValueError:
+            result.problems.append(f"{where} line {number} is not JSON")
+
+
+def verify_json(data: dict, name: str, keys: Keys, report: Report) -> Conversation:
+    result = Conversation(file=name)
+    rows = [*data.get("messages", []), *({"record": "checkpoint", **c} for c in data.get("checkpoints", []))]
+    if data.get("signed_head"):
+        rows.append({"record": "signed_head", **data["signed_head"]})
+    _check_conversation(iter(rows), result, keys, report)
+    report.conversations.append(result)
+    return result
+
+
+def verify_jsonl(lines, name: str, keys: Keys, report: Report) -> Conversation:
+    result = Conversation(file=name)
+    _check_conversation(_jsonl_rows(lines, name, result), result, keys, report)
+    report.conversations.append(result)
+    return result
+
+
+def verify_bundle(zf: zipfile.ZipFile, keys: Keys, report: Report) -> None:
+    names = set(zf.namelist())
+    if "manifest.json" not in names or "manifest.sig.json" not in names:
+        report.problems.append("not a memoryui subject export: manifest.json or manifest.sig.json is missing")
+        return
+    manifest_bytes = zf.read("manifest.json")
+    manifest = json.loads(manifest_bytes)
+    signature = json.loads(zf.read("manifest.sig.json"))
+    for k in manifest.get("keys", []):
+        keys.learn(k.get("public_key"), k.get("key_id"), report, "manifest.json")
+    keys.learn(signature.get("public_key"), signature.get("key_id"), report, "manifest.sig.json")
+    bad = keys.check(signature.get("key_id", ""), manifest_message(manifest_bytes), signature.get("signature", ""),
+                     report)
+    if bad:
+        report.problems.append(f"manifest: {bad}")
+    listed = {f["path"]: f for f in manifest.get("files", [])}
+    for extra in sorted(names - set(listed) - {"manifest.json", "manifest.sig.json"}):
+        report.problems.append(f"{extra} is not in the manifest (added after the export)")
+    for path, entry in listed.items():
+        if path not in names:
+            report.problems.append(f"{path} is in the manifest but not in the file (removed)")
+            continue
+        digest, size = hashlib.sha256(), 0
+        with zf.open(path) as member:
+            for block in iter(lambda: member.read(1 << 16), b""):
+                digest.update(block)
+                size += len(block)
+        report.files_checked += 1
+        if digest.hexdigest() != entry.get("sha256") or size != entry.get("bytes"):
+            report.problems.append(f"{path} was changed: its SHA-256 is not the one in the signed manifest")
+    heads = {h.get("conversation_id"): h for h in manifest.get("heads", [])}
+    for path in sorted(p for p in listed if p.startswith("conversations/") and p.endswith(".jsonl")):
+        if path not in names:
+            continue
+        with zf.open(path) as member:
+            result = verify_jsonl(io.TextIOWrapper(member, encoding="utf-8"), path, keys, report)
+        expected = heads.pop(result.conversation_id, None)
+        if expected is None:
+            result.problems.append("its signed head is not in the manifest")
+        elif result.head and expected.get("signature") != result.head.get("signature"):
+            result.problems.append("its signed head is not the one in the manifest")
+    for cid in heads:
+        report.problems.append(f"conversation {cid} is in the manifest but its file is missing")
+
+
+def verify_path(path: str | Path, *, pinned_keys: list[str] | None = None) -> Report:
+    path = Path(path)
+    report = Report(path=str(path))
+    keys = Keys(pinned_keys)
+    if zipfile.is_zipfile(path):
+        report.kind = "bundle"
+        with zipfile.ZipFile(path) as zf:
+            verify_bundle(zf, keys, report)
+    else:
+        with open(path, "rb") as f:
+            first_line = f.readline()
+        try:  # a JSONL export is a JSON object on every line; a JSON export's first line is not whole
+            json.loads(first_line)
+            whole = None
+        except ValueError:
+            try:
+                whole = json.loads(path.read_bytes())
+            except ValueError:
+                report.problems.append("the file is neither a memoryui JSON, JSONL nor ZIP export")
+                return report
+        if isinstance(whole, dict):
+            report.kind = "json"
+            verify_json(whole, path.name, keys, report)
+        else:
+            report.kind = "jsonl"
+            with open(path, encoding="utf-8") as f:
+                verify_jsonl(f, path.name, keys, report)
+    if not pinned_keys and report.keys_used:
+        report.warnings.append(
+            "signatures checked with the public key carried in the file: this shows the file is whole, not that "
+            "the server you trust signed it. Pass --key with the public key from the server's Signing keys page.")
+    return report

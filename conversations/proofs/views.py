@@ -1,0 +1,89 @@
+"""Admin pages: the signing keys, and the subject access export (request, then download).
+
+Admins only. Asking for an export and downloading it are each recorded in the audit
+log (the subject by its SHA-256 only); the download is also a read of the subject's
+conversations and facts, recorded in the access logs. The subject travels in POST
+bodies, never in an address, so it is in no access log line of a proxy.
+"""
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import StreamingHttpResponse
+from django.shortcuts import render
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_POST, require_safe
+
+from conversations import store
+from conversations.errors import InvalidInput
+from conversations.roles import is_admin
+
+from . import bundle, heads
+from .models import SignHeadsRun
+
+
+def _admin_only(view):
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not is_admin(request.user):
+            raise PermissionDenied("Only admins see signing keys and export what is held about a subject.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _actor(request) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+@require_safe
+@_admin_only
+def keys_page(request):
+    document = heads.keys_document()
+    last_run = SignHeadsRun.objects.filter(finished_at__isnull=False).order_by("-started_at").first()
+    return render(request, "proofs/keys.html", {
+        "tab": "signing", "document": document, "last_run": last_run,
+        "keys_url": request.build_absolute_uri("/api/v1/signing-keys"),
+    })
+
+
+def _export_page(request, *, status=200, **context):
+    context.setdefault("subject", "")
+    context["tab"] = "subject_export"
+    response = render(request, "proofs/subject_export.html", context, status=status)
+    add_never_cache_headers(response)  # the page names the subject
+    return response
+
+
+@require_safe
+@_admin_only
+def subject_export_form(request):
+    return _export_page(request)
+
+
+@require_POST
+@_admin_only
+def subject_export_request(request):
+    subject = request.POST.get("subject", "")
+    try:
+        export = bundle.prepare(subject)
+    except InvalidInput as exc:
+        return _export_page(request, status=422, subject=subject, error=str(exc))
+    store.record_audit(actor=_actor(request), action="subject.export_requested", target_type="subject",
+                       target_id=export.audit_detail("page")["subject_sha256"], detail=export.audit_detail("page"))
+    return _export_page(request, subject=export.subject, export=export)
+
+
+@require_POST
+@_admin_only
+def subject_export_download(request):
+    try:
+        export = bundle.prepare(request.POST.get("subject", ""))
+    except InvalidInput as exc:
+        return _export_page(request, status=422, subject=request.POST.get("subject", ""), error=str(exc))
+    bundle.record_download(export, actor=_actor(request), via="page")
+    response = StreamingHttpResponse(export.chunks(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+    add_never_cache_headers(response)
+    return response
