@@ -1,7 +1,6 @@
 from django.urls import path
 
-from . import views
-from . import views_keys
+from . import views, views_keys, views_live
 
 # Ids are taken as strings and parsed in the views, so a malformed id is a 404 page, not a 500.
 urlpatterns = [
@@ -16,4 +15,8 @@ urlpatterns = [
     path("conversations/<str:conversation_id>/export.<str:fmt>", views.export, name="export"),
     path("conversations/<str:conversation_id>/pin/", views.pin, name="pin"),
     path("conversations/<str:conversation_id>/tool/<int:position>/", views.tool_link, name="tool_link"),
+    path("conversations/<str:conversation_id>/state", views_live.state, name="conversation_state"),
+    path("conversations/<str:conversation_id>/usage/", views_live.usage, name="conversation_usage"),
+    path("conversations/<str:conversation_id>/panel/<str:part>/", views_live.panel, name="conversation_panel"),
+    path("conversations/<str:conversation_id>/raw/<int:position>", views_live.raw, name="row_raw"),
 ]

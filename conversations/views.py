@@ -6,8 +6,8 @@ A page answers htmx with just the fragment whose element id the request targets
 (`_render`); every other request, history restores included, gets the whole page.
 """
 
-from dataclasses import dataclass
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import wraps
 
@@ -24,13 +24,14 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from . import calls, params, store
 from .errors import NotFound, StoreError
-from .ledger import reads as ledger
 from .export import FORMATS, export_stream
-from .params import BadParameter
+from .ledger import reads as ledger
 from .models import Checkpoint, Conversation, parse_conversation_id
+from .params import BadParameter
 from .reads import StoredMessage, active_before, list_active, read_rows
 from .roles import can_read_conversations, is_admin
 from .schema import KINDS
+from .templatetags.conversation_ui import turns
 
 LIST_PAGE = 50
 ROW_PAGE = 50  # rows per view per page: two views of 50 render in ~0.1 s; more arrive as you scroll
@@ -332,6 +333,7 @@ def conversation(request, conversation_id):
             _interleave(page.items, list(marks), latest, upto=upto), convo.pk,
             after=after - 1 if follows else after, upto=upto
         )
+        context["record_turns"] = turns(page.items)
         context["record_more"] = _query(kinds, after=page.next_after, **carried) if page.next_after is not None else None
         context["record_after"] = after
         # The positions this chunk of the page covers, (after, until]: what the page asks
@@ -351,6 +353,8 @@ def conversation(request, conversation_id):
         view = list_active(convo.pk, after=active_after, until=active_until, limit=size, kinds=kinds,
                            include_broken=True, **row_filters)
         context["active"] = view
+        context["active_turns"] = turns(view.page.items)
+        context["last_position"] = last
         context["active_first_page"] = active_after is None or active_after <= context["fold"]
         context["active_start"] = fold if active_after is None else max(active_after, fold)
         context["active_until"] = (view.page.next_after if view.page.next_after is not None

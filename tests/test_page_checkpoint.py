@@ -111,7 +111,8 @@ def test_the_page_says_why_checkpoint_here_is_unavailable_inside_a_call_block(cl
         assert f'href="/conversations/{calling.pk}/checkpoint/{position}/"' in html
     for position in (1, 2):
         assert f'href="/conversations/{calling.pk}/checkpoint/{position}/"' not in html
-    assert html.count("Checkpoint here: unavailable between a tool call and its result") == 2 * 2  # both views
+    # In the full record; the active view equals it (no checkpoint) and repeats no row.
+    assert html.count("Checkpoint here: unavailable between a tool call and its result") == 2
 
 
 def test_the_form_refuses_a_fold_inside_a_call_block_and_names_the_nearest_positions(client, calling):

@@ -1,5 +1,6 @@
 """One conversation: full record against active view, fold, filters, paging, permissions."""
 
+import re
 import uuid
 
 import pytest
@@ -108,9 +109,11 @@ def test_it_draws_the_fold_in_both_views(client, auditor, convo):
 def test_it_shows_tool_calls_structured(client, auditor, convo):
     body = client.get(url(convo)).content.decode()
     assert '<code class="tool-name">lookup_order</code>' in body
-    assert "&quot;order_id&quot;: &quot;48213&quot;,\n  &quot;deep&quot;: {\n" in body  # pretty-printed
+    # Pretty-printed and highlighted (Pygments' spans around each token).
+    text = re.sub(r"<span[^>]*>|</span>", "", body)
+    assert '"order_id": "48213",\n  "deep": {\n' in text
     assert '<span class="flag flag-error">error</span>' in body
-    assert "call call_1" in body and "m-1" in body
+    assert "id call_1" in body and "m-1" in body  # the result sits under its call (issue 24.1)
 
 
 def test_it_colours_rows_by_kind_with_the_name_shown(client, auditor, convo):

@@ -1,6 +1,8 @@
 """The conversation page's investigation aids at the view level: a tool call's link to
 its result and back, and the errors-only and tool-name filters in both views."""
 
+import re
+
 import pytest
 
 from conversations import store, views
@@ -64,10 +66,16 @@ def test_a_result_links_back_to_its_call(client, auditor, session, position, tar
 
 
 def test_the_page_links_each_call_and_result(client, auditor, session):
+    # Results on the same page are nested under their calls (issue 24.1); the link
+    # stays for a result the page does not hold.
     html = client.get(url(session)).content.decode()
-    assert f'href="/conversations/{session.pk}/tool/1/?call=call_a">↓ its result' in html
-    assert f'href="/conversations/{session.pk}/tool/1/?call=call_b">↓ its result' in html
-    assert f'href="/conversations/{session.pk}/tool/3/">↑ the call' in html
+    assert re.search(r'<details class="result[^"]*"[^>]*data-position="3">\s*<summary>.*?href="#p3">#3<', html, re.S)
+    assert re.search(r'<details class="result[^"]*"[^>]*data-position="2">\s*<summary>.*?href="#p2">#2<', html, re.S)
+    assert "shown under its call in <a href=\"#p1\">#1</a>" in html
+    only_call = client.get(url(session), {"kind": "assistant"}).content.decode()
+    assert f'href="/conversations/{session.pk}/tool/1/?call=call_a">↓ its result' in only_call
+    only_result = client.get(url(session), {"kind": "tool"}).content.decode()
+    assert f'href="/conversations/{session.pk}/tool/3/">↑ the call' in only_result
 
 
 @pytest.mark.parametrize("position, call", [

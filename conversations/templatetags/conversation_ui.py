@@ -8,6 +8,7 @@ import json
 
 from django import template
 
+from .. import prices, richtext
 from ..schema import TextBlock
 
 register = template.Library()
@@ -33,27 +34,49 @@ def _pretty_text(text: str) -> tuple[str, bool]:
     return text, False
 
 
-def _text_part(text: str, *, mono: bool = False) -> dict:
+def _text_part(text: str, *, mono: bool = False, html=None) -> dict:
+    """One block of text. `html`: its safe rendering (Markdown, highlighted code), if any."""
     long = len(text) > LONG_CHARS or text.count("\n") >= LONG_LINES
     preview = ""
     if long:
         first_lines = "\n".join(text.splitlines()[:4])
         preview = first_lines[:PREVIEW_CHARS].rstrip() + "…"
-    return {"type": "text", "text": text, "long": long, "preview": preview, "mono": mono, "chars": len(text)}
+    return {"type": "text", "text": text, "long": long, "preview": preview, "mono": mono, "chars": len(text),
+            "html": html}
+
+
+def _prose(text: str) -> list[dict]:
+    """Text a person or a model wrote: Markdown, with the harness's wrappers cut out as meta."""
+    parts = []
+    for tag, inner in richtext.split_wrappers(text):
+        if tag == "text":
+            parts.append(_text_part(inner, html=richtext.markdown(inner)))
+        else:
+            parts.append({"type": "harness", "tag": tag, "text": inner})
+    return parts
+
+
+def _code_part(text: str, lang: str = "json") -> dict:
+    return _text_part(text, mono=True, html=richtext.code(text, lang))
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line[:limit].rstrip() + "…" if len(line) > limit else line
 
 
 def _content_parts(content) -> list[dict]:
     if content is None:
         return []
     if isinstance(content, str):
-        return [_text_part(content)]
+        return _prose(content)
     parts = []
     for block in content:
         if isinstance(block, TextBlock):
-            parts.append(_text_part(block.text))
+            parts.extend(_prose(block.text))
         else:
-            data = block.model_dump(mode="json")
-            parts.append({"type": "block", "block_type": block.type, "json": _pretty(data)})
+            data = _pretty(block.model_dump(mode="json"))
+            parts.append({"type": "block", "block_type": block.type, "json": data, "html": richtext.code(data, "json")})
     return parts
 
 
@@ -65,12 +88,13 @@ def display(item) -> dict:
     model = item.message
     out = {"broken": False, "parts": [], "tool_calls": [], "tool_result": None, "meta": None}
     if hasattr(model, "text"):
-        out["parts"] = [_text_part(model.text)]
+        out["parts"] = _prose(model.text)
     elif model.kind == "tool":
         content = model.content
         if isinstance(content, str):
-            text, is_json = _pretty_text(content)
-            parts = [_text_part(text, mono=is_json)]
+            html, is_json = richtext.json_or_text(content)
+            text = _pretty_text(content)[0] if is_json else content
+            parts = [_text_part(text, mono=True, html=html)]
         else:
             parts = _content_parts(content)
         out["tool_result"] = {
@@ -86,7 +110,7 @@ def display(item) -> dict:
             args, _ = _pretty_text(call.arguments)
         else:
             args = _pretty(call.arguments)
-        out["tool_calls"].append({"name": call.name, "id": call.id, "arguments": _text_part(args, mono=True)})
+        out["tool_calls"].append({"name": call.name, "id": call.id, "arguments": _code_part(args)})
     if model.meta:
         meta = model.meta
         summary = []
@@ -97,11 +121,63 @@ def display(item) -> dict:
             tokens = [f"{k.replace('_tokens', '')} {v}" for k, v in usage.items() if isinstance(v, int)]
             if tokens:
                 summary.append(" · ".join(tokens) + " tokens")
-        out["meta"] = {"summary": " · ".join(summary), "json": _pretty(meta)}
+        pretty = _pretty(meta)
+        out["meta"] = {"summary": " · ".join(summary), "json": pretty, "html": richtext.code(pretty, "json")}
+        out["usage"] = _usage_figures(meta)
+    texts = [p["text"] for p in out["parts"] if p.get("type") == "text"]
+    out["preview"] = one_line(" ".join(texts) or " ".join(c["name"] for c in out["tool_calls"])
+                              or " ".join(p.get("text", "") for p in out["parts"]))
+    # A user turn that is nothing but the harness's wrappers: the harness talking, not a person.
+    out["harness_only"] = bool(out["parts"]) and all(p.get("type") == "harness" for p in out["parts"])
     return out
+
+
+def _usage_figures(meta) -> dict | None:
+    """Model, tokens, cache, latency and cost of one reply, for its head line."""
+    usage = prices.usage_of(meta)
+    if usage is None:
+        return None
+    cost = usage.cost
+    return {"model": usage.model, "input": usage.input, "output": usage.output, "cache_read": usage.cache_read,
+            "cache_write": usage.cache_write, "latency_ms": usage.latency_ms,
+            "latency": (f"{usage.latency_ms / 1000:.1f} s" if usage.latency_ms and usage.latency_ms >= 1000
+                        else f"{usage.latency_ms:.0f} ms" if usage.latency_ms is not None else ""),
+            "cost": prices.money(cost) if cost is not None else ""}
 
 
 @register.filter
 def handoff_display(checkpoint) -> dict:
-    return {"broken": False, "parts": [_text_part(checkpoint.summary)], "tool_calls": [], "tool_result": None,
-            "meta": None}
+    return {"broken": False, "parts": [_text_part(checkpoint.summary, html=richtext.markdown(checkpoint.summary))],
+            "tool_calls": [], "tool_result": None, "meta": None, "preview": one_line(checkpoint.summary)}
+
+
+@register.filter
+def get(mapping, key):
+    """mapping[key], or None: a template's dictionary lookup by a variable key."""
+    try:
+        return mapping.get(key) if mapping else None
+    except (AttributeError, TypeError):
+        return None
+
+
+def turns(items) -> dict:
+    """Which tool results on a page belong to a reply on the same page.
+
+    Answers {"results": {reply position: {call id: result row}}, "nested": {result
+    position: reply position}}: the reply shows each result under its call, and the
+    result's own row stays in its place as a one-line pointer (positions never move).
+    """
+    results, nested, open_calls = {}, {}, {}
+    for item in items:
+        if not getattr(item, "ok", False) or not hasattr(item, "position"):
+            continue
+        model = item.message
+        if item.kind == "assistant":
+            for call in getattr(model, "tool_calls", None) or []:
+                open_calls[call.id] = item.position
+        elif item.kind == "tool":
+            reply = open_calls.pop(model.tool_call_id, None)
+            if reply is not None:
+                results.setdefault(reply, {})[model.tool_call_id] = item
+                nested[item.position] = reply
+    return {"results": results, "nested": nested}

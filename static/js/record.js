@@ -111,7 +111,79 @@
     });
   }
 
+  // Jump targets clear the sticky top bar, whatever its height (it wraps on a phone).
+  function measureTopbar() {
+    var bar = document.querySelector("header.topbar");
+    if (bar) document.documentElement.style.setProperty("--topbar-h", bar.getBoundingClientRect().height + "px");
+  }
+
+  // On a phone, the panels above the rows fold behind a button each, so the messages
+  // begin on the first screen. Without JavaScript they stay open.
+  var PHONE = window.matchMedia("(max-width: 640px)");
+  function phoneCollapse() {
+    if (!PHONE.matches) return;
+    document.querySelectorAll("[data-phone-collapse]").forEach(function (panel) {
+      if (panel.dataset.collapsed) return;
+      panel.dataset.collapsed = "1";
+      var toggle = document.createElement("button");
+      toggle.type = "button";
+      toggle.className = "phone-toggle";
+      toggle.setAttribute("aria-expanded", "false");
+      if (!panel.id) panel.id = "panel-" + Math.random().toString(36).slice(2);
+      toggle.setAttribute("aria-controls", panel.id);
+      toggle.textContent = panel.dataset.phoneCollapse;
+      panel.hidden = true;
+      panel.parentNode.insertBefore(toggle, panel);
+      toggle.addEventListener("click", function () {
+        panel.hidden = !panel.hidden;
+        toggle.setAttribute("aria-expanded", panel.hidden ? "false" : "true");
+      });
+    });
+  }
+
+  // A row's "Raw" shows the stored text exactly as kept, in place of its rendering.
+  function toggleRaw(link) {
+    var row = link.closest("article.msg");
+    var shown = row.querySelector(":scope > pre.raw-text");
+    var menu = link.closest("details.row-menu");
+    if (menu) menu.open = false;
+    if (shown) {
+      shown.remove();
+      row.classList.remove("is-raw");
+      link.setAttribute("aria-pressed", "false");
+      return;
+    }
+    fetch(link.href, { credentials: "same-origin" })
+      .then(function (response) { if (!response.ok) throw new Error("HTTP " + response.status); return response.text(); })
+      .then(function (text) {
+        var pre = document.createElement("pre");
+        pre.className = "raw-text";
+        pre.textContent = text;
+        row.appendChild(pre);
+        row.classList.add("is-raw");
+        link.setAttribute("aria-pressed", "true");
+      })
+      .catch(function () { window.location.href = link.href; });
+  }
+
+  document.addEventListener("click", function (event) {
+    var raw = event.target.closest("a[data-raw-toggle]");
+    if (raw) { event.preventDefault(); toggleRaw(raw); return; }
+    // One row menu open at a time; a click elsewhere closes it.
+    document.querySelectorAll("details.row-menu[open]").forEach(function (menu) {
+      if (!menu.contains(event.target)) menu.open = false;
+    });
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var menu = document.activeElement && document.activeElement.closest("details.row-menu[open]");
+    if (menu) { menu.open = false; menu.querySelector("summary").focus(); }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
+    measureTopbar();
+    phoneCollapse();
+    window.addEventListener("resize", measureTopbar);
     focusFromLocation();
     stampTimes();
     window.setInterval(stampTimes, 60000);

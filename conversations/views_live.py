@@ -1,0 +1,106 @@
+"""The conversation page's helpers that load after it: live state, numbers, raw rows.
+
+- `state`: what an open page polls every second to follow a conversation live. It is
+  one tiny JSON object (rows, latest checkpoint, ledger version) with an ETag; the page
+  sends If-None-Match and nearly every answer is an empty 304. No thread is held per
+  open page: a poll is a few indexed lookups and returns at once.
+- `usage`: the header's totals (this conversation and each fork's own replies) and the
+  context chart, loaded after the first paint.
+- `panel`: the header facts or the ledger panel, re-read when the state says they changed.
+- `raw`: one row's stored text exactly as kept (the row's "Raw" toggle).
+"""
+
+import hashlib
+import json
+
+from django.db.models import Max
+from django.http import HttpResponse, HttpResponseNotModified, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from . import usage as numbers
+from .ledger import reads as ledger
+from .ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+from .models import Checkpoint, Conversation, Message
+from .prices import money
+from .views import _conversation_or_404, _position_or_404, _reader
+
+
+def _state_of(convo: Conversation) -> dict:
+    latest = Checkpoint.objects.latest_for(convo.pk)
+    # Actions change status in place (performed → failed is not, but a retry adds a row):
+    # the highest id of each ledger table moves whenever anything is recorded.
+    marks = [model.objects.of(convo.pk).aggregate(m=Max("id"))["m"] or 0
+             for model in (TaskStateEvent, Action, WorkspaceSnapshot)]
+    return {
+        "next_position": convo.next_position,
+        "checkpoint": latest.pk if latest else None,
+        "fold": latest.message_position if latest else -1,
+        "checkpoints": Checkpoint.objects.of(convo.pk).count(),
+        "ledger": "-".join(str(m) for m in marks),
+    }
+
+
+@require_safe
+@_reader
+def state(request, conversation_id):
+    convo = _conversation_or_404(conversation_id)
+    body = _state_of(convo)
+    etag = '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20] + '"'
+    if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+        response = HttpResponseNotModified()
+    else:
+        response = JsonResponse(body)
+    response["ETag"] = etag
+    return response
+
+
+@require_safe
+@_reader
+def usage(request, conversation_id):
+    convo = _conversation_or_404(conversation_id)
+    checkpoints = list(Checkpoint.objects.of(convo.pk))
+    children = list(Conversation.objects.live().filter(parent_id=convo.pk).order_by("created_at", "id")
+                    .only("id", "title", "parent_id", "forked_from_position", "parent_relation", "created_at"))
+    chart, totals = numbers.read(convo, checkpoints)
+    numbers.lay_out(chart, children)
+    forks = numbers.fork_totals(convo, [c for c in children if c.forked_from_position is not None])
+    return render(request, "conversations/usage.html", {
+        "conversation": convo, "chart": chart, "totals": totals, "cost": money(totals.cost),
+        "forks": [{**f, "cost": money(f["totals"].cost)} for f in forks],
+        "dims": {"w": numbers.WIDTH, "h": numbers.HEIGHT, "left": numbers.PAD_L,
+                 "right": numbers.WIDTH - numbers.PAD_R, "bottom": numbers.HEIGHT - numbers.PAD_B,
+                 "top": numbers.PAD_T},
+    })
+
+
+PARTS = ("facts", "ledger")
+
+
+@require_safe
+@_reader
+def panel(request, conversation_id, part):
+    if part not in PARTS:
+        return HttpResponse(f"unknown part {part[:40]!r}; expected one of {', '.join(PARTS)}", status=404,
+                            content_type="text/plain; charset=utf-8")
+    convo = _conversation_or_404(conversation_id)
+    context = {"conversation": convo, "latest": Checkpoint.objects.latest_for(convo.pk)}
+    if part == "ledger":
+        context["ledger"] = ledger.panel(convo)
+        return render(request, "ledger/panel.html", context)
+    context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
+    return render(request, "conversations/facts.html", context)
+
+
+@require_safe
+@_reader
+def raw(request, conversation_id, position):
+    convo = _conversation_or_404(conversation_id)
+    _position_or_404(convo, position)
+    text = Message.objects.of(convo.pk).filter(position=position).values_list("content", flat=True).first()
+    if text is None:
+        return HttpResponse(f"position {position} was not found", status=404,
+                            content_type="text/plain; charset=utf-8")
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
