@@ -1,0 +1,8 @@
+export { Memoryui, mergeActivePages, USER_AGENT } from "./client.js";
+export type { AppendOptions, ClientOptions, WriteOptions } from "./client.js";
+export { encodeJson, newIdempotencyKey, parseRetryAfter, Retries, RETRY_STATUSES } from "./core.js";
+export type { Call, RetryOptions } from "./core.js";
+export * from "./errors.js";
+export { settle, toAnthropicMessages, toOpenAIMessages } from "./formats.js";
+export type { JournalMode } from "./formats.js";
+export type * from "./types.js";

@@ -1,0 +1,82 @@
+"""Building and running the TypeScript client (clients/typescript) from the Python suite.
+
+`npm ci` runs only when node_modules was not installed from this very lockfile (a stamp
+file holds the lockfile's hash), so a re-run costs the build alone. It installs offline
+when npm's cache has every package (`--prefer-offline`) and leaves out the optional
+packages: the only ones in the tree are the Claude Code CLI's platform binaries (about
+400 MB), which the store's tests never start.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.conftest import skip_or_fail
+from tests.retention_support import ROOT
+
+TS = ROOT / "clients" / "typescript"
+STAMP = TS / "node_modules" / ".memoryui-lock-sha256"
+NODE_MAJOR = 20
+
+
+def tools() -> tuple[str, str]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        skip_or_fail("node and npm are needed for the TypeScript client (Node 20 or later)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    major = int(re.match(r"v(\d+)", version).group(1)) if re.match(r"v(\d+)", version) else 0
+    if major < NODE_MAJOR:
+        skip_or_fail(f"the TypeScript client needs Node {NODE_MAJOR} or later, found {version or 'none'}")
+    return node, npm
+
+
+def run(args: list[str], *, what: str, env: dict | None = None, timeout: int = 300) -> str:
+    """Run a command in clients/typescript; its output, or a failed test showing it."""
+    done = subprocess.run(args, cwd=TS, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
+    output = (done.stdout + done.stderr)[-12000:]
+    if done.returncode != 0:
+        raise AssertionError(f"{what} failed (exit {done.returncode}):\n{output}")
+    return output
+
+
+def lock_hash() -> str:
+    return hashlib.sha256((TS / "package-lock.json").read_bytes() + (TS / "package.json").read_bytes()).hexdigest()
+
+
+def install() -> None:
+    _, npm = tools()
+    if STAMP.exists() and STAMP.read_text() == lock_hash():
+        return
+    run([npm, "ci", "--prefer-offline", "--no-audit", "--no-fund", "--omit=optional"], what="npm ci")
+    STAMP.write_text(lock_hash())
+
+
+def build() -> None:
+    """npm ci (when needed) and tsc: the build is the type check (strict)."""
+    install()
+    node, _ = tools()
+    run([node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], what="tsc (build and type check)")
+
+
+def generate_types(schema: Path, out: Path) -> None:
+    node, _ = tools()
+    run([node, "node_modules/openapi-typescript/bin/cli.js", str(schema), "-o", str(out)],
+        what="openapi-typescript")
+
+
+def typecheck_against(types: Path) -> str:
+    """tsc over a copy of src/ with `types` as its openapi.ts: '' when it compiles, else tsc's errors."""
+    node, _ = tools()
+    check = TS / "build" / "check"
+    shutil.rmtree(check, ignore_errors=True)
+    shutil.copytree(TS / "src", check / "src")
+    shutil.copy(types, check / "src" / "openapi.ts")
+    (check / "tsconfig.json").write_text('{"extends": "../../tsconfig.json", "compilerOptions": {"noEmit": true, '
+                                         '"rootDir": "src"}, "include": ["src"]}')
+    done = subprocess.run([node, str(TS / "node_modules/typescript/bin/tsc"), "-p", str(check / "tsconfig.json")],
+                          cwd=TS, capture_output=True, text=True)
+    return "" if done.returncode == 0 else (done.stdout + done.stderr)[-6000:]
