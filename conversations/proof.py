@@ -36,6 +36,7 @@ class ChainState:
     state: str = VERIFIED  # verified | erased | tampered
     messages: int = 0
     checkpoints: int = 0
+    ledger: int = 0  # task-state versions, actions and snapshots
     head_position: int | None = None
     head: str = ""  # hex chain hash of the last message row
     erased_positions: list[int] = field(default_factory=list)
@@ -95,13 +96,36 @@ def message_records(conversation_id):
         yield position, "message", salt, commitment, chain_hash, body
 
 
-def checkpoint_records(conversation_id):
-    sql = (f"SELECT id, message_position, summary, created_at, created_by, salt, commitment, chain_hash FROM {_CKPT} "
+def chained_tables() -> list[tuple[str, str, type]]:
+    """(name, record type, model) of every per-conversation chain besides the messages',
+    in the order they are checked; the ledger's when its app is installed."""
+    tables = [("checkpoints", "checkpoint", Checkpoint)]
+    for name, record_type, model_name in (("task state", "state", "TaskStateEvent"), ("actions", "action", "Action"),
+                                          ("snapshots", "snapshot", "WorkspaceSnapshot")):
+        try:
+            tables.append((name, record_type, apps.get_model("ledger", model_name)))
+        except LookupError:
+            pass
+    return tables
+
+
+def model_records(model, record_type: str, conversation_id):
+    """(id, record type, salt, commitment, chain_hash, payload) of one conversation's rows of `model`, by id."""
+    names = chain.FIELDS[record_type]
+    columns = ", ".join(model._meta.get_field(n).column for n in names)
+    times = [i for i, n in enumerate(names) if n == "created_at"]
+    sql = (f"SELECT id, {columns}, salt, commitment, chain_hash FROM {model._meta.db_table} "
            "WHERE conversation_id = %s AND id > %s ORDER BY id LIMIT %s")
-    for pk, position, summary, created_at, created_by, salt, commitment, chain_hash in _paged(
-            sql, [_db_id(conversation_id)], 0):
-        body = chain.payload("checkpoint", [position, summary, _canonical_db_time(created_at), created_by])
-        yield pk, "checkpoint", salt, commitment, chain_hash, body if salt is not None else None
+    for row in _paged(sql, [_db_id(conversation_id)], 0):
+        pk, values, (salt, commitment, chain_hash) = row[0], list(row[1:-3]), row[-3:]
+        for i in times:
+            values[i] = _canonical_db_time(values[i])
+        body = chain.payload(record_type, values) if salt is not None else None
+        yield pk, record_type, salt, commitment, chain_hash, body
+
+
+def checkpoint_records(conversation_id):
+    return model_records(Checkpoint, "checkpoint", conversation_id)
 
 
 def audit_records():
@@ -139,10 +163,15 @@ def verify_conversation(conversation: Conversation) -> ChainState:
     fork_point = _fork_point(conversation)
     if fork_point:
         return _break(state, "fork", fork_point)
-    checkpoints = chain.verify_rows(checkpoint_records(conversation.pk), record_type="checkpoint", first_position=None)
-    state.checkpoints = checkpoints.rows
-    if not checkpoints.ok:
-        return _break(state, "checkpoints", checkpoints)
+    for name, record_type, model in chained_tables():
+        verdict = chain.verify_rows(model_records(model, record_type, conversation.pk), record_type=record_type,
+                                    first_position=None)
+        if record_type == "checkpoint":
+            state.checkpoints = verdict.rows
+        else:
+            state.ledger += verdict.rows
+        if not verdict.ok:
+            return _break(state, name, verdict)
     if messages.erased:
         state.state = ERASED
     return state
@@ -187,7 +216,8 @@ def verify_erased(*, limit: int | None = None) -> list[ChainState]:
     states = []
     for receipt_id, ref in groups:
         state = ChainState(conversation_id=ref, state=ERASED, receipt_id=str(receipt_id))
-        for name, record_type, first in (("messages", "message", 0), ("checkpoints", "checkpoint", None)):
+        walks = [("messages", "message", 0)] + [(n, t, None) for n, t, _m in chained_tables()]
+        for name, record_type, first in walks:
             rows = (model.objects.filter(receipt_id=receipt_id, conversation_ref=ref, record_type=record_type)
                     .order_by("position").values_list("position", "record_type", "commitment", "chain_hash"))
             verdict = chain.verify_rows(((p, t, None, c, h, None) for p, t, c, h in rows.iterator(chunk_size=PAGE)),
@@ -196,8 +226,10 @@ def verify_erased(*, limit: int | None = None) -> list[ChainState]:
                 state.messages, state.erased_positions = verdict.rows, verdict.erased
                 state.head_position = verdict.last_position
                 state.head = verdict.head.hex() if verdict.rows else ""
-            else:
+            elif record_type == "checkpoint":
                 state.checkpoints = verdict.rows
+            else:
+                state.ledger += verdict.rows
             if not verdict.ok:
                 _break(state, name, verdict)
                 break

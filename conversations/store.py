@@ -446,19 +446,25 @@ def copy_prefix(*, child_id, parent_id, start: int, count: int) -> int:
         return cursor.rowcount
 
 
+def sealed(model, record_type: str, conversation_id, values: dict) -> dict:
+    """The salt, commitment and chain hash of a new `model` row with `values`, chained after the
+    conversation's last row of that table (conversations/chain.py). The caller holds the
+    conversation (its lock, or a staged import's hold) and inserts the row in this transaction."""
+    prev = model.objects.filter(conversation_id=conversation_id).order_by("-id").values_list(
+        "chain_hash", flat=True).first()
+    salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS,
+                                              chain.payload(record_type, values))
+    return {"salt": salt, "commitment": commitment, "chain_hash": chain_hash}
+
+
 def add_checkpoint(*, conversation_id, message_position: int, summary: str, created_at=None,
                    created_by: str = "") -> Checkpoint:
     """Insert a checkpoint row, sealed into its conversation's checkpoint chain. The caller has
     checked it and holds the conversation (its lock, or a staged import's hold)."""
-    created_at = created_at or timezone.now()
-    created_by = str(created_by)[:200]
-    prev = Checkpoint.objects.filter(conversation_id=conversation_id).order_by("-id").values_list(
-        "chain_hash", flat=True).first()
-    body = chain.payload("checkpoint", [message_position, summary, created_at, created_by])
-    salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS, body)
-    return Checkpoint.objects.create(conversation_id=conversation_id, message_position=message_position,
-                                     summary=summary, created_at=created_at, created_by=created_by, salt=salt,
-                                     commitment=commitment, chain_hash=chain_hash)
+    values = {"message_position": message_position, "summary": summary, "created_at": created_at or timezone.now(),
+              "created_by": str(created_by)[:200]}
+    return Checkpoint.objects.create(conversation_id=conversation_id, **values,
+                                     **sealed(Checkpoint, "checkpoint", conversation_id, values))
 
 
 def _check_position(conversation: Conversation, position, *, field: str = "position") -> int:

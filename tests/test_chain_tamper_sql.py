@@ -235,3 +235,35 @@ def test_the_verification_page_shows_tampered_and_erased_conversations(client):
     assert client.get("/admin/verification/").status_code == 200
     client.force_login(make_user("aud", "auditor"))
     assert client.get("/admin/verification/").status_code == 403
+
+
+def test_ledger_rows_are_chained_copied_into_forks_and_an_edit_is_caught():
+    from conversations.ledger import store as ledger
+    from conversations.ledger.models import Action, TaskStateEvent
+
+    c = store.create_conversation(title="ledger")
+    store.append_messages(conversation_id=c.pk, messages=[{"kind": "user", "content": str(i)} for i in range(3)])
+    ledger.set_state(conversation_id=c.pk, state={"step": 1}, expected_version=0)
+    ledger.record_action(conversation_id=c.pk, idempotency_key="refund-1", name="refund", arguments={"n": 1},
+                         result={"ok": True})
+    ledger.record_action(conversation_id=c.pk, idempotency_key="refund-1", name="refund", arguments={"n": 1})
+    ledger.record_snapshot(conversation_id=c.pk, position=2, repo="/r", commit="a" * 40)
+    ledger.set_state(conversation_id=c.pk, state={"step": 2}, expected_version=1)
+    child = store.fork_conversation(conversation_id=c.pk, position=2)
+    report = proof.verify_all()
+    assert report.ok, report.as_dict()
+    states = {s.conversation_id: s for s in report.conversations}
+    assert states[str(c.pk)].ledger == 5 and states[str(child.pk)].ledger == 5
+    drop_triggers()
+    for table in ("ledger_action", "ledger_taskstateevent"):
+        for what in ("no_update", "guard_delete"):
+            short = "action" if table == "ledger_action" else "taskstate"
+            sql(f"DROP TRIGGER ledger_{short}_{what}" + (f" ON {table}" if connection.vendor == "postgresql" else ""))
+    retry = Action.objects.filter(conversation_id=c.pk).order_by("id").last()
+    sql("UPDATE ledger_action SET result = %s WHERE id = %s", ['{"ok": false}', retry.pk])
+    state = verdict(c)
+    assert (state.state, state.chain, state.broken_at) == ("tampered", "actions", retry.pk)
+    first = TaskStateEvent.objects.filter(conversation_id=child.pk).order_by("id").first()
+    sql("DELETE FROM ledger_taskstateevent WHERE id = %s", [first.pk])
+    state = verdict(child)
+    assert (state.state, state.chain) == ("tampered", "task state")

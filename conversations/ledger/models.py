@@ -62,6 +62,11 @@ class TaskStateEvent(models.Model):
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
+    # The row's place in its conversation's chain for this table (conversations/chain.py).
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
+
     objects = TaskStateQuerySet.as_manager()
 
     class Meta:
@@ -134,6 +139,11 @@ class Action(models.Model):
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
+    # The row's place in its conversation's chain for this table (conversations/chain.py).
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
+
     objects = ActionQuerySet.as_manager()
 
     class Meta:
@@ -199,6 +209,11 @@ class WorkspaceSnapshot(models.Model):
     deletions = models.IntegerField()
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+
+    # The row's place in its conversation's chain for this table (conversations/chain.py).
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = SnapshotQuerySet.as_manager()
 

@@ -15,14 +15,15 @@ import json
 import re
 from dataclasses import dataclass
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import params
 from conversations.errors import Conflict, InvalidInput
 from conversations.models import Conversation
 from conversations.schema import max_message_bytes
-from conversations.store import _db_uuid, _lock_conversation
+from conversations import chain
+from conversations.store import _lock_conversation, sealed
 
 from .models import (
     ALREADY_PERFORMED,
@@ -151,8 +152,8 @@ def set_state(*, conversation_id, state, expected_version, actor: str = "") -> S
         if not changes:
             return StateWrite(event=current, changed=False)
         now = timezone.now()
-        event = TaskStateEvent.objects.create(
-            conversation=conversation, version=version + 1, position=conversation.next_position - 1,
+        event = _create(
+            TaskStateEvent, "state", conversation.pk, version=version + 1, position=conversation.next_position - 1,
             state=text, changes=_encode_json(changes, field="state"), actor=str(actor)[:200], created_at=now,
         )
         _touch(conversation, now)
@@ -198,7 +199,7 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
     with transaction.atomic():
         conversation = _lock_conversation(conversation_id)
         now = timezone.now()
-        row = dict(conversation=conversation, position=conversation.next_position - 1,
+        row = dict(position=conversation.next_position - 1,
                    namespace=conversation.namespace, idempotency_key=key, name=name, arguments=arguments_text,
                    result=result_text, actor=actor, created_at=now)
         done = Action.objects.performed(conversation.namespace, key)
@@ -206,7 +207,8 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
             first = Action.objects.with_key(conversation.namespace, key).first()
             try:
                 with transaction.atomic():  # a savepoint: the unique index may refuse us
-                    action = Action.objects.create(status=PERFORMED, original_id=first.id if first else None, **row)
+                    action = _create(Action, "action", conversation.pk, status=PERFORMED,
+                                     original_id=first.id if first else None, **row)
             except IntegrityError:
                 # Another conversation of the namespace committed this key first.
                 done = Action.objects.performed(conversation.namespace, key)
@@ -216,11 +218,12 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
                 _touch(conversation, now)
                 return Recorded(PERFORMED, action, action)
         if done is not None:
-            attempt = Action.objects.create(status=ALREADY_PERFORMED, original_id=done.id, **row)
+            attempt = _create(Action, "action", conversation.pk, status=ALREADY_PERFORMED, original_id=done.id, **row)
             _touch(conversation, now)
             return Recorded(ALREADY_PERFORMED, done, attempt)
         first = Action.objects.with_key(conversation.namespace, key).first()
-        attempt = Action.objects.create(status=FAILED, original_id=first.id if first else None, **row)
+        attempt = _create(Action, "action", conversation.pk, status=FAILED, original_id=first.id if first else None,
+                          **row)
         _touch(conversation, now)
     return Recorded(FAILED, attempt, attempt)
 
@@ -274,18 +277,15 @@ def record_snapshot(*, conversation_id, position, repo, commit, ref=None, base="
                 "snapshot records are never replaced", field="commit", code="snapshot_exists",
             )
         now = timezone.now()
-        snapshot = WorkspaceSnapshot.objects.create(
-            conversation=conversation, position=position, repo=repo, ref=expected_ref, commit_sha=commit,
-            base_sha=base or "", actor=str(actor)[:200], created_at=now, **figures,
+        snapshot = _create(
+            WorkspaceSnapshot, "snapshot", conversation.pk, position=position, repo=repo, ref=expected_ref,
+            commit_sha=commit, base_sha=base or "", actor=str(actor)[:200], created_at=now, **figures,
         )
         _touch(conversation, now)
     return SnapshotWrite(snapshot, created=True)
 
 
 # -- forks and governance -----------------------------------------------------------
-
-_STATE, _ACTION, _SNAPSHOT = (m._meta.db_table for m in (TaskStateEvent, Action, WorkspaceSnapshot))
-
 
 def copy_into_fork(*, parent_id, child_id, position: int) -> dict:
     """Give a fork the ledger as of its fork position, inside fork_conversation's
@@ -294,33 +294,36 @@ def copy_into_fork(*, parent_id, child_id, position: int) -> dict:
     keeps the id of the entry first written (`inherited_from`), so a retry in the
     fork finds it even after the parent is pruned, and reconciliation counts it once.
     """
-    parent, child = _db_uuid(parent_id), _db_uuid(child_id)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {_STATE} (conversation_id, version, position, state, changes, actor, created_at) "
-            f"SELECT %s, version, position, state, changes, actor, created_at FROM {_STATE} "
-            "WHERE conversation_id = %s AND position <= %s ORDER BY version",
-            [child, parent, position],
-        )
-        versions = cursor.rowcount
-        cursor.execute(
-            f"INSERT INTO {_ACTION} (conversation_id, position, namespace, idempotency_key, name, arguments, "
-            "result, status, original_id, inherited_from, actor, created_at) "
-            "SELECT %s, position, namespace, idempotency_key, name, arguments, result, status, original_id, "
-            f"COALESCE(inherited_from, id), actor, created_at FROM {_ACTION} "
-            "WHERE conversation_id = %s AND position <= %s ORDER BY id",
-            [child, parent, position],
-        )
-        actions = cursor.rowcount
-        cursor.execute(
-            f"INSERT INTO {_SNAPSHOT} (conversation_id, position, repo, ref, commit_sha, base_sha, files_changed, "
-            "insertions, deletions, actor, created_at) "
-            "SELECT %s, position, repo, ref, commit_sha, base_sha, files_changed, insertions, deletions, actor, "
-            f"created_at FROM {_SNAPSHOT} WHERE conversation_id = %s AND position <= %s ORDER BY id",
-            [child, parent, position],
-        )
-        snapshots = cursor.rowcount
+    # Each copied row is sealed again into the fork's own chain for its table (the fork's
+    # ledger chains start at GENESIS): same bytes, times and versions, a new salt.
+    versions = _copy(TaskStateEvent, "state", parent_id, child_id, position, order="version")
+    actions = _copy(Action, "action", parent_id, child_id, position, order="id", inherited=True)
+    snapshots = _copy(WorkspaceSnapshot, "snapshot", parent_id, child_id, position, order="id")
     return {"task_state_events": versions, "actions": actions, "workspace_snapshots": snapshots}
+
+
+def _create(model, record_type: str, conversation_id, **fields):
+    """Insert a ledger row sealed into its conversation's chain for that table (conversations/chain.py)."""
+    values = {name: fields[name] for name in chain.FIELDS[record_type]}
+    return model.objects.create(conversation_id=conversation_id, **fields,
+                                **sealed(model, record_type, conversation_id, values))
+
+
+_NOT_COPIED = {"id", "conversation", "salt", "commitment", "chain_hash"}
+
+
+def _copy(model, record_type: str, parent_id, child_id, position: int, *, order: str, inherited: bool = False) -> int:
+    names = [f.attname for f in model._meta.concrete_fields if f.name not in _NOT_COPIED]
+    copied = 0
+    for row in model.objects.filter(conversation_id=parent_id, position__lte=position).order_by(order).values(
+            "id", *names).iterator(chunk_size=500):
+        pk = row.pop("id")
+        if inherited:
+            # A copied action keeps the id of the entry first written (see copy_into_fork).
+            row["inherited_from"] = row["inherited_from"] if row["inherited_from"] is not None else pk
+        _create(model, record_type, child_id, **row)
+        copied += 1
+    return copied
 
 
 def counts_for(conversation_ids) -> dict:

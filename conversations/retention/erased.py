@@ -14,6 +14,7 @@ the conversations are marked `deleting`, so no append changes them meanwhile.
 from django.db import connection, transaction
 
 from conversations import store
+from conversations.proof import chained_tables
 from conversations.models import Checkpoint, Conversation, Message
 
 from .models import ErasedRow
@@ -69,14 +70,15 @@ def record_heads(*, ids: list, actor: str, reason: str, target_type: str, target
 
 
 def keep_commitments(*, receipt_id, ids: list) -> int:
-    """Copy every message's and checkpoint's commitment and chain hash of the marked conversations
+    """Copy every chained row's commitment and chain hash (messages, checkpoints, ledger) of the marked conversations
     into ErasedRow under the receipt, in batches; returns how many rows were kept."""
     from .pruning import in_turn
 
     kept = 0
     for cid in ids:
         ref = str(cid)
-        for table, record_type, key in ((_MSG, "message", "position"), (_CKPT, "checkpoint", "id")):
+        tables = [(_MSG, "message", "position")] + [(m._meta.db_table, t, "id") for _n, t, m in chained_tables()]
+        for table, record_type, key in tables:
             after = -1
             while True:
                 def copy(after=after):

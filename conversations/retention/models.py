@@ -123,8 +123,8 @@ class ErasedRow(models.Model):
     # The erased conversation's id as text (with dashes): not the form its rows stored it
     # in, so the receipt's search for leftover copies of those rows still means something.
     conversation_ref = models.CharField(max_length=36)
-    record_type = models.CharField(max_length=16)  # "message" or "checkpoint"
-    # A message's position; a checkpoint's row id (its chain's order).
+    record_type = models.CharField(max_length=16)  # a record type of conversations/chain.py
+    # A message's position; the row id of any other record (its chain's order).
     position = models.BigIntegerField()
     commitment = models.BinaryField(null=True)
     chain_hash = models.BinaryField(null=True)
