@@ -134,6 +134,16 @@ class _Walk:
         self.result = result
         self.checkpoints: list[dict] = []
         self.head: dict | None = None
+        self._seen = bytearray()  # one bit per position met, to tell a reordered row from a missing one
+
+    def seen(self, position: int) -> bool:
+        return 0 <= position < len(self._seen) * 8 and bool(self._seen[position >> 3] & (1 << (position & 7)))
+
+    def _mark(self, position) -> None:
+        if isinstance(position, int) and 0 <= position < 1 << 40:
+            if position >> 3 >= len(self._seen):
+                self._seen.extend(bytes((position >> 3) + 1 - len(self._seen)))
+            self._seen[position >> 3] |= 1 << (position & 7)
 
     def message_records(self, rows):
         for row in rows:
@@ -150,6 +160,7 @@ class _Walk:
 
     def _message_record(self, row: dict):
         position = row.get("position")
+        self._mark(position)
         stored = row.get("stored")
         body = None
         if stored is not None and row.get("salt"):
@@ -161,15 +172,21 @@ class _Walk:
 
 def _check_conversation(rows, result: Conversation, keys: Keys, report: Report) -> None:
     walk = _Walk(result)
+    records = walk.message_records(rows)
     try:
-        verdict = chain.verify_rows(walk.message_records(rows))
+        verdict = chain.verify_rows(records)
+        for _ in records:  # past a break: read on for the checkpoints and the head
+            pass
     except (KeyError, TypeError, ValueError) as exc:
         result.problems.append(f"a row is not in the export's shape ({exc.__class__.__name__}: {exc})")
         return
     head = walk.head
     result.messages, result.erased, result.head = verdict.rows, verdict.erased, head
     if not verdict.ok:
-        result.problems.append(verdict.reason)
+        reason = verdict.reason
+        if reason == f"row #{verdict.broken_at} is missing" and walk.seen(verdict.broken_at):
+            reason = f"row #{verdict.broken_at} is out of order (it comes later in the file)"
+        result.problems.append(reason)
     if head is None:
         result.problems.append("no signed head: the file cannot be tied to the server's record")
         return
