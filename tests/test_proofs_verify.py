@@ -158,6 +158,7 @@ def test_rows_changed_in_the_database_behind_the_triggers_are_caught_offline(tmp
         if connection.vendor == "sqlite":
             cursor.execute("DROP TRIGGER message_no_update")
         else:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no deferred checks pending before the ALTER
             cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
         cursor.execute(f"UPDATE {table} SET content = %s WHERE conversation_id = %s AND position = 4",
                        ['{"kind":"user","content":"I never said that"}', pk])
