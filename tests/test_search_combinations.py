@@ -219,6 +219,12 @@ def test_the_parallel_settings_put_the_issues_search_under_a_gather(corpus, monk
     assert "Gather" in plan, plan
 
 
+def latest_search_migration():
+    from django.db.migrations.loader import MigrationLoader
+
+    return MigrationLoader(connection).graph.leaf_nodes("search")[0]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_goes_back_and_forward_again():
     """Migration 0003 undone restores 0002's function index and labels; done again, the
@@ -253,9 +259,10 @@ def test_the_migration_goes_back_and_forward_again():
         store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "during the round trip"})
     finally:
         migrate(("search", "0003_stored_words_date_index"))
+        migrate(latest_search_migration())  # where every later test expects the schema
     assert labels() == after
     if ON_POSTGRES:
         functions, index = after
         assert functions == {"search_message_text": "r", "search_message_tsvector": "r"}
-        assert "search_tsv" in index
+        assert "search_tsv" in index and "WHERE (search_tsv IS NOT NULL)" in index  # migration 0004
     assert [h.position for h in search_messages("round trip").hits] == [1, 0]

@@ -11,6 +11,7 @@ from conversations.models import Conversation
 from conversations.retention import erasure, pruning
 from conversations.search.models import BorrowedRows
 from conversations.search.reads import Filters, search_messages
+from tests.api_support import Api, login_as, make_key
 from tests.retention_support import age, raw_bytes_of_database
 from tests.search_support import index_bytes, into_the_index, rows_the_index_knows
 
@@ -189,6 +190,26 @@ def test_deleting_a_fork_leaves_its_source_in_the_index(where):
     assert_index_sound()
 
 
+def test_the_api_and_the_page_show_a_shared_row_once_with_its_conversations(client):
+    parent = conversation("Order 7", TICKET)
+    child = store.fork_conversation(conversation_id=parent.pk, position=1, title="Order 7, <b>retried</b>")
+    reader = Api(client, make_key(["read"], name="reader"))
+
+    items = reader.get("/search", {"q": "refund"}).json()["items"]
+    assert [(i["conversation_id"], i["position"]) for i in items] == [(str(parent.pk), 1)]
+    assert [(c["id"], c["title"]) for c in items[0]["conversations"]] == [
+        (str(parent.pk), "Order 7"), (str(child.pk), "Order 7, <b>retried</b>")]
+    assert items[0]["conversations"][1]["page_url"].endswith(f"/conversations/{child.pk}/?at=1#p1")
+    inside = reader.get("/search", {"q": "refund", "conversation": str(child.pk)}).json()["items"]
+    assert [(i["conversation_id"], i["position"], i["conversation_title"]) for i in inside] == [
+        (str(child.pk), 1, child.title)]
+
+    login_as(client, "auditor")
+    body = client.get("/search/", {"q": "refund"}).content.decode()
+    assert body.count('class="hit ') == 1
+    assert f'href="/conversations/{child.pk}/?at=1#p1">Order 7, &lt;b&gt;retried&lt;/b&gt;</a>' in body
+
+
 def test_a_message_row_is_still_never_updated():
     parent = conversation("parent", TICKET)
     child = fork(parent, 2)
@@ -224,4 +245,40 @@ def test_a_deletion_request_takes_the_forks_copies_out_of_the_index_too():
     assert term.encode() not in index_bytes()
     assert term.encode() not in raw_bytes_of_database()
     assert BorrowedRows.objects.count() == 0
+    assert_index_sound()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_undone_indexes_every_copy_and_done_again_borrows_for_new_forks():
+    from django.db.migrations.executor import MigrationExecutor
+    from django.db.migrations.loader import MigrationLoader
+
+    def migrate(target):
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate([target])
+
+    def stored_rows():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM conversations_message")
+            return cursor.fetchone()[0]
+
+    latest = MigrationLoader(connection).graph.leaf_nodes("search")[0]
+    parent = conversation("parent", TICKET)
+    child = fork(parent, 1)
+    assert index_entries() == len(TICKET)
+    try:
+        migrate(("search", "0003_stored_words_date_index"))
+        assert index_entries() == stored_rows() == len(TICKET) + 2  # the copies got their own entries
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM search_message_fts_docsize" if connection.vendor == "sqlite"
+                           else "SELECT count(*) FROM conversations_message WHERE search_tsv @@ "
+                                "to_tsquery('english', 'blender')")
+            assert cursor.fetchone()[0] == (len(TICKET) + 2 if connection.vendor == "sqlite" else 2)
+    finally:
+        migrate(latest)
+    assert hits("blender") == [(child.pk, 0), (parent.pk, 0)]  # a fork made before 0004 keeps its entries
+    newer = fork(parent, 2)
+    assert index_entries() == len(TICKET) + 2
+    assert holders("parcel") == [[parent.pk, newer.pk]]
     assert_index_sound()

@@ -14,6 +14,12 @@ from .reads import search_messages
 router = Router(tags=["search"])
 
 
+class HitConversation(Schema):
+    id: str
+    title: str
+    page_url: str
+
+
 class SearchHit(Schema):
     conversation_id: str
     conversation_title: str
@@ -26,6 +32,9 @@ class SearchHit(Schema):
     highlights: list[list[int]]
     url: str
     page_url: str
+    # The row is the same bytes in each (the one that wrote it first, then the forks
+    # that copied it): a row shared by a parent and its forks is one hit.
+    conversations: list[HitConversation]
 
 
 class SearchPage(Schema):
@@ -53,6 +62,11 @@ def hit_json(request, hit) -> dict:
         "highlights": [list(span) for span in hit.highlights],
         "url": request.build_absolute_uri(f"/api/v1/conversations/{cid}/messages?after={hit.position - 1}&limit=1"),
         "page_url": request.build_absolute_uri(f"/conversations/{cid}/?at={hit.position}#p{hit.position}"),
+        "conversations": [
+            {"id": str(c.id), "title": c.title,
+             "page_url": request.build_absolute_uri(f"/conversations/{c.id}/?at={hit.position}#p{hit.position}")}
+            for c in hit.conversations
+        ],
     }
 
 
@@ -68,7 +82,12 @@ def hit_json(request, hit) -> dict:
                    "created_at": "2026-05-04T09:30:12.512301Z", "snippet": "…I want a refund for order 7…",
                    "highlights": [[9, 15]],
                    "url": "http://127.0.0.1:8000/api/v1/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/messages?after=11&limit=1",
-                   "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12"}],
+                   "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12",
+                   "conversations": [
+                       {"id": "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88", "title": "Order 7",
+                        "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12"},
+                       {"id": "a0c5e7d1-2b3f-4e8a-9c6d-1f2e3d4c5b6a", "title": "Order 7 (fork at 14)",
+                        "page_url": "http://127.0.0.1:8000/conversations/a0c5e7d1-2b3f-4e8a-9c6d-1f2e3d4c5b6a/?at=12#p12"}]}],
     }),
 )
 def search(
@@ -85,7 +104,9 @@ def search(
     limit: int = Query(20, ge=1, le=100),
 ):
     """Newest conversation first, latest row first within one; each hit with a snippet
-    (plain text) and the character spans of the matched words. Needs `read`."""
+    (plain text), the character spans of the matched words, and `conversations`: every
+    conversation holding the row (the one that wrote it, then forks that copied it; a
+    shared row is one hit). Needs `read`."""
     require_scope(request, "read")
     data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
             "conversation": conversation, "cursor": cursor, "limit": str(limit)}

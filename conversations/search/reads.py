@@ -63,6 +63,11 @@ class Hit:
     conversations: tuple[lineage.Holder, ...] = ()
 
     @property
+    def also_in(self) -> list[lineage.Holder]:
+        """The other conversations holding this row (forks that copied it, or its source)."""
+        return [c for c in self.conversations if c.id != self.conversation_id]
+
+    @property
     def snippet_text(self) -> str:
         return "".join(text for text, _ in self.snippet)
 
