@@ -13,13 +13,20 @@ import os
 import re
 import subprocess
 
+from pathlib import Path
+
 import pytest
 from django.db import connection
+
+from conversations.frameworks.samples import AGENT_ID, claude_agent_session
+from tests.claude_sdk_support import write_session_files
 
 from tests.api_support import make_key
 from tests.typescript_support import TS, build, generate_types, tools, typecheck_against
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +77,23 @@ def rows_in(namespace_prefix: str) -> list[tuple[str, int]]:
         return [(external_id or "", count) for external_id, count in cursor.fetchall()]
 
 
-def test_the_node_tests_pass_against_a_live_server(live_server, built):
+def claude_sessions(config: Path) -> dict:
+    """Claude Code session files under `config` (CLAUDE_CONFIG_DIR): the sample session with a
+    compaction and a subagent, and the importer's fixture session."""
+    sample = claude_agent_session()
+    write_session_files(config, sample)
+    fixture = (FIXTURES / "claude_code_session.jsonl").read_text()
+    fixture_id = json.loads(fixture.splitlines()[1])["sessionId"]
+    (config / "projects" / "-home-dev-shop").mkdir(parents=True)
+    (config / "projects" / "-home-dev-shop" / f"{fixture_id}.jsonl").write_text(fixture)
+    return {"sessionId": sample.session_id, "dir": "/srv/billing", "projectKey": sample.project_key,
+            "agentId": AGENT_ID, "fixture": {"sessionId": fixture_id, "dir": "/home/dev/shop",
+                                             "projectKey": "-home-dev-shop"}}
+
+
+def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path):
     node, _ = tools()
+    sample = claude_sessions(tmp_path)
     key = make_key(["read", "write", "facts:read", "facts:write"], name="typescript")
     admin_key = make_key(["read", "write", "admin", "facts:read", "facts:write"], name="typescript-admin")
     done = subprocess.run(
@@ -79,7 +101,8 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built):
             str(p.relative_to(TS)) for p in (TS / "test").glob("*.test.mjs"))],
         cwd=TS, capture_output=True, text=True, timeout=600,
         env={**os.environ, "MEMORYUI_URL": live_server.url, "MEMORYUI_API_KEY": key,
-             "MEMORYUI_ADMIN_KEY": admin_key, "NO_COLOR": "1"})
+             "MEMORYUI_ADMIN_KEY": admin_key, "NO_COLOR": "1", "CLAUDE_CONFIG_DIR": str(tmp_path),
+             "MEMORYUI_CLAUDE_SAMPLE": json.dumps(sample)})
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"node --test failed:\n{output[-20000:]}"
     counts = dict(re.findall(r"^ℹ (tests|pass|fail|skipped|todo) (\d+)$", output, re.M))
@@ -88,3 +111,28 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built):
     # What the retry test wrote, read from the database itself: three tries of a create
     # and two of a batch, each stored once.
     assert rows_in("ts-retry-") == [("lost-answers", 4)]
+    assert_the_claude_session_landed_as_from_python(sample)
+
+
+def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
+    """The session imported through the TypeScript store is the conversation the Python
+    store makes of it (tests/test_claude_session_store.py): one reply one row, the
+    compaction a checkpoint, the subagent a child spawned at its Task call."""
+    namespace = "ts-claude-import/" + sample["projectKey"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, parent_id, title FROM conversations_conversation WHERE namespace = %s AND "
+                       "external_id = %s", [namespace, sample["sessionId"]])
+        [(main_id, parent_id, title)] = cursor.fetchall()
+        cursor.execute("SELECT kind FROM conversations_message WHERE conversation_id = %s ORDER BY position",
+                       [main_id])
+        kinds = [kind for (kind,) in cursor.fetchall()]
+        cursor.execute("SELECT COUNT(*) FROM conversations_checkpoint WHERE conversation_id = %s", [main_id])
+        [(checkpoints,)] = cursor.fetchall()
+        cursor.execute("SELECT external_id, parent_relation FROM conversations_conversation WHERE parent_id = %s",
+                       [main_id])
+        children = cursor.fetchall()
+    assert parent_id is None and title == "Invoice export fails on discount lines"
+    assert kinds == ["user", "thought", "assistant", "tool", "assistant", "tool", "assistant",
+                     "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
+    assert checkpoints == 1
+    assert children == [(f"{sample['sessionId']}/subagents/agent-{AGENT_ID}", "subagent")]
