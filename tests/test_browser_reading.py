@@ -276,8 +276,9 @@ def test_full_and_active_align_by_row_and_folded_rows_are_marked(live_server, br
 
 def test_latest_and_first_reach_either_end_of_a_long_session(live_server, browser):
     c = store.create_conversation(title="Long")
-    store.append_messages(conversation_id=c.pk,
-                          messages=[{"kind": "note", "text": f"row {i}"} for i in range(1200)])
+    for start in (0, 600):
+        store.append_messages(conversation_id=c.pk,
+                              messages=[{"kind": "note", "text": f"row {i}"} for i in range(start, start + 600)])
     context, page, errors = _open(browser, live_server)
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     page.get_by_role("link", name="↓ Latest").click()
@@ -289,5 +290,120 @@ def test_latest_and_first_reach_either_end_of_a_long_session(live_server, browse
     page.get_by_role("link", name="↑ First").click()
     page.wait_for_function("() => !!document.getElementById('p0')")
     assert page.locator("#p0").is_visible() or page.evaluate("window.scrollY") == 0
+    assert errors == []
+    context.close()
+
+
+# ---- 6. live follow you can see ----------------------------------------------------------
+
+
+def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the_ledger(live_server, browser):
+    from playwright.sync_api import expect
+
+    from conversations.ledger import store as ledger
+
+    c = store.create_conversation(title="Watched")
+    store.append_messages(conversation_id=c.pk, messages=[{"kind": "note", "text": f"row {i} " + "words " * 40}
+                                                          for i in range(40)])
+    context, page, errors = _open(browser, live_server)
+    page.goto(f"{live_server.url}/conversations/{c.pk}/")
+    live = page.locator("button[data-live]")
+    expect(live).to_have_attribute("aria-pressed", "true")
+    expect(live).to_contain_text("Live")
+    states = []
+    page.on("response", lambda r: states.append(r.status) if r.url.endswith("/state") else None)
+    # Nothing changes: the polls are answered 304, empty.
+    page.wait_for_timeout(2500)  # a few polls of 1 s; the assertion is on what they answered
+    assert states and set(states[1:]) <= {304}, states
+
+    # The reader at the end stays at the end as rows arrive.
+    page.get_by_role("link", name="↓ Latest").click()
+    page.wait_for_url("**?at=39#p39")
+    page.evaluate("window.__sameDocument = true")
+    page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+    store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "arrived at the end"})
+    page.wait_for_selector("#p40")
+    page.wait_for_function("() => { const r = document.getElementById('p40').getBoundingClientRect();"
+                           " return r.bottom <= window.innerHeight && r.top >= 0; }")
+    assert page.locator("button.new-rows").is_hidden()
+
+    # A reader in the middle is told, and the button goes to the newest row.
+    page.evaluate("window.scrollTo(0, 0)")
+    for i in range(3):
+        store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"while reading {i}"})
+    marker = page.locator("button.new-rows")
+    expect(marker).to_have_text("3 new rows ↓")
+    marker.click()
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p43'")
+
+    # A checkpoint made through the store (as the API makes it) reaches the open page:
+    # the fold, the rows the model no longer sees, the active view and the header.
+    store.checkpoint_at(conversation_id=c.pk, position=41, summary="Everything up to the end, summed up.")
+    page.wait_for_selector("#active-pane #ahandoff")
+    expect(page.locator("#p41 .badge.folded")).to_have_count(1)
+    expect(page.locator("#live-facts")).to_contain_text("after #41")
+    assert page.locator("#active-equals").count() == 0
+    # The ledger panel follows too.
+    ledger.set_state(conversation_id=c.pk, state={"ticket": "T-1", "step": "refunded"}, expected_version=0)
+    expect(page.locator("#ledger-slot #task-state")).to_contain_text("refunded")
+
+    # Off: nothing more is fetched, and the button says so.
+    live.click()
+    expect(live).to_have_attribute("aria-pressed", "false")
+    expect(live).to_contain_text("Paused")
+    count = len(states)
+    store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "while paused"})
+    page.wait_for_timeout(2200)  # two poll intervals: none may be sent
+    assert len(states) == count and page.locator("#p44").count() == 0
+    live.click()
+    page.wait_for_selector("#p44")
+    assert page.evaluate("window.__sameDocument") is True and errors == []
+    context.close()
+
+
+# ---- 7. phones (issue 24 point 6: the conversation page) --------------------------------------
+
+
+def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(live_server, browser):
+    from playwright.sync_api import expect
+
+    from conversations.ledger import store as ledger
+
+    c = store.create_conversation(title="Order SU-88421: overcharged by the VAT rounding bug, a long title")
+    for i in range(30):
+        store.append_message(conversation_id=c.pk, message={"kind": "user" if i % 2 == 0 else "assistant",
+                                                            "content": f"message {i}"})
+    ledger.set_state(conversation_id=c.pk, state={"ticket": "T-40219", "order": "SU-88421",
+                                                  "note": "a-very-long-unbroken-value-" * 6}, expected_version=0)
+    for n in range(3):
+        ledger.record_action(conversation_id=c.pk, idempotency_key=f"refund:T-40219:SU-88421:oak-shelf:{n}",
+                             name="issue_refund", arguments={"amount_cents": 11800}, result={"refund_id": f"RF-{n}"})
+    context, page, errors = _open(browser, live_server, PHONE)
+    page.goto(f"{live_server.url}/conversations/{c.pk}/")
+    # The first message begins on the first screen.
+    first = page.locator("#p0").bounding_box()
+    assert first["y"] < PHONE["height"], first
+    # The ledger, opened: its heading shows, and nothing scrolls sideways.
+    page.locator("button.phone-toggle", has_text="Task state and actions").click()
+    expect(page.locator("#ledger-title")).to_be_visible()
+    assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
+    for box in page.locator(".ledger-box").evaluate_all("els => els.map(e => e.getBoundingClientRect().right)"):
+        assert box <= PHONE["width"] + 0.5
+    page.evaluate("""() => window.scrollBy(0, document.getElementById('ledger-slot').getBoundingClientRect().top
+        - document.querySelector('header.topbar').getBoundingClientRect().height - 60)""")
+    _settle(page)
+    _shot(page, "phone-ledger.png")
+    # Tap targets: the permalink, the kind checkboxes, the row menu, First/Latest/Live.
+    page.locator("button.phone-toggle", has_text="Filter rows").click()
+    for selector in ("#p2 a.pos", ".kind-check", "#p2 details.row-menu > summary", ".page-nav .button",
+                     "button[data-live]"):
+        box = page.locator(selector).first.bounding_box()
+        assert box["height"] >= 44 and box["width"] >= 44, (selector, box)
+    # A jump target clears the sticky top bar.
+    page.goto(f"{live_server.url}/conversations/{c.pk}/?at=20#p20")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p20'")
+    bar = page.locator("header.topbar").bounding_box()
+    row = page.locator("#p20").bounding_box()
+    assert row["y"] >= bar["y"] + bar["height"] - 1, (row, bar)
     assert errors == []
     context.close()
