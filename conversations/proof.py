@@ -91,8 +91,11 @@ def message_records(conversation_id):
     sql = (f"SELECT position, kind, content, created_at, salt, commitment, chain_hash FROM {_MSG} "
            "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s")
     encode = chain.message_payload
+    last_at, last_stamp = None, ""
     for position, kind, content, created_at, salt, commitment, chain_hash in _paged(sql, [_db_id(conversation_id)], 0):
-        body = encode(position, kind, content, _canonical_db_time(created_at)) if salt is not None else None
+        if created_at != last_at:  # a batch's rows share one time: convert it once
+            last_at, last_stamp = created_at, _canonical_db_time(created_at)
+        body = encode(position, kind, content, last_stamp) if salt is not None else None
         yield position, "message", salt, commitment, chain_hash, body
 
 
