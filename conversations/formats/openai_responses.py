@@ -47,6 +47,7 @@ ITEM_TYPES = {
     "local_shell_call", "local_shell_call_output", "web_search_call", "file_search_call", "computer_call",
     "computer_call_output", "image_generation_call", "code_interpreter_call", "mcp_call", "mcp_list_tools",
     "mcp_approval_request", "mcp_approval_response", "compaction", "item_reference", "ghost_snapshot",
+    "function_call_result", "hosted_tool_call",
 }
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "mcp_call")
 ROLE_KIND = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -95,7 +96,8 @@ def item_rows(item, *, at, entry: Entry, problems: list, source: str, model: str
                 meta["model"] = model
             out.append({"kind": kind, "content": content, "meta": meta})
     elif itype in CALL_TYPES:
-        call_id = item.get("call_id") or item.get("id")
+        # OpenAI Agents JS writes its items in camelCase (`callId`) beside the Responses names.
+        call_id = item.get("call_id") or item.get("callId") or item.get("id")
         name = item.get("name") or ("shell" if itype == "local_shell_call" else None)
         args = item.get("arguments", item.get("input", item.get("action", {})))
         if isinstance(args, str) and itype == "function_call":
@@ -109,9 +111,11 @@ def item_rows(item, *, at, entry: Entry, problems: list, source: str, model: str
                 {"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}}],
                 "meta": meta})
     elif itype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output",
-                   "computer_call_output"):
-        call_id = item.get("call_id") or item.get("id")
+                   "computer_call_output", "function_call_result"):
+        call_id = item.get("call_id") or item.get("callId") or item.get("id")
         output = item.get("output")
+        if itype == "function_call_result" and isinstance(output, dict) and output.get("type") == "text":
+            output = output.get("text")  # OpenAI Agents JS: {"type": "text", "text": …}
         if isinstance(output, dict) and "content" in output:  # Codex's {content, success}
             if output.get("success") is False:
                 meta[source]["success"] = False
@@ -121,6 +125,7 @@ def item_rows(item, *, at, entry: Entry, problems: list, source: str, model: str
             problems.append(Problem(line, f"{itype} without call_id; kept, not shown"))
         else:
             out.append({"kind": "tool", "tool_call_id": call_id,
+                        **({"name": item["name"]} if isinstance(item.get("name"), str) and item["name"] else {}),
                         "content": content if content and (not isinstance(content, str) or content.strip())
                         else "(empty result)", "meta": meta})
     elif itype == "reasoning":
