@@ -6,8 +6,8 @@ a link is not a permission.
 
 import json
 from datetime import datetime
-from urllib.parse import urlencode
 from functools import wraps
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -16,7 +16,7 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonRespons
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_safe, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from conversations import params
 from conversations.apiauth import actor_of
@@ -146,9 +146,11 @@ def prune_run(request):
 @require_safe
 @admin_required
 def prune_progress(request):
-    """The running prune's progress bar, polled by the prune page while it waits for the run."""
+    """The running prune's progress bar, polled by the prune page while it waits for the run;
+    opened in a browser (no htmx), a page of its own with a title."""
     run = PruneRun.objects.filter(status=PruneRun.RUNNING).first()
-    return render(request, "retention/prune.html#prune-progress", {"running": run})
+    name = "retention/prune.html#prune-progress" if request.htmx else "retention/prune_progress.html"
+    return render(request, name, {"running": run})
 
 
 @require_safe
