@@ -49,6 +49,7 @@ WORKLOADS = [
     ("15", "w15_pg_erasure_stall.py"),
     ("16", "w16_langgraph_saver.py"),
     ("17", "w17_chain.py"),
+    ("18", "w18_subject_export.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

@@ -16,13 +16,13 @@ import re
 _INLINE = re.compile(r"([\\`*_\[\]{}()!|~#+\-.:])")
 # NUL is refused on the way in; a row stored before that rule may still hold one, and a
 # NUL byte makes many tools take the file for binary.
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\x00": "\ufffd"}
+_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\x00": "\ufffd"})
 
 
 def escape(text: str) -> str:
     """One line of untrusted text, to be shown as itself inside Markdown."""
     text = _INLINE.sub(r"\\\1", str(text))
-    return "".join(_HTML.get(ch, ch) for ch in text)
+    return text.translate(_HTML)  # one pass in C: a character-by-character join cost most of an export
 
 
 def escape_line(text: str) -> str:

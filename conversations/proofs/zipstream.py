@@ -10,6 +10,9 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
+LEVEL = 1
+BLOCK = 64 * 1024
+
 
 class _Sink:
     """What zipfile writes to: collected until the generator hands it on."""
@@ -37,30 +40,43 @@ class ZipStream:
 
     def __init__(self, when: datetime):
         self._sink = _Sink()
-        self._zip = zipfile.ZipFile(self._sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)
+        # Level 1: deflate's fastest; at 6 compressing took a third of a large export's time.
+        self._zip = zipfile.ZipFile(self._sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=LEVEL)
         self._date_time = (when.year, when.month, when.day, when.hour, when.minute, when.second)
         self.files: list[dict] = []
 
     def entry(self, name: str, chunks: Iterable[str | bytes]) -> Iterator[bytes]:
         info = zipfile.ZipInfo(name, date_time=self._date_time)
         info.compress_type = zipfile.ZIP_DEFLATED
+        info._compresslevel = LEVEL
         info.external_attr = 0o600 << 16
         digest, size = hashlib.sha256(), 0
         with self._zip.open(info, "w", force_zip64=True) as out:
+            # Rows come one by one; they are hashed and compressed in blocks of ~64 KiB.
+            block, held = [], 0
             for chunk in chunks:
                 data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
-                if not data:
+                block.append(data)
+                held += len(data)
+                if held < BLOCK:
                     continue
-                digest.update(data)
-                size += len(data)
-                out.write(data)
+                size += self._write(out, digest, b"".join(block))
+                block, held = [], 0
                 pending = self._sink.drain()
                 if pending:
                     yield pending
+            size += self._write(out, digest, b"".join(block))
         self.files.append({"path": name, "sha256": digest.hexdigest(), "bytes": size})
         pending = self._sink.drain()
         if pending:
             yield pending
+
+    @staticmethod
+    def _write(out, digest, data: bytes) -> int:
+        if data:
+            digest.update(data)
+            out.write(data)
+        return len(data)
 
     def close(self) -> Iterator[bytes]:
         self._zip.close()
