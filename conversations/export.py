@@ -11,15 +11,13 @@ lines marked `record`, and as a closing Markdown section.
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from . import markdown as md
 from .errors import InvalidInput
 from .ledger import export as ledger_export
 from .models import Checkpoint, Conversation, Message
-from .proofs import chainview as proof_chain
-from .proofs import heads as proof_heads
 from .reads import decode_row
 from .schema import TextBlock
 from .streams import buffered
@@ -40,6 +38,32 @@ AGENT_FORMATS = {
     "memoryui": ("application/x-ndjson; charset=utf-8", "memoryui.jsonl"),
 }
 FORMATS.update(AGENT_FORMATS)
+
+
+@dataclass
+class HeadSigner:
+    """How an export gets its signed head (issue 23.3): registered by conversations.proofs when it is
+    installed (the core imports no sub-app). `sign(conversation)` returns the head as a dict;
+    `markdown(head)` the closing section of a Markdown export."""
+
+    sign: Callable[[Conversation], dict]
+    markdown: Callable[[dict], str]
+
+
+_signer: HeadSigner | None = None
+
+
+def register_head_signer(signer: HeadSigner) -> None:
+    global _signer
+    _signer = signer
+
+
+def _proof_fields(salt, commitment, chain_hash) -> dict:
+    """A row's place in its hash chain (conversations/chain.py), as hex, for offline verification."""
+    def hex_of(value):
+        return bytes(value).hex() if value is not None else ""
+
+    return {"salt": hex_of(salt) or None, "commitment": hex_of(commitment), "chain_hash": hex_of(chain_hash)}
 
 
 @dataclass
@@ -65,7 +89,7 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
     # Signed before anything streams, over the same snapshot the rows are read from (issue 23.3).
-    head = proof_heads.export_head(conversation)
+    head = _signer.sign(conversation) if _signer else None
     return ExportStream(
         chunks=buffered(writer(conversation, head)),
         content_type=content_type,
@@ -93,7 +117,7 @@ def _rows_with_proof(conversation: Conversation):
             return
         for position, kind, created_at, raw, salt, commitment, chain_hash in batch:
             yield (decode_row(conversation.pk, position, kind, created_at, raw),
-                   proof_chain.proof_fields(salt, commitment, chain_hash))
+                   _proof_fields(salt, commitment, chain_hash))
         after = batch[-1][0]
 
 
@@ -132,7 +156,7 @@ def _checkpoint_dict(cp: Checkpoint) -> dict:
         "summary": cp.summary,
         "created_at": cp.created_at.isoformat(),
         "created_by": cp.created_by,
-        **proof_chain.proof_fields(cp.salt, cp.commitment, cp.chain_hash),
+        **_proof_fields(cp.salt, cp.commitment, cp.chain_hash),
     }
 
 
@@ -156,14 +180,15 @@ def _dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _json_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
+def _json_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
     header = {
         "conversation": _conversation_dict(conversation),
         "checkpoints": [_checkpoint_dict(cp) for cp in _checkpoints(conversation)],
         # task_state, task_state_events, actions, workspace_snapshots
         **ledger_export.conversation_ledger(conversation.pk),
-        "signed_head": head,
     }
+    if head is not None:
+        header["signed_head"] = head
     # The header is written whole and the messages array is opened by hand, so
     # the file is one JSON document without holding the messages in memory.
     yield _dumps(header)[:-1] + ', "messages": ['
@@ -174,13 +199,14 @@ def _json_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
     yield "\n]}\n"
 
 
-def _jsonl_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
+def _jsonl_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
     for item, proof in _rows_with_proof(conversation):
         yield _dumps(_message_dict(item, proof)) + "\n"
     for cp in _checkpoints(conversation):
         yield _dumps({"record": "checkpoint", **_checkpoint_dict(cp)}) + "\n"
     yield from ledger_export.conversation_jsonl(conversation.pk)
-    yield _dumps({"record": "signed_head", **head}) + "\n"
+    if head is not None:
+        yield _dumps({"record": "signed_head", **head}) + "\n"
 
 
 def _content_blocks(model) -> str:
@@ -233,7 +259,7 @@ def _pretty_if_json(text: str) -> str:
         return text
 
 
-def _markdown_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
+def _markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
     checkpoints = _checkpoints(conversation)
     latest = max(checkpoints, key=lambda cp: (cp.message_position, cp.pk)) if checkpoints else None
     by_position: dict[int, list[Checkpoint]] = {}
@@ -270,4 +296,5 @@ def _markdown_chunks(conversation: Conversation, head: dict) -> Iterator[str]:
                 yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
                        + md.quote(cp.summary) + "\n")
     yield from ledger_export.conversation_markdown(conversation.pk)
-    yield proof_heads.markdown_section(head)
+    if head is not None and _signer is not None:
+        yield _signer.markdown(head)

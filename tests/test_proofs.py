@@ -20,7 +20,7 @@ from conversations.access.models import ConversationAccess
 from conversations.facts import store as facts_store
 from conversations.facts.models import FactAccess
 from conversations.models import AuditEvent
-from conversations.proofs import bundle, heads, keys
+from conversations.proofs import heads, keys
 from conversations.proofs.encoding import head_message, manifest_message
 from conversations.proofs.models import SignedHead, SigningKey
 from conversations.retention.models import DeletionReceipt
@@ -45,7 +45,7 @@ def _zip(response) -> zipfile.ZipFile:
     return zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
 
 
-# -- the key ------------------------------------------------------------------------------------------------
+# -- the key ---------------------------------------------------------------------------------------
 
 
 def test_the_key_is_made_on_first_start_owner_only(own_key_dir):
@@ -101,7 +101,7 @@ def test_rotation_keeps_old_heads_verifiable_with_the_old_key(convo, anonymous):
     assert not heads.verify_head(heads.head_dict(after) | {"position": after.position - 1}, public)
 
 
-# -- heads ---------------------------------------------------------------------------------------------------------------
+# -- heads -----------------------------------------------------------------------------------------
 
 
 def test_a_head_names_the_last_row_and_its_chain_hash(convo, reader):
@@ -140,7 +140,7 @@ def test_sign_heads_signs_what_changed_since_the_last_run(convo, capsys):
         assert cursor.fetchall() == [(-1, "cron"), (0, "cron")]
 
 
-# -- the subject access export -------------------------------------------------------------------------------------------
+# -- the subject access export ---------------------------------------------------------------------
 
 
 @pytest.fixture

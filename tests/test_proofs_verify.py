@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from memoryui_verify import chain as client_chain
+from memoryui_verify import cli, verify_path
+from memoryui_verify import encoding as client_encoding
 
 from conversations import chain, export, store
 from conversations.proofs import bundle, encoding, keys
-from memoryui_verify import chain as client_chain
-from memoryui_verify import cli
-from memoryui_verify import encoding as client_encoding
-from memoryui_verify import verify_path
 from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +59,7 @@ def _edit_jsonl(path: Path, edit) -> None:
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in edit(lines)))
 
 
-# -- the encodings agree -------------------------------------------------------------------------------------------------
+# -- the encodings agree ---------------------------------------------------------------------------
 
 
 def test_the_client_carries_the_servers_encodings_exactly():
@@ -74,7 +73,7 @@ def test_the_client_carries_the_servers_encodings_exactly():
     assert client_encoding.head_message(head) == encoding.head_message(head)
 
 
-# -- whole exports verify --------------------------------------------------------------------------------------------------
+# -- whole exports verify --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
@@ -99,7 +98,7 @@ def test_a_subject_bundle_verifies(tmp_path, convo):
     assert report.kind == "bundle" and report.files_checked == 8 and len(report.conversations) == 1
 
 
-# -- attacks on the file ---------------------------------------------------------------------------------------------------
+# -- attacks on the file ---------------------------------------------------------------------------
 
 
 def _swap(lines, a, b):
@@ -208,7 +207,7 @@ def test_the_command_line_answers_in_words_json_and_exit_status(tmp_path, convo,
     assert cli.main([str(tmp_path / "missing.jsonl")]) == 2
 
 
-# -- in a fresh virtualenv, as a person receiving the file would run it -------------------------------------------------
+# -- in a fresh virtualenv, as a person receiving the file would run it ----------------------------
 
 
 def test_memoryui_verify_checks_a_bundle_in_a_fresh_virtualenv(tmp_path, convo):

@@ -9,6 +9,10 @@ class ProofsConfig(AppConfig):
     def ready(self):
         # The signing key is made on first start (issue 23.3), before any request needs it,
         # so the public key can be noted down before the first head is signed.
-        from . import keys
+        from conversations import export
+
+        from . import heads, keys
 
         keys.ensure_default_key()
+        # Every JSON, JSONL and Markdown export carries a signed head (the core imports no sub-app).
+        export.register_head_signer(export.HeadSigner(sign=heads.export_head, markdown=heads.markdown_section))

@@ -27,8 +27,3 @@ def head_at(conversation: Conversation, upto: int | None) -> dict:
     latest = checkpoints.order_by("-id").values_list("chain_hash", flat=True).first()
     return {"position": last, "chain_hash": chain_hash, "checkpoints": checkpoints.count(),
             "checkpoint_chain_hash": _hex(latest) if latest is not None else chain.GENESIS.hex()}
-
-
-def proof_fields(salt, commitment, chain_hash) -> dict:
-    """What an exported row carries so that it can be checked offline."""
-    return {"salt": _hex(salt) or None, "commitment": _hex(commitment), "chain_hash": _hex(chain_hash)}

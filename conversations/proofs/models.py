@@ -24,6 +24,9 @@ class SigningKey(models.Model):
     class Meta:
         ordering = ["-created_at", "key_id"]
 
+    def __str__(self):
+        return f"{self.algorithm} key {self.key_id}"
+
     def as_dict(self, *, current_id: str | None = None) -> dict:
         return {
             "key_id": self.key_id, "algorithm": self.algorithm, "public_key": self.public_key,
@@ -63,6 +66,9 @@ class SignedHead(models.Model):
     class Meta:
         indexes = [models.Index(fields=["conversation_id", "id"], name="signedhead_conversation_idx")]
 
+    def __str__(self):
+        return f"head of {self.conversation_id} at #{self.position}"
+
 
 class SignHeadsRun(models.Model):
     """One `manage.py sign_heads` run: the next run signs what changed since this one started."""
@@ -72,3 +78,6 @@ class SignHeadsRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     signed = models.BigIntegerField(default=0)
     unchanged = models.BigIntegerField(default=0)
+
+    def __str__(self):
+        return f"sign_heads run {self.pk}"
