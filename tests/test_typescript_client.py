@@ -10,18 +10,23 @@ MemorySession in a real run(). A missing node fails under CI=true.
 
 import json
 import os
+import random
 import re
 import subprocess
 
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from conversations.frameworks.samples import AGENT_ID, claude_agent_session
+from conversations.roles import AUDITOR, assign_role
 from tests.claude_sdk_support import write_session_files
 
+from memoryui_client import to_anthropic_messages, to_openai_messages
 from tests.api_support import make_key
+from tests.provider_oracle import anthropic_body, anthropic_problems, openai_body, openai_problems
 from tests.typescript_support import TS, build, generate_types, tools, typecheck_against
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,7 +57,10 @@ def types_of(schema: dict, name: str):
 def test_the_client_compiles_against_the_servers_openapi_document_as_served(client, built):
     # src/openapi.ts is the committed snapshot (`npm run schema`); the client must also
     # compile against what the server serves now, so a renamed field fails here.
-    errors = typecheck_against(types_of(served_schema(client), "openapi"))
+    served = types_of(served_schema(client), "openapi")
+    if served.read_text() == (TS / "src" / "openapi.ts").read_text():
+        return  # the build compiled the client against exactly this
+    errors = typecheck_against(served)
     assert not errors, ("The client does not compile against the server's OpenAPI document (a field it uses was "
                         f"renamed or removed); fix it and regenerate src/openapi.ts with `npm run schema`:\n{errors}")
 
@@ -65,6 +73,87 @@ def test_a_renamed_field_fails_the_typescript_build(client, built):
         "after_next" if name == "next" else name for name in schema["components"]["schemas"]["MessagePage"]["required"]]
     errors = typecheck_against(types_of(schema, "renamed"))
     assert "src/client.ts" in errors and "Property 'next' does not exist on type" in errors, errors
+
+
+# ---- the formats: the same bodies as the Python client's, which providers accept ----------
+
+IDS = ("toolu_", "call_", "fc:", "call.", "x")
+JOURNAL = ("note", "thought", "heard", "said", "did", "woke")
+BLOCKS = ({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+          {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+          {"type": "image_url", "image_url": {"url": "https://example.com/b.png"}},
+          {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}},
+          {"type": "document", "source": {"type": "url", "url": "https://example.com/c.pdf"}},
+          {"type": "file_ref", "url": "https://example.com/d.csv", "media_type": "text/csv"})
+
+
+def generated_view(rng: random.Random) -> dict:
+    """A view as an agent's loop leaves them: user turns, text replies, replies with parallel
+    calls (one row, or one row per call as older imports kept them), their results in any
+    order (some errors, some missing, some stray), journal rows anywhere, content blocks."""
+    rows = []
+    for _ in range(rng.randint(1, 9)):
+        shape = rng.choice(["user", "user-blocks", "text", "calls", "calls", "journal", "system", "stray"])
+        if shape == "user":
+            rows.append({"kind": "user", "content": rng.choice(["Go on.", "Refund order 7", "Why?  "])})
+        elif shape == "user-blocks":
+            rows.append({"kind": "user", "content": [{"type": "text", "text": "See this:"}, rng.choice(BLOCKS)]})
+        elif shape == "text":
+            rows.append({"kind": "assistant", "content": rng.choice(["Done.", "Checking.\n", "Here it is.  "])})
+        elif shape == "journal":
+            rows.append({"kind": rng.choice(JOURNAL), "text": "an entry of the agent's own"})
+        elif shape == "system":
+            rows.append({"kind": "system", "content": "Be brief."})
+        elif shape == "stray":
+            rows.append({"kind": "tool", "tool_call_id": "gone-1", "name": "lookup", "content": "late"})
+        else:
+            prefix = rng.choice(IDS)
+            ids = [f"{prefix}{rng.randint(0, 10**6)}-{i}" for i in range(rng.randint(1, 3))]
+            calls = [{"id": i, "name": "lookup", "arguments": rng.choice(
+                [{"n": n, "q": "ä"}, '{"n": 1}', "not json", "NaN", '{"x": 1e999}', [1, 2]])}
+                for n, i in enumerate(ids)]
+            text = rng.choice([None, "Let me look.", [{"type": "text", "text": "Looking."}]])
+            if rng.random() < 0.5:
+                rows.append({"kind": "assistant", "tool_calls": calls, **({"content": text} if text else {})})
+            else:
+                rows += ([{"kind": "assistant", "content": text}] if text else []) + [
+                    {"kind": "assistant", "tool_calls": [c]} for c in calls]
+            answered = [i for i in ids if rng.random() < 0.85]
+            rng.shuffle(answered)
+            for i in answered:
+                if rng.random() < 0.2:
+                    rows.append({"kind": rng.choice(JOURNAL), "text": "between call and result"})
+                content = rng.choice(["ok", [{"type": "text", "text": "ok"}, rng.choice(BLOCKS)]])
+                rows.append({"kind": "tool", "tool_call_id": i, "content": content,
+                             **({"is_error": True} if rng.random() < 0.2 else {})})
+    handoff = {"kind": "system", "content": "Earlier: the customer asked about order 7."} if rng.random() < 0.4 else None
+    return {"handoff": handoff, "items": [{"position": p, "message": m} for p, m in enumerate(rows)]}
+
+
+def test_the_typescript_formats_render_every_view_as_the_python_client_does_and_providers_accept_it(built):
+    rng = random.Random(25)
+    views = [generated_view(rng) for _ in range(400)]
+    path = TS / "build" / "views.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(views))
+    node, _ = tools()
+    done = subprocess.run([node, "test/render-views.mjs", str(path)], cwd=TS, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rendered = json.loads(done.stdout)
+    judged = 0
+    for view, got in zip(views, rendered, strict=True):
+        for journal in ("drop", "text"):
+            openai = to_openai_messages(view, journal=journal)
+            anthropic = to_anthropic_messages(view, journal=journal)
+            assert got["openai"][journal] == openai, (view, journal)
+            assert got["anthropic"][journal] == anthropic, (view, journal)
+            if openai:
+                assert not openai_problems(openai_body(got["openai"][journal])), view
+                judged += 1
+            if anthropic["messages"]:
+                assert not anthropic_problems(anthropic_body(got["anthropic"][journal])), view
+    assert judged > 600
 
 
 def rows_in(namespace_prefix: str) -> list[tuple[str, int]]:
@@ -136,3 +225,61 @@ def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
                      "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
     assert checkpoints == 1
     assert children == [(f"{sample['sessionId']}/subagents/agent-{AGENT_ID}", "subagent")]
+
+
+# ---- the README's snippets, and what a person sees of a conversation written from TypeScript ----
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+PASSWORD = "pw-browser-ts-2501"
+
+
+def readme_snippets() -> list[str]:
+    text = README.read_text()
+    section = text.split("\n## Use it from TypeScript\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```js\n(.*?)```", section, re.S)
+
+
+@pytest.mark.browser
+def test_the_readme_snippets_run_and_the_conversation_reads_on_its_page(live_server, built, page, tmp_path):
+    from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
+
+    node, _ = tools()
+    snippets = readme_snippets()
+    assert len(snippets) == 4
+    claude_sessions(tmp_path)
+    env = {**os.environ, "MEMORYUI_URL": live_server.url, "CLAUDE_CONFIG_DIR": str(tmp_path),
+           "MEMORYUI_API_KEY": make_key(["read", "write"], name="typescript-readme")}
+    folder = TS / "build" / "readme"
+    folder.mkdir(parents=True, exist_ok=True)
+    outputs = []
+    for n, snippet in enumerate(snippets):
+        path = folder / f"snippet-{n}.mjs"  # inside the package: "@memoryui/client" resolves to itself
+        path.write_text(snippet)
+        done = subprocess.run([node, str(path)], cwd=TS, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"README snippet {n + 1} failed:\n{snippet}\n{done.stdout}{done.stderr}"
+        outputs.append(done.stdout)
+    assert outputs[0].split() == ["0", "user", "1", "assistant", "2", "tool", "3", "assistant", "4", "user", "5",
+                                  "assistant"]
+    assert outputs[1].strip() == "[ 'Invoice export fails on discount lines' ]"
+    assert outputs[2].startswith("3 to 5 days. 2")
+    assert outputs[3].startswith("Refunds take 3 to 5 days. 2")
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM conversations_conversation WHERE namespace = 'my-agent' AND "
+                       "external_id = 'session-ts-42'")
+        [(conversation_id,)] = cursor.fetchall()
+    user = get_user_model().objects.create_user("tess", password=PASSWORD)
+    assign_role(user, AUDITOR)
+    page.goto(f"{live_server.url}/conversations/{conversation_id}/")
+    page.fill("input[name=username]", "tess")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/conversations/{conversation_id}/")
+    assert page.locator("h1").inner_text() == "Refund for order 7, from TypeScript"
+    record = page.locator("#record")
+    for seen in ("Where is my refund for order 7?", "order_status", '"status": "refunded"',
+                 "Order 7 was refunded on 2 December", "You're welcome!"):
+        expect(record).to_contain_text(seen, use_inner_text=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "typescript-conversation.png"), full_page=True)

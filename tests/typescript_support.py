@@ -55,11 +55,25 @@ def install() -> None:
     STAMP.write_text(lock_hash())
 
 
+BUILT = TS / "dist" / ".memoryui-src-sha256"
+
+
+def source_hash() -> str:
+    digest = hashlib.sha256(lock_hash().encode())
+    for path in sorted((TS / "src").glob("*.ts")) + [TS / "tsconfig.json"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def build() -> None:
-    """npm ci (when needed) and tsc: the build is the type check (strict)."""
+    """npm ci (when needed) and tsc, the build and the (strict) type check, when the sources
+    changed since dist/ was built."""
     install()
     node, _ = tools()
+    if BUILT.exists() and BUILT.read_text() == source_hash():
+        return
     run([node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], what="tsc (build and type check)")
+    BUILT.write_text(source_hash())
 
 
 def generate_types(schema: Path, out: Path) -> None:
