@@ -1,9 +1,10 @@
-"""Framework adapters, each behind an optional extra of this package.
+"""Framework adapters, each behind an optional extra of this package. The package is not on
+PyPI yet: install it from a memoryui checkout, `pip install "./clients/python[claude]"`.
 
 Each module imports its framework at the top (install the extra to use it) and builds
 on `AsyncMemoryui` and `memoryui_client._core.Call`, never on Django:
 
-- `memoryui_client.integrations.claude` — `pip install "memoryui-client[claude]"`: a
+- `memoryui_client.integrations.claude` — `[claude]`: a
   Claude Agent SDK `SessionStore` (`MemoryuiSessionStore`): project_key → namespace,
   session_id → external id, subagent transcripts → child conversations; batches
   appended with idempotency keys derived from the entries.

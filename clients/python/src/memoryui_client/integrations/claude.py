@@ -1,4 +1,5 @@
-"""A Claude Agent SDK `SessionStore` kept in memoryui: `pip install "memoryui-client[claude]"`.
+"""A Claude Agent SDK `SessionStore` kept in memoryui. Install from a memoryui checkout (the
+client is not on PyPI yet): `pip install "./clients/python[claude]"`.
 
     from claude_agent_sdk import ClaudeAgentOptions, query
     from memoryui_client.integrations.claude import MemoryuiSessionStore

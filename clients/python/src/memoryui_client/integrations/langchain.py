@@ -1,5 +1,5 @@
-"""A LangChain chat history kept in memoryui: `pip install "memoryui-client[langgraph]"`
-(LangChain's core is all it needs).
+"""A LangChain chat history kept in memoryui. Install from a memoryui checkout (the client is
+not on PyPI yet): `pip install "./clients/python[langgraph]"` (LangChain's core is all it needs).
 
     from memoryui_client.integrations.langchain import MemoryuiChatMessageHistory
 

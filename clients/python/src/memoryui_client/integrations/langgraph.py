@@ -1,4 +1,5 @@
-"""A LangGraph checkpointer kept in memoryui: `pip install "memoryui-client[langgraph]"`.
+"""A LangGraph checkpointer kept in memoryui. Install from a memoryui checkout (the client is not
+on PyPI yet): `pip install "./clients/python[langgraph]"`.
 
     from memoryui_client.integrations.langgraph import MemoryuiSaver
 

@@ -1,6 +1,6 @@
 """`memoryui-mcp`: memoryui as an MCP server (stdio), for Claude Code, Codex and editors.
 
-    pip install "memoryui-client[mcp]"
+    pip install "./clients/python[mcp]"   # from a memoryui checkout: the client is not on PyPI yet
     MEMORYUI_API_KEY=mui_… memoryui-mcp --url http://127.0.0.1:8000
 
 Tools: list, find and read conversations (the active view: what a model receives),

@@ -1,4 +1,5 @@
-"""An OpenAI Agents SDK `Session` kept in memoryui: `pip install "memoryui-client[openai-agents]"`.
+"""An OpenAI Agents SDK `Session` kept in memoryui. Install from a memoryui checkout (the client
+is not on PyPI yet): `pip install "./clients/python[openai-agents]"`.
 
     from agents import Agent, Runner
     from memoryui_client.integrations.openai_agents import MemoryuiSession

@@ -1,4 +1,5 @@
-"""Pydantic AI message history kept in memoryui: `pip install "memoryui-client[pydantic-ai]"`.
+"""Pydantic AI message history kept in memoryui. Install from a memoryui checkout (the client is
+not on PyPI yet): `pip install "./clients/python[pydantic-ai]"`.
 
     from pydantic_ai import Agent
     from memoryui_client.integrations.pydantic_ai import MemoryuiMessageHistory
