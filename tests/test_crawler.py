@@ -277,7 +277,7 @@ def fill(route: Route, values: dict, unknown: set, **override) -> str:
         if value is None:
             unknown.add(f"{route.route}:{name}")
             value = "1" if kind == "int" else "x"
-        path = re.sub(r"<(?:\w+:)?%s>" % name, encode(value).replace("%2F", "/"), path, count=1)
+        path = re.sub(rf"<(?:\w+:)?{name}>", encode(value).replace("%2F", "/"), path, count=1)
     return "/" + path
 
 

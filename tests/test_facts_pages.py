@@ -186,8 +186,8 @@ def test_each_proposal_shows_the_subjects_approved_facts_and_flags_a_duplicate(c
     assert "Likely duplicate" in item
     assert f'#fact-{known.pk}">#{known.pk}</a>: approved already.' in item
     assert "Approved about cust:7" in item and "Orders on Mondays" in item
-    assert '<li class="known is-duplicate" data-fact="%d">' % known.pk in item
-    assert '<li class="known" data-fact="%d">' % other.pk in item
+    assert f'<li class="known is-duplicate" data-fact="{known.pk}">' in item
+    assert f'<li class="known" data-fact="{other.pk}">' in item
 
 
 def test_a_bad_reviewed_parameter_is_a_400(client, reviewer):

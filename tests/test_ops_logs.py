@@ -56,9 +56,9 @@ def test_it_writes_one_json_line_per_request_with_its_id(server):
     fresh = get(port, "/readyz").getheader("X-Request-ID")
     assert re.fullmatch(r"[0-9a-f]{32}", fresh) and fresh != generated
 
-    lines, text = lines_until(log, lambda ls: sum(1 for l in ls if l.get("logger") == "memoryui.request"
-                                                   and l.get("request_id") in (generated, fresh)) == 2)
-    requests = {l["request_id"]: l for l in lines if l.get("logger") == "memoryui.request"}
+    lines, text = lines_until(log, lambda ls: sum(1 for entry in ls if entry.get("logger") == "memoryui.request"
+                                                   and entry.get("request_id") in (generated, fresh)) == 2)
+    requests = {entry["request_id"]: entry for entry in lines if entry.get("logger") == "memoryui.request"}
     assert {"lb-7f3a.1:b", generated, fresh} <= set(requests), text
     line = requests["lb-7f3a.1:b"]
     assert (line["method"], line["path"], line["route"], line["status"]) == ("GET", "/healthz", "healthz", 200)
@@ -73,13 +73,14 @@ def test_it_puts_a_traceback_in_the_same_stream_as_one_line(server):
     response = get(port, "/boom/", "trace-me-1")
     assert response.status == 500 and response.getheader("X-Request-ID") == "trace-me-1"
 
-    lines, text = lines_until(log, lambda ls: any(l.get("exception") for l in ls)
-                              and any(l.get("status") == 500 for l in ls))
-    failures = [l for l in lines if l.get("exception")]
+    lines, text = lines_until(log, lambda ls: any(entry.get("exception") for entry in ls)
+                              and any(entry.get("status") == 500 for entry in ls))
+    failures = [entry for entry in lines if entry.get("exception")]
     assert len(failures) == 1, text
     failure = failures[0]
     assert failure["request_id"] == "trace-me-1" and failure["level"] == "ERROR"
     assert "Traceback (most recent call last)" in failure["exception"]
     assert "RuntimeError: boom: a view that fails" in failure["exception"]
-    request_line = next(l for l in lines if l.get("logger") == "memoryui.request" and l["request_id"] == "trace-me-1")
+    request_line = next(entry for entry in lines
+                        if entry.get("logger") == "memoryui.request" and entry["request_id"] == "trace-me-1")
     assert request_line["status"] == 500 and request_line["route"] == "boom/"

@@ -91,12 +91,12 @@ def _forge(payload: str) -> str:
 
 @pytest.mark.parametrize("cursor", [
     "", "!!!", "a" * 2000, _forge("[]"), _forge('["listing"]'), _forge("{}"), _forge("null"),
-    _forge('["listing", "9999-12-31T23:59:59-23:59", "%s"]' % uuid.uuid4().hex),
-    _forge('["listing", "0001-01-01T00:00:00+23:59", "%s"]' % uuid.uuid4().hex),
-    _forge('["listing", "2026-01-01T00:00:00", "%s"]' % uuid.uuid4().hex),
-    _forge('["other", "2026-01-01T00:00:00+00:00", "%s"]' % uuid.uuid4().hex),
+    _forge(f'["listing", "9999-12-31T23:59:59-23:59", "{uuid.uuid4().hex}"]'),
+    _forge(f'["listing", "0001-01-01T00:00:00+23:59", "{uuid.uuid4().hex}"]'),
+    _forge(f'["listing", "2026-01-01T00:00:00", "{uuid.uuid4().hex}"]'),
+    _forge(f'["other", "2026-01-01T00:00:00+00:00", "{uuid.uuid4().hex}"]'),
     _forge('["listing", "2026-01-01T00:00:00+00:00", "not-a-uuid"]'),
-    _forge('["listing", 5, "%s"]' % uuid.uuid4().hex),
+    _forge(f'["listing", 5, "{uuid.uuid4().hex}"]'),
     _forge('["listing", "2026-01-01T00:00:00+00:00", 5]'),
     _forge("[" * 5000),
     "\x00", "\ud800",
