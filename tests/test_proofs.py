@@ -254,3 +254,26 @@ def test_export_subject_writes_an_owner_only_zip(subject_data, tmp_path):
     assert "manifest.json" in zipfile.ZipFile(out).namelist()
     assert AuditEvent.objects.filter(action="subject.exported", detail__via="command").count() == 1
     assert not SignedHead.objects.filter(reason="cron").exists()
+
+
+# -- the database keeps the proofs ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE proofs_signedhead SET chain_hash = 'forged'",
+    "DELETE FROM proofs_signedhead",
+    "UPDATE proofs_signingkey SET public_key = 'forged'",
+    "DELETE FROM proofs_signingkey",
+])
+def test_the_database_refuses_to_rewrite_heads_or_public_keys(convo, sql):
+    from django.db import DatabaseError, transaction
+
+    heads.sign(convo, reason="request")
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM proofs_signedhead WHERE chain_hash <> 'forged'")
+        assert cursor.fetchone()[0] == 1
+    # Retiring a key is the one change allowed.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE proofs_signingkey SET retired_at = %s", [convo.created_at])
