@@ -13,19 +13,16 @@ import hashlib
 import hmac
 import json
 import secrets
-import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from memoryui import metrics
 
-from . import calls, chain, params
+from . import calls, chain, params, rows
 from .errors import (
     CheckpointBeforeLatest,
     CheckpointSplitsToolCall,
@@ -37,6 +34,28 @@ from .errors import (
 )
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
+from .rows import (  # the row primitives every door writes through (rows.py); also re-exported here
+    _db_id,
+    _db_now_stamped,
+    _execute_one,
+    _insert_rows,
+    _prev_chain,
+    _seal_rows,
+    add_checkpoint,
+    copy_prefix,
+)
+from .rows import (
+    _db_now as _db_now,
+)
+from .rows import (
+    db_datetime as db_datetime,
+)
+from .rows import (
+    insert_reserved as insert_reserved,
+)
+from .rows import (
+    sealed as sealed,
+)
 from .schema import encode_message, max_message_bytes
 
 # The old name, still called by retention/erasure.py.
@@ -204,59 +223,7 @@ _BUMP_WITH_PREV = _BUMP_POSITION + (
     f", (SELECT chain_hash FROM {_message_table} WHERE conversation_id = {_conversation_table}.id "
     f"AND position = {_conversation_table}.next_position - %s - 1)"
 )
-_PREV_CHAIN = f"SELECT chain_hash FROM {_message_table} WHERE conversation_id = %s AND position = %s"
-_INSERT_MESSAGE = (
-    f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, commitment, "
-    "chain_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-)
-
-_SQLITE_FORM = {sql: sql.replace("%s", "?") for sql in (_BUMP_POSITION, _BUMP_WITH_PREV, _PREV_CHAIN, _INSERT_MESSAGE)}
-
-
-def _execute_one(db, sql: str, params: list):
-    """Run one statement of the append hot path; returns its first row, if any.
-
-    On SQLite the statement goes straight to the sqlite3 connection, inside the
-    transaction Django opened: Django's cursor wrapper (placeholder rewriting, debug
-    hooks) costs about as much as the statement itself here.
-    """
-    if db.vendor == "sqlite":
-        with db.wrap_database_errors:
-            return db.connection.execute(_SQLITE_FORM[sql], params).fetchone()
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() if cursor.description else None
-
-
-def _prev_chain(db, db_cid, position: int) -> bytes:
-    """The chain hash of the row before `position` (GENESIS before the first row)."""
-    if position <= 0:
-        return chain.GENESIS
-    found = _execute_one(db, _PREV_CHAIN, [db_cid, position - 1])
-    return bytes(found[0]) if found and found[0] is not None else chain.GENESIS
-
-
-def _seal_rows(rows: list[list], position: int, prev: bytes, stamps) -> None:
-    """Give rows [cid, None, kind, text, at, None, None, None] their positions from
-    `position` on, and their salts, commitments and chain hashes (conversations/chain.py)."""
-    sha, salt_of, encode = hashlib.sha256, chain.new_salt, chain.message_payload
-    for offset, row in enumerate(rows):
-        row[1] = position + offset
-        salt = salt_of()
-        commitment = sha(salt + encode(row[1], row[2], row[3], stamps[offset])).digest()
-        prev = sha(prev + commitment).digest()
-        row[5], row[6], row[7] = salt, commitment, prev
-
-
-def _insert_rows(db, rows: list[list]) -> None:
-    if len(rows) == 1:
-        _execute_one(db, _INSERT_MESSAGE, rows[0])
-    elif db.vendor == "sqlite":
-        with db.wrap_database_errors:
-            db.connection.executemany(_SQLITE_FORM[_INSERT_MESSAGE], rows)
-    else:
-        with db.cursor() as cursor:
-            cursor.executemany(_INSERT_MESSAGE, rows)
+_SQLITE_FORM = rows.sqlite_form(_BUMP_POSITION, _BUMP_WITH_PREV)
 
 
 def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, stamps) -> int:
@@ -333,42 +300,6 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     return position
 
 
-def _db_id(db, cid: uuid.UUID):
-    """The conversation id as the database takes it (what UUIDField would hand it)."""
-    return cid.hex if db.vendor == "sqlite" else Conversation._meta.pk.get_db_prep_value(cid, db)
-
-
-def _stores_naive_utc_text(db) -> bool:
-    """Whether a DateTimeField goes to this database as naive UTC text (SQLite, UTC)."""
-    return db.vendor == "sqlite" and db.timezone_name == "UTC" and settings.USE_TZ
-
-
-def _db_now(db):
-    """Now, as a DateTimeField hands it to the database. On SQLite with UTC storage
-    that is the naive UTC time as text, made here directly: Django's adapter costs a
-    tenth of an append (tests/test_store.py keeps the two equal)."""
-    if _stores_naive_utc_text(db):
-        return str(datetime.now(UTC).replace(tzinfo=None))
-    return db.ops.adapt_datetimefield_value(timezone.now())
-
-
-def _db_now_stamped(db) -> tuple:
-    """Now as the database takes it, and as the chain's payload writes it (chain.canonical_time)."""
-    if _stores_naive_utc_text(db):
-        now = datetime.now(UTC).replace(tzinfo=None)
-        return str(now), now.isoformat(timespec="microseconds") + "Z"
-    now = timezone.now()
-    return db.ops.adapt_datetimefield_value(now), chain.canonical_time(now)
-
-
-def db_datetime(db, value: datetime):
-    """An aware time as a DateTimeField hands it to the database; on SQLite with UTC
-    storage made directly, as `_db_now` does (an import adapts one per row)."""
-    if value.tzinfo is not None and _stores_naive_utc_text(db):
-        return str(value.astimezone(UTC).replace(tzinfo=None))
-    return db.ops.adapt_datetimefield_value(value)
-
-
 @dataclass(frozen=True)
 class Appended:
     first_position: int
@@ -407,64 +338,6 @@ def append_messages(*, conversation_id, messages, expected_position: int | None 
     first = _write_rows(db, cid, rows, expected_position, [stamp] * len(rows))
     metrics.appended(len(rows))
     return Appended(first_position=first, last_position=first + len(rows) - 1)
-
-
-# ---- primitives for the other doors (imports, forks): every row chained here -------------------
-
-def insert_reserved(*, conversation_id, start: int, rows) -> None:
-    """Insert encoded rows (kind, text, time or None for now) at positions start, start+1, …,
-    which the caller reserved in this transaction by bumping the conversation's counter.
-    Each row is sealed into the chain after the row before `start` (conversations/chain.py)."""
-    db = connections[DEFAULT_DB_ALIAS]
-    db_cid = _db_id(db, parse_conversation_id(conversation_id))
-    now = timezone.now()
-    params, stamps = [], []
-    for kind, text, at in rows:
-        at = at or now
-        params.append([db_cid, None, kind, text, db_datetime(db, at), None, None, None])
-        stamps.append(chain.canonical_time(at))
-    if not params:
-        return
-    db.ensure_connection()
-    _seal_rows(params, start, _prev_chain(db, db_cid, start), stamps)
-    for i in range(0, len(params), BATCH_MAX):
-        _insert_rows(db, params[i:i + BATCH_MAX])
-
-
-def copy_prefix(*, child_id, parent_id, start: int, count: int) -> int:
-    """Copy the parent's rows start..start+count-1 into the child at the same positions (reserved
-    by the caller), with the same bytes, times, salts, commitments and chain hashes; returns
-    how many were copied."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, "
-            "commitment, chain_hash) SELECT %s, position, kind, content, created_at, salt, commitment, chain_hash "
-            f"FROM {_message_table} WHERE conversation_id = %s AND position >= %s AND position < %s "
-            "ORDER BY position",
-            [_db_uuid(child_id), _db_uuid(parent_id), start, start + count],
-        )
-        return cursor.rowcount
-
-
-def sealed(model, record_type: str, conversation_id, values: dict) -> dict:
-    """The salt, commitment and chain hash of a new `model` row with `values`, chained after the
-    conversation's last row of that table (conversations/chain.py). The caller holds the
-    conversation (its lock, or a staged import's hold) and inserts the row in this transaction."""
-    prev = model.objects.filter(conversation_id=conversation_id).order_by("-id").values_list(
-        "chain_hash", flat=True).first()
-    salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS,
-                                              chain.payload(record_type, values))
-    return {"salt": salt, "commitment": commitment, "chain_hash": chain_hash}
-
-
-def add_checkpoint(*, conversation_id, message_position: int, summary: str, created_at=None,
-                   created_by: str = "") -> Checkpoint:
-    """Insert a checkpoint row, sealed into its conversation's checkpoint chain. The caller has
-    checked it and holds the conversation (its lock, or a staged import's hold)."""
-    values = {"message_position": message_position, "summary": summary, "created_at": created_at or timezone.now(),
-              "created_by": str(created_by)[:200]}
-    return Checkpoint.objects.create(conversation_id=conversation_id, **values,
-                                     **sealed(Checkpoint, "checkpoint", conversation_id, values))
 
 
 def _check_position(conversation: Conversation, position, *, field: str = "position") -> int:

@@ -142,8 +142,8 @@ def test_every_kind_of_target_links_to_its_page(client, admin):
     assert f'href="/facts/{fact.pk}/"><code>{fact.pk}</code></a>' in html
     assert f'href="/keys/#key-{key.pk}"><code>{key.pk}</code></a>' in html
     assert f'href="/admin/prune/runs/{run.run_id}/"><code>{run.run_id}</code></a>' in html
-    # The deletion and its receipt both lead to the receipt.
-    assert html.count(f'href="/admin/receipts/{receipt.pk}/"') == 2
+    # The deletion, the final chain heads it wrote first, and its receipt all lead to the receipt.
+    assert html.count(f'href="/admin/receipts/{receipt.pk}/"') == 3
     # The actor leads to everything that actor did.
     assert 'href="?actor=user%3Aboss"' in html
 

@@ -5,8 +5,8 @@ carrying the parent's chain hash, and `manage.py verify_log` in words and JSON."
 import hashlib
 import json
 import struct
-from types import SimpleNamespace
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from django.apps import apps as global_apps
@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from conversations import chain, proof, store
-from conversations.imports import store as import_store
 from conversations.formats.base import Row
+from conversations.imports import store as import_store
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 
 T = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=UTC)
@@ -71,7 +71,7 @@ def test_verify_rows_names_the_first_break():
     assert (chain.verify_rows(edited).broken_at, "changed") == (2, "changed")
     assert chain.verify_rows(rows[:2] + rows[3:]).broken_at == 2
     assert chain.verify_rows(rows[:3], expected_rows=5).broken_at == 3
-    erased = [(p, k, None, c, h, None) if p in (1, 2) else r for r, (p, k, _s, c, h, _b) in zip(rows, rows)]
+    erased = [(p, k, None, c, h, None) if p in (1, 2) else (p, k, s, c, h, b) for p, k, s, c, h, b in rows]
     verdict = chain.verify_rows(erased, expected_rows=5)
     assert verdict.ok and verdict.erased == [1, 2] and verdict.head == rows[-1][4]
 

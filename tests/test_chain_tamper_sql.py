@@ -165,8 +165,8 @@ def test_a_fork_whose_prefix_was_rewritten_is_caught_at_the_fork_point():
     for row in Message.objects.filter(conversation=child).order_by("position"):
         salt, commitment, prev = chain.seal(prev, chain.message_payload(row.position, row.kind, row.content,
                                                                         row.created_at))
-        sql(f"UPDATE {MSG} SET salt = %s, commitment = %s, chain_hash = %s WHERE conversation_id = %s AND position = %s",
-            [salt, commitment, prev, cid(child), row.position])
+        sql(f"UPDATE {MSG} SET salt = %s, commitment = %s, chain_hash = %s "
+            "WHERE conversation_id = %s AND position = %s", [salt, commitment, prev, cid(child), row.position])
     state = verdict(child)
     assert (state.state, state.chain, state.broken_at) == ("tampered", "fork", 2)
 

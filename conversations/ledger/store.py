@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from conversations import params
+from conversations import chain, params
 from conversations.errors import Conflict, InvalidInput
 from conversations.models import Conversation
 from conversations.schema import max_message_bytes
-from conversations import chain
 from conversations.store import _lock_conversation, sealed
 
 from .models import (

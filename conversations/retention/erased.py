@@ -14,8 +14,8 @@ the conversations are marked `deleting`, so no append changes them meanwhile.
 from django.db import connection, transaction
 
 from conversations import store
-from conversations.proof import chained_tables
 from conversations.models import Checkpoint, Conversation, Message
+from conversations.proof import chained_tables
 
 from .models import ErasedRow
 
@@ -81,7 +81,7 @@ def keep_commitments(*, receipt_id, ids: list) -> int:
         for table, record_type, key in tables:
             after = -1
             while True:
-                def copy(after=after):
+                def copy(after=after, table=table, record_type=record_type, key=key, ref=ref, cid=cid):
                     with transaction.atomic(), connection.cursor() as cursor:
                         cursor.execute(
                             f"INSERT INTO {_ERASED} (receipt_id, conversation_ref, record_type, position, commitment, "
