@@ -141,6 +141,70 @@ def test_tampering_with_an_export_is_caught_with_its_position(tmp_path, convo, a
     assert expected in _problems(report)
 
 
+@pytest.fixture
+def with_ledger(convo):
+    from conversations.ledger import store as ledger
+
+    ledger.set_state(conversation_id=convo.pk, state={"decision": "refund"}, expected_version=0, actor="bot")
+    ledger.record_action(conversation_id=convo.pk, idempotency_key="refund-7", name="issue_refund",
+                         arguments={"order": 7}, result={"refunded": 30})
+    ledger.record_action(conversation_id=convo.pk, idempotency_key="mail-7", name="send_mail",
+                         arguments={"to": "c@example.com"}, result={"sent": True})
+    ledger.record_snapshot(conversation_id=convo.pk, position=3, repo="/srv/app", commit="a" * 40)
+    convo.refresh_from_db()
+    return convo
+
+
+def _action_lines(lines):
+    return [i for i, line in enumerate(lines) if line.get("record") == "action"]
+
+
+LEDGER_ATTACKS = {
+    "change an action's result": (lambda ls: _set(ls, _action_lines(ls)[0], result={"refunded": 3000}),
+                                  "action entry"),
+    "change it in its chain fields too": (
+        lambda ls: _set(ls, _action_lines(ls)[0], chain={**ls[_action_lines(ls)[0]]["chain"], "fields": {
+            **ls[_action_lines(ls)[0]]["chain"]["fields"], "result": '{"refunded":3000}'}}),
+        "was changed: its content does not match its commitment"),
+    "drop an action": (lambda ls: [x for i, x in enumerate(ls) if i != _action_lines(ls)[1]],
+                       "1 of the 2 signed action entries are missing"),
+    "drop the task state": (lambda ls: [x for x in ls if x.get("record") != "task_state_event"],
+                            "signed state entries are missing"),
+}
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_a_conversation_with_its_ledger_verifies(tmp_path, with_ledger, fmt):
+    report = verify_path(_write(tmp_path, with_ledger, fmt), pinned_keys=_pinned())
+    assert report.ok, _problems(report)
+    assert report.conversations[0].head["ledger_chains"]["action"]["rows"] == 2
+
+
+def test_a_ledger_row_changed_in_the_database_is_caught_offline(tmp_path, with_ledger):
+    pk = with_ledger._meta.pk.get_db_prep_value(with_ledger.pk, connection)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            for (name,) in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                          "AND tbl_name = 'ledger_action'").fetchall():
+                cursor.execute(f'DROP TRIGGER "{name}"')
+        else:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("ALTER TABLE ledger_action DISABLE TRIGGER USER")
+        cursor.execute("UPDATE ledger_action SET result = %s WHERE conversation_id = %s AND name = 'issue_refund'",
+                       ['{"refunded": 3000}', pk])
+    report = verify_path(_write(tmp_path, with_ledger, "jsonl"), pinned_keys=_pinned())
+    assert "action chain: row #" in _problems(report) and "does not match its commitment" in _problems(report)
+
+
+@pytest.mark.parametrize("attack", LEDGER_ATTACKS)
+def test_tampering_with_the_ledger_in_an_export_is_caught(tmp_path, with_ledger, attack):
+    edit, expected = LEDGER_ATTACKS[attack]
+    path = _write(tmp_path, with_ledger, "jsonl")
+    _edit_jsonl(path, edit)
+    report = verify_path(path, pinned_keys=_pinned())
+    assert not report.ok and expected in _problems(report)
+
+
 def test_a_head_forged_with_another_key_is_refused(tmp_path, convo):
     path = _write(tmp_path, convo, "jsonl").rename(tmp_path / "genuine.jsonl")
     real = keys.active_key().public_b64

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from conversations import chain
 from conversations import markdown as md
 from conversations.errors import InvalidInput
 from conversations.streams import FLUSH_CHARS, buffered
@@ -174,13 +175,16 @@ def _jsonl_chunks(qs) -> Iterator[str]:
 
 
 def conversation_ledger(conversation_id) -> dict:
-    """Everything the ledger holds for one conversation, oldest first."""
+    """Everything the ledger holds for one conversation, oldest first, each row with its place
+    in its hash chain (`chain`, see chain_entry)."""
     events = list(TaskStateEvent.objects.history(conversation_id))
     return {
         "task_state": state_dict(conversation_id, events[-1] if events else None),
-        "task_state_events": [event_dict(e) for e in events],
-        "actions": [action_dict(a) for a in Action.objects.of(conversation_id).order_by("id")],
-        "workspace_snapshots": [snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation_id)],
+        "task_state_events": [event_dict(e) | {"chain": chain_entry(e, "state")} for e in events],
+        "actions": [action_dict(a) | {"chain": chain_entry(a, "action")}
+                    for a in Action.objects.of(conversation_id).order_by("id")],
+        "workspace_snapshots": [snapshot_dict(s) | {"chain": chain_entry(s, "snapshot")}
+                                for s in WorkspaceSnapshot.objects.timeline(conversation_id)],
     }
 
 
@@ -190,11 +194,28 @@ JSONL_RECORDS = {"task_state_events": "task_state_event", "actions": "action",
 
 def conversation_jsonl(conversation_id) -> Iterator[str]:
     """One line per ledger row, after the message lines; `record` says which kind
-    (message lines have none)."""
-    data = conversation_ledger(conversation_id)
-    for key, record in JSONL_RECORDS.items():
-        for row in data[key]:
-            yield json.dumps({"record": record, **row}, ensure_ascii=False) + "\n"
+    (message lines have none). Each carries its place in its hash chain (`chain`), so
+    that `memoryui-verify` can check it offline."""
+    rows = (
+        ("task_state_event", "state", event_dict, TaskStateEvent.objects.history(conversation_id)),
+        ("action", "action", action_dict, Action.objects.of(conversation_id).order_by("id")),
+        ("workspace_snapshot", "snapshot", snapshot_dict, WorkspaceSnapshot.objects.timeline(conversation_id)),
+    )
+    for record, chain_type, to_dict, items in rows:
+        for row in items:
+            yield json.dumps({"record": record, **to_dict(row), "chain": chain_entry(row, chain_type)},
+                             ensure_ascii=False) + "\n"
+
+
+def chain_entry(row, chain_type: str) -> dict:
+    """The row's chain fields exactly as the payload encodes them (conversations/chain.py), with its
+    salt, commitment and chain hash as hex: enough to recompute the commitment and the link."""
+    def hex_of(value):
+        return bytes(value).hex() if value is not None else None
+
+    return {"type": chain_type, "id": row.id,
+            "fields": {name: chain.field_text(getattr(row, name)) for name in chain.FIELDS[chain_type]},
+            "salt": hex_of(row.salt), "commitment": hex_of(row.commitment), "chain_hash": hex_of(row.chain_hash)}
 
 
 def conversation_markdown(conversation_id) -> Iterator[str]:

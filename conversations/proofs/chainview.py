@@ -1,9 +1,10 @@
 """The one place the proofs read the conversations' hash chains (conversations/chain.py).
 
-A signed head covers a conversation's message chain (its last position and chain hash)
-and its checkpoint chain (how many checkpoints, and the last one's chain hash), so that
-neither a message nor a fold summary can be changed, dropped or reordered offline
-without breaking a signature.
+A signed head covers a conversation's message chain (its last position and chain hash),
+its checkpoint chain and its three ledger chains (task state, actions, workspace
+snapshots: how many rows, and the last one's chain hash), so that no message, fold
+summary or ledger entry can be changed, dropped or reordered offline without breaking a
+signature.
 """
 
 from conversations import chain
@@ -26,4 +27,18 @@ def head_at(conversation: Conversation, upto: int | None) -> dict:
     checkpoints = Checkpoint.objects.filter(conversation_id=conversation.pk)
     latest = checkpoints.order_by("-id").values_list("chain_hash", flat=True).first()
     return {"position": last, "chain_hash": chain_hash, "checkpoints": checkpoints.count(),
-            "checkpoint_chain_hash": _hex(latest) if latest is not None else chain.GENESIS.hex()}
+            "checkpoint_chain_hash": _hex(latest) if latest is not None else chain.GENESIS.hex(),
+            "ledger_chains": ledger_heads(conversation.pk)}
+
+
+def ledger_heads(conversation_id) -> dict:
+    """Each ledger chain of the conversation: how many rows, and the last one's chain hash."""
+    from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+
+    out = {}
+    for chain_type, model in (("state", TaskStateEvent), ("action", Action), ("snapshot", WorkspaceSnapshot)):
+        rows = model.objects.filter(conversation_id=conversation_id)
+        latest = rows.order_by("-id").values_list("chain_hash", flat=True).first()
+        out[chain_type] = {"rows": rows.count(),
+                           "chain_hash": _hex(latest) if latest is not None else chain.GENESIS.hex()}
+    return out

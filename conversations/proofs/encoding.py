@@ -5,8 +5,9 @@ copy of these functions; tests/test_proofs_verify.py checks the two agree. Docum
 README.md, "Proving the record".
 
 A signed head signs  b"memoryui signed head v1\\n" + canonical_json(payload)  where the
-payload is {"chain_hash", "checkpoint_chain_hash", "checkpoints", "conversation_id", "key_id", "position",
-"signed_at"}: the message chain's last position and hash, the checkpoint chain's length and hash.
+payload is {"chain_hash", "checkpoint_chain_hash", "checkpoints", "conversation_id", "key_id", "ledger_chains",
+"position", "signed_at"}: the message chain's last position and hash, the checkpoint chain's length and
+hash, and {"state"|"action"|"snapshot": {"rows", "chain_hash"}} for the ledger chains.
 A bundle's manifest signs  b"memoryui manifest v1\\n" + sha256(manifest.json bytes) (hex, ASCII).
 canonical_json: keys sorted, no spaces, ASCII only (\\u escapes), UTF-8.
 """
@@ -16,8 +17,8 @@ import json
 
 HEAD_DOMAIN = b"memoryui signed head v1\n"
 MANIFEST_DOMAIN = b"memoryui manifest v1\n"
-HEAD_FIELDS = ("chain_hash", "checkpoint_chain_hash", "checkpoints", "conversation_id", "key_id", "position",
-               "signed_at")
+HEAD_FIELDS = ("chain_hash", "checkpoint_chain_hash", "checkpoints", "conversation_id", "key_id", "ledger_chains",
+               "position", "signed_at")
 
 
 def canonical_json(value) -> bytes:

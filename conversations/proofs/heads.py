@@ -28,6 +28,7 @@ def head_dict(head: SignedHead) -> dict:
     return {
         "conversation_id": str(head.conversation_id), "position": head.position, "chain_hash": head.chain_hash,
         "checkpoints": head.checkpoints, "checkpoint_chain_hash": head.checkpoint_chain_hash,
+        "ledger_chains": head.ledger_chains,
         "signed_at": _iso(head.signed_at), "key_id": head.key_id, "signature": head.signature,
     }
 

@@ -56,6 +56,8 @@ class SignedHead(models.Model):
     # The checkpoint chain: how many checkpoints, and the last one's chain hash.
     checkpoints = models.BigIntegerField(default=0)
     checkpoint_chain_hash = models.CharField(max_length=64, default="")
+    # The ledger chains: {"state"|"action"|"snapshot": {"rows": n, "chain_hash": hex}}.
+    ledger_chains = models.JSONField(default=dict, null=True)
     signed_at = models.DateTimeField()
     key_id = models.CharField(max_length=16)
     signature = models.CharField(max_length=100)

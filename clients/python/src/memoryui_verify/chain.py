@@ -77,7 +77,8 @@ import hashlib
 import json
 import os
 import struct
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from datetime import datetime, timezone
 
 VERSION = b"memoryui-chain-v1"
@@ -113,7 +114,8 @@ def canonical_time(value) -> str:
     if isinstance(value, str):
         return value
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        # timezone.utc, not datetime.UTC: the offline verifier's copy runs on Python 3.10.
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)  # noqa: UP017
     return value.isoformat(timespec="microseconds") + "Z"
 
 
@@ -200,7 +202,7 @@ class Verdict:
     broken_at: int | None = None
     reason: str = ""
 
-    def fail(self, position: int, reason: str) -> "Verdict":
+    def fail(self, position: int, reason: str) -> Verdict:
         self.ok, self.broken_at, self.reason = False, position, reason
         return self
 

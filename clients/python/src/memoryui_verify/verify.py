@@ -133,6 +133,7 @@ class _Walk:
     def __init__(self, result: Conversation):
         self.result = result
         self.checkpoints: list[dict] = []
+        self.ledger: list[dict] = []
         self.head: dict | None = None
         self._seen = bytearray()  # one bit per position met, to tell a reordered row from a missing one
 
@@ -155,7 +156,8 @@ class _Walk:
                 self.head = row
                 continue
             if record is not None:
-                continue  # ledger lines (task state, actions, snapshots)
+                self.ledger.append(row)  # task state versions, actions, workspace snapshots
+                continue
             yield self._message_record(row)
 
     def _message_record(self, row: dict):
@@ -198,6 +200,7 @@ def _check_conversation(rows, result: Conversation, keys: Keys, report: Report) 
     if verdict.ok:
         _compare_head(verdict, head, result)
     _check_checkpoints(walk.checkpoints, head, result)
+    _check_ledger(walk.ledger, head, result)
 
 
 def _compare_head(verdict: chain.Verdict, head: dict, result: Conversation) -> None:
@@ -231,6 +234,58 @@ def _check_checkpoints(rows: list[dict], head: dict, result: Conversation) -> No
         result.problems.append("the checkpoints are not the ones the server signed (changed, dropped or reordered)")
 
 
+# What a ledger line shows beside its chain fields, and which chain field it must equal
+# (parsed as JSON where the stored field is JSON text).
+_SHOWN = {"version": "version", "position": "position", "actor": "actor", "name": "name", "status": "status",
+          "idempotency_key": "idempotency_key", "namespace": "namespace", "repo": "repo", "ref": "ref",
+          "commit": "commit_sha", "files_changed": "files_changed", "insertions": "insertions",
+          "deletions": "deletions"}
+_SHOWN_JSON = ("state", "changes", "arguments", "result")
+LEDGER_TYPES = ("state", "action", "snapshot")
+
+
+def _shown_matches(row: dict, fields: dict) -> bool:
+    for shown, name in _SHOWN.items():
+        if shown in row and name in fields and chain.field_text(row[shown]) != fields[name]:
+            return False
+    for name in _SHOWN_JSON:
+        if name in row and name in fields and fields[name] is not None and json.loads(fields[name]) != row[name]:
+            return False
+    return True
+
+
+def _check_ledger(rows: list[dict], head: dict, result: Conversation) -> None:
+    signed = head.get("ledger_chains") or {}
+    by_type: dict[str, list] = {t: [] for t in LEDGER_TYPES}
+    for row in rows:
+        entry = row.get("chain") or {}
+        chain_type = entry.get("type")
+        if chain_type not in by_type:
+            result.problems.append(f"a {row.get('record')} line carries no chain values")
+            continue
+        fields = entry.get("fields") or {}
+        body = None
+        if entry.get("salt"):
+            body = chain.payload(chain_type, [fields.get(n) for n in chain.FIELDS[chain_type]])
+            if not _shown_matches(row, fields):
+                result.problems.append(f"{chain_type} entry {entry.get('id')} was changed: what it shows is not "
+                                       "what its chain fields hold")
+        by_type[chain_type].append((entry.get("id"), chain_type, entry.get("salt"), entry.get("commitment"),
+                                    entry.get("chain_hash"), body))
+    for chain_type, records in by_type.items():
+        expected = signed.get(chain_type) or {"rows": 0, "chain_hash": chain.GENESIS.hex()}
+        records.sort(key=lambda r: r[0] or 0)
+        verdict = chain.verify_rows(records[:expected["rows"]], record_type=chain_type, first_position=None)
+        if not verdict.ok:
+            result.problems.append(f"{chain_type} chain: {verdict.reason}")
+        elif len(records) < expected["rows"]:
+            result.problems.append(f"{expected['rows'] - len(records)} of the {expected['rows']} signed {chain_type} "
+                                   "entries are missing")
+        elif verdict.head.hex() != expected["chain_hash"]:
+            result.problems.append(f"the {chain_type} entries are not the ones the server signed "
+                                   "(changed, dropped or reordered)")
+
+
 # -- files ----------------------------------------------------------------------------------------------------
 
 
@@ -249,6 +304,9 @@ def _jsonl_rows(lines, where: str, result: Conversation):
 def verify_json(data: dict, name: str, keys: Keys, report: Report) -> Conversation:
     result = Conversation(file=name)
     rows = [*data.get("messages", []), *({"record": "checkpoint", **c} for c in data.get("checkpoints", []))]
+    for key, record in (("task_state_events", "task_state_event"), ("actions", "action"),
+                        ("workspace_snapshots", "workspace_snapshot")):
+        rows += [{"record": record, **row} for row in data.get(key, [])]
     if data.get("signed_head"):
         rows.append({"record": "signed_head", **data["signed_head"]})
     _check_conversation(iter(rows), result, keys, report)
