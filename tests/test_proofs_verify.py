@@ -69,7 +69,8 @@ def test_the_client_carries_the_servers_encodings_exactly():
     values = [7, "assistant", '{"kind":"assistant","content":"é\\u0000"}', "2026-01-02T03:04:05.000006Z"]
     assert client_chain.message_payload(*values) == chain.message_payload(*values) == chain.payload("message", values)
     head = {"chain_hash": "ab" * 32, "checkpoint_chain_hash": "00" * 32, "checkpoints": 0, "key_id": "0" * 16,
-            "conversation_id": "c", "position": -1, "signed_at": "2026-01-01T00:00:00.000000Z", "extra": "x"}
+            "conversation_id": "c", "position": -1, "signed_at": "2026-01-01T00:00:00.000000Z", "extra": "x",
+            "ledger_chains": {"action": {"rows": 1, "chain_hash": "cd" * 32}}}
     assert client_encoding.head_message(head) == encoding.head_message(head)
 
 
