@@ -186,7 +186,7 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path)
     key = make_key(["read", "write", "facts:read", "facts:write"], name="typescript")
     admin_key = make_key(["read", "write", "admin", "facts:read", "facts:write"], name="typescript-admin")
     done = subprocess.run(
-        [node, "--test", "--test-reporter=spec", "--test-concurrency=1", *sorted(
+        [node, "--test", "--test-reporter=spec", "--test-concurrency=4", *sorted(
             str(p.relative_to(TS)) for p in (TS / "test").glob("*.test.mjs"))],
         cwd=TS, capture_output=True, text=True, timeout=600,
         env={**os.environ, "MEMORYUI_URL": live_server.url, "MEMORYUI_API_KEY": key,

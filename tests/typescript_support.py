@@ -89,8 +89,10 @@ def typecheck_against(types: Path) -> str:
     shutil.rmtree(check, ignore_errors=True)
     shutil.copytree(TS / "src", check / "src")
     shutil.copy(types, check / "src" / "openapi.ts")
+    # The client proper (what src/index.ts reaches); the plugs use the session doors' shapes,
+    # which the OpenAPI document leaves untyped, and their SDKs' types are slow to load.
     (check / "tsconfig.json").write_text('{"extends": "../../tsconfig.json", "compilerOptions": {"noEmit": true, '
-                                         '"rootDir": "src"}, "include": ["src"]}')
+                                         '"rootDir": "src"}, "files": ["src/index.ts"], "include": []}')
     done = subprocess.run([node, str(TS / "node_modules/typescript/bin/tsc"), "-p", str(check / "tsconfig.json")],
                           cwd=TS, capture_output=True, text=True)
     return "" if done.returncode == 0 else (done.stdout + done.stderr)[-6000:]
