@@ -55,7 +55,7 @@ def install() -> None:
     STAMP.write_text(lock_hash())
 
 
-BUILT = TS / "dist" / ".memoryui-src-sha256"
+BUILT = TS / "build" / "dist-src-sha256"
 
 
 def source_hash() -> str:
@@ -70,9 +70,10 @@ def build() -> None:
     changed since dist/ was built."""
     install()
     node, _ = tools()
-    if BUILT.exists() and BUILT.read_text() == source_hash():
+    if BUILT.exists() and BUILT.read_text() == source_hash() and (TS / "dist" / "index.js").exists():
         return
     run([node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], what="tsc (build and type check)")
+    BUILT.parent.mkdir(exist_ok=True)
     BUILT.write_text(source_hash())
 
 
