@@ -96,7 +96,7 @@ def test_a_subject_bundle_verifies(tmp_path, convo):
     path.write_bytes(b"".join(bundle.prepare("Customer:42").chunks()))
     report = verify_path(path, pinned_keys=_pinned())
     assert report.ok, _problems(report)
-    assert report.kind == "bundle" and report.files_checked == 8 and len(report.conversations) == 1
+    assert report.kind == "bundle" and report.files_checked == 9 and len(report.conversations) == 1
 
 
 # -- attacks on the file ---------------------------------------------------------------------------
@@ -302,3 +302,39 @@ def test_memoryui_verify_checks_a_bundle_in_a_fresh_virtualenv(tmp_path, convo):
     # No Django and no server in that environment: the verifier stood on its own.
     probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import django"], capture_output=True)
     assert probe.returncode != 0
+
+
+# -- erased conversations in a subject export -------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_erased_conversation_verifies_as_erased_and_as_signed(tmp_path, settings):
+    from conversations.retention import erasure
+
+    convo = store.create_conversation(title="Gone", subject="customer:99")
+    for i in range(4):
+        store.append_message(conversation_id=convo.pk, message={"kind": "user", "content": f"my email is x{i}@y.z"})
+    store.checkpoint_at(conversation_id=convo.pk, position=1, summary="Gave an email.")
+    heads_signed = verify_cron_run()
+    receipt = erasure.execute_deletion(subject="customer:99", actor="user:boss")
+    path = tmp_path / "erased.zip"
+    path.write_bytes(b"".join(bundle.prepare("customer:99").chunks()))
+    report = verify_path(path, pinned_keys=_pinned())
+    assert report.ok, _problems(report)
+    [erased] = [c for c in report.conversations if c.erased_by]
+    assert (erased.erased_by, erased.conversation_id) == (str(receipt.pk), str(convo.pk))
+    assert (erased.messages, erased.checkpoints) == (4, 1) and erased.head["signature"] == heads_signed
+    assert b"x0@y.z" not in path.read_bytes()
+    # A forged chain hash in what the request kept is a break, not an erasure.
+    _rewrite_zip(path, lambda m: {**m, "erased_rows.jsonl": m["erased_rows.jsonl"].replace(
+        b'"position": 2, "commitment": "', b'"position": 2, "commitment": "00')})
+    assert "the erased message chain breaks at #2" in _problems(verify_path(path, pinned_keys=_pinned()))
+
+
+def verify_cron_run() -> str:
+    from django.core.management import call_command
+
+    from conversations.proofs.models import SignedHead
+
+    call_command("sign_heads", "--quiet")
+    return SignedHead.objects.order_by("-id").values_list("signature", flat=True).first()

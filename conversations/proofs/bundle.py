@@ -13,6 +13,8 @@ the same subject would remove. The ZIP:
     facts.jsonl                     each fact with its review decision and its whole history
     access_log.jsonl                who opened the conversations, and the subject's facts
     deletion_receipts.jsonl         receipts of deletion requests for this subject
+    erased_rows.jsonl               what those requests kept of the erased rows (commitments, chain
+                                    hashes: no content) and the last head signed before the erasure
     manifest.json                   SHA-256 and size of every file above, the signed heads, the keys
     manifest.sig.json               the server's signature over manifest.json
 
@@ -35,11 +37,12 @@ from conversations.errors import InvalidInput
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.ledger import export as ledger_export
 from conversations.models import Conversation
-from conversations.retention.models import DeletionReceipt
+from conversations.retention.models import DeletionReceipt, ErasedRow
 from conversations.subjects import normalize_subject
 
 from . import heads, keys
 from .encoding import manifest_message
+from .models import SignedHead
 from .zipstream import ZipStream
 
 FORMAT = "memoryui-subject-export"
@@ -168,13 +171,37 @@ def _access_chunks(ids: list, norm: str) -> Iterator[str]:
                       "view": row.view})
 
 
-def _receipt_chunks(subject: str) -> Iterator[str]:
+def _receipts(subject: str) -> list[DeletionReceipt]:
     """Receipts keep only SHA-256 of the subject as the request typed it: those of the forms
     this subject is likely typed in are found (as given, normal form, lower case)."""
     forms = {subject, normalize_subject(subject), subject.lower()}
     hashes = {hashlib.sha256(f.encode("utf-8")).hexdigest() for f in forms if f}
-    for receipt in DeletionReceipt.objects.filter(subject_sha256__in=hashes).order_by("created_at", "id"):
+    return list(DeletionReceipt.objects.filter(subject_sha256__in=hashes).order_by("created_at", "id"))
+
+
+def _receipt_chunks(receipts: list[DeletionReceipt]) -> Iterator[str]:
+    for receipt in receipts:
         yield _dumps(receipt.as_document())
+
+
+def _erased_chunks(receipts: list[DeletionReceipt]) -> Iterator[str]:
+    """What those deletion requests kept of the rows they erased: commitments and chain hashes, no
+    content and no salt, so memoryui-verify can show each erased chain still links up (erased, not
+    tampered) and ends where the server's last signed head of it said."""
+    for receipt in receipts:
+        qs = ErasedRow.objects.filter(receipt_id=receipt.pk)
+        # In chain order, read in chunks (the unique index on these columns serves the order).
+        for row in qs.order_by("conversation_ref", "record_type", "position").iterator(chunk_size=BATCH):
+            yield _dumps({"receipt_id": str(row.receipt_id), "conversation_id": row.conversation_ref,
+                          "record_type": row.record_type, "position": row.position,
+                          "commitment": bytes(row.commitment).hex() if row.commitment is not None else None,
+                          "chain_hash": bytes(row.chain_hash).hex() if row.chain_hash is not None else None})
+        refs = list(qs.order_by().values_list("conversation_ref", flat=True).distinct())
+        for ref in refs:
+            head = SignedHead.objects.of(ref).first()
+            if head is not None:
+                yield _dumps({"receipt_id": str(receipt.pk), "conversation_id": ref,
+                              "record_type": "signed_head", **heads.head_dict(head)})
 
 
 def _conversation_line(conversation: Conversation) -> str:
@@ -219,7 +246,9 @@ def _zip_chunks(export: SubjectExport) -> Iterator[bytes]:
     yield from zs.entry("task_state_and_actions.jsonl", _ledger_chunks([c.pk for c in conversations]))
     yield from zs.entry("facts.jsonl", _facts_chunks(norm))
     yield from zs.entry("access_log.jsonl", _access_chunks([c.pk for c in conversations], norm))
-    yield from zs.entry("deletion_receipts.jsonl", _receipt_chunks(export.subject))
+    receipts = _receipts(export.subject)
+    yield from zs.entry("deletion_receipts.jsonl", _receipt_chunks(receipts))
+    yield from zs.entry("erased_rows.jsonl", _erased_chunks(receipts))
     key = keys.active_key()
     manifest = {
         "format": FORMAT, "version": VERSION, "created_at": _iso(when), "subject": export.subject,

@@ -32,6 +32,14 @@ def _describe(report) -> str:
         lines.append(f"  PROBLEM: {problem}")
     for c in report.conversations:
         head = c.head or {}
+        if c.erased_by:
+            state = "chain verified without their content" if c.ok else "FAILED"
+            signed = f"; ends where head #{head.get('position')} signed {head.get('signed_at')} said" if head else ""
+            lines.append(f"  conversation {c.conversation_id}: erased by deletion request {c.erased_by}: "
+                         f"{c.messages} messages, {c.checkpoints} checkpoints, {c.ledger} ledger entries; "
+                         f"{state}{signed if c.ok else ''}")
+            lines += [f"    PROBLEM: {p}" for p in c.problems]
+            continue
         state = "verified" if c.ok else "FAILED"
         erased = f", {len(c.erased)} erased rows" if c.erased else ""
         lines.append(f"  {c.file}: {state}: {c.messages} messages, {c.checkpoints} checkpoints{erased}; "

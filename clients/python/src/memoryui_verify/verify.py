@@ -31,6 +31,9 @@ class Conversation:
     erased: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     head: dict | None = None
+    # An erased conversation: the deletion request (receipt id) that erased it.
+    erased_by: str = ""
+    ledger: int = 0
 
     @property
     def ok(self) -> bool:
@@ -57,7 +60,8 @@ class Report:
             "warnings": self.warnings, "keys_used": sorted(self.keys_used), "files_checked": self.files_checked,
             "conversations": [
                 {"file": c.file, "conversation_id": c.conversation_id, "ok": c.ok, "messages": c.messages,
-                 "checkpoints": c.checkpoints, "erased_positions": c.erased, "problems": c.problems,
+                 "checkpoints": c.checkpoints, "ledger_entries": c.ledger, "erased_positions": c.erased,
+                 "erased_by": c.erased_by or None, "problems": c.problems,
                  "head": {k: c.head.get(k) for k in ("position", "chain_hash", "signed_at", "key_id")}
                  if c.head else None}
                 for c in self.conversations
@@ -364,6 +368,72 @@ def verify_bundle(zf: zipfile.ZipFile, keys: Keys, report: Report) -> None:
             result.problems.append("its signed head is not the one in the manifest")
     for cid in heads:
         report.problems.append(f"conversation {cid} is in the manifest but its file is missing")
+    if "erased_rows.jsonl" in listed and "erased_rows.jsonl" in names:
+        with zf.open("erased_rows.jsonl") as member:
+            verify_erased(io.TextIOWrapper(member, encoding="utf-8"), keys, report)
+
+
+def verify_erased(lines, keys: Keys, report: Report) -> None:
+    """Each erased conversation of the bundle (what deletion requests kept: commitments and chain
+    hashes, no content): its chains must still link up, and end where its last signed head says."""
+    current: Conversation | None = None
+    chains: dict[str, list[bytes]] = {}
+    for row in _jsonl_rows(lines, "erased_rows.jsonl", Conversation(file="erased_rows.jsonl")):
+        key = (row.get("receipt_id"), row.get("conversation_id"))
+        if current is None or (current.erased_by, current.conversation_id) != key:
+            current = Conversation(file="erased_rows.jsonl", conversation_id=key[1], erased_by=key[0])
+            chains = {}
+            report.conversations.append(current)
+        if row.get("record_type") == "signed_head":
+            _check_erased_head(row, chains, current, keys, report)
+            continue
+        _walk_erased(row, chains, current)
+
+
+def _walk_erased(row: dict, chains: dict[str, list[str]], result: Conversation) -> None:
+    """Checks one erased row's link to the row before it in its chain, as the rows come."""
+    record_type, position = row.get("record_type"), row.get("position")
+    hashes = chains.setdefault(record_type, [])
+    prev = bytes.fromhex(hashes[-1]) if hashes else chain.GENESIS
+    index = len(hashes)
+    try:
+        commitment, chain_hash = bytes.fromhex(row["commitment"]), bytes.fromhex(row["chain_hash"])
+    except (KeyError, TypeError, ValueError):
+        result.problems.append(f"erased {record_type} #{position} has no commitment or chain hash")
+        hashes.append("")
+        return
+    if not result.problems:
+        if record_type == "message" and position != index:
+            result.problems.append(f"erased row #{index} is missing")
+        elif chain.link(prev, commitment) != chain_hash:
+            result.problems.append(f"the erased {record_type} chain breaks at #{position}")
+    hashes.append(row["chain_hash"])
+    if record_type == "message":
+        result.messages += 1
+    elif record_type == "checkpoint":
+        result.checkpoints += 1
+    else:
+        result.ledger += 1
+
+
+def _check_erased_head(head: dict, chains: dict, result: Conversation, keys: Keys, report: Report) -> None:
+    bad = keys.check(head.get("key_id", ""), head_message(head), head.get("signature", ""), report)
+    if bad:
+        result.problems.append(f"signed head: {bad}")
+        return
+    result.head = head
+    expected = [("message", head.get("position", -1) + 1, head.get("chain_hash")),
+                ("checkpoint", head.get("checkpoints", 0), head.get("checkpoint_chain_hash"))]
+    expected += [(t, c.get("rows", 0), c.get("chain_hash")) for t, c in (head.get("ledger_chains") or {}).items()]
+    for record_type, count, chain_hash in expected:
+        rows = chains.get(record_type, [])
+        if count == 0:
+            continue
+        if len(rows) < count:
+            result.problems.append(f"the erased {record_type} chain has {len(rows)} rows; the head signed before "
+                                   f"the erasure covers {count}")
+        elif rows[count - 1] != chain_hash:
+            result.problems.append(f"the erased {record_type} chain is not the one the server signed")
 
 
 def verify_path(path: str | Path, *, pinned_keys: list[str] | None = None) -> Report:
