@@ -31,7 +31,8 @@ def test_it_lists_hits_with_escaped_marked_snippets(client, convo):
     assert "<mark>refund</mark>" in body
     assert "<img src=x" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body
     assert "<b>ticket</b>" not in body
-    assert f'href="/conversations/{convo.pk}/?at=0#p0"' in body
+    # The row opens with the words to mark (?q=).
+    assert f'href="/conversations/{convo.pk}/?at=0&amp;q=refund#p0"' in body
 
 
 def test_an_empty_form_shows_no_results_and_no_error(client, convo):
@@ -65,11 +66,13 @@ def test_the_find_box_answers_htmx_with_only_its_results(client, convo):
     assert "2 rows with “refund”" in body
 
 
-def test_more_results_arrive_by_cursor(client, convo):
+def test_more_results_inside_one_conversation_arrive_by_cursor(client, convo):
     login_as(client, "auditor")
     for i in range(25):
         store.append_message(conversation_id=convo.pk, message={"kind": "note", "text": f"refund {i}"})
-    first = client.get("/search/", {"q": "refund"}).content.decode()
+    grouped = client.get("/search/", {"q": "refund"}).content.decode()
+    assert grouped.count('class="hit ') == 3 and "All 27 rows in this conversation" in grouped
+    first = client.get("/search/", {"q": "refund", "conversation": str(convo.pk)}).content.decode()
     assert first.count('class="hit ') == 20 and 'id="search-more"' in first
     import re
     more = re.search(r'id="search-more" class="more-row"><a class="more" href="([^"]+)"', first).group(1)

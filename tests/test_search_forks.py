@@ -207,7 +207,7 @@ def test_the_api_and_the_page_show_a_shared_row_once_with_its_conversations(clie
     login_as(client, "auditor")
     body = client.get("/search/", {"q": "refund"}).content.decode()
     assert body.count('class="hit ') == 1
-    assert f'href="/conversations/{child.pk}/?at=1#p1">Order 7, &lt;b&gt;retried&lt;/b&gt;</a>' in body
+    assert f'href="/conversations/{child.pk}/?at=1&amp;q=refund#p1">Order 7, &lt;b&gt;retried&lt;/b&gt;</a>' in body
 
 
 def test_a_message_row_is_still_never_updated():

@@ -96,6 +96,28 @@ def snippets(texts: list[str], query: Query) -> list[list[tuple[str, bool]]]:
     return [_pieces(found[i]) if i in found else _plain(t) for i, t in enumerate(cleaned)]
 
 
+def scores(texts: list[str], query: Query) -> list[float]:
+    """How well each text matches `query`: FTS5's bm25 over these texts (negated, so
+    higher is better; 0 for a text the tokenizer does not match), in order. The word
+    weights come from the texts given, not from the whole index: the ranking of hits
+    among themselves (conversations.search.ranked)."""
+    if not texts:
+        return []
+    conn = _connection()
+    found: dict[int, float] = {}
+    try:
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO hl(rowid, body) VALUES (?, ?)",
+                         [(i, t[:MAX_CHARS]) for i, t in enumerate(texts)])
+        found = dict(conn.execute("SELECT rowid, -bm25(hl) FROM hl WHERE hl MATCH ?",
+                                  (query.fts5(with_exclusions=False),)).fetchall())
+    except sqlite3.Error:
+        found = {}
+    finally:
+        conn.execute("ROLLBACK")
+    return [found.get(i, 0.0) for i in range(len(texts))]
+
+
 def _pieces(marked: str) -> list[tuple[str, bool]]:
     pieces = []
     for i, chunk in enumerate(marked.split(START)):

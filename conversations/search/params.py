@@ -92,3 +92,13 @@ def parse_search(data, *, kinds=None, conversation_id=None) -> SearchRequest:
     )
     return SearchRequest(query=query, raw_query=raw_query.strip(), filters=filters,
                          cursor=_text(data.get("cursor"), "cursor"), limit=parse_limit(data.get("limit")))
+
+
+def parse_page(value, *, maximum: int = 1000) -> int:
+    """The page of grouped results (1 for the first)."""
+    if value in (None, ""):
+        return 1
+    try:
+        return params.parse_int(value, minimum=1, maximum=maximum)
+    except ValueError as exc:
+        raise BadSearch(f"page {exc}", field="page") from None

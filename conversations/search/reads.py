@@ -159,6 +159,13 @@ def search_messages(q, *, filters: Filters = Filters(), cursor: str | None = Non
     return SearchPage(query=query, hits=hits, next_cursor=next_cursor)
 
 
+def candidate_rows(query, filters: Filters, kinds, limit: int) -> list[tuple]:
+    """The first `limit` hits in index order (newest conversation first), each row
+    (seq, position, id, title, subject, namespace, kind, created_at, content), for
+    search.ranked to rank; no cap of a page applies."""
+    return _rows(query, filters, kinds, None, None, limit)
+
+
 def _rows(query, filters, kinds, seq, after, limit):
     if connection.vendor == "sqlite":
         return _sqlite_rows(query, filters, kinds, seq, after, limit)

@@ -10,35 +10,55 @@ from conversations.errors import StoreError
 from conversations.schema import KINDS
 from conversations.views import _conversation_or_404, _reader
 
-from .params import parse_search
+from . import ranked
+from .params import parse_page, parse_search
 from .reads import search_messages
 
-FRAGMENTS = ("search-results", "search-more", "find-results")
+FRAGMENTS = ("search-results", "search-more", "search-groups-more", "find-results")
 
 
 @require_safe
 @_reader
 def search(request):
     kinds = request.GET.getlist("kind")
-    form = {k: request.GET.get(k, "") for k in ("q", "subject", "namespace", "from", "to", "conversation")}
+    form = {k: request.GET.get(k, "") for k in ("q", "subject", "namespace", "from", "to", "conversation", "order")}
     context = {"form": form, "kinds": [k for k in kinds if k in KINDS], "all_kinds": KINDS, "page": None,
-               "error": None, "conversation": None}
+               "error": None, "conversation": None, "results": None, "orders": ranked.ORDERS}
     status = 200
     if form["conversation"].strip():
         context["conversation"] = _conversation_or_404(form["conversation"])
     if form["q"].strip():
         try:
             parsed = parse_search(request.GET, kinds=kinds)
-            page = search_messages(parsed.query, filters=parsed.filters, cursor=parsed.cursor, limit=parsed.limit)
+            order = ranked.parse_order(request.GET.get("order"))
+            grouped = order == "relevance" and parsed.filters.conversation_id is None and not parsed.cursor
+            if grouped:
+                # Every conversation with hits, grouped, best first. Newest first (and a
+                # search inside one conversation) stays the row list, in keyset pages.
+                results = ranked.search_grouped(parsed.query, filters=parsed.filters,
+                                                page=parse_page(request.GET.get("page")))
+            else:
+                page = search_messages(parsed.query, filters=parsed.filters, cursor=parsed.cursor, limit=parsed.limit)
         except StoreError as exc:
             context["error"], status = exc, 400
         else:
+            if grouped:
+                context["results"] = results
+                if results.next_page:
+                    params = [(k, v) for k, v in request.GET.items() if k not in ("page", "kind") and v]
+                    params += [("kind", k) for k in context["kinds"]] + [("page", results.next_page)]
+                    context["more_url"] = "?" + urlencode(params)
+                return _render(request, context, status)
             context["page"] = page
             if page.next_cursor:
                 params = [(k, v) for k, v in request.GET.items() if k not in ("cursor", "kind") and v]
                 params += [("kind", k) for k in context["kinds"]] + [("cursor", page.next_cursor)]
                 context["more_url"] = "?" + urlencode(params)
             context["first_page"] = not parsed.cursor
+    return _render(request, context, status)
+
+
+def _render(request, context, status):
     target = request.htmx.target if request.htmx else None
     name = f"search/search.html#{target}" if target in FRAGMENTS else "search/search.html"
     response = render(request, name, context, status=status)
