@@ -28,15 +28,17 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """A test marked `postgresql_only` tests a mechanism SQLite does not have (row locks,
     pg_wal): on SQLite it is left out of the run, not skipped, so that a skip always means
-    something is missing."""
+    something is missing. A test marked `database_independent` judges something no
+    database takes part in (a build, a rendering): it runs in the SQLite pass and is left
+    out of the PostgreSQL one, which would only repeat it."""
     from django.conf import settings
 
-    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-        return
-    left_out = [item for item in items if item.get_closest_marker("postgresql_only")]
+    postgresql = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    marker = "database_independent" if postgresql else "postgresql_only"
+    left_out = [item for item in items if item.get_closest_marker(marker)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
-        items[:] = [item for item in items if not item.get_closest_marker("postgresql_only")]
+        items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 def skip_or_fail(reason: str):
