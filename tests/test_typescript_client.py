@@ -13,6 +13,7 @@ import os
 import random
 import re
 import subprocess
+import warnings
 
 from pathlib import Path
 
@@ -54,6 +55,7 @@ def types_of(schema: dict, name: str):
     return out / f"{name}.ts"
 
 
+@pytest.mark.database_independent
 def test_the_client_compiles_against_the_servers_openapi_document_as_served(client, built):
     # src/openapi.ts is the committed snapshot (`npm run schema`); the client must also
     # compile against what the server serves now, so a renamed field fails here.
@@ -61,10 +63,14 @@ def test_the_client_compiles_against_the_servers_openapi_document_as_served(clie
     if served.read_text() == (TS / "src" / "openapi.ts").read_text():
         return  # the build compiled the client against exactly this
     errors = typecheck_against(served)
+    if not errors:
+        warnings.warn("the API's OpenAPI document changed since clients/typescript/src/openapi.ts was generated; "
+                      "the client still compiles against it (regenerate it with `npm run schema`)", stacklevel=1)
     assert not errors, ("The client does not compile against the server's OpenAPI document (a field it uses was "
                         f"renamed or removed); fix it and regenerate src/openapi.ts with `npm run schema`:\n{errors}")
 
 
+@pytest.mark.database_independent
 def test_a_renamed_field_fails_the_typescript_build(client, built):
     schema = served_schema(client)
     properties = schema["components"]["schemas"]["MessagePage"]["properties"]
@@ -130,6 +136,7 @@ def generated_view(rng: random.Random) -> dict:
     return {"handoff": handoff, "items": [{"position": p, "message": m} for p, m in enumerate(rows)]}
 
 
+@pytest.mark.database_independent
 def test_the_typescript_formats_render_every_view_as_the_python_client_does_and_providers_accept_it(built):
     rng = random.Random(25)
     views = [generated_view(rng) for _ in range(400)]

@@ -284,7 +284,7 @@ export class StepPersister {
     this.run = options.runId ?? globalThis.crypto.randomUUID();
   }
 
-  /** Keep the messages the run starts from (the user's turn); answers the rows' positions. */
+  /** Keep the messages the run starts from (the user's turn), before the run. */
   async saveInput(messages: readonly ModelMessage[]): Promise<void> {
     await this.write("input", toMemoryuiMessages(messages));
   }
