@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from memoryui_verify import verify_path
 
 from conversations import store
 from conversations.models import AuditEvent
 from conversations.roles import ADMIN, assign_role
-from memoryui_verify import verify_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
