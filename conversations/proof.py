@@ -11,6 +11,7 @@ million rows is bounded by SHA-256, not by Python objects.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -24,7 +25,7 @@ from .models import AuditEvent, Checkpoint, Conversation, Message
 PAGE = 5000
 _MSG, _CKPT, _AUDIT = (m._meta.db_table for m in (Message, Checkpoint, AuditEvent))
 
-VERIFIED, ERASED, TAMPERED = "verified", "erased", "tampered"
+VERIFIED, ERASED, TAMPERED, UNCHECKED = "verified", "erased", "tampered", "unchecked"
 
 
 @dataclass
@@ -33,7 +34,7 @@ class ChainState:
 
     conversation_id: str
     title: str = ""
-    state: str = VERIFIED  # verified | erased | tampered
+    state: str = VERIFIED  # verified | erased | tampered | unchecked (over the page's row budget)
     messages: int = 0
     checkpoints: int = 0
     ledger: int = 0  # task-state versions, actions and snapshots
@@ -73,9 +74,9 @@ def _db_id(value):
     return Conversation._meta.pk.get_db_prep_value(value, connection)
 
 
-def _paged(sql: str, params: list, key_index: int):
-    """Yield rows of `sql` (which ends in `> %s ORDER BY key LIMIT %s`) page by page."""
-    after = -(2 ** 63)
+def _paged(sql: str, params: list, key_index: int, after: int | None = None):
+    """Yield rows of `sql` (which ends in `> %s ORDER BY key LIMIT %s`) page by page, from after `after`."""
+    after = -(2 ** 63) if after is None else after
     with connection.cursor() as cursor:
         while True:
             cursor.execute(sql, [*params, after, PAGE])
@@ -131,12 +132,11 @@ def checkpoint_records(conversation_id):
     return model_records(Checkpoint, "checkpoint", conversation_id)
 
 
-def audit_records():
-    import json
-
+def audit_records(after_id: int | None = None):
     sql = (f"SELECT id, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash FROM {_AUDIT} "
            "WHERE id > %s ORDER BY id LIMIT %s")
-    for pk, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash in _paged(sql, [], 0):
+    rows = _paged(sql, [], 0, after=after_id)
+    for pk, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash in rows:
         if isinstance(detail, str):
             detail = json.loads(detail)
         body = chain.payload("audit", [_canonical_db_time(at), actor, action, target_type, target_id, detail])
@@ -196,8 +196,16 @@ def _fork_point(conversation: Conversation) -> chain.Verdict | None:
                                           "recorded when it was forked")
 
 
-def verify_audit() -> chain.Verdict:
-    return chain.verify_rows(audit_records(), record_type="audit", first_position=None)
+def verify_audit(*, last: int | None = None) -> chain.Verdict:
+    """The audit log's chain; with `last`, only its last `last` events, linked from the chain
+    hash of the event before them (the page; verify_log walks it all)."""
+    genesis, after = chain.GENESIS, None
+    if last is not None:
+        before = list(AuditEvent.objects.order_by("-id").values_list("id", "chain_hash")[last:last + 1])
+        if before:
+            after, prev = before[0]
+            genesis = bytes(prev) if prev is not None else chain.GENESIS
+    return chain.verify_rows(audit_records(after), record_type="audit", genesis=genesis, first_position=None)
 
 
 def _erased_model():
@@ -258,7 +266,7 @@ class Report:
         audit = {"state": VERIFIED if self.audit.ok else TAMPERED, "rows": self.audit.rows,
                  "head": self.audit.head.hex() if self.audit.rows else "", "head_id": self.audit.last_position,
                  "broken_at": self.audit.broken_at, "reason": self.audit.reason}
-        counts = {VERIFIED: 0, ERASED: 0, TAMPERED: 0}
+        counts = {VERIFIED: 0, ERASED: 0, TAMPERED: 0, UNCHECKED: 0}
         for s in self.conversations:
             counts[s.state] += 1
         return {"ok": self.ok, "counts": {**counts, "erased_conversations": len(self.erased)},
@@ -266,14 +274,25 @@ class Report:
                 "erased_conversations": [s.as_dict() for s in self.erased]}
 
 
-def verify_all(*, conversation_ids=None, limit: int | None = None) -> Report:
+def verify_all(*, conversation_ids=None, limit: int | None = None, row_budget: int | None = None,
+               audit_last: int | None = None) -> Report:
     """Every live conversation (or those given), every erased one, and the audit log.
-    `limit`: the most recently active conversations only (the page)."""
+    For the page: `limit` takes the most recently active conversations only, `row_budget`
+    leaves a conversation unchecked once its rows would pass it, `audit_last` walks only the
+    audit log's last events."""
     qs = Conversation.objects.live().order_by("-last_activity_at", "-id")
     if conversation_ids is not None:
         qs = qs.filter(pk__in=[c if isinstance(c, uuid.UUID) else uuid.UUID(str(c)) for c in conversation_ids])
     if limit is not None:
         qs = qs[:limit]
-    states = [verify_conversation(c) for c in qs.iterator(chunk_size=500)]
+    states = []
+    for conversation in qs.iterator(chunk_size=500):
+        if row_budget is not None and conversation.next_position > row_budget:
+            states.append(ChainState(conversation_id=str(conversation.pk), title=conversation.title, state=UNCHECKED,
+                                     messages=conversation.next_position))
+            continue
+        states.append(verify_conversation(conversation))
+        if row_budget is not None:
+            row_budget -= conversation.next_position
     erased = verify_erased(limit=limit) if conversation_ids is None else []
-    return Report(conversations=states, erased=erased, audit=verify_audit())
+    return Report(conversations=states, erased=erased, audit=verify_audit(last=audit_last))

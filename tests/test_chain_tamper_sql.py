@@ -267,3 +267,27 @@ def test_ledger_rows_are_chained_copied_into_forks_and_an_edit_is_caught():
     sql("DELETE FROM ledger_taskstateevent WHERE id = %s", [first.pk])
     state = verdict(child)
     assert (state.state, state.chain) == ("tampered", "task state")
+
+
+def test_the_page_walks_a_bounded_part_and_says_what_it_left_to_verify_log(client, monkeypatch):
+    from conversations.retention import proof_views
+
+    client.force_login(make_user("boss", "admin"))
+    small = store.create_conversation(title="small one")
+    store.append_message(conversation_id=small.pk, message={"kind": "user", "content": "x"})
+    big = store.create_conversation(title="big one")
+    store.append_messages(conversation_id=big.pk, messages=[{"kind": "user", "content": str(i)} for i in range(5)])
+    for i in range(4):
+        store.record_audit(actor="user:a", action="x.y", detail={"i": i})
+    monkeypatch.setattr(proof_views, "PAGE_ROWS", 3)
+    monkeypatch.setattr(proof_views, "PAGE_AUDIT_EVENTS", 2)
+    response = client.get("/admin/verification/")
+    rows = {s["state"].title: s["state"].state for s in response.context["rows"]}
+    assert rows == {"small one": "verified", "big one": "unchecked"}
+    assert f"manage.py verify_log --conversation {big.pk}" in response.content.decode()
+    assert response.context["report"].audit.rows == 2
+    # The last events are checked from the chain hash of the one before them.
+    drop_triggers()
+    last = AuditEvent.objects.order_by("-id").first()
+    sql(f"UPDATE {AUDIT} SET detail = %s WHERE id = %s", ['{"i": 99}', last.pk])
+    assert client.get("/admin/verification/").context["report"].audit.broken_at == last.pk
