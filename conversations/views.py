@@ -380,6 +380,10 @@ def conversation(request, conversation_id):
         context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
         context["subagent_count"] = len(children) - context["fork_count"]
         context["ledger"] = ledger.panel(convo)
+        from .views_live import etag_of, state_of  # views_live builds on this module's helpers
+
+        context["live_state"] = state_of(convo)
+        context["live_etag"] = etag_of(context["live_state"])
         _opened(request, convo, "page")
     return _render(
         request,

@@ -26,7 +26,7 @@ from .prices import money
 from .views import _conversation_or_404, _position_or_404, _reader
 
 
-def _state_of(convo: Conversation) -> dict:
+def state_of(convo: Conversation) -> dict:
     latest = Checkpoint.objects.latest_for(convo.pk)
     # Actions change status in place (performed → failed is not, but a retry adds a row):
     # the highest id of each ledger table moves whenever anything is recorded.
@@ -41,12 +41,16 @@ def _state_of(convo: Conversation) -> dict:
     }
 
 
+def etag_of(body: dict) -> str:
+    return '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20] + '"'
+
+
 @require_safe
 @_reader
 def state(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
-    body = _state_of(convo)
-    etag = '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20] + '"'
+    body = state_of(convo)
+    etag = etag_of(body)
     if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
         response = HttpResponseNotModified()
     else:

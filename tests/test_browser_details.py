@@ -81,10 +81,14 @@ def test_favicon_skip_link_landmarks_and_tool_output(live_server, browser, audit
     assert page.locator("nav").count() <= 3
 
     # Tool output reads as code, and a 400-line traceback stays under a screen once expanded.
-    error = page.locator("#p2")
-    assert "mono" in error.locator("summary .preview").evaluate("e => getComputedStyle(e).fontFamily")
+    # The failed result sits under its call in the reply's turn (issue 24.1), closed when long.
+    error = page.locator("#p1 details.result")
+    assert "flag-error" in error.locator("summary").first.inner_html()
     error.locator("summary").first.click()
-    text = error.locator(".msg-body .text").first
+    long = error.locator("details.long")
+    assert "mono" in long.locator("summary .preview").evaluate("e => getComputedStyle(e).fontFamily")
+    long.locator("summary").first.click()
+    text = long.locator(".text").first
     assert "mono" in text.evaluate("e => getComputedStyle(e).fontFamily")
     height = text.evaluate("e => e.getBoundingClientRect().height")
     assert 100 < height <= 32 * 16 and text.evaluate("e => e.scrollHeight > e.clientHeight")
@@ -123,6 +127,8 @@ def test_on_a_phone_the_top_bar_wraps_and_nothing_scrolls_sideways(live_server, 
 def test_on_a_phone_only_the_visible_tab_loads_pages(live_server, browser, auditor, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 10)  # pages of 10, then 40 while scrolling
     c = _session(rows=300)
+    # Folded, so the active view has rows of its own (without a fold it says it equals the record).
+    store.checkpoint_at(conversation_id=c.pk, position=0, summary="A refund was asked for.")
     context, page = _open(browser, live_server, "phone")
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     assert page.locator("#record-pane").is_visible() and not page.locator("#active-pane").is_visible()
@@ -143,23 +149,25 @@ def test_on_a_phone_only_the_visible_tab_loads_pages(live_server, browser, audit
 
 def test_on_a_phone_live_follow_fills_the_shown_tab_and_the_other_once_shown(live_server, browser, auditor):
     c = _session(rows=10)  # rows #0-#13
+    store.checkpoint_at(conversation_id=c.pk, position=0, summary="A refund was asked for.")  # the active view: #1 on
     context, page = _open(browser, live_server, "phone")
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
     for i in range(2):
         store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"appended live {i}"})
     page.wait_for_function("() => !!document.getElementById('p15')", timeout=15000)
-    # The reader is at the top: the marker says so, on screen, and leads to the first new row.
+    # The reader is at the top: the marker says so, on screen, and leads to the newest row (issue 24.6).
     marker = page.locator("button.new-rows")
     assert marker.inner_text() == "2 new rows ↓" and _in_sight(page, "button.new-rows", "phone")
     marker.click()
-    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p14'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p15'")
     # The hidden tab asked for nothing; shown, it catches up, each row once.
     page.wait_for_timeout(1000)
     assert page.locator("#a14").count() == 0
     page.locator("label[for=tab-active]").click()
     page.wait_for_function("() => !!document.getElementById('a15')", timeout=15000)
-    positions = page.locator("#active article.msg").evaluate_all("els => els.map(e => +e.dataset.position)")
-    assert positions == list(range(16))
+    positions = page.locator("#active article.msg[data-position]").evaluate_all(
+        "els => els.map(e => +e.dataset.position)")
+    assert positions == list(range(1, 16))
     assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
     context.close()

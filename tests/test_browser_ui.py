@@ -71,6 +71,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
     page.set_viewport_size({"width": 1400, "height": 900})
 
     # What the model saw before the refund call (row 7).
+    page.locator("#p7 details.row-menu > summary").click()  # the row's actions, in one menu
     page.locator("#p7").get_by_role("link", name="What the model saw").click()
     page.wait_for_url(f"**/conversations/{ticket.pk}/saw/7/")
     assert page.locator("#saw article.msg").count() == 7  # rows 0-6: the checkpoint came later
@@ -106,6 +107,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
 
     # Fork at position 3 and land on a 4-message child with its lineage.
     page.goto(live_server.url + f"/conversations/{ticket.pk}/")
+    page.locator("#p3 details.row-menu > summary").click()  # the row's actions, in one menu
     page.locator("#p3").get_by_role("link", name="Fork from here").click()
     page.fill("input[name=title]", "Branch at the lookup")
     page.get_by_role("button", name="Fork").click()
@@ -117,6 +119,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkey
     assert crumbs.get_by_role("link", name="Order #48213: blender arrived cracked").count() == 1
 
     # Checkpoint here (admin): the new fold shows at once in both views.
+    page.locator("#p2 details.row-menu > summary").click()  # the row's actions, in one menu
     page.locator("#p2").get_by_role("link", name="Checkpoint here").click()
     page.fill("textarea[name=summary]", "Damaged blender; order looked up.")
     page.get_by_role("button", name="Create checkpoint").click()
@@ -184,6 +187,6 @@ def test_script_payloads_never_run(live_server, page):
         assert page.locator("script:not([src])").count() == 0, path
     # The payloads are there, as text.
     page.goto(live_server.url + f"/conversations/{convo.pk}/")
-    assert page.locator("#p0").get_by_text("<script>window.__pwned=1</script>", exact=False).count() == 1
+    assert page.locator("#p0 .msg-body").get_by_text("<script>window.__pwned=1</script>", exact=False).count() == 1
     assert page.locator("h1").inner_text().startswith("<script>")
     assert dialogs == []

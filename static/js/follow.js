@@ -255,8 +255,8 @@
     var marker = newRowsMarker();
     var button = document.querySelector("button[data-live]");
     var known = { next_position: Number(views.dataset.nextPosition), checkpoint: views.dataset.checkpoint || null,
-                  ledger: null };
-    var etag = null;
+                  ledger: views.dataset.ledger || null };
+    var etag = views.dataset.etag || null;
     var timer = null;
     var failures = 0;
     var live = window.localStorage && window.localStorage.getItem("memoryui.live") === "off" ? false : true;
@@ -271,10 +271,24 @@
                           : "Paused: nothing new is fetched. Click to follow live again.";
     }
 
+    // A shown container that has not yet asked for the rows up to the known end (it was
+    // busy, hidden in the other tab, or the state moved while it was asking).
+    function behind() {
+      return containers().some(function (container) {
+        if (pending(container) || container.offsetParent === null) return false;
+        var reached = Math.max(lastPosition(container), Number(container.dataset.followedTo || -1));
+        return reached < known.next_position - 1;
+      });
+    }
+
     function followRows(changed) {
+      var target = known.next_position - 1;
       var work = containers().map(function (container) {
         if (pending(container)) return Promise.resolve(false);
-        return pollRows(container, marker).catch(function () { return false; });
+        return pollRows(container, marker).then(function (done) {
+          if (done) container.dataset.followedTo = String(target);
+          return done;
+        }).catch(function () { return false; });
       });
       return Promise.all(work).then(function () {
         var record = document.getElementById("record");
@@ -313,7 +327,7 @@
           etag = response.headers.get("ETag");
           return response.json();
         })
-        .then(function (state) { failures = 0; return state ? apply(state) : null; })
+        .then(function (state) { failures = 0; return state ? apply(state) : behind() ? followRows() : null; })
         .catch(function () { failures += 1; })
         .then(function () { show(); schedule(); });
     }
@@ -332,6 +346,10 @@
     }
     document.addEventListener("visibilitychange", function () {
       if (document.visibilityState === "visible") schedule();
+    });
+    // On a phone the other tab, once shown, catches up at once.
+    document.addEventListener("change", function (event) {
+      if (live && event.target.classList && event.target.classList.contains("tab-radio") && behind()) followRows();
     });
     show();
     schedule();
