@@ -73,6 +73,17 @@ def test_a_key_given_by_the_setting_signs(settings, tmp_path, convo):
     assert not (tmp_path / "signing").exists()  # no second key was made
 
 
+def test_a_key_file_others_can_read_is_warned_about(settings, tmp_path, caplog):
+    path = tmp_path / "loose.pem"
+    path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    path.chmod(0o644)
+    settings.MEMORYUI_SIGNING_KEY_FILE = str(path)
+    with caplog.at_level("WARNING", logger="memoryui.proofs"):
+        keys.load_active()
+    assert "others on this machine can read it" in caplog.text
+
+
 def test_a_bad_key_setting_is_a_clear_error(settings, tmp_path):
     path = tmp_path / "not-a-key.pem"
     path.write_text("hello")

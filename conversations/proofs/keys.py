@@ -16,7 +16,9 @@ its 32 raw public bytes, so anyone can recompute it from the public key alone.
 
 import base64
 import hashlib
+import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+
+log = logging.getLogger("memoryui.proofs")
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -101,8 +105,12 @@ def ensure_default_key() -> None:
 def _load_file(path: Path, source: str) -> LoadedKey:
     try:
         data = path.read_bytes()
+        mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError as exc:
         raise ImproperlyConfigured(f"signing key {path} cannot be read: {exc.strerror}") from None
+    if mode & 0o077:
+        log.warning("signing key %s is mode %o: others on this machine can read it and sign as the server "
+                    "(chmod 600 it)", path, mode)
     try:
         private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
