@@ -10,7 +10,7 @@ from django.db import connection
 from conversations import store
 from conversations.search import ranked
 from conversations.search.params import parse_search
-from tests.api_support import login_as
+from tests.api_support import Api, error_of, login_as, make_key
 from tests.search_support import into_the_index
 
 pytestmark = pytest.mark.django_db
@@ -143,3 +143,31 @@ def test_past_the_candidates_it_says_more_and_offers_every_row(client, corpus, m
     assert "More than <strong>5</strong> matching rows" in body and "order=newest" in body
     assert str(corpus["noisy"].pk) in groups_on(body) and str(corpus["focused"].pk) not in groups_on(body)
     assert "5+ matching rows" in body
+
+
+def test_the_api_ranks_on_request_and_keeps_newest_as_its_default(client, corpus):
+    reader = Api(client, make_key(["read"], name="reader"))
+    newest = reader.get("/search", {"q": "refund"}).json()
+    assert newest["items"][0]["conversation_id"] == str(corpus["noisy"].pk) and newest["total"] is None
+    body = reader.get("/search", {"q": "refund", "order": "relevance"}).json()
+    assert [(i["conversation_id"], i["position"]) for i in body["items"]][:1] == [(str(corpus["focused"].pk), 0)]
+    assert body["total"] == 31 and body["total_is_lower_bound"] is False and body["next"] is None
+    assert len(body["items"]) == 1 + 3
+
+
+def test_the_api_pages_ranked_conversations_by_cursor(client):
+    for i in range(12):
+        c = store.create_conversation(title=f"Ticket {i}")
+        note(c, f"refund number {i}")
+    reader = Api(client, make_key(["read"], name="reader"))
+    first = reader.get("/search", {"q": "refund", "order": "relevance"}).json()
+    assert len(first["items"]) == 10 and first["next"]
+    rest = reader.get("/search", {"q": "refund", "order": "relevance", "cursor": first["next"]}).json()
+    assert len(rest["items"]) == 2 and rest["next"] is None
+    assert not {i["conversation_id"] for i in first["items"]} & {i["conversation_id"] for i in rest["items"]}
+    bad = reader.get("/search", {"q": "refund", "order": "relevance", "cursor": "xyz"})
+    assert bad.status_code == 400 and error_of(bad)["field"] == "cursor"
+    newest_cursor = reader.get("/search", {"q": "refund", "limit": 1}).json()["next"]
+    assert reader.get("/search", {"q": "refund", "order": "relevance", "cursor": newest_cursor}).status_code == 400
+    bad = reader.get("/search", {"q": "refund", "order": "best"})
+    assert bad.status_code == 400 and error_of(bad)["field"] == "order"

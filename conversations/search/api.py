@@ -5,11 +5,13 @@ from urllib.parse import urlencode
 from django.http import JsonResponse
 from ninja import Query, Router, Schema
 
+from conversations import params
 from conversations.api_schemas import errors_doc, example_doc
 from conversations.apiauth import require_scope
 
+from . import ranked
 from .params import parse_search
-from .reads import search_messages
+from .reads import BadSearch, search_messages
 
 router = Router(tags=["search"])
 
@@ -42,6 +44,10 @@ class SearchPage(Schema):
     items: list[SearchHit]
     next: str | None
     next_url: str | None
+    # order=relevance: the matching rows counted (at least this many when
+    # total_is_lower_bound); order=newest counts nothing (null).
+    total: int | None = None
+    total_is_lower_bound: bool | None = None
 
 
 def _iso(value) -> str:
@@ -102,12 +108,18 @@ def search(
     conversation: str | None = Query(None, description="Only inside this conversation (its id)."),
     cursor: str | None = Query(None, max_length=200, description="The `next` value of the previous page."),
     limit: int = Query(20, ge=1, le=100),
+    order: str = Query("newest", max_length=20, description=(
+        "newest (the default): newest conversation first, latest row first, every hit in keyset pages. "
+        "relevance: conversations best match first, each with its few best rows (`limit` does not apply), "
+        "and `total`.")),
 ):
     """Newest conversation first, latest row first within one; each hit with a snippet
     (plain text), the character spans of the matched words, and `conversations`: every
     conversation holding the row (the one that wrote it, then forks that copied it; a
     shared row is one hit). Needs `read`."""
     require_scope(request, "read")
+    if ranked.parse_order(order, default="newest") == "relevance":
+        return _ranked(request, q, kind, subject, namespace, since, to, conversation, cursor)
     data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
             "conversation": conversation, "cursor": cursor, "limit": str(limit)}
     parsed = parse_search(data, kinds=kind or [])
@@ -118,5 +130,32 @@ def search(
         params += [("kind", k) for k in request.GET.getlist("kind")] + [("cursor", page.next_cursor)]
         next_url = request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
     body = {"query": parsed.raw_query, "items": [hit_json(request, h) for h in page.hits],
-            "next": page.next_cursor, "next_url": next_url}
+            "next": page.next_cursor, "next_url": next_url, "total": None, "total_is_lower_bound": None}
+    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
+
+
+RANKED_CURSOR = "search-ranked"
+
+
+def _ranked(request, q, kind, subject, namespace, since, to, conversation, cursor):
+    """order=relevance: one page of conversations (search.ranked), their best rows as items."""
+    page = 1
+    if cursor:
+        try:
+            (page,) = params.decode_cursor(cursor, RANKED_CURSOR, int)
+        except ValueError as exc:
+            raise BadSearch(f"cursor {exc}", field="cursor", code="invalid_cursor") from None
+    data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
+            "conversation": conversation}
+    parsed = parse_search(data, kinds=kind or [])
+    results = ranked.search_grouped(parsed.query, filters=parsed.filters, page=page)
+    items = [hit_json(request, h) for g in results.groups for h in g.hits]
+    next_cursor = params.encode_cursor(RANKED_CURSOR, results.next_page) if results.next_page else None
+    next_url = None
+    if next_cursor:
+        query = [(k, v) for k, v in request.GET.items() if k not in ("cursor", "kind")]
+        query += [("kind", k) for k in request.GET.getlist("kind")] + [("cursor", next_cursor)]
+        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
+    body = {"query": parsed.raw_query, "items": items, "next": next_cursor, "next_url": next_url,
+            "total": results.total, "total_is_lower_bound": results.capped}
     return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
