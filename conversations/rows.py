@@ -129,6 +129,26 @@ def db_datetime(db, value: datetime):
     return db.ops.adapt_datetimefield_value(value)
 
 
+def reserve_positions(*, conversation_id, count: int, last_activity_at=None, received_at=None,
+                      staged: bool = False) -> int | None:
+    """Bump the conversation's counter by `count` in the caller's transaction and return the
+    first position handed out (None when there is no such conversation). A live conversation
+    being deleted hands out nothing; a `staged` one (an import's, marked `deleting` until it
+    is published) does. Times given are set with it (what the transcript and memoryui's
+    clock say). The rows then go in with insert_reserved or copy_prefix."""
+    sets, params = ["next_position = next_position + %s"], [count]
+    for column, value in (("last_activity_at", last_activity_at), ("received_at", received_at)):
+        if value is not None:
+            sets.append(f"{column} = %s")
+            params.append(connection.ops.adapt_datetimefield_value(value))
+    live = "" if staged else " AND NOT deleting"
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Conversation._meta.db_table} SET {', '.join(sets)} WHERE id = %s{live} "
+                       "RETURNING next_position", [*params, _db_uuid(conversation_id)])
+        found = cursor.fetchone()
+    return found[0] - count if found is not None else None
+
+
 def insert_reserved(*, conversation_id, start: int, rows) -> None:
     """Insert encoded rows (kind, text, time or None for now) at positions start, start+1, …,
     which the caller reserved in this transaction by bumping the conversation's counter.

@@ -34,7 +34,7 @@ from .errors import (
 )
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
-from .rows import (  # the row primitives every door writes through (rows.py); also re-exported here
+from .rows import (  # the row primitives every door writes through (rows.py)
     _db_id,
     _db_now_stamped,
     _execute_one,
@@ -44,19 +44,11 @@ from .rows import (  # the row primitives every door writes through (rows.py); a
     add_checkpoint,
     copy_prefix,
 )
-from .rows import (
-    _db_now as _db_now,
-)
-from .rows import (
-    db_datetime as db_datetime,
-)
-from .rows import (
-    insert_reserved as insert_reserved,
-)
-from .rows import (
-    sealed as sealed,
-)
 from .schema import encode_message, max_message_bytes
+
+# Re-exported: the other doors (imports, the ledger) and the tests reach these through the store.
+_db_now, db_datetime, insert_reserved, reserve_positions, sealed = (
+    rows._db_now, rows.db_datetime, rows.insert_reserved, rows.reserve_positions, rows.sealed)
 
 # The old name, still called by retention/erasure.py.
 _check_storable = check_text

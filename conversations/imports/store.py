@@ -10,7 +10,6 @@ transaction. The importer nests them in one transaction per conversation.
 """
 
 from dataclasses import dataclass, field
-from functools import partial
 
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
@@ -28,9 +27,9 @@ from conversations.store import (
     _lock_conversation,
     add_checkpoint,
     copy_prefix,
-    db_datetime,
     insert_reserved,
     record_audit,
+    reserve_positions,
 )
 
 from .models import ImportSource, ImportStage, SourceEntry
@@ -109,15 +108,11 @@ def append_imported(*, conversation_id, rows: list[Row], expected_position: int)
                            f"{expected_position}: another writer appended meanwhile; import again",
                            code="position_conflict", field="conversation")
         last_at = max((row.at for row in rows if row.at is not None), default=now)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s, received_at = %s "
-                "WHERE id = %s AND NOT deleting RETURNING next_position",
-                [len(rows), connection.ops.adapt_datetimefield_value(max(last_at, conversation.last_activity_at)),
-                 connection.ops.adapt_datetimefield_value(now), _db_uuid(conversation.pk)],
-            )
-            end = cursor.fetchone()[0]
-            start = end - len(rows)
+        start = reserve_positions(conversation_id=conversation.pk, count=len(rows),
+                                  last_activity_at=max(last_at, conversation.last_activity_at), received_at=now)
+        if start is None:
+            Conversation.objects.get_live(conversation.pk)  # being deleted meanwhile: NotFound, nothing written
+        end = start + len(rows)
         insert_reserved(conversation_id=conversation.pk, start=start,
                         rows=[(row.kind, row.text, row.at or now) for row in rows])
     return end
@@ -280,12 +275,9 @@ def copy_prefix_staged(*, holder: str, staged: list, child_id, parent_id, start:
     """Copy rows start..start+count-1 of the parent into a staged fork (same bytes, same times),
     at the positions the fork's counter hands out; the last step also copies the latest
     checkpoint at or before `position` and the parent's ledger as of it."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic():
         _check_holds(holder, staged)
-        cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s WHERE id = %s RETURNING next_position",
-                       [count, _db_uuid(child_id)])
-        found = cursor.fetchone()
-        if found is None or found[0] - count != start:
+        if reserve_positions(conversation_id=child_id, count=count, staged=True) != start:
             raise Conflict("the fork being imported changed underneath the import", field="source")
         copied = copy_prefix(child_id=child_id, parent_id=parent_id, start=start, count=count)
         if copied != count:
@@ -319,24 +311,18 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
     original entries; staged conversations must still be held, live ones must be where
     the import expects them."""
     now = timezone.now()
-    adapt = partial(db_datetime, connection)
-    now_db = adapt(now)
     with transaction.atomic(), connection.cursor() as cursor:
         _check_holds(holder, staged)
         for cid, expected, rows, is_staged in chunk.rows:
             if not rows:
                 continue
             if is_staged:
-                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s, received_at = %s "
-                               "WHERE id = %s RETURNING next_position", [len(rows), now_db, _db_uuid(cid)])
+                start = reserve_positions(conversation_id=cid, count=len(rows), received_at=now, staged=True)
             else:
                 conversation = _lock_conversation(cid)
                 last_at = max(chunk.last_at.get(cid) or now, conversation.last_activity_at)
-                cursor.execute(f"UPDATE {_CONV} SET next_position = next_position + %s, last_activity_at = %s, "
-                               "received_at = %s WHERE id = %s AND NOT deleting RETURNING next_position",
-                               [len(rows), adapt(last_at), now_db, _db_uuid(cid)])
-            found = cursor.fetchone()
-            start = found[0] - len(rows) if found else None
+                start = reserve_positions(conversation_id=cid, count=len(rows), last_activity_at=last_at,
+                                          received_at=now)
             if start != expected:
                 raise Conflict(f"the conversation has {start} rows, the import expected {expected}: another "
                                "writer appended meanwhile; import again", code="position_conflict",
