@@ -32,7 +32,7 @@ from . import highlight, lineage, reads
 from .query import Query
 
 ORDERS = ("relevance", "newest")
-CANDIDATES = 200
+CANDIDATES = 100
 GROUPS_PER_PAGE = 10
 HITS_PER_GROUP = 3
 # Conversations whose title or subject has the words, at most.
