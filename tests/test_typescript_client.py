@@ -227,7 +227,8 @@ def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
         cursor.execute("SELECT external_id, parent_relation FROM conversations_conversation WHERE parent_id = %s",
                        [main_id])
         children = cursor.fetchall()
-    assert parent_id is None and title == "Invoice export fails on discount lines"
+    # Named by the SDK's renameSession through the store, as the SDK's listSessions names it too.
+    assert parent_id is None and title == "Discount lines break the invoice export"
     assert kinds == ["user", "thought", "assistant", "tool", "assistant", "tool", "assistant",
                      "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
     assert checkpoints == 1

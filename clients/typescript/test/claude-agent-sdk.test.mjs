@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import {
-  foldSessionSummary, getSessionMessages, getSubagentMessages, importSessionToStore, InMemorySessionStore,
-  listSessions, listSubagents,
+  deleteSession, foldSessionSummary, getSessionMessages, getSubagentMessages, importSessionToStore,
+  InMemorySessionStore, listSessions, listSubagents, renameSession, tagSession,
 } from "@anthropic-ai/claude-agent-sdk";
 
 import { MemoryuiSessionStore } from "../dist/claude-agent-sdk.js";
@@ -172,6 +172,17 @@ describe("importSessionToStore of Claude Code session files, read back by the SD
     const uuids = (entries) => entries.filter((entry) => entry.uuid).map((entry) => entry.uuid);
     assert.deepEqual(uuids(again), uuids(expected.main));
     assert.deepEqual((await observe(store, SAMPLE)).messages, expected.messages);
+
+    // The SDK's own writers through the store: a new title and a tag, the same on both.
+    for (const target of [reference, store]) {
+      await renameSession(SAMPLE.sessionId, "Discount lines break the invoice export", { dir: SAMPLE.dir,
+        sessionStore: target });
+      await tagSession(SAMPLE.sessionId, "billing", { dir: SAMPLE.dir, sessionStore: target });
+    }
+    const titled = (info) => info.listed.map(([{ sessionId, customTitle, tag }]) => [sessionId, customTitle, tag]);
+    const renamed = titled(await observe(reference, SAMPLE));
+    assert.deepEqual(renamed, [[SAMPLE.sessionId, "Discount lines break the invoice export", "billing"]]);
+    assert.deepEqual(titled(await observe(store, SAMPLE)), renamed);
   });
 
   test("a second session file (the importer's fixture) reads the same too", { skip: !CONFIG }, async () => {
@@ -183,6 +194,10 @@ describe("importSessionToStore of Claude Code session files, read back by the SD
     assert.deepEqual(await store.load(key), await reference.load(key));
     assert.deepEqual(await getSessionMessages(fixture.sessionId, { dir: fixture.dir, sessionStore: store }),
       await getSessionMessages(fixture.sessionId, { dir: fixture.dir, sessionStore: reference }));
+    // deleteSession through the store: gone from both.
+    for (const target of [reference, store]) await deleteSession(fixture.sessionId, { dir: fixture.dir, sessionStore: target });
+    assert.equal(await store.load(key), await reference.load(key));
+    assert.equal(await store.load(key), null);
   });
 });
 
