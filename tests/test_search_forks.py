@@ -3,8 +3,11 @@ rows they were copied from, one hit per row with every conversation that holds i
 they stay findable however their ancestors go (store level, both databases; the index
 counted with raw SQL)."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
 from conversations import store
 from conversations.models import Conversation
@@ -76,8 +79,15 @@ def assert_index_sound():
     indexed, own = rows_the_index_knows()
     assert indexed == own
     if connection.vendor == "sqlite":
+        assert dated_rows() == own  # the dates date filters start from (search migration 0005)
         with connection.cursor() as cursor:
             cursor.execute("INSERT INTO search_message_fts(search_message_fts) VALUES ('integrity-check')")
+
+
+def dated_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_message_dates")
+        return cursor.fetchone()[0]
 
 
 TICKET = ["the blender arrived cracked", "a refund was issued", "the parcel was lost"]
@@ -93,6 +103,8 @@ def test_a_fork_that_adds_no_rows_grows_the_index_by_nothing(where):
 
     assert index_entries() == entries
     assert index_size() == size
+    if connection.vendor == "sqlite":
+        assert dated_rows() == entries
     assert hits("blender", conversation_id=at_end.pk)[:2] == [(at_end.pk, 99), (at_end.pk, 98)]
     append(at_end, "a row the fork wrote itself")
     assert index_entries() == entries + 1
@@ -153,6 +165,24 @@ def test_pruning_the_parent_keeps_the_forks_copies_findable(where):
     assert hits("parcel") == []
     assert hits("refund", conversation_id=child.pk) == [(child.pk, 1)]
     assert BorrowedRows.objects.count() == 0
+    assert_index_sound()
+
+
+def test_date_filters_find_a_forks_copies_before_and_after_its_parent_goes(where):
+    parent = conversation("parent", TICKET, where=where)
+    child = fork(parent, 1)
+    append(child, "a refund voucher instead")
+    today = {"since": timezone.now() - timedelta(hours=1), "before": timezone.now() + timedelta(hours=1)}
+    yesterday = {"since": timezone.now() - timedelta(days=2), "before": timezone.now() - timedelta(days=1)}
+    assert hits("refund", conversation_id=child.pk, **today) == [(child.pk, 2), (child.pk, 1)]
+    assert hits("refund", conversation_id=child.pk, **yesterday) == []
+    assert holders("refund") == [[child.pk], [parent.pk, child.pk]]
+
+    age(parent, 400)
+    pruning.prune_older_than(days=90, batch_size=2)
+
+    assert hits("refund", conversation_id=child.pk, **today) == [(child.pk, 2), (child.pk, 1)]
+    assert hits("blender OR refund", **today) == [(child.pk, 2), (child.pk, 1), (child.pk, 0)]
     assert_index_sound()
 
 

@@ -37,7 +37,8 @@ _FTS = "search_message_fts"
 _PENDING = "search_message_pending"
 # The index's tokenizer (migration 0001), for matching the waiting rows in memory.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
-_CREATED_INDEX = importlib.import_module("conversations.search.migrations.0003_stored_words_date_index").CREATED_INDEX
+# SQLite: (created_at, index id) of every row the index holds (migration 0005).
+_DATES = importlib.import_module("conversations.search.migrations.0005_dates_of_indexed_rows").DATES
 _KEY = ConversationKey._meta.db_table
 _CONV = Conversation._meta.db_table
 _MSG = Message._meta.db_table
@@ -274,7 +275,8 @@ DATES_FIRST_SPANS = 500
 
 def _few_rows_in_dates(filters: Filters) -> bool:
     """Whether the date filter keeps few enough rows to start from them (counted on the
-    created_at index of migration 0003, never past DATES_FIRST_BELOW rows).
+    dates of indexed rows, migration 0005, on SQLite, and on the created_at index of
+    migration 0003 on PostgreSQL; never past DATES_FIRST_BELOW rows).
 
     SQLite: the full-text index hands out its hits newest first, and a filter it
     cannot see is checked hit by hit: a phrase with 20,000 hits in 1,000,000 rows
@@ -285,7 +287,8 @@ def _few_rows_in_dates(filters: Filters) -> bool:
         return False
     where, params = _date_conditions(filters)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {_MSG} WHERE {where} "
+        table = _DATES if connection.vendor == "sqlite" else _MSG
+        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} "
                        f"LIMIT {DATES_FIRST_BELOW}) d", params)
         return cursor.fetchone()[0] < DATES_FIRST_BELOW
 
@@ -311,13 +314,12 @@ def _sqlite_dates_first(match, filters, kinds, seq, after, limit):
     dates, params = _date_conditions(filters)
     where = [dates]
     if seq is not None:
-        where.append("k.seq = %s")
-        params.append(seq)
+        where.append("d.id BETWEEN %s AND %s")
+        params += [seq * span, seq * span + span - 1]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT k.seq, min(m.position), max(m.position) FROM {_MSG} m INDEXED BY {_CREATED_INDEX} "
-            f"JOIN {_KEY} k ON k.conversation_id = m.conversation_id WHERE {' AND '.join(where)} "
-            f"GROUP BY k.seq LIMIT {DATES_FIRST_SPANS + 1}", params)
+            f"SELECT d.id >> 32, min(d.id & {span - 1}), max(d.id & {span - 1}) FROM {_DATES} d "
+            f"WHERE {' AND '.join(where)} GROUP BY d.id >> 32 LIMIT {DATES_FIRST_SPANS + 1}", params)
         spans = cursor.fetchall()
         if len(spans) > DATES_FIRST_SPANS:
             return _sqlite_select(_FTS, "f.rowid", match, filters, kinds, seq, after, limit)
