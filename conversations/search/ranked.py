@@ -108,19 +108,20 @@ def search_grouped(query: Query, *, filters: reads.Filters = reads.Filters(), pa
 
 
 def _fill_hits(query: Query, groups: list[Group]):
-    """Each shown group's best rows (the latest first among equals), as hits with snippets."""
+    """Each shown group's best rows (the latest first among equals), as hits with
+    snippets: one snippet pass and one lineage query for the whole page."""
+    chosen = []
     for group in groups:
         best = sorted(group.rows, key=lambda sr: (-sr[0], -sr[1][1]))[:HITS_PER_GROUP]
-        rows = [row for _, row in best]
-        pieces = highlight.snippets([highlight.index_text(r[-1]) for r in rows], query)
-        held = lineage.holders([(group.conversation_id, r[1]) for r in rows])
-        group.hits = [
-            reads.Hit(conversation_id=group.conversation_id, title=group.title, subject=group.subject,
-                      namespace=group.namespace, position=r[1], kind=r[6], created_at=reads._aware(r[7]),
-                      snippet=snippet, conversations=holders)
-            for r, snippet, holders in zip(rows, pieces, held, strict=True)
-        ]
+        chosen += [(group, row) for _, row in best]
         group.rows = []
+    pieces = highlight.snippets([highlight.index_text(row[-1]) for _, row in chosen], query)
+    held = lineage.holders([(group.conversation_id, row[1]) for group, row in chosen])
+    for (group, r), snippet, holders in zip(chosen, pieces, held, strict=True):
+        group.hits.append(reads.Hit(
+            conversation_id=group.conversation_id, title=group.title, subject=group.subject,
+            namespace=group.namespace, position=r[1], kind=r[6], created_at=reads._aware(r[7]),
+            snippet=snippet, conversations=holders))
 
 
 # ---- titles and subjects
