@@ -288,3 +288,24 @@ def test_the_database_refuses_to_rewrite_heads_or_public_keys(convo, sql):
     # Retiring a key is the one change allowed.
     with connection.cursor() as cursor:
         cursor.execute("UPDATE proofs_signingkey SET retired_at = %s", [convo.created_at])
+
+
+def test_the_commands_refuse_clearly(settings, tmp_path):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="subject is required"):
+        call_command("export_subject", " ", "-o", str(tmp_path / "x.zip"))
+    (tmp_path / "taken.zip").write_bytes(b"mine")
+    with pytest.raises(CommandError, match="exists"):
+        call_command("export_subject", "customer:42", "-o", str(tmp_path / "taken.zip"))
+    assert (tmp_path / "taken.zip").read_bytes() == b"mine"
+    settings.MEMORYUI_SIGNING_KEY_FILE = str(tmp_path / "given.pem")
+    with pytest.raises(CommandError, match="pointing the setting at a new key file"):
+        call_command("rotate_signing_key")
+
+
+def test_rotate_signing_key_says_which_keys(capsys):
+    old = keys.active_key().key_id
+    call_command("rotate_signing_key")
+    out = capsys.readouterr().out
+    assert f"Retired signing key {old}" in out and keys.load_active().key_id in out
