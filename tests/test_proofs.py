@@ -11,7 +11,6 @@ import zipfile
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
 
@@ -88,10 +87,10 @@ def test_a_bad_key_setting_is_a_clear_error(settings, tmp_path):
     path = tmp_path / "not-a-key.pem"
     path.write_text("hello")
     settings.MEMORYUI_SIGNING_KEY_FILE = str(path)
-    with pytest.raises(ImproperlyConfigured, match="not an unencrypted PEM private key"):
+    with pytest.raises(keys.SigningUnavailable, match="not an unencrypted PEM private key"):
         keys.load_active()
     settings.MEMORYUI_SIGNING_KEY_FILE = str(tmp_path / "missing.pem")
-    with pytest.raises(ImproperlyConfigured, match="cannot be read"):
+    with pytest.raises(keys.SigningUnavailable, match="cannot be read"):
         keys.load_active()
 
 
@@ -309,3 +308,16 @@ def test_rotate_signing_key_says_which_keys(capsys):
     call_command("rotate_signing_key")
     out = capsys.readouterr().out
     assert f"Retired signing key {old}" in out and keys.load_active().key_id in out
+
+
+def test_with_the_key_unusable_exports_still_download_and_signing_says_why(settings, tmp_path, convo, admin_key,
+                                                                           reader, caplog):
+    settings.MEMORYUI_SIGNING_KEY_FILE = str(tmp_path / "missing.pem")
+    with caplog.at_level("ERROR", logger="memoryui.proofs"):
+        response = reader.get(f"/conversations/{convo.pk}/export", {"format": "jsonl"})
+        lines = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    assert response.status_code == 200 and len(lines) == 4 and "without a signed head" in caplog.text
+    for response in (reader.post(f"/conversations/{convo.pk}/signed-heads"),
+                     admin_key.get("/subject-export", {"subject": "customer:42"})):
+        assert response.status_code == 503
+        assert error_of(response)["code"] == "signing_unavailable" and "cannot be read" in error_of(response)["message"]

@@ -15,4 +15,4 @@ class ProofsConfig(AppConfig):
 
         keys.ensure_default_key()
         # Every JSON, JSONL and Markdown export carries a signed head (the core imports no sub-app).
-        export.register_head_signer(export.HeadSigner(sign=heads.export_head, markdown=heads.markdown_section))
+        export.register_head_signer(export.HeadSigner(sign=heads.export_head_or_none, markdown=heads.markdown_section))

@@ -86,6 +86,7 @@ def clean_subject(subject) -> str:
 def prepare(subject) -> SubjectExport:
     """What the export will hold; checks the subject at once (InvalidInput naming the field)."""
     subject = clean_subject(subject)
+    keys.active_key()  # SigningUnavailable (503) now, before anything streams, if the key cannot sign
     rows = list(Conversation.objects.live().about(subject).order_by("created_at", "id")
                 .values_list("id", "next_position"))
     norm = normalize_subject(subject)

@@ -7,6 +7,7 @@ its chain was, that no later rewrite of the database can move without breaking a
 signature made with a key the rewriter does not hold.
 """
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,6 +19,8 @@ from conversations.models import Conversation
 from . import chainview, keys
 from .encoding import head_message
 from .models import SignedHead, SignHeadsRun, SigningKey
+
+log = logging.getLogger("memoryui.proofs")
 
 
 def _iso(value: datetime) -> str:
@@ -106,6 +109,16 @@ def export_head(conversation: Conversation) -> dict:
     (not covered by the signature: a verifier pins the key it trusts with --key)."""
     head = sign(conversation, reason="export", upto=conversation.next_position - 1)
     return head_dict(head) | {"public_key": keys.active_key().public_b64}
+
+
+def export_head_or_none(conversation: Conversation) -> dict | None:
+    """export_head for the plain exports: with the key unusable they still download (an auditor
+    needs them), without a head, and the error is logged; memoryui-verify then says no head."""
+    try:
+        return export_head(conversation)
+    except keys.SigningUnavailable as exc:
+        log.error("export of %s without a signed head: %s", conversation.pk, exc.message)
+        return None
 
 
 def markdown_section(head: dict) -> str:

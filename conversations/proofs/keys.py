@@ -30,10 +30,19 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from conversations.errors import StoreError
+
 log = logging.getLogger("memoryui.proofs")
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+
+
+class SigningUnavailable(StoreError):
+    """The signing key cannot be used (the setting names a missing or wrong file): a 503 that says why."""
+
+    code = "signing_unavailable"
+    status = 503
 
 
 @dataclass(frozen=True)
@@ -107,16 +116,16 @@ def _load_file(path: Path, source: str) -> LoadedKey:
         data = path.read_bytes()
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError as exc:
-        raise ImproperlyConfigured(f"signing key {path} cannot be read: {exc.strerror}") from None
+        raise SigningUnavailable(f"signing key {path} cannot be read: {exc.strerror}") from None
     if mode & 0o077:
         log.warning("signing key %s is mode %o: others on this machine can read it and sign as the server "
                     "(chmod 600 it)", path, mode)
     try:
         private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
-        raise ImproperlyConfigured(f"signing key {path} is not an unencrypted PEM private key: {exc}") from None
+        raise SigningUnavailable(f"signing key {path} is not an unencrypted PEM private key: {exc}") from None
     if not isinstance(private, Ed25519PrivateKey):
-        raise ImproperlyConfigured(f"signing key {path} is not an Ed25519 key")
+        raise SigningUnavailable(f"signing key {path} is not an Ed25519 key")
     raw = public_raw(private)
     return LoadedKey(key_id=key_id_of(raw), private=private, public_b64=base64.b64encode(raw).decode("ascii"),
                      source=source)

@@ -20,6 +20,7 @@ from conversations.errors import InvalidInput
 from conversations.roles import is_admin
 
 from . import bundle, heads
+from .keys import SigningUnavailable
 from .models import SignHeadsRun
 
 
@@ -68,8 +69,8 @@ def subject_export_request(request):
     subject = request.POST.get("subject", "")
     try:
         export = bundle.prepare(subject)
-    except InvalidInput as exc:
-        return _export_page(request, status=422, subject=subject, error=str(exc))
+    except (InvalidInput, SigningUnavailable) as exc:
+        return _export_page(request, status=exc.status, subject=subject, error=exc.message)
     store.record_audit(actor=_actor(request), action="subject.export_requested", target_type="subject",
                        target_id=export.audit_detail("page")["subject_sha256"], detail=export.audit_detail("page"))
     return _export_page(request, subject=export.subject, export=export)
@@ -80,8 +81,8 @@ def subject_export_request(request):
 def subject_export_download(request):
     try:
         export = bundle.prepare(request.POST.get("subject", ""))
-    except InvalidInput as exc:
-        return _export_page(request, status=422, subject=request.POST.get("subject", ""), error=str(exc))
+    except (InvalidInput, SigningUnavailable) as exc:
+        return _export_page(request, status=exc.status, subject=request.POST.get("subject", ""), error=exc.message)
     bundle.record_download(export, actor=_actor(request), via="page")
     response = StreamingHttpResponse(export.chunks(), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'

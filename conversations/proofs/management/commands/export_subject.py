@@ -12,7 +12,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.errors import InvalidInput
+from conversations.errors import StoreError
 from conversations.proofs import bundle
 
 
@@ -28,8 +28,8 @@ class Command(BaseCommand):
     def handle(self, *args, subject, output, actor, **options):
         try:
             export = bundle.prepare(subject)
-        except InvalidInput as exc:
-            raise CommandError(str(exc)) from None
+        except StoreError as exc:  # a blank or overlong subject; a signing key that cannot sign
+            raise CommandError(exc.message) from None
         path = output or export.filename
         if path != "-" and os.path.exists(path):
             raise CommandError(f"{path} exists; choose another --output")

@@ -15,5 +15,7 @@ class Command(BaseCommand):
             old, new = keys.rotate()
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from None
+        except keys.SigningUnavailable as exc:
+            raise CommandError(exc.message) from None
         self.stdout.write(f"Retired signing key {old}; new signing key {new} "
                           f"(public key: {keys.load_active().public_b64}).")

@@ -9,7 +9,7 @@ names its chain is left alone. Exit status 0 on success.
 
 import json
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from conversations.proofs import heads
 
@@ -22,7 +22,10 @@ class Command(BaseCommand):
         parser.add_argument("--quiet", action="store_true", help="print nothing on success")
 
     def handle(self, *args, **options):
-        result = heads.sign_changed()
+        try:
+            result = heads.sign_changed()
+        except heads.keys.SigningUnavailable as exc:
+            raise CommandError(exc.message) from None
         key = heads.keys.load_active().key_id
         if options["json"]:
             self.stdout.write(json.dumps({"signed": result.signed, "unchanged": result.unchanged, "key_id": key,
