@@ -146,7 +146,7 @@ def test_sign_heads_signs_what_changed_since_the_last_run(convo, capsys):
     assert json.loads(capsys.readouterr().out)["signed"] == 1
     with connection.cursor() as cursor:
         cursor.execute("SELECT position, reason FROM proofs_signedhead WHERE conversation_id = %s ORDER BY id",
-                       [other._meta.pk.get_db_prep_value(other.pk, connection)])
+                       [str(other.pk)])
         assert cursor.fetchall() == [(-1, "cron"), (0, "cron")]
 
 

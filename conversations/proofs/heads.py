@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from conversations.models import Conversation
@@ -40,7 +39,7 @@ def sign(conversation: Conversation, *, reason: str, upto: int | None = None) ->
     """Sign the conversation's chain as it stands at `upto` (default: its last row) and keep the head."""
     state = chainview.head_at(conversation, upto)
     key = keys.active_key()
-    head = SignedHead(conversation_id=conversation.pk, signed_at=timezone.now(), key_id=key.key_id, reason=reason,
+    head = SignedHead(conversation_id=str(conversation.pk), signed_at=timezone.now(), key_id=key.key_id, reason=reason,
                       **state)
     head.signature = key.sign(head_message(head_dict(head)))
     head.save()
@@ -71,15 +70,16 @@ class SignRunResult:
 
 
 def sign_changed(*, batch: int = 500) -> SignRunResult:
-    """One head for every conversation changed since the last finished run: received a row
-    since that run started, or never signed. A conversation whose newest head already
-    names its current chain hash is counted as unchanged and not signed again."""
+    """One head for every conversation changed since the last finished run (every conversation on
+    the first): received a row since that run started. A run that stopped half-way is not
+    finished, so the next one starts again from the same point. A conversation whose newest head
+    already names its current chains is counted as unchanged and not signed again."""
     previous = SignHeadsRun.objects.filter(finished_at__isnull=False).order_by("-started_at").first()
     run = SignHeadsRun.objects.create(started_at=timezone.now())
     since = previous.started_at if previous else None
-    never = ~Exists(SignedHead.objects.filter(conversation_id=OuterRef("pk")))
     qs = Conversation.objects.live()
-    qs = qs.filter(never) if since is None else qs.filter(Q(received_at__gte=since) | never)
+    if since is not None:
+        qs = qs.filter(received_at__gte=since)
     signed = unchanged = 0
     after = None
     while True:

@@ -38,7 +38,7 @@ class SigningKey(models.Model):
 
 class SignedHeadQuerySet(models.QuerySet):
     def of(self, conversation_id):
-        return self.filter(conversation_id=conversation_id).order_by("-id")
+        return self.filter(conversation_id=str(conversation_id)).order_by("-id")
 
 
 class SignedHead(models.Model):
@@ -49,7 +49,9 @@ class SignedHead(models.Model):
     REASONS = ("request", "export", "cron")
 
     id = models.BigAutoField(primary_key=True)
-    conversation_id = models.UUIDField()
+    # The conversation's id as text (with dashes), not a UUID column: a deletion request checks that
+    # an erased conversation's id is gone from the database files, and a head is kept after it.
+    conversation_id = models.CharField(max_length=36)
     # The last position the chain covers (-1: an empty conversation).
     position = models.BigIntegerField()
     chain_hash = models.CharField(max_length=64)
