@@ -13,6 +13,7 @@ import os
 import random
 import re
 import subprocess
+import uuid
 import warnings
 
 from pathlib import Path
@@ -183,6 +184,7 @@ def claude_sessions(config: Path) -> dict:
     (config / "projects" / "-home-dev-shop").mkdir(parents=True)
     (config / "projects" / "-home-dev-shop" / f"{fixture_id}.jsonl").write_text(fixture)
     return {"sessionId": sample.session_id, "dir": "/srv/billing", "projectKey": sample.project_key,
+            "namespacePrefix": f"ts-claude-import-{uuid.uuid4().hex[:8]}/",
             "agentId": AGENT_ID, "fixture": {"sessionId": fixture_id, "dir": "/home/dev/shop",
                                              "projectKey": "-home-dev-shop"}}
 
@@ -214,7 +216,7 @@ def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
     """The session imported through the TypeScript store is the conversation the Python
     store makes of it (tests/test_claude_session_store.py): one reply one row, the
     compaction a checkpoint, the subagent a child spawned at its Task call."""
-    namespace = "ts-claude-import/" + sample["projectKey"]
+    namespace = sample["namespacePrefix"] + sample["projectKey"]
     with connection.cursor() as cursor:
         cursor.execute("SELECT id, parent_id, title FROM conversations_conversation WHERE namespace = %s AND "
                        "external_id = %s", [namespace, sample["sessionId"]])

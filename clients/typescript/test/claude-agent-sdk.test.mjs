@@ -156,7 +156,7 @@ describe("importSessionToStore of Claude Code session files, read back by the SD
     const options = { dir: SAMPLE.dir, batchSize: 4 };
     const reference = theirs();
     await importSessionToStore(SAMPLE.sessionId, reference, options);
-    const store = ours({ namespacePrefix: "ts-claude-import/" });
+    const store = ours({ namespacePrefix: SAMPLE.namespacePrefix }); // the suite reads it from the database
     await importSessionToStore(SAMPLE.sessionId, store, options);
     const expected = await observe(reference, SAMPLE);
     assert.equal(expected.agents.length, 1);
