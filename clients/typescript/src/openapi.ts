@@ -488,7 +488,9 @@ export interface paths {
         /**
          * Search message content
          * @description Newest conversation first, latest row first within one; each hit with a snippet
-         *     (plain text) and the character spans of the matched words. Needs `read`.
+         *     (plain text), the character spans of the matched words, and `conversations`: every
+         *     conversation holding the row (the one that wrote it, then forks that copied it; a
+         *     shared row is one hit). Needs `read`.
          */
         get: operations["search_messages"];
         put?: never;
@@ -1866,6 +1868,15 @@ export interface components {
             /** Next */
             next: string | null;
         };
+        /** HitConversation */
+        HitConversation: {
+            /** Id */
+            id: string;
+            /** Title */
+            title: string;
+            /** Page Url */
+            page_url: string;
+        };
         /** SearchHit */
         SearchHit: {
             /** Conversation Id */
@@ -1890,6 +1901,8 @@ export interface components {
             url: string;
             /** Page Url */
             page_url: string;
+            /** Conversations */
+            conversations: components["schemas"]["HitConversation"][];
         };
         /** SearchPage */
         SearchPage: {
@@ -1901,6 +1914,10 @@ export interface components {
             next: string | null;
             /** Next Url */
             next_url: string | null;
+            /** Total */
+            total?: number | null;
+            /** Total Is Lower Bound */
+            total_is_lower_bound?: boolean | null;
         };
         /** SigningKeyOut */
         SigningKeyOut: {
@@ -5320,6 +5337,8 @@ export interface operations {
                 /** @description The `next` value of the previous page. */
                 cursor?: string | null;
                 limit?: number;
+                /** @description newest (the default): newest conversation first, latest row first, every hit in keyset pages. relevance: conversations best match first, each with its few best rows (`limit` does not apply), and `total`. */
+                order?: string;
             };
             header?: never;
             path?: never;
@@ -5355,7 +5374,19 @@ export interface operations {
                      *             ]
                      *           ],
                      *           "url": "http://127.0.0.1:8000/api/v1/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/messages?after=11&limit=1",
-                     *           "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12"
+                     *           "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12",
+                     *           "conversations": [
+                     *             {
+                     *               "id": "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88",
+                     *               "title": "Order 7",
+                     *               "page_url": "http://127.0.0.1:8000/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88/?at=12#p12"
+                     *             },
+                     *             {
+                     *               "id": "a0c5e7d1-2b3f-4e8a-9c6d-1f2e3d4c5b6a",
+                     *               "title": "Order 7 (fork at 14)",
+                     *               "page_url": "http://127.0.0.1:8000/conversations/a0c5e7d1-2b3f-4e8a-9c6d-1f2e3d4c5b6a/?at=12#p12"
+                     *             }
+                     *           ]
                      *         }
                      *       ]
                      *     }
