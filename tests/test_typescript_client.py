@@ -139,6 +139,7 @@ def generated_view(rng: random.Random) -> dict:
 
 @pytest.mark.database_independent
 def test_the_typescript_formats_render_every_view_as_the_python_client_does_and_providers_accept_it(built):
+    # … and as ModelMessages the AI SDK's own schema accepts, every call answered right after it.
     rng = random.Random(25)
     views = [generated_view(rng) for _ in range(400)]
     path = TS / "build" / "views.json"
@@ -151,6 +152,8 @@ def test_the_typescript_formats_render_every_view_as_the_python_client_does_and_
     rendered = json.loads(done.stdout)
     judged = 0
     for view, got in zip(views, rendered, strict=True):
+        assert "error" not in got, (view, got)
+        assert got["ai"] == [], (view, got["ai"])  # valid Vercel AI SDK ModelMessages too
         for journal in ("drop", "text"):
             openai = to_openai_messages(view, journal=journal)
             anthropic = to_anthropic_messages(view, journal=journal)
