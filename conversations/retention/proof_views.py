@@ -28,7 +28,7 @@ def verification(request):
              if s.state != TAMPERED]
     erased = [{"state": s, "badge": BADGE.get(s.state, s.state)} for s in report.erased]
     return render(request, "retention/verification.html", {
-        "report": report, "rows": rows, "erased": erased, "limit": PAGE_CONVERSATIONS, "page_rows": PAGE_ROWS,
-        "audit_last": PAGE_AUDIT_EVENTS,
+        "report": report, "rows": rows, "erased": erased, "limit": PAGE_CONVERSATIONS, "page_rows": f"{PAGE_ROWS:,}",
+        "audit_last": f"{PAGE_AUDIT_EVENTS:,}",
         "counts": report.as_dict()["counts"],
     })
