@@ -16,7 +16,8 @@ import { type Call, type Query, Retries, type RetryOptions, send, sleep, type Tr
 import type {
   ActionLookup, ActiveView, Appended, BatchAppended, Checkpoint, Conversation, ConversationPage,
   ConversationSummary, CreateConversation, Deleted, Fact, ImportAnswer, ImportTranscript, Message, MessageItem,
-  MessagePage, ProposeFact, QueryOf, RequestBody, Recalled, RecordAction, Recorded, SearchPage, SearchQuery, TaskState,
+  MessagePage, ProposeFact, QueryOf, RequestBody, Recalled, RecordAction, Recorded, SearchPage, SearchQuery, Snapshot,
+  TaskState,
   TaskStateWritten,
 } from "./types.js";
 
@@ -260,6 +261,13 @@ export class Memoryui {
     const body = { idempotency_key: action.key, name: action.name, arguments: action.arguments ?? null,
       result: action.result ?? null, status: action.status ?? "performed" } as RecordAction;
     return this.run(write("POST", `/conversations/${id(conversationId)}/actions`, body, action.idempotencyKey));
+  }
+
+  /** Record a workspace snapshot (a git commit kept under the store's own ref) on the turn at
+   * `snapshot.position`; take it with git before the turn, as the Python client's workspace module does. */
+  recordSnapshot(conversationId: string, snapshot: RequestBody<"record_snapshot">, options: WriteOptions = {}):
+    Promise<Snapshot> {
+    return this.run(write("POST", `/conversations/${id(conversationId)}/snapshots`, snapshot, options.idempotencyKey));
   }
 
   /** Has it been done? {performed, action, entries} for a business key. */

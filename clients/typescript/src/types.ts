@@ -26,6 +26,7 @@ export type Recorded = Schemas["RecordedOut"];
 export type ActionLookup = Schemas["ActionLookup"];
 export type SearchPage = Schemas["SearchPage"];
 export type SearchHit = Schemas["SearchHit"];
+export type Snapshot = Schemas["SnapshotOut"];
 export type ErrorBody = Schemas["ErrorOut"];
 
 export type UserMessage = Schemas["UserMessage"];

@@ -81,6 +81,12 @@ test("task state and the actions ledger", async () => {
   assert.deepEqual([first.status, second.status], ["performed", "already_performed"]);
   const found = await mui.findAction(key, { namespace });
   assert.equal(found.performed, true);
+
+  await mui.append(id, { kind: "user", content: "Refund order 7713." });
+  const commit = "3f1c2a9e8d4b4c619a570b7e6f2d1c883f1c2a9e";
+  const snapshot = await mui.recordSnapshot(id, { position: 0, repo: "/srv/shop", commit, files_changed: 2,
+    insertions: 10, deletions: 1 });
+  assert.deepEqual([snapshot.position, snapshot.commit, snapshot.files_changed], [0, commit, 2]);
 });
 
 test("an imported transcript becomes a conversation", async () => {
