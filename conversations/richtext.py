@@ -69,7 +69,16 @@ def _highlight(code: str, lang: str) -> str:
         lexer = None
     if lexer is None:
         return html.escape(code)
-    return highlight(code, lexer, _FORMATTER)
+    return _unwrap(highlight(code, lexer, _FORMATTER))
+
+
+# Whitespace and punctuation have no colour of their own: a span each would only make
+# the page larger (a JSON argument is half punctuation and indentation).
+_PLAIN_SPAN = re.compile(r'<span class="(?:w|p)">([^<]*)</span>')
+
+
+def _unwrap(highlighted: str) -> str:
+    return _PLAIN_SPAN.sub(r"\1", highlighted)
 
 
 def _fence(self, tokens, idx, options, env):
@@ -124,7 +133,7 @@ def json_or_text(text: str) -> tuple[SafeString, bool]:
         except ValueError:
             pass
         else:
-            return mark_safe(highlight(pretty, JsonLexer(), _FORMATTER)), True
+            return mark_safe(_unwrap(highlight(pretty, JsonLexer(), _FORMATTER))), True
     return mark_safe(html.escape(text)), False
 
 

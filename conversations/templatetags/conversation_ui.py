@@ -122,7 +122,8 @@ def display(item) -> dict:
             if tokens:
                 summary.append(" · ".join(tokens) + " tokens")
         pretty = _pretty(meta)
-        out["meta"] = {"summary": " · ".join(summary), "json": pretty, "html": richtext.code(pretty, "json")}
+        # Not highlighted: it sits closed on every row, and its spans would double a page's size.
+        out["meta"] = {"summary": " · ".join(summary), "json": pretty}
         out["usage"] = _usage_figures(meta)
     texts = [p["text"] for p in out["parts"] if p.get("type") == "text"]
     out["preview"] = one_line(" ".join(texts) or " ".join(c["name"] for c in out["tool_calls"])

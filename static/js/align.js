@@ -22,34 +22,40 @@
     return out;
   }
 
+  // Only the rows near the screen are levelled (two screens either way): a long record
+  // holds hundreds of rows in each pane, and measuring them all on every change would
+  // cost more than reading. Rows further away keep the margins they had.
+  var REACH = 2;
+
   function align() {
     queued = false;
     var record = document.getElementById("record");
     var active = document.getElementById("active");
     if (!record || !active) return;
-    var left = rowsOf(record);
-    var pairs = [];
-    active.querySelectorAll("article.msg[data-position]").forEach(function (a) {
-      var r = left[a.dataset.position];
-      if (r) pairs.push([r, a]);
-    });
     if (!WIDE.matches) {
-      pairs.forEach(function (p) { p[0].style.removeProperty("margin-top"); p[1].style.removeProperty("margin-top"); });
+      document.querySelectorAll("#views article.msg[data-align-pad]").forEach(function (row) { set(row, 0); });
       return;
     }
-    // Natural tops: where each row would be without the margins this script added.
-    var shiftR = 0, shiftA = 0, plan = [];
-    pairs.forEach(function (p) {
-      var addedR = parseFloat(p[0].dataset.alignPad || 0), addedA = parseFloat(p[1].dataset.alignPad || 0);
-      shiftR += addedR; shiftA += addedA;
-      plan.push({ r: p[0], a: p[1], topR: p[0].getBoundingClientRect().top - shiftR,
-                  topA: p[1].getBoundingClientRect().top - shiftA });
+    var left = rowsOf(record);
+    var low = -REACH * window.innerHeight, high = (REACH + 1) * window.innerHeight;
+    var plan = [];
+    // Reads first: the tops of the pairs near the screen, with the margins they carry now.
+    active.querySelectorAll("article.msg[data-position]").forEach(function (a) {
+      var r = left[a.dataset.position];
+      if (!r) return;
+      var topR = r.getBoundingClientRect().top, topA = a.getBoundingClientRect().top;
+      if ((topR < low || topR > high) && (topA < low || topA > high)) return;
+      plan.push({ r: r, a: a, topR: topR, topA: topA,
+                  padR: parseFloat(r.dataset.alignPad || 0), padA: parseFloat(a.dataset.alignPad || 0) });
     });
-    var padR = 0, padA = 0;
+    // Then, top down, each pair's margins from its tops without them (shifted by what this
+    // pass already changed above it), and the writes.
+    var shiftR = 0, shiftA = 0;
     plan.forEach(function (p) {
-      var r = p.topR + padR, a = p.topA + padA, needR = 0, needA = 0;
-      if (r < a - 0.5) needR = a - r; else if (a < r - 0.5) needA = r - a;
-      padR += needR; padA += needA;
+      var r0 = p.topR + shiftR - p.padR, a0 = p.topA + shiftA - p.padA;
+      var needR = a0 > r0 + 0.5 ? a0 - r0 : 0, needA = r0 > a0 + 0.5 ? r0 - a0 : 0;
+      shiftR += needR - p.padR;
+      shiftA += needA - p.padA;
       p.needR = needR; p.needA = needA;
     });
     plan.forEach(function (p) { set(p.r, p.needR); set(p.a, p.needA); });
@@ -59,9 +65,13 @@
   function set(row, pad) {
     var old = parseFloat(row.dataset.alignPad || 0);
     if (Math.abs(old - pad) < 0.5) return;
-    row.dataset.alignPad = String(pad);
-    if (pad > 0) row.style.setProperty("margin-top", "calc(" + pad + "px + var(--align-base, 0px))");
-    else row.style.removeProperty("margin-top");
+    if (pad > 0) {
+      row.dataset.alignPad = String(pad);
+      row.style.setProperty("margin-top", pad + "px");
+    } else {
+      delete row.dataset.alignPad;
+      row.style.removeProperty("margin-top");
+    }
   }
 
   function queue() {

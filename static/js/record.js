@@ -54,7 +54,10 @@
       var row = button.closest("article.msg");
       if (button.dataset.copy === "json") {
         // The row as the API returns it (position, kind, message, created_at): the stored bytes, parsed.
-        fetch(button.dataset.jsonUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        // /conversations/<id>/ → /api/v1/conversations/<id>/messages, the one row after position − 1.
+        var jsonUrl = button.dataset.jsonUrl || "/api/v1" + new URL(row.querySelector("a.pos").href).pathname +
+          "messages?after=" + (Number(row.dataset.position) - 1) + "&limit=1";
+        fetch(jsonUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
           .then(function (response) { return response.json(); })
           .then(function (body) {
             var text = JSON.stringify(body.items[0], null, 2);
