@@ -23,6 +23,7 @@ from .models import Checkpoint, Conversation, Message
 from .prices import Totals, Usage, usage_of
 
 CHART_ROWS = 20_000
+MAX_POINTS = 400
 CHARS_PER_TOKEN = 4
 FORK_TOTALS = 20
 # The drawing's own coordinate space (the SVG scales to its box).
@@ -51,6 +52,7 @@ class Chart:
     line: str = ""
     truncated: bool = False
     estimated: int = 0
+    thinned: int = 0  # the number of calls, when fewer points stand for them
 
     @property
     def rows(self) -> int:
@@ -134,6 +136,16 @@ def lay_out(chart: Chart, children) -> Chart:
     def x(position):
         return round(PAD_L + (position - chart.first) / span * inner_w, 1)
 
+    if len(chart.calls) > MAX_POINTS:
+        # More calls than the drawing has room for: in each slice of positions, the call that
+        # read the most context stands for the others (a peak is never averaged away).
+        chart.thinned = len(chart.calls)
+        slices = {}
+        for call in chart.calls:
+            key = (call.position - chart.first) * MAX_POINTS // (span + 1)
+            if key not in slices or call.tokens > slices[key].tokens:
+                slices[key] = call
+        chart.calls = [slices[k] for k in sorted(slices)]
     for call in chart.calls:
         call.x = x(call.position)
         call.y = round(PAD_T + inner_h - call.tokens / chart.peak * inner_h, 1)

@@ -16,6 +16,7 @@ import json
 from django.db.models import Max
 from django.http import HttpResponse, HttpResponseNotModified, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from . import usage as numbers
@@ -71,6 +72,7 @@ def usage(request, conversation_id):
     forks = numbers.fork_totals(convo, [c for c in children if c.forked_from_position is not None])
     return render(request, "conversations/usage.html", {
         "conversation": convo, "chart": chart, "totals": totals, "cost": money(totals.cost),
+        "base": "" if request.htmx else reverse("conversation", args=[convo.pk]),
         "forks": [{**f, "cost": money(f["totals"].cost)} for f in forks],
         "dims": {"w": numbers.WIDTH, "h": numbers.HEIGHT, "left": numbers.PAD_L,
                  "right": numbers.WIDTH - numbers.PAD_R, "bottom": numbers.HEIGHT - numbers.PAD_B,

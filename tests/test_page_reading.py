@@ -153,7 +153,22 @@ def test_the_usage_panel_totals_the_conversation_and_each_fork(client, auditor):
     assert len(forks) == 1 and forks[0]["totals"].replies == 1  # only what the fork added after #5
     body = response.content.decode()
     assert body.count('class="point') == 4 and 'class="point estimated"' in body
-    assert f'href="/conversations/{c.pk}/?at=5#p5"' in body
+    assert f'href="/conversations/{c.pk}/?at=5#p5"' in body  # opened alone: the page's address
+    # Loaded into the page: relative to it.
+    assert 'href="?at=5#p5"' in client.get(f"/conversations/{c.pk}/usage/", HTTP_HX_REQUEST="true").content.decode()
+
+
+def test_a_long_session_draws_at_most_the_points_the_chart_has_room_for(client, auditor, monkeypatch):
+    from conversations import usage
+
+    monkeypatch.setattr(usage, "MAX_POINTS", 10)
+    c = store.create_conversation(title="x")
+    meta = lambda n: {"model": "m", "usage": {"input_tokens": n, "output_tokens": 1}}  # noqa: E731
+    store.append_messages(conversation_id=c.pk, messages=[
+        {"kind": "assistant", "content": "a", "meta": meta(5000 if i == 37 else 100 + i)} for i in range(100)])
+    chart = client.get(f"/conversations/{c.pk}/usage/").context["chart"]
+    assert len(chart.calls) <= 10 and chart.thinned == 100
+    assert 37 in [p.position for p in chart.calls]  # the peak is kept
 
 
 # ---- the live state poll ------------------------------------------------------------------------
