@@ -86,6 +86,15 @@ def test_a_conversation_export_verifies_with_the_pinned_key(tmp_path, convo, fmt
     assert report.keys_used == {keys.active_key().key_id} and not report.warnings
 
 
+def test_a_fork_verifies_on_its_own(tmp_path, convo):
+    child = store.fork_conversation(conversation_id=convo.pk, position=3)
+    store.append_message(conversation_id=child.pk, message={"kind": "note", "text": "after the fork"})
+    child.refresh_from_db()
+    report = verify_path(_write(tmp_path, child, "jsonl"), pinned_keys=_pinned())
+    assert report.ok, _problems(report)
+    assert (report.conversations[0].messages, report.conversations[0].checkpoints) == (5, 1)
+
+
 def test_without_a_pinned_key_it_says_the_key_came_from_the_file(tmp_path, convo):
     report = verify_path(_write(tmp_path, convo, "jsonl"))
     assert report.ok and "public key carried in the file" in report.warnings[0]
