@@ -219,7 +219,7 @@ def _readme(export: SubjectExport, when) -> str:
         "request matches it (Unicode NFC, case-folded). See the module docstring of\n"
         "conversations/proofs/bundle.py, or README.md (\"Proving the record\"), for each file.\n\n"
         "To check it offline (no server needed):\n\n"
-        "    pip install 'memoryui-client[verify]'\n"
+        "    pip install './clients/python[verify]'    # from a memoryui checkout\n"
         "    memoryui-verify THIS.zip --key <public key from the admin page>\n\n"
         "manifest.json names the SHA-256 of every file and the signed head of every conversation;\n"
         "manifest.sig.json is the server's Ed25519 signature over it.\n"

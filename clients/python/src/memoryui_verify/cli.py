@@ -10,6 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+NEEDS_CRYPTOGRAPHY = ("memoryui-verify needs the 'cryptography' package: pip install cryptography "
+                      "(or install the client as './clients/python[verify]')")
+
 
 def _keys(values: list[str]) -> list[str]:
     """--key takes a base64 public key, or a file holding one, or the server's /signing-keys JSON."""
@@ -68,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
         pinned = _keys(args.key)
     except ImportError as exc:
-        print(f"memoryui-verify needs the 'cryptography' package: pip install 'memoryui-client[verify]' ({exc})",
-              file=sys.stderr)
+        print(f"{NEEDS_CRYPTOGRAPHY} ({exc})", file=sys.stderr)
         return 2
     except (OSError, ValueError, KeyError) as exc:
         print(f"memoryui-verify: --key: {exc}", file=sys.stderr)
@@ -82,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report = verify_path(name, pinned_keys=pinned)
         except ImportError as exc:
-            print(f"memoryui-verify needs the 'cryptography' package: pip install 'memoryui-client[verify]' ({exc})",
-                  file=sys.stderr)
+            print(f"{NEEDS_CRYPTOGRAPHY} ({exc})", file=sys.stderr)
             return 2
         ok = ok and report.ok
         print(json.dumps(report.as_dict()) if args.json else _describe(report))
