@@ -35,9 +35,11 @@ from .errors import (
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
 from .rows import (  # the row primitives every door writes through (rows.py)
+    _commit_rows,
     _db_id,
     _db_now_stamped,
     _execute_one,
+    _insert_linked,
     _insert_rows,
     _prev_chain,
     _seal_rows,
@@ -237,11 +239,11 @@ def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, s
             code="position_conflict",
         )
     if db.vendor == "sqlite":
-        prev = bytes(found[1]) if found[1] is not None else chain.GENESIS
+        _seal_rows(rows, position, bytes(found[1]) if found[1] is not None else chain.GENESIS, stamps)
+        _insert_rows(db, rows)
     else:
-        prev = _prev_chain(db, rows[0][0], position)
-    _seal_rows(rows, position, prev, stamps)
-    _insert_rows(db, rows)
+        # PostgreSQL links each row in its INSERT (rows._INSERT_MESSAGE_LINKED): no extra round trip.
+        _insert_linked(db, _commit_rows(rows, position, stamps))
     return position
 
 
