@@ -12,6 +12,7 @@ from django.utils import timezone
 from conversations import store
 from conversations.models import Conversation
 from conversations.retention import erasure, pruning
+from conversations.search import lineage
 from conversations.search.models import BorrowedRows
 from conversations.search.reads import Filters, search_messages
 from tests.api_support import Api, login_as, make_key
@@ -311,4 +312,34 @@ def test_the_migration_undone_indexes_every_copy_and_done_again_borrows_for_new_
     newer = fork(parent, 2)
     assert index_entries() == len(TICKET) + 2
     assert holders("parcel") == [[parent.pk, newer.pk]]
+    assert_index_sound()
+
+
+def test_before_its_source_goes_a_fork_is_indexed_a_batch_per_transaction(where):
+    """Pruning and erasure first give a victim's forks their own index entries in small
+    transactions (DESIGN invariant 9); search stays right between the batches."""
+    parent = conversation("parent", [f"needle {i}" for i in range(10)], where=where)
+    child = fork(parent, 8)
+    grandchild = fork(child, 8)
+    copies_in = fork(parent, 3)  # a fork of the parent that is going too
+
+    def found():
+        return sorted(p for h in search_messages("needle", filters=Filters(conversation_id=grandchild.pk),
+                                                 limit=20).hits for p in [h.position])
+
+    steps = []
+    done = lineage.adopt_ahead([parent.pk, copies_in.pk], batch=4, run=lambda step: steps.append(1) or step())
+    assert done == 9 and len(steps) == 5  # the parent: rows 8..5, 4..1, 0, then none left; the other: none
+    assert not BorrowedRows.objects.filter(conversation_id=child.pk).exists()
+    assert BorrowedRows.objects.get(conversation_id=copies_in.pk).source_id == parent.pk  # going as well
+    assert found() == list(range(9))
+    # The child's rows are now its own hits, shared with the grandchild (until the parent
+    # goes, the parent's rows are hits of their own as well).
+    of_child = [h for h in search_messages("needle", limit=50).hits if h.conversation_id == child.pk]
+    assert [h.position for h in of_child] == list(range(8, -1, -1))
+    assert all([c.id for c in h.conversations] == [child.pk, grandchild.pk] for h in of_child)
+
+    store.delete_conversation(conversation_id=copies_in.pk)
+    store.delete_conversation(conversation_id=parent.pk)
+    assert found() == list(range(9))
     assert_index_sound()

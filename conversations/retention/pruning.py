@@ -34,6 +34,7 @@ from django.utils import timezone
 from conversations import idempotency, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
+from conversations.search import lineage as search_lineage
 
 from . import disk, erased, leftovers
 from .lease import Lease, maintenance
@@ -165,6 +166,7 @@ def _estimate_bytes(ids: list) -> int:
 def _mark_victims(ids: list, cutoff: datetime) -> None:
     """Mark in small transactions, re-checking age and pin: an agent may have
     appended (or a person pinned) since the candidates were read."""
+    search_lineage.adopt_ahead(ids, run=in_turn)  # forks' copies indexed a batch at a time, first
     for chunk in _chunks(ids):
         with transaction.atomic():
             Conversation.objects.filter(
@@ -175,6 +177,7 @@ def _mark_victims(ids: list, cutoff: datetime) -> None:
 def mark_deleting(ids: list) -> None:
     """Mark conversations for deletion whatever their age (a deletion request, a delete
     button): from here on every read hides them and appends to them are refused."""
+    search_lineage.adopt_ahead(ids, run=in_turn)  # forks' copies indexed a batch at a time, first
     for chunk in _chunks(ids):
         def mark(chunk=chunk):
             with transaction.atomic():

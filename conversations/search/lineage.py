@@ -11,12 +11,19 @@ index holds them once, under the conversation that wrote them (search migration
   source's rows in that prefix (and so on up the chain): `stretches`.
 """
 
+import importlib
 import uuid
 from dataclasses import dataclass
 
-from conversations.models import Conversation
+from django.db import connection, transaction
+
+from conversations.models import Conversation, Message
 
 from .models import POSITION_SPAN, BorrowedRows, ConversationKey
+
+_initial = importlib.import_module("conversations.search.migrations.0001_initial")
+_DATES = importlib.import_module("conversations.search.migrations.0005_dates_of_indexed_rows").DATES
+_MSG, _KEY, _FTS = Message._meta.db_table, ConversationKey._meta.db_table, _initial.FTS
 
 # A chain of forks deeper than this is walked no further (a fork of a fork of … is
 # rare; the bound only keeps a corrupted cycle from looping).
@@ -99,3 +106,77 @@ def stretches(conversation_id) -> list[Stretch] | None:
             break
         at, last = borrowed[0], min(last, borrowed[1])
     return chain
+
+
+# Copied rows tokenised per transaction when a source is about to be deleted: ~15 ms of
+# SQLite's write lock, so appends of other agents wait no longer than that.
+ADOPT_BATCH = 2000
+
+
+def adopt_ahead(conversation_ids, *, batch: int = ADOPT_BATCH, run=lambda step: step()) -> int:
+    """Before `conversation_ids` are marked `deleting` (prune, erasure): their forks'
+    copies get their own index entries a batch per transaction, from the top of each
+    borrowed prefix down; returns how many rows were tokenised.
+
+    Marking does the same in its own transaction (search migration 0004's trigger),
+    which for a fork of 200,000 rows would hold SQLite's write lock for seconds
+    (DESIGN invariant 9: maintenance never stalls writers past a second). Done here
+    first, marking finds nothing left to do, unless a fork was made in between.
+    Forks that are themselves in `conversation_ids` are left alone: their rows go too.
+    `run` runs each batch's transaction (retention's `in_turn` waits for the write lock
+    politely).
+    """
+    going = {uuid.UUID(str(c)) for c in conversation_ids}
+    done = 0
+
+    def step(source):
+        with transaction.atomic():
+            return _adopt_step(source, going, batch)
+
+    for source in going:
+        while (count := run(lambda source=source: step(source))) is not None:
+            done += count
+    return done
+
+
+def _adopt_step(source: uuid.UUID, going: set, batch: int) -> int | None:
+    """One batch of one borrower of `source`; None when no borrower outside `going` is left."""
+    borrowers = BorrowedRows.objects.filter(source_id=source).exclude(conversation_id__in=going)
+    if connection.vendor != "sqlite":
+        borrowers = borrowers.select_for_update()
+    borrower = borrowers.order_by("conversation_id").first()
+    if borrower is None:
+        return None
+    own = BorrowedRows.objects.filter(conversation_id=source).first()
+    floor = own.upto if own is not None else -1  # the source's rows up to here are its source's
+    low = max(floor + 1, borrower.upto - batch + 1)
+    count = max(0, borrower.upto - low + 1)
+    if count:
+        _index_rows(borrower.conversation_id, low, borrower.upto)
+    if low > floor + 1:  # more of the source's own rows to go, next transaction
+        borrower.upto = low - 1
+        borrower.save(update_fields=["upto"])
+    elif own is not None:  # the rest is the source's source's: found through it from now on
+        borrower.source_id, borrower.upto = own.source_id, min(borrower.upto, floor)
+        borrower.save(update_fields=["source_id", "upto"])
+    else:
+        borrower.delete()
+    return count
+
+
+def _index_rows(conversation_id, first: int, last: int) -> None:
+    """Give rows first..last of `conversation_id` their own index entries (they had none)."""
+    cid = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            span = POSITION_SPAN
+            rows = (f"FROM {_MSG} m JOIN {_KEY} k ON k.conversation_id = m.conversation_id "
+                    f"WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s AND m.position < {span}")
+            cursor.execute(f"INSERT INTO {_FTS}(rowid, body) SELECT k.seq * {span} + m.position, "
+                           f"{_initial.sqlite_text('m.content')} {rows}", [cid, first, last])
+            cursor.execute(f"INSERT INTO {_DATES}(created_at, id) SELECT m.created_at, k.seq * {span} + m.position "
+                           f"{rows}", [cid, first, last])
+        else:
+            cursor.execute(f"UPDATE {_MSG} SET search_tsv = search_message_tsvector(content) "
+                           "WHERE conversation_id = %s AND position BETWEEN %s AND %s AND search_tsv IS NULL",
+                           [cid, first, last])
