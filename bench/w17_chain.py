@@ -7,12 +7,18 @@ chain hash; NULL in the three columns): the "raw sqlite3" column of this row is
 that chainless append, not a peer. In alternating rounds of 100 appends (N/100
 rounds each), after a warm-up round; the median round's rate.
 
+At full size, on PostgreSQL (when `psql -d postgres` answers), the same comparison in
+a process of its own, on a throwaway database.
+
 Verification: one conversation of M messages (1,000,000 at full size, written in
 batches of 1,000 through `append_messages`) walked by `proof.verify_conversation`
 (every commitment recomputed, every link checked), against a plain scan of the same
 rows through the same statements without hashing (the "raw" column here).
 """
 
+import json
+import os
+import subprocess
 import sys
 import time
 
@@ -25,6 +31,14 @@ ROUND = 100  # appends per alternating round
 def chainless(store, chain):
     """Patch the store's append path to skip the chain; returns a function that undoes it."""
     saved_seal, saved_form = store._seal_rows, dict(store._SQLITE_FORM)
+    saved_commit, saved_linked = store._commit_rows, store._insert_linked
+
+    def commit_nothing(rows, position, stamps):  # PostgreSQL: plain rows, plain INSERT
+        for offset, row in enumerate(rows):
+            row[1] = position + offset
+        return rows
+
+    store._commit_rows, store._insert_linked = commit_nothing, store._insert_rows
 
     def seal_nothing(rows, position, prev, stamps):
         for offset, row in enumerate(rows):
@@ -38,22 +52,15 @@ def chainless(store, chain):
 
     def undo():
         store._seal_rows = saved_seal
+        store._commit_rows, store._insert_linked = saved_commit, saved_linked
         store._SQLITE_FORM.clear()
         store._SQLITE_FORM.update(saved_form)
 
     return undo
 
 
-def main(argv=None):
-    args = common.parse_args(__doc__.splitlines()[0], argv)
-    n = 300 if args.quick else 10_000
-    m = 5_000 if args.quick else 1_000_000
-    reps = args.reps or (1 if args.quick else 3)
-    started = time.perf_counter()
-    common.setup_django(args.workdir / "memoryui.sqlite3")
-    from conversations import chain, proof, store
-    from conversations.models import Conversation
-
+def append_rates(store, chain, *, rounds: int) -> dict[str, float]:
+    """Median appends/s of alternating rounds with and without the chain (see the docstring)."""
     msgs = common.messages(ROUND)
     conversations = {"chain": store.create_conversation(title="bench chain").pk,
                      "none": store.create_conversation(title="bench without chain").pk}
@@ -75,9 +82,60 @@ def main(argv=None):
     appends("chain")  # warm-up, not counted: the first appends of a process pay for its caches
     # Short rounds, alternating, many of them: fsync time on a shared machine drifts by
     # more than the chain costs, and a drift then hits both sides alike.
-    rounds = common.alternate({"chain": lambda: appends("chain"), "none": appends_without_chain},
-                              max(reps, n // ROUND))
-    rate = {name: common.median(values) for name, values in rounds.items()}
+    runs = common.alternate({"chain": lambda: appends("chain"), "none": appends_without_chain}, rounds)
+    return {name: common.median(values) for name, values in runs.items()}
+
+
+def postgres_child(url: str, rounds: int) -> int:
+    """In a process of its own (Django is configured once per process): the append rates on PostgreSQL."""
+    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "memoryui.settings",
+                       "MEMORYUI_LOG_LEVEL": "ERROR"})
+    os.environ.setdefault("SECRET_KEY", "bench-w17")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    common.close_django()
+    from conversations import chain, store
+
+    print(json.dumps(append_rates(store, chain, rounds=rounds)))
+    return 0
+
+
+def postgres_rates(workdir, rounds: int) -> dict | None:
+    """The same comparison on PostgreSQL when one is reachable (psql -d postgres), else None."""
+    try:
+        reachable = subprocess.run(["psql", "-d", "postgres", "-Atc", "SELECT 1"], capture_output=True,
+                                   timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        reachable = False
+    if not reachable:
+        return None
+    name = f"memoryui_bench17_{os.getpid()}"
+    subprocess.run(["createdb", name], check=True, capture_output=True)
+    try:
+        env = dict(os.environ, MEMORYUI_DATA_DIR=str(workdir / "pg-data"))
+        env.pop("DATABASE_URL", None)
+        proc = subprocess.run([sys.executable, __file__, "--pg-child", f"postgres:///{name}", str(rounds)],
+                              capture_output=True, text=True, env=env, check=True)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run(["dropdb", "--if-exists", name], capture_output=True)
+
+
+def main(argv=None):
+    args = common.parse_args(__doc__.splitlines()[0], argv)
+    n = 300 if args.quick else 10_000
+    m = 5_000 if args.quick else 1_000_000
+    reps = args.reps or (1 if args.quick else 3)
+    started = time.perf_counter()
+    common.setup_django(args.workdir / "memoryui.sqlite3")
+    from conversations import chain, proof, store
+    from conversations.models import Conversation
+
+    rate = append_rates(store, chain, rounds=max(reps, n // ROUND))
 
     big = store.create_conversation(title="bench verify").pk
     fill_started = time.perf_counter()
@@ -111,6 +169,14 @@ def main(argv=None):
             ratio=ratio, passed=ratio >= 1 / 1.1,
             note="raw column: the same store append with the chain step patched out (no salt, no SHA-256, "
                  "no read of the previous chain hash)")
+    pg = None if args.quick else postgres_rates(args.workdir, max(reps, n // ROUND))
+    if pg is not None:
+        ratio = pg["chain"] / pg["none"]
+        res.add(metric=f"appends/s with the hash chain vs without on PostgreSQL, {n:,} one at a time",
+                memoryui=pg["chain"], raw=pg["none"], unit="msg/s", target="with / without ≥ 0.91 (≤ 10 % slower)",
+                ratio=ratio, passed=ratio >= 1 / 1.1,
+                note="the same comparison on PostgreSQL (the link computed in the INSERT by its sha256()); "
+                     "raw column: the store's append with the chain patched out")
     res.add(metric=f"verify one conversation of {m:,} rows (commitments and links)", memoryui=verify_s, raw=scan_s,
             unit="s", target="memoryui < 60 s", ratio=verify_s / scan_s, passed=verify_s < 60,
             note=f"raw column: scanning the same rows without hashing; ratio verify/scan. Filled in "
@@ -121,4 +187,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--pg-child":
+        sys.exit(postgres_child(sys.argv[2], int(sys.argv[3])))
     sys.exit(main())
