@@ -27,7 +27,7 @@ from conversations.roles import AUDITOR, assign_role
 from tests.claude_sdk_support import write_session_files
 
 from memoryui_client import to_anthropic_messages, to_openai_messages
-from tests.api_support import make_key
+from tests.api_support import Api, make_key
 from tests.provider_oracle import anthropic_body, anthropic_problems, openai_body, openai_problems
 from tests.typescript_support import TS, build, generate_types, tools, typecheck_against
 
@@ -80,6 +80,32 @@ def test_a_renamed_field_fails_the_typescript_build(client, built):
         "after_next" if name == "next" else name for name in schema["components"]["schemas"]["MessagePage"]["required"]]
     errors = typecheck_against(types_of(schema, "renamed"))
     assert "src/client.ts" in errors and "Property 'next' does not exist on type" in errors, errors
+
+
+def test_openai_agents_js_items_read_as_a_conversation(client):
+    # OpenAI Agents JS writes camelCase items (`callId`, `function_call_result` with {type, text}):
+    # the server maps them as it maps the Python SDK's Responses items. In-process, so this
+    # holds even where node is not run.
+    api = Api(client, make_key(["read", "write"], name="agents-js"))
+    items = [{"role": "user", "content": "Weather in Oslo?"},
+             {"type": "function_call", "id": "fc_1", "callId": "call_oslo", "name": "get_weather",
+              "arguments": '{"city":"Oslo"}', "status": "completed"},
+             {"type": "function_call_result", "callId": "call_oslo", "name": "get_weather", "status": "completed",
+              "output": {"type": "text", "text": "Oslo: 3 °C"}},
+             {"type": "message", "role": "assistant", "status": "completed", "id": "msg_2",
+              "content": [{"type": "output_text", "text": "It is 3 °C in Oslo."}]}]
+    answer = api.post("/imports", {"format": "openai-responses", "namespace": "agents-js", "external_id": "chat-1",
+                                   "entries": items, "expected_entries": 0})
+    assert answer.status_code in (200, 201), answer.content
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT m.content FROM conversations_message m JOIN conversations_conversation c ON "
+                       "c.id = m.conversation_id WHERE c.namespace = 'agents-js' ORDER BY m.position")
+        rows = [json.loads(content) for (content,) in cursor.fetchall()]
+    assert [r["kind"] for r in rows] == ["user", "assistant", "tool", "assistant"]
+    assert rows[1]["tool_calls"] == [{"id": "call_oslo", "name": "get_weather", "arguments": '{"city":"Oslo"}'}]
+    assert (rows[2]["tool_call_id"], rows[2]["name"], rows[2]["content"]) == ("call_oslo", "get_weather", "Oslo: 3 °C")
+    assert api.get("/imports/sessions/items", {"namespace": "agents-js", "session_id": "chat-1"}).json()[
+        "items"] == items  # kept verbatim beside the rows
 
 
 # ---- the formats: the same bodies as the Python client's, which providers accept ----------
