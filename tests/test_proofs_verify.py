@@ -62,6 +62,7 @@ def _edit_jsonl(path: Path, edit) -> None:
 # -- the encodings agree ---------------------------------------------------------------------------
 
 
+@pytest.mark.database_independent
 def test_the_client_carries_the_servers_encodings_exactly():
     assert (CLIENT / "src/memoryui_verify/chain.py").read_bytes() == (ROOT / "conversations/chain.py").read_bytes()
     assert ((CLIENT / "src/memoryui_verify/encoding.py").read_bytes()
@@ -284,6 +285,7 @@ def test_the_command_line_answers_in_words_json_and_exit_status(tmp_path, convo,
 # -- in a fresh virtualenv, as a person receiving the file would run it ----------------------------
 
 
+@pytest.mark.slow
 def test_memoryui_verify_checks_a_bundle_in_a_fresh_virtualenv(tmp_path, convo):
     path = _bundle(tmp_path, convo)
     tampered = tmp_path / "tampered.zip"
