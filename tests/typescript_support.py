@@ -60,19 +60,23 @@ BUILT = TS / "build" / "dist-src-sha256"
 
 def source_hash() -> str:
     digest = hashlib.sha256(lock_hash().encode())
-    for path in sorted((TS / "src").glob("*.ts")) + [TS / "tsconfig.json"]:
+    for path in sorted((TS / "src").glob("*.ts")) + [TS / "tsconfig.json", TS / "tsconfig.consumer.json",
+                                                      TS / "test" / "consumer.ts"]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def build() -> None:
-    """npm ci (when needed) and tsc, the build and the (strict) type check, when the sources
-    changed since dist/ was built."""
+    """npm ci (when needed) and tsc, the build and the (strict) type check, then a type check of
+    test/consumer.ts against what was built; only when the sources changed since."""
     install()
     node, _ = tools()
     if BUILT.exists() and BUILT.read_text() == source_hash() and (TS / "dist" / "index.js").exists():
         return
     run([node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], what="tsc (build and type check)")
+    # An app's view: the built declarations through the package's exports, the plugs as their SDKs' types.
+    run([node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.consumer.json"],
+        what="tsc over test/consumer.ts (the package as an app imports it)")
     BUILT.parent.mkdir(exist_ok=True)
     BUILT.write_text(source_hash())
 
