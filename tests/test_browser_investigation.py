@@ -208,9 +208,12 @@ def test_what_the_model_saw_reads_newest_first_with_its_size_and_legend(live_ser
     page.wait_for_url(f"**/conversations/{c.pk}/saw/30/")
     # The rows just before #30 at the top, reading back to the fold (#3) and its summary.
     assert _positions(page, "saw")[:3] == [29, 28, 27]
-    page.locator("#saw-more").scroll_into_view_if_needed()
+    # Scrolled to from the page itself: a link already on screen is swapped by htmx at once,
+    # and Playwright's scroll would then find it detached.
+    more = "() => { const m = document.getElementById('saw-more'); if (m) m.scrollIntoView(); }"
+    page.evaluate(more)
     page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 20")
-    page.locator("#saw-more").scroll_into_view_if_needed()
+    page.evaluate(more)
     page.wait_for_function("() => document.querySelectorAll('#saw article.msg[data-position]').length === 26")
     assert _positions(page, "saw") == list(range(29, 3, -1))
     assert "Order 48213 looked up; refund next." in page.locator("#saw").inner_text()
