@@ -34,7 +34,7 @@ OBSERVE = """() => {
     const now = Date.now();
     for (const m of list) for (const n of m.addedNodes) {
       if (n.nodeType !== 1) continue;
-      const rows = n.matches && n.matches('article.msg[id^=p]') ? [n] : n.querySelectorAll ? n.querySelectorAll('article.msg[id^=p]') : [];
+      const rows = n.matches('article.msg[id^=p]') ? [n] : n.querySelectorAll('article.msg[id^=p]');
       rows.forEach(r => { if (!(r.id in window.__shown)) window.__shown[r.id] = now; });
     }
   }).observe(document.body, {childList: true, subtree: true});
@@ -103,7 +103,8 @@ def main():
         shown = page.evaluate("window.__shown")
         delays = sorted(shown[k] - at for k, at in answered.items() if k in shown)
         missing = [k for k in answered if k not in shown]
-        pinned = page.evaluate(f"""() => {{ const r = document.getElementById('{max(answered, key=lambda k: int(k[1:]))}');
+        newest = max(answered, key=lambda k: int(k[1:]))
+        pinned = page.evaluate(f"""() => {{ const r = document.getElementById('{newest}');
             return !!r && r.getBoundingClientRect().bottom <= window.innerHeight + 1; }}""")
         result = {
             "appends": args.appends, "shown": len(delays), "missing": missing,

@@ -66,7 +66,8 @@ def main():
             t0 = time.perf_counter()
             page.click("a[data-go=latest]")
             page.wait_for_function(f"""() => {{ const r = document.getElementById('p{last}');
-                return !!r && r.getBoundingClientRect().top < window.innerHeight && r.getBoundingClientRect().bottom > 0; }}""")
+                if (!r) return false; const box = r.getBoundingClientRect();
+                return box.top < window.innerHeight && box.bottom > 0; }}""")
             latest = round(time.perf_counter() - t0, 2)
             page.goto(args.url + path)
             page.wait_for_load_state("load")
@@ -117,7 +118,8 @@ def main():
         page.goto(args.url + path + "?at=2400#p2400")
         page.wait_for_selector("#p2400")
         jump = time.perf_counter() - t1
-        print(json.dumps({"first_contentful_paint_ms": paint, "latest_button_seconds": latest, "seconds_to": reached, "dom_nodes_at": nodes,
+        print(json.dumps({"first_contentful_paint_ms": paint, "latest_button_seconds": latest,
+                          "seconds_to": reached, "dom_nodes_at": nodes,
                           "most_dom_nodes": most_nodes, "record_rows_on_page_at_end": rows,
                           "seconds_back_to_top": back, "record_exact": exact,
                           "jump_to_2400_seconds": round(jump, 2)}))

@@ -85,7 +85,8 @@ def _fence(self, tokens, idx, options, env):
     token = tokens[idx]
     lang = re.sub(r"[^A-Za-z0-9_+.#-]", "", (token.info or "").split(" ")[0])[:40]
     label = f'<span class="code-lang">{html.escape(lang)}</span>' if lang else ""
-    return f'<div class="code">{label}<pre class="highlight"><code>{_highlight(token.content, lang.lower())}</code></pre></div>\n'
+    body = _highlight(token.content, lang.lower())
+    return f'<div class="code">{label}<pre class="highlight"><code>{body}</code></pre></div>\n'
 
 
 def _link_open(self, tokens, idx, options, env):

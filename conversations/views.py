@@ -26,6 +26,7 @@ from . import calls, params, store
 from .errors import NotFound, StoreError
 from .export import FORMATS, export_stream
 from .ledger import reads as ledger
+from .live import etag_of, state_of
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .params import BadParameter
 from .reads import StoredMessage, active_before, list_active, read_rows
@@ -380,8 +381,6 @@ def conversation(request, conversation_id):
         context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
         context["subagent_count"] = len(children) - context["fork_count"]
         context["ledger"] = ledger.panel(convo)
-        from .views_live import etag_of, state_of  # views_live builds on this module's helpers
-
         context["live_state"] = state_of(convo)
         context["live_etag"] = etag_of(context["live_state"])
         _opened(request, convo, "page")

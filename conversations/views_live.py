@@ -10,10 +10,6 @@
 - `raw`: one row's stored text exactly as kept (the row's "Raw" toggle).
 """
 
-import hashlib
-import json
-
-from django.db.models import Max
 from django.http import HttpResponse, HttpResponseNotModified, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -21,29 +17,10 @@ from django.views.decorators.http import require_safe
 
 from . import usage as numbers
 from .ledger import reads as ledger
-from .ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+from .live import etag_of, state_of
 from .models import Checkpoint, Conversation, Message
 from .prices import money
 from .views import _conversation_or_404, _position_or_404, _reader
-
-
-def state_of(convo: Conversation) -> dict:
-    latest = Checkpoint.objects.latest_for(convo.pk)
-    # Actions change status in place (performed → failed is not, but a retry adds a row):
-    # the highest id of each ledger table moves whenever anything is recorded.
-    marks = [model.objects.of(convo.pk).aggregate(m=Max("id"))["m"] or 0
-             for model in (TaskStateEvent, Action, WorkspaceSnapshot)]
-    return {
-        "next_position": convo.next_position,
-        "checkpoint": latest.pk if latest else None,
-        "fold": latest.message_position if latest else -1,
-        "checkpoints": Checkpoint.objects.of(convo.pk).count(),
-        "ledger": "-".join(str(m) for m in marks),
-    }
-
-
-def etag_of(body: dict) -> str:
-    return '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20] + '"'
 
 
 @require_safe
@@ -70,7 +47,7 @@ def usage(request, conversation_id):
     chart, totals = numbers.read(convo, checkpoints)
     numbers.lay_out(chart, children)
     forks = numbers.fork_totals(convo, [c for c in children if c.forked_from_position is not None])
-    return render(request, "conversations/usage.html", {
+    return render(request, "conversations/usage.html" if request.htmx else "conversations/usage_page.html", {
         "conversation": convo, "chart": chart, "totals": totals, "cost": money(totals.cost),
         "base": "" if request.htmx else reverse("conversation", args=[convo.pk]),
         "forks": [{**f, "cost": money(f["totals"].cost)} for f in forks],

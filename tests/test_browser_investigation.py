@@ -86,7 +86,7 @@ def test_a_tool_call_links_to_its_result_and_back(live_server, browser, auditor)
     result = page.locator("#p4 details.result")
     assert "CardExpired" in result.inner_text() and result.locator(".flag-error").count() == 1
     # … and its own row, in its place, points back to the turn.
-    result.get_by_role("link", name="#6").click()
+    result.get_by_role("link", name="its row, #6").click()
     page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p6'")
     assert _below_the_bar(page, "#p6")
     page.locator("#p6").get_by_role("link", name="#4").click()

@@ -35,8 +35,9 @@ def vat(lines):
 ```
 
 [docs](https://example.com/vat) [bad](javascript:window.__xss=1) <img src=x onerror="window.__xss=2">
-<script>window.__xss=3</script> ![pixel](https://tracker.example/p.gif) [data](data:text/html,<script>window.__xss=4</script>)
-<svg onload="window.__xss=5"></svg> <a href="javascript:window.__xss=6">raw anchor</a> <iframe src="javascript:window.__xss=7"></iframe>
+<script>window.__xss=3</script> ![pixel](https://tracker.example/p.gif)
+[data](data:text/html,<script>window.__xss=4</script>) <svg onload="window.__xss=5"></svg>
+<a href="javascript:window.__xss=6">raw anchor</a> <iframe src="javascript:window.__xss=7"></iframe>
 """
 
 
@@ -46,8 +47,8 @@ def _open(browser, live_server, viewport=DESKTOP, role=AUDITOR, name="reader"):
     client = Client()
     client.force_login(user)
     context = browser.new_context(viewport=viewport)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                          "url": live_server.url}])
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
     page = context.new_page()
     page.set_default_timeout(15000)
     errors = []
@@ -161,7 +162,7 @@ def test_markdown_renders_code_is_highlighted_and_every_payload_stays_inert(live
         assert body.locator(tag).count() == 0, tag
     assert "onerror" in body.inner_text()  # shown as the text it is
     assert body.get_by_role("link", name="image: pixel").count() == 1
-    body.get_by_role("link", name="bad").count() == 0
+    assert body.get_by_role("link", name="bad").count() == 0
     page.evaluate("() => document.querySelectorAll('#p3 a').forEach(a => a.dispatchEvent(new MouseEvent('mouseover')))")
     assert page.evaluate("window.__xss") is None
     # OpenAI usage: cached tokens read apart from the rest, priced.

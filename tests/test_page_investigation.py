@@ -69,8 +69,9 @@ def test_the_page_links_each_call_and_result(client, auditor, session):
     # Results on the same page are nested under their calls (issue 24.1); the link
     # stays for a result the page does not hold.
     html = client.get(url(session)).content.decode()
-    assert re.search(r'<details class="result[^"]*"[^>]*data-position="3">\s*<summary>.*?href="#p3">#3<', html, re.S)
-    assert re.search(r'<details class="result[^"]*"[^>]*data-position="2">\s*<summary>.*?href="#p2">#2<', html, re.S)
+    for position in (3, 2):
+        assert re.search(rf'<details class="result[^"]*"[^>]*data-position="{position}">\s*<summary>.*?</summary>'
+                         rf'\s*<a class="result-row" href="#p{position}">its row, #{position}<', html, re.S)
     assert "shown under its call in <a href=\"#p1\">#1</a>" in html
     only_call = client.get(url(session), {"kind": "assistant"}).content.decode()
     assert f'href="/conversations/{session.pk}/tool/1/?call=call_a">↓ its result' in only_call
