@@ -227,10 +227,10 @@ def measure(database: str, args) -> list[dict]:
             failures[label] = (q, params, filtered, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue
         assert page, (label, q, params)
-        sql, sql_params = captured.statements[-1]
-        if filtered == RANKED:  # the statement that fetches the candidate hits
-            sql, sql_params = next((st, ps) for st, ps in captured.statements
-                                   if " MATCH " in st or "@@" in st)
+        # The search statement itself: the last one asking the index (later ones read the
+        # forks holding each hit), or for a ranked search the first (its candidate hits).
+        asked = [(st, ps) for st, ps in captured.statements if " MATCH " in st or "@@" in st]
+        sql, sql_params = asked[0] if filtered == RANKED else asked[-1]
 
         def raw(sql=sql, sql_params=sql_params):
             with connection.cursor() as cursor:
