@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import JsonLexer, get_lexer_by_name
+from pygments.lexers import JsonLexer, get_lexer_by_name, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 # Markdown and highlighting cost time linear in the text; past this much a row is shown
@@ -123,6 +123,17 @@ def markdown(text: str) -> SafeString:
 def code(text: str, lang: str = "") -> SafeString:
     """A block of code or data, highlighted when its language is known."""
     return mark_safe(_highlight(text, lang))
+
+
+def code_for_path(text: str, path: str) -> SafeString | None:
+    """A file's text highlighted by its name's language (a tool that read `path`), or None."""
+    if not path or len(text) > HIGHLIGHT_LIMIT:
+        return None
+    try:
+        lexer = get_lexer_for_filename(path.rsplit("/", 1)[-1][:200], stripnl=False)
+    except ClassNotFound:
+        return None
+    return mark_safe(_unwrap(highlight(text, lexer, _FORMATTER)))
 
 
 def json_or_text(text: str) -> tuple[SafeString, bool]:

@@ -67,6 +67,19 @@ def test_code_is_highlighted_with_classes_and_escaped():
     assert "&lt;b&gt;" in str(richtext.markdown("```nosuchlang\n<b>\n```"))
 
 
+def test_a_file_a_tool_read_is_highlighted_in_its_language(client, auditor):
+    c = store.create_conversation(title="x")
+    store.append_message(conversation_id=c.pk, message={
+        "kind": "assistant", "content": "Reading it.",
+        "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "billing/tax.py"}}]})
+    store.append_message(conversation_id=c.pk, message={
+        "kind": "tool", "tool_call_id": "r1", "name": "read_file", "content": "def vat(x):\n    return '<b>'\n"})
+    body = client.get(url(c)).content.decode()
+    turn = body[body.index('<details class="result'):]
+    assert '<span class="k">def</span>' in turn  # Python, by the file's name
+    assert "'<b>'" not in turn and "&lt;b&gt;" in turn
+
+
 def test_past_the_limit_text_is_shown_escaped_unparsed():
     big = "**x** <b>" * (richtext.RENDER_LIMIT // 8 + 1)
     html = str(richtext.markdown(big))

@@ -110,7 +110,8 @@ def display(item) -> dict:
             args, _ = _pretty_text(call.arguments)
         else:
             args = _pretty(call.arguments)
-        out["tool_calls"].append({"name": call.name, "id": call.id, "arguments": _code_part(args)})
+        out["tool_calls"].append({"name": call.name, "id": call.id, "arguments": _code_part(args),
+                                  "path": _path_of(call.arguments)})
     if model.meta:
         meta = model.meta
         summary = []
@@ -130,6 +131,32 @@ def display(item) -> dict:
                               or " ".join(p.get("text", "") for p in out["parts"]))
     # A user turn that is nothing but the harness's wrappers: the harness talking, not a person.
     out["harness_only"] = bool(out["parts"]) and all(p.get("type") == "harness" for p in out["parts"])
+    return out
+
+
+PATH_KEYS = ("file_path", "path", "filename", "file")
+
+
+def _path_of(arguments) -> str:
+    """The file a call names in its arguments (read_file, Read, cat …): its result is that file."""
+    if isinstance(arguments, dict):
+        for key in PATH_KEYS:
+            if isinstance(arguments.get(key), str):
+                return arguments[key]
+    return ""
+
+
+@register.filter
+def result_display(item, path) -> dict:
+    """`display` of a tool result shown under its call: a file the call read is highlighted
+    by the file's language (JSON output is highlighted as JSON either way)."""
+    out = display(item)
+    content = getattr(item.message, "content", None) if item.ok else None
+    is_json = bool(out["parts"]) and out["parts"][0].get("text", "").lstrip().startswith(("{", "["))
+    if path and isinstance(content, str) and not is_json:
+        html = richtext.code_for_path(content, path)
+        if html is not None:
+            out["parts"] = [_text_part(content, mono=True, html=html)]
     return out
 
 
