@@ -23,7 +23,7 @@ from .models import Checkpoint, Conversation, Message
 from .prices import Totals, Usage, usage_of
 
 CHART_ROWS = 20_000
-MAX_POINTS = 400
+MAX_POINTS = 300  # per series (measured, estimated)
 CHARS_PER_TOKEN = 4
 FORK_TOTALS = 20
 # The drawing's own coordinate space (the SVG scales to its box).
@@ -140,16 +140,19 @@ def lay_out(chart: Chart, children) -> Chart:
         # More calls than the drawing has room for: in each slice of positions, the call that
         # read the most context stands for the others (a peak is never averaged away).
         chart.thinned = len(chart.calls)
+        # Measured and estimated calls are thinned apart: an estimate never hides a measurement.
         slices = {}
         for call in chart.calls:
-            key = (call.position - chart.first) * MAX_POINTS // (span + 1)
+            key = ((call.position - chart.first) * MAX_POINTS // (span + 1), call.estimated)
             if key not in slices or call.tokens > slices[key].tokens:
                 slices[key] = call
-        chart.calls = [slices[k] for k in sorted(slices)]
+        chart.calls = sorted(slices.values(), key=lambda c: c.position)
     for call in chart.calls:
         call.x = x(call.position)
         call.y = round(PAD_T + inner_h - call.tokens / chart.peak * inner_h, 1)
-    chart.line = " ".join(f"{c.x},{c.y}" for c in chart.calls)
+    # The line joins the measured calls (all of them when none is measured); estimates are dots.
+    measured = [c for c in chart.calls if not c.estimated] or chart.calls
+    chart.line = " ".join(f"{c.x},{c.y}" for c in measured)
     for fold in chart.folds:
         fold["x"] = x(fold["position"] + 0.5)
     for child in children:
