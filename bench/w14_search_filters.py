@@ -167,6 +167,24 @@ class Captured:
         return execute(sql, params, many, context)
 
 
+def run_search(parsed, *, grouped: bool) -> list:
+    """The hits shown: the search page's (grouped, best first) or the row list's first page."""
+    from conversations.search import ranked
+    from conversations.search.reads import search_messages
+
+    if grouped:
+        results = ranked.search_grouped(parsed.query, filters=parsed.filters)
+        return [h for g in results.groups for h in g.hits]
+    return search_messages(parsed.query, filters=parsed.filters, limit=parsed.limit).hits
+
+
+def search_statement(statements, *, ranked: bool):
+    """The search statement itself: the last one asking the index (later ones read the
+    forks holding each hit), or for a ranked search the first (its candidate hits)."""
+    asked = [(sql, params) for sql, params in statements if " MATCH " in sql or "@@" in sql]
+    return asked[0] if ranked else asked[-1]
+
+
 def measure(database: str, args) -> list[dict]:
     conversations, per = (QUICK_CONVERSATIONS, QUICK_PER) if args.quick else (CONVERSATIONS, PER)
     calls = args.reps or (20 if args.quick else 60)
@@ -192,9 +210,7 @@ def measure(database: str, args) -> list[dict]:
         common.close_django()
     from django.db import DatabaseError, connection
 
-    from conversations.search import ranked
     from conversations.search.params import parse_search
-    from conversations.search.reads import search_messages
 
     ids = existing(conversations, per) if KEEP else None
     build_s = 0.0
@@ -212,11 +228,7 @@ def measure(database: str, args) -> list[dict]:
 
         def mu(parsed=parsed, grouped=filtered == RANKED):
             t0 = time.perf_counter()
-            if grouped:
-                results = ranked.search_grouped(parsed.query, filters=parsed.filters)
-                page = [h for g in results.groups for h in g.hits]
-            else:
-                page = search_messages(parsed.query, filters=parsed.filters, limit=parsed.limit).hits
+            page = run_search(parsed, grouped=grouped)
             return time.perf_counter() - t0, page
 
         captured = Captured()
@@ -227,10 +239,7 @@ def measure(database: str, args) -> list[dict]:
             failures[label] = (q, params, filtered, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue
         assert page, (label, q, params)
-        # The search statement itself: the last one asking the index (later ones read the
-        # forks holding each hit), or for a ranked search the first (its candidate hits).
-        asked = [(st, ps) for st, ps in captured.statements if " MATCH " in st or "@@" in st]
-        sql, sql_params = asked[0] if filtered == RANKED else asked[-1]
+        sql, sql_params = search_statement(captured.statements, ranked=filtered == RANKED)
 
         def raw(sql=sql, sql_params=sql_params):
             with connection.cursor() as cursor:

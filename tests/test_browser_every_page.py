@@ -91,9 +91,9 @@ def _offender(page) -> str:
             for (const el of document.querySelectorAll('body *')) {
                 const r = el.getBoundingClientRect();
                 if (r.right > w + 1 && r.width > 0) {
+                    const cls = typeof el.className === 'string' ? el.className.trim() : '';
                     return el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
-                      (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') +
-                      ' right=' + Math.round(r.right);
+                      (cls ? '.' + cls.split(/ +/).join('.') : '') + ' right=' + Math.round(r.right);
                 }
             }
             return '?';
@@ -122,9 +122,10 @@ def _small_targets(page) -> list[str]:
                 if (r.width === 0 || r.height === 0 || style.visibility === 'hidden') continue;
                 if (el.closest('.msg, .visually-hidden, .skip-link, [hidden]')) continue;
                 if (r.height < 43.5) {
-                    out.push(el.tagName.toLowerCase() + (el.className && typeof el.className === 'string' ?
-                      '.' + el.className.trim().split(/\s+/).join('.') : '') +
-                      ' "' + (el.innerText || el.value || el.name || '').trim().slice(0, 30) + '" ' + Math.round(r.height) + 'px');
+                    const cls = typeof el.className === 'string' ? el.className.trim() : '';
+                    const text = (el.innerText || el.value || el.name || '').trim().slice(0, 30);
+                    out.push(el.tagName.toLowerCase() + (cls ? '.' + cls.split(/\s+/).join('.') : '') +
+                      ' "' + text + '" ' + Math.round(r.height) + 'px');
                 }
             }
             return out;

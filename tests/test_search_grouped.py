@@ -45,8 +45,8 @@ def raw_count(word: str) -> int:
         if connection.vendor == "sqlite":
             cursor.execute("SELECT count(*) FROM search_message_fts WHERE search_message_fts MATCH %s", [word])
         else:
-            cursor.execute("SELECT count(*) FROM conversations_message WHERE search_tsv @@ plainto_tsquery('english', %s)",
-                           [word])
+            cursor.execute("SELECT count(*) FROM conversations_message "
+                           "WHERE search_tsv @@ plainto_tsquery('english', %s)", [word])
         return cursor.fetchone()[0]
 
 
@@ -65,7 +65,7 @@ def test_it_puts_the_best_match_first_and_counts_every_row(client, corpus):
     assert "1 matching row<" in body and "30 matching rows" in body and "0 matching rows" in body
     assert "words in its title or subject" in body
     # Three rows of the long session shown, and the way to all 30 of them.
-    assert f'All 30 rows in this conversation' in body and f"conversation={corpus['noisy'].pk}" in body
+    assert "All 30 rows in this conversation" in body and f"conversation={corpus['noisy'].pk}" in body
     assert body.count('class="hit ') == 1 + 3
 
 

@@ -74,8 +74,9 @@ def parse_order(value, *, default: str = "relevance") -> str:
     return value
 
 
-def search_grouped(query: Query, *, filters: reads.Filters = reads.Filters(), page: int = 1) -> GroupedResults:
+def search_grouped(query: Query, *, filters: reads.Filters | None = None, page: int = 1) -> GroupedResults:
     """One page of conversations with hits for `query` under `filters`, best first."""
+    filters = filters or reads.Filters()
     if not 1 <= page <= MAX_PAGE:
         raise reads.BadSearch(f"page must be between 1 and {MAX_PAGE}", field="page")
     kinds = reads.check_kinds(filters.kinds)
