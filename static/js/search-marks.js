@@ -73,7 +73,8 @@
     var source = "(^|[^\\p{L}\\p{N}])((?:" + words.map(escape).join("|") + ")[\\p{L}\\p{N}]*)";
     var probe = new RegExp(source, "iu");
     var pattern = new RegExp(source, "giu");
-    var rows = document.querySelectorAll('article.msg[data-position="' + at + '"]');
+    // The row, and a tool result shown under its call in another row.
+    var rows = document.querySelectorAll('article.msg[data-position="' + at + '"], details.result[data-position="' + at + '"]');
     Array.prototype.forEach.call(rows, function (row) {
       var found = mark(row, probe, pattern);
       if (found) row.setAttribute("data-search-marks", String(found));
