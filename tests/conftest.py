@@ -82,9 +82,11 @@ def purge_sqlite_guarded_tables():
                     cursor.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'delete-all\')')
                 except Exception:  # an FTS5 table that stores its own content
                     cursor.execute(f'DELETE FROM "{name}"')
-            # Nor is the list of rows waiting to enter the index (search migration 0002).
-            if cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_message_pending'").fetchone():
-                cursor.execute("DELETE FROM search_message_pending")
+            # Nor are the list of rows waiting to enter the index (search migration 0002) and
+            # the dates of the indexed rows (search migration 0005).
+            for side in ("search_message_pending", "search_message_dates"):
+                if cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [side]).fetchone():
+                    cursor.execute(f'DELETE FROM "{side}"')
             for _, sql in triggers:
                 cursor.execute(sql)
 
