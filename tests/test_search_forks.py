@@ -343,3 +343,19 @@ def test_before_its_source_goes_a_fork_is_indexed_a_batch_per_transaction(where)
     store.delete_conversation(conversation_id=parent.pk)
     assert found() == list(range(9))
     assert_index_sound()
+
+
+def test_relevance_order_keeps_to_the_conversation_asked_for(where):
+    """order=relevance with a conversation filter answers that conversation only, its
+    copied rows included, shown as its own (not every conversation with a hit)."""
+    from conversations.search.query import parse_query
+    from conversations.search.ranked import search_grouped
+
+    parent = conversation("refund parent", ["refund one", "refund two", "unrelated"], where=where)
+    other = conversation("refund elsewhere", ["refund three"], where=where)
+    child = fork(parent, 1)
+    append(child, "refund of the fork")
+    for asked, expected in ((other, 1), (parent, 2), (child, 3)):
+        result = search_grouped(parse_query("refund"), filters=Filters(conversation_id=asked.pk))
+        assert [g.conversation_id for g in result.groups] == [asked.pk]
+        assert result.groups[0].count == expected

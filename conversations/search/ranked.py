@@ -154,6 +154,8 @@ def title_matches(query: Query, filters: reads.Filters, *, exclude: set) -> list
         found = found.filter(subject_norm=normalize_subject(filters.subject))
     if filters.namespace is not None:
         found = found.filter(namespace=filters.namespace)
+    if filters.conversation_id is not None:
+        found = found.filter(pk=filters.conversation_id)
     rows = found.order_by("-last_activity_at").values_list("id", "title", "subject", "namespace")[:TITLE_MATCHES]
     return [Group(conversation_id=cid, title=title, subject=subject, namespace=namespace, title_match=True)
             for cid, title, subject, namespace in rows if cid not in exclude]

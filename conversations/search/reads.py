@@ -163,8 +163,19 @@ def search_messages(q, *, filters: Filters = Filters(), cursor: str | None = Non
 def candidate_rows(query, filters: Filters, kinds, limit: int) -> list[tuple]:
     """The first `limit` hits in index order (newest conversation first), each row
     (seq, position, id, title, subject, namespace, kind, created_at, content), for
-    search.ranked to rank; no cap of a page applies."""
-    return _rows(query, filters, kinds, None, None, limit)
+    search.ranked to rank; no cap of a page applies. With a conversation filter, the
+    conversation's own rows and its copied prefix, each shown as the conversation's."""
+    if filters.conversation_id is None:
+        return _rows(query, filters, kinds, None, None, limit)
+    found = lineage.stretches(filters.conversation_id)
+    if found is None:
+        return []
+    rows = _rows_in_one(query, filters, kinds, found, None, limit)
+    if len(found) > 1:  # a fork: its copies are found as its source's rows
+        shown_as = (Conversation.objects.filter(pk=filters.conversation_id)
+                    .values_list("id", "title", "subject", "namespace").first())
+        rows = [(*row[:2], *shown_as, *row[6:]) for row in rows]
+    return rows
 
 
 def _rows(query, filters, kinds, seq, after, limit):
