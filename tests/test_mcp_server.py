@@ -156,7 +156,7 @@ def test_without_a_key_it_says_so_and_stops():
 def test_it_is_installed_as_the_memoryui_mcp_console_script():
     project = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
     assert project["scripts"]["memoryui-mcp"] == "memoryui_client.integrations.mcp_server:main"
-    assert any(d.startswith("mcp==") for d in project["optional-dependencies"]["mcp"])
+    assert any(d.startswith("mcp>=") for d in project["optional-dependencies"]["mcp"])
     script = shutil.which("memoryui-mcp", path=str(Path(sys.executable).parent))
     if script is None:
         skip_or_fail("memoryui-mcp is not installed in this environment (make test installs the client)")
