@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
 from conversations import store
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -244,6 +244,7 @@ def test_the_export_is_csv_across_conversations_with_filters(writer, convo):
 
 def test_the_export_filters_by_date_range_and_namespace(writer, convo):
     from datetime import timedelta
+
     from django.utils import timezone
 
     writer.post(actions_path(convo), refund_body())
