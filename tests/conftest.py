@@ -30,15 +30,18 @@ def pytest_collection_modifyitems(config, items):
     pg_wal): on SQLite it is left out of the run, not skipped, so that a skip always means
     something is missing. A test marked `database_independent` judges something no
     database takes part in (a build, a rendering): it runs in the SQLite pass and is left
-    out of the PostgreSQL one, which would only repeat it."""
+    out of the PostgreSQL one, which would only repeat it. So does a test marked
+    `same_on_every_database`: the database serves its pages, but what it judges (the
+    browser's layout, accessibility, the content security policy) is what the
+    templates, styles and scripts make of them, the same whichever database holds the rows."""
     from django.conf import settings
 
     postgresql = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-    marker = "database_independent" if postgresql else "postgresql_only"
-    left_out = [item for item in items if item.get_closest_marker(marker)]
+    markers = ("database_independent", "same_on_every_database") if postgresql else ("postgresql_only",)
+    left_out = [item for item in items if any(item.get_closest_marker(m) for m in markers)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
-        items[:] = [item for item in items if not item.get_closest_marker(marker)]
+        items[:] = [item for item in items if not any(item.get_closest_marker(m) for m in markers)]
 
 
 def skip_or_fail(reason: str):

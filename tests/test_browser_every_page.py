@@ -174,6 +174,7 @@ def walk(browser, live_server, admin, paths, viewport, *, check_width: bool):
     return wide, small, violations, counts
 
 
+@pytest.mark.same_on_every_database
 def test_every_page_fits_a_phone_and_has_no_serious_axe_violation(world, browser, live_server, capsys):  # noqa: F811
     client = Client()
     client.force_login(world["admin"])

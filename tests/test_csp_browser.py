@@ -39,6 +39,7 @@ def page_urls(values) -> list[str]:
     return sorted(set(urls))
 
 
+@pytest.mark.same_on_every_database
 def test_no_page_breaks_the_content_security_policy(live_server, page):
     ticket = demo.load_demo(coding_turns=12)[0]
     user = get_user_model().objects.create_user("csp-admin", password=PASSWORD)
