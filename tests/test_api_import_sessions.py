@@ -1,6 +1,6 @@
 """The entries door as a session store reaches it: conditional batches with their summary,
 paged loads, listing with mtimes and summaries, and deleting a session through the
-deletion path (conversations/imports/api.py, streams.py)."""
+deletion path (conversations/imports/api.py, entry_streams.py)."""
 
 import pytest
 

@@ -222,13 +222,13 @@ def test_the_import_command_reports_and_summarises(capsys):
 
 
 def test_the_import_command_shows_progress_within_a_session_on_a_terminal(monkeypatch):
-    from conversations.imports import streaming
+    from conversations.imports import new_session
 
     class Terminal(io.StringIO):
         def isatty(self):
             return True
 
-    monkeypatch.setattr(streaming, "PROGRESS_EVERY", 10)
+    monkeypatch.setattr(new_session, "PROGRESS_EVERY", 10)
     seen = []
     importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="other", dry_run=True,
                          progress=lambda done, total: seen.append((done, total)))

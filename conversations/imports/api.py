@@ -38,7 +38,7 @@ from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
 from conversations.jsonbody import read_json
 
-from . import importer, sessions, streams
+from . import entry_streams, importer, sessions
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
@@ -161,14 +161,15 @@ def _check_nul(**values) -> None:
             response={200: dict})
 def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
                  external_id: str = Query(..., max_length=MAX_TEXT), format: str = Query("claude-code", max_length=40),
-                 after: int = Query(-1, ge=-1), limit: int = Query(streams.LOAD_PAGE, ge=1, le=streams.LOAD_PAGE_MAX)):
+                 after: int = Query(-1, ge=-1),
+                 limit: int = Query(entry_streams.LOAD_PAGE, ge=1, le=entry_streams.LOAD_PAGE_MAX)):
     """What was appended under this key, in order, deep-equal (the SessionStore's `load`);
     `next` is the `after` of the next page, null on the last. 404 for a key never
     written. Needs `read`."""
     require_scope(request, "read")
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
-    page = streams.load_page(format=format, namespace=namespace, key=external_id, after=after, limit=limit)
+    page = entry_streams.load_page(format=format, namespace=namespace, key=external_id, after=after, limit=limit)
     if page is None:
         raise NotFound(f"no entries stored under {namespace!r} / {external_id[:80]!r}", field="external_id")
     return _respond({"conversation_id": page.conversation_id, "entries": page.entries, "next": page.next})
@@ -188,7 +189,7 @@ def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     require_scope(request, "admin")
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
-    receipt = streams.delete_stream(format=format, namespace=namespace, key=external_id, actor=actor_of(request))
+    receipt = entry_streams.delete_stream(format=format, namespace=namespace, key=external_id, actor=actor_of(request))
     return _respond({**receipt.as_document(), "receipt_id": str(receipt.pk),
                      "receipt_url": request.build_absolute_uri(f"/api/v1/receipts/{receipt.pk}")})
 
@@ -206,8 +207,8 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
     require_scope(request, "read")
     _check_nul(format=format)
     namespace, prefix = _ids(namespace=namespace, prefix=prefix)
-    items = streams.list_streams(format=format, namespace=namespace, prefix=prefix,
-                                 key=_ids(key=key)[0] if key is not None else None, sessions_only=sessions)
+    items = entry_streams.list_streams(format=format, namespace=namespace, prefix=prefix,
+                                       key=_ids(key=key)[0] if key is not None else None, sessions_only=sessions)
     return _respond({"items": items})
 
 

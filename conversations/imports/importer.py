@@ -44,7 +44,7 @@ from conversations.formats.base import (
 from conversations.models import Conversation, Message
 from conversations.retention.pruning import default_retention_days
 
-from . import store, streaming, subagents, textfile
+from . import new_session, store, subagents, textfile
 from .models import ImportSource, SourceEntry
 from .textfile import Text
 from .writer import TARGET_SECONDS, Writer
@@ -182,7 +182,7 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
     kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run,
               finish=finish)
     if format == "claude-code":
-        key = streaming.session_key(text)
+        key = new_session.session_key(text)
         distinct = None
         for _copy in range(MAX_DISTINCT_COPIES):
             if key is None:
@@ -191,7 +191,7 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             if source is None:
                 result = ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run,
                                       distinct_from=distinct)
-                result = streaming.import_new_session(
+                result = new_session.import_new_session(
                     text, key=key, namespace=namespace, subject=subject, actor=actor, dry_run=dry_run, result=result,
                     progress=progress, finish=_linking(finish, namespace=namespace, key=key, actor=actor),
                     meta={"distinct_from": distinct} if distinct else None)
