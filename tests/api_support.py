@@ -1,6 +1,8 @@
 """What the API tests share: keys with given scopes, a JSON client, sample data.
 
-Test modules import the fixtures they use from here (`from tests.api_support import …`).
+Its fixtures are registered for every test module by tests/conftest.py (`pytest_plugins`):
+a test names them as arguments; only the plain helpers (Api, make_key, error_of, login_as)
+are imported.
 """
 
 import json

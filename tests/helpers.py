@@ -1,0 +1,99 @@
+"""What every test module may use without importing it: users with a role, a browser page
+logged in through the real login form, an API client holding a key of given scopes, and
+`wait_until`, the one way a test waits for something to happen.
+
+Registered from tests/conftest.py through `pytest_plugins`, as tests/api_support.py is, so a
+test names a fixture as an argument and never imports it (an imported fixture needs a
+`noqa: F401` and hides where it comes from).
+"""
+
+import itertools
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from conversations.roles import assign_role
+from tests.api_support import Api, make_key
+
+# Every test user has this password: the login form needs one, and hashing it is cheap
+# (tests/conftest.py sets the MD5 hasher).
+PASSWORD = "pw-test-user-27182818"
+
+DESKTOP = {"width": 1400, "height": 900}
+
+
+def wait_until(predicate, timeout: float = 15.0, interval: float = 0.02, message: str = ""):
+    """Call `predicate` until it returns something true and return that; fail the test
+    when `timeout` seconds pass first. The interval only paces the polling: the test
+    goes on as soon as the condition holds, however fast or slow the machine is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(message or f"{getattr(predicate, '__name__', 'the condition')} did not hold within {timeout} s")
+        time.sleep(interval)
+
+
+_serial = itertools.count(1)
+
+
+def make_user(role: str | None = None, username: str | None = None, *, password: str | None = PASSWORD):
+    """A user with a role (auditor, reviewer, admin) or none; named after its role unless named."""
+    name = username or f"{role or 'nobody'}-{next(_serial)}"
+    user = get_user_model().objects.create_user(name, password=password)
+    if role:
+        assign_role(user, role)
+    return user
+
+
+@pytest.fixture
+def user(db):
+    """`user(role, username=None)`: a new user with that role (None for none), password PASSWORD."""
+    return make_user
+
+
+def log_in(page, base_url: str, username: str, path: str = "/") -> None:
+    """Open `path`, which sends a visitor to the login form, sign in there as `username`
+    and wait until the form has sent the browser back to `path`."""
+    page.goto(base_url + path)
+    page.wait_for_url(lambda url: "/login/?next=" in url)
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(base_url + path)
+
+
+@pytest.fixture
+def logged_in_page(browser, live_server, db):
+    """`logged_in_page(role, path="/", username=None, viewport=None, **context_options)`: a new
+    browser page of a user with that role (or of the existing user `username`), signed in
+    through the real login form and left on `path`. Each call opens its own browser context
+    (its own cookies), closed after the test."""
+    contexts = []
+
+    def open_page(role, path="/", *, username=None, viewport=None, **context_options):
+        known = username and get_user_model().objects.filter(username=username).exists()
+        account = username if known else make_user(role, username).username
+        context = browser.new_context(viewport=viewport or DESKTOP, accept_downloads=True, **context_options)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        log_in(page, live_server.url, account, path)
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def api_client(client, db):
+    """`api_client(scopes, name="test-agent")`: a JSON client for /api/v1 holding a new key of those scopes."""
+
+    def make(scopes, name="test-agent"):
+        return Api(client, make_key(list(scopes), name=name))
+
+    return make
