@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from conversations import store
-from tests.api_support import convo, error_of, reader  # noqa: F401
+from tests.api_support import error_of
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.test import Client
 
 from conversations import store
 from conversations.models import ApiKey
-from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 

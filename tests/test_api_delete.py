@@ -8,7 +8,7 @@ from conversations import store
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from conversations.retention.lease import maintenance
 from conversations.retention.models import DeletionReceipt
-from tests.api_support import Api, admin_key, convo, error_of, make_key, writer  # noqa: F401
+from tests.api_support import Api, error_of, make_key
 
 pytestmark = pytest.mark.django_db
 

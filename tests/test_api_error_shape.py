@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from conversations.middleware import MAX_URL_LENGTH
-from tests.api_support import admin_key, error_of, reader  # noqa: F401 (fixtures)
+from tests.api_support import error_of
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import pytest
 from django.http import StreamingHttpResponse
 
 from conversations.models import AuditEvent
-from tests.api_support import Api, convo, error_of, make_key, reader  # noqa: F401
+from tests.api_support import Api, error_of, make_key
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from django.db import IntegrityError, connection, transaction
 from conversations import store
 from conversations.errors import Conflict
 from conversations.models import Conversation
-from tests.api_support import convo, error_of, reader, writer  # noqa: F401
+from tests.api_support import error_of
 
 pytestmark = pytest.mark.django_db
 

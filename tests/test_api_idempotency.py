@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from conversations import idempotency, store
 from conversations.models import AuditEvent, Checkpoint, Conversation, IdempotencyKey, Message
-from tests.api_support import Api, admin_key, convo, error_of, login_as, make_key, writer  # noqa: F401
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 
@@ -273,7 +273,8 @@ def test_erasure_removes_the_keys_that_reference_what_it_erases(client):
     agent.post("/facts", {"subject": "customer:ada", "text": "Ada prefers letters.", "importance": 2},
                headers=keyed("fact1"))
     other = agent.post("/conversations", {"title": "Someone else"}, headers=keyed("c2")).json()
-    Conversation.objects.filter(pk=fork["id"]).update(subject="customer:kept", subject_norm="customer:kept")  # not about Ada
+    # not about Ada
+    Conversation.objects.filter(pk=fork["id"]).update(subject="customer:kept", subject_norm="customer:kept")
 
     receipt = janitor.post("/deletion-requests", {"subject": "customer:ada"}).json()
 

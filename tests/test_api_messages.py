@@ -8,7 +8,7 @@ from django.db import connection
 
 from conversations import store
 from conversations.models import Message
-from tests.api_support import convo, error_of, reader, writer  # noqa: F401
+from tests.api_support import error_of
 
 pytestmark = pytest.mark.django_db
 

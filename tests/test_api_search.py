@@ -3,7 +3,7 @@
 import pytest
 
 from conversations import store
-from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader  # noqa: F401
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,8 @@ def test_it_filters_by_date_range_subject_and_conversation(reader, convo):
     other = store.create_conversation(title="x", subject="someone:else")
     store.append_message(conversation_id=other.pk, message={"kind": "user", "content": "refund please"})
     def found(**params):
-        return [(i["conversation_id"], i["position"]) for i in reader.get("/search", {"q": "refund", **params}).json()["items"]]
+        items = reader.get("/search", {"q": "refund", **params}).json()["items"]
+        return [(i["conversation_id"], i["position"]) for i in items]
     assert found(subject="CUSTOMER:42") == [(str(convo.pk), 3), (str(convo.pk), 2), (str(convo.pk), 1)]
     assert found(conversation=str(other.pk)) == [(str(other.pk), 0)]
     assert found(**{"from": "2000-01-01", "to": "2000-01-02"}) == []

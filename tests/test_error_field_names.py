@@ -10,7 +10,7 @@ from django.conf import settings
 from conversations import store
 from conversations.models import Message
 from conversations.schema import CHAT_KINDS, JOURNAL_KINDS
-from tests.api_support import Api, error_of, make_key, writer  # noqa: F401
+from tests.api_support import Api, error_of, make_key
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from conversations import store
 from conversations.export import export_stream
 from conversations.imports import importer
 from conversations.models import Checkpoint, Conversation, Message
-from tests.api_support import Api, error_of, login_as, make_key  # noqa: F401
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 FIX = Path(__file__).parent / "fixtures" / "formats"

@@ -8,7 +8,7 @@ import pytest
 
 from conversations import store
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
-from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader, writer  # noqa: F401
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 
@@ -162,7 +162,8 @@ def test_a_bad_action_is_a_422_naming_the_field(writer, convo, body, field):
 
 def test_bad_bodies_get_the_apis_clear_4xx(writer, convo):
     assert writer.post(actions_path(convo), raw="{not json").status_code == 400
-    assert writer.post(actions_path(convo), raw="a=b", content_type="application/x-www-form-urlencoded").status_code == 415
+    form = "application/x-www-form-urlencoded"
+    assert writer.post(actions_path(convo), raw="a=b", content_type=form).status_code == 415
     assert writer.put(state_path(convo), raw='{"state": {"a": NaN}, "expected_version": 0}').status_code == 400
 
 

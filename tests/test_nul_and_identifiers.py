@@ -19,7 +19,7 @@ from conversations import store
 from conversations.imports import importer
 from conversations.imports.models import SourceEntry
 from conversations.models import Conversation, Message
-from tests.api_support import error_of, login_as, writer  # noqa: F401
+from tests.api_support import error_of, login_as
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from conversations.proofs import heads, keys
 from conversations.proofs.encoding import head_message, manifest_message
 from conversations.proofs.models import SignedHead, SigningKey
 from conversations.retention.models import DeletionReceipt
-from tests.api_support import Api, admin_key, anonymous, convo, error_of, login_as, make_key, reader  # noqa: F401
+from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
 
