@@ -142,7 +142,7 @@ def messages(n: int, start: int = 0) -> list[dict]:
 
 def encoded(n: int, start: int = 0) -> list[tuple[str, str]]:
     """(kind, stored text) pairs exactly as memoryui's store would encode them."""
-    from conversations.schema import encode_message
+    from conversations.message_schema import encode_message
 
     return [encode_message(m) for m in messages(n, start)]
 
@@ -237,8 +237,8 @@ def bulk_fill(conversation_id, n: int, *, created_at=None, batch: int = 20000, t
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from conversations.message_schema import encode_message
     from conversations.models import Conversation, Message
-    from conversations.schema import encode_message
 
     conv_table = Conversation._meta.db_table
     msg_table = Message._meta.db_table

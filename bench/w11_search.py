@@ -39,8 +39,8 @@ def fill(conversation_id, n: int, start_ticket: int):
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from conversations.message_schema import encode_message
     from conversations.models import Conversation, Message
-    from conversations.schema import encode_message
 
     cid = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
     when = connection.ops.adapt_datetimefield_value(timezone.now())

@@ -93,8 +93,8 @@ def _build(db, count, per, built):
     from django.db import connection, transaction
 
     from conversations import store
+    from conversations.message_schema import encode_message
     from conversations.models import Conversation
-    from conversations.schema import encode_message
 
     cache = {}
 

@@ -83,7 +83,7 @@ def cases(ids: list, per: int, conversations: int):
 def templates(count: int = 4096):
     """(kind, JSON before the ticket number, JSON after it): the store's own encoding
     of the generator's messages, each to be given its own ticket number."""
-    from conversations.schema import encode_message
+    from conversations.message_schema import encode_message
 
     out = []
     for i in range(count):

@@ -55,9 +55,9 @@ def main(argv=None):
     from django.db import connection, transaction
 
     from conversations import store
+    from conversations.message_schema import encode_message
     from conversations.models import Conversation, Message
     from conversations.retention.pruning import prune_older_than
-    from conversations.schema import encode_message
 
     cache = {}
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, StrictInt, StrictStr
 
 from . import reads, store
 from .jsonbody import StrictBody
-from .schema import Message, SystemMessage, message_adapter
+from .message_schema import Message, SystemMessage, message_adapter
 
 # Positions are 64-bit in the database; a larger number can only be a mistake,
 # and must be refused before it reaches a driver that cannot bind it.

@@ -16,8 +16,8 @@ a few reads.
 
 import json
 
+from .message_schema import JOURNAL_KINDS
 from .models import Message
-from .schema import JOURNAL_KINDS
 
 WINDOW = 64
 # How far the nearest allowed positions are looked for on each side.

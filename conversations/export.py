@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from . import markdown as md
 from .errors import InvalidInput
 from .ledger import export as ledger_export
+from .message_schema import TextBlock
 from .models import Checkpoint, Conversation, Message
 from .reads import decode_row
-from .schema import TextBlock
 from .streams import buffered
 
 BATCH = 2000

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, Wit
 
 from . import params
 from .errors import InvalidInput, StoreError
-from .schema import describe_validation_error
+from .message_schema import describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .errors import InvalidInput, InvalidMessage, PositionOutOfRange
+from .message_schema import decode_message
 from .models import Checkpoint, Conversation, Message
-from .schema import decode_message
 
 log = logging.getLogger("memoryui.reads")
 

@@ -32,6 +32,7 @@ from .errors import (
     PositionOutOfRange,
     StoreError,
 )
+from .message_schema import encode_message, max_message_bytes
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
 from .rows import (  # the row primitives every door writes through (rows.py)
@@ -46,7 +47,6 @@ from .rows import (  # the row primitives every door writes through (rows.py)
     add_checkpoint,
     copy_prefix,
 )
-from .schema import encode_message, max_message_bytes
 
 # Re-exported: the other doors (imports, the ledger) and the tests reach these through the store.
 _db_now, db_datetime, insert_reserved, reserve_positions, sealed = (

@@ -27,11 +27,11 @@ from .errors import NotFound, StoreError
 from .export import FORMATS, export_stream
 from .ledger import reads as ledger
 from .live import etag_of, state_of
+from .message_schema import KINDS
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .params import BadParameter
 from .reads import StoredMessage, active_before, list_active, read_rows
 from .roles import can_read_conversations, is_admin
-from .schema import KINDS
 from .templatetags.conversation_ui import turns
 
 LIST_PAGE = 50

@@ -200,7 +200,7 @@ def test_every_conversation_endpoint_has_examples(client):
 
 
 def test_the_message_body_schema_refers_to_registered_components(client):
-    from conversations.schema import message_adapter
+    from conversations.message_schema import message_adapter
 
     schema = client.get("/api/v1/openapi.json").json()
     body = schema["paths"]["/api/v1/conversations/{conversation_id}/messages"]["post"]["requestBody"]

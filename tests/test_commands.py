@@ -8,9 +8,9 @@ from django.core.management.base import CommandError
 from conversations import demo, reads
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactEvent
+from conversations.message_schema import message_text
 from conversations.models import Checkpoint, Conversation
 from conversations.roles import roles_of
-from conversations.schema import message_text
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 from django.conf import settings
 
 from conversations import store
+from conversations.message_schema import CHAT_KINDS, JOURNAL_KINDS
 from conversations.models import Message
-from conversations.schema import CHAT_KINDS, JOURNAL_KINDS
 from tests.api_support import Api, error_of, make_key
 
 pytestmark = pytest.mark.django_db

@@ -187,7 +187,7 @@ def test_the_highlighter_reads_the_same_words_the_index_holds(message):
     import importlib
     import re
 
-    from conversations.schema import encode_message
+    from conversations.message_schema import encode_message
 
     _, stored = encode_message(message)
     with connection.cursor() as cursor:

@@ -16,7 +16,7 @@ from hypothesis.stateful import (
 )
 
 from conversations import reads, store
-from conversations.schema import JOURNAL_KINDS
+from conversations.message_schema import JOURNAL_KINDS
 
 from .test_store import insert_raw_row
 

@@ -26,10 +26,10 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from conversations import params
 from conversations.confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from conversations.errors import InvalidInput, StoreError
+from conversations.message_schema import message_text
 from conversations.models import Conversation
 from conversations.reads import read_rows
 from conversations.roles import can_review_facts, is_admin
-from conversations.schema import message_text
 
 from . import duplicates, store
 from .models import CATEGORIES, Fact, FactAccess, FactEvent

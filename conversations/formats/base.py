@@ -2,7 +2,7 @@
 
 A parser never touches the database. It reads lines (or one JSON document) and
 returns a `Plan`: the conversations to create or continue, the rows to append
-to each (already validated and encoded by `conversations.schema`, so the store
+to each (already validated and encoded by `conversations.message_schema`, so the store
 writes exactly what the plan says and positions are known in advance), the
 checkpoints ("folds"), the original entries kept beside the rows, and the
 problems found, each with its line number and reason.
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from .. import params
 from ..errors import InvalidMessage, StoreError
-from ..schema import encode_message
+from ..message_schema import encode_message
 
 
 class FormatError(StoreError):

@@ -6,7 +6,7 @@ kept in the row's meta (`journal`), so rendering back gives each line again.
 
 import json
 
-from ..schema import JOURNAL_KINDS
+from ..message_schema import JOURNAL_KINDS
 from .base import (
     ConvPlan,
     Entry,

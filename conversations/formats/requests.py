@@ -20,7 +20,7 @@ server) keep the same rules; the tests judge both with the SDKs' typed request p
 import json
 import re
 
-from ..schema import JOURNAL_KINDS
+from ..message_schema import JOURNAL_KINDS
 from .base import loads
 
 NO_RESULT = "(no result was recorded for this call)"

@@ -4,7 +4,7 @@ checkpoints with their original times, and the original entries.
 These keep the rules of `conversations.store`: the store assigns positions (the
 counter is bumped with UPDATE … RETURNING before the rows are inserted, so the
 database's insert guard holds), a row is validated and encoded once (by
-`conversations.schema.encode_message`, in the parser: `formats.base.make_row`),
+`conversations.message_schema.encode_message`, in the parser: `formats.base.make_row`),
 checkpoints only move the fold forward, and each function runs in one
 transaction. The importer nests them in one transaction per conversation.
 """
@@ -17,8 +17,8 @@ from django.utils import timezone
 from conversations import calls
 from conversations.errors import CheckpointBeforeLatest, Conflict, ImportInProgress, InvalidInput, StoreError
 from conversations.formats.base import Entry, Row, storable
+from conversations.message_schema import KINDS, max_message_bytes
 from conversations.models import Checkpoint, Conversation, Message
-from conversations.schema import KINDS, max_message_bytes
 from conversations.store import (
     SUBJECT_MAX,
     TITLE_MAX,

@@ -18,8 +18,8 @@ from django.db import transaction
 from conversations import store as core
 from conversations.errors import InvalidInput, StoreError
 from conversations.formats.langchain import to_message
+from conversations.message_schema import encode_message
 from conversations.models import Conversation
-from conversations.schema import encode_message
 
 from .models import LangGraphCheckpoint, LangGraphWrite
 

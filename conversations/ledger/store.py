@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from conversations import chain, params
 from conversations.errors import Conflict, InvalidInput
+from conversations.message_schema import max_message_bytes
 from conversations.models import Conversation
-from conversations.schema import max_message_bytes
 from conversations.store import _lock_conversation, sealed
 
 from .models import (

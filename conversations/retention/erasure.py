@@ -63,8 +63,8 @@ from django.db import DatabaseError, OperationalError, connection, models, trans
 
 from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
+from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
-from conversations.schema import decode_message, message_text
 
 from . import disk, leftovers, pgfiles
 from . import erased as erased_rows

@@ -19,10 +19,10 @@ from django.utils.dateparse import parse_datetime
 from sqlean import dbapi2 as Database
 
 from conversations.errors import StoreError
+from conversations.message_schema import KINDS
 from conversations.models import Conversation, Message
 from conversations.params import decode_cursor as decode_keyset
 from conversations.params import encode_cursor as encode_keyset
-from conversations.schema import KINDS
 from conversations.subjects import normalize_subject
 
 from . import highlight, lineage

@@ -7,7 +7,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
 from conversations.errors import StoreError
-from conversations.schema import KINDS
+from conversations.message_schema import KINDS
 from conversations.views import _conversation_or_404, _reader
 
 from . import ranked

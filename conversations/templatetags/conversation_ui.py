@@ -9,7 +9,7 @@ import json
 from django import template
 
 from .. import prices, richtext
-from ..schema import TextBlock
+from ..message_schema import TextBlock
 
 register = template.Library()
 

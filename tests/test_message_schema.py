@@ -7,7 +7,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from conversations.errors import InvalidMessage, MessageTooLarge
-from conversations.schema import (
+from conversations.message_schema import (
     _ENCODER,
     JOURNAL_KINDS,
     KINDS,

@@ -247,7 +247,7 @@ def _canonical(model) -> dict:
     """The fields to store, in the stored order: `kind` first, the kind's fields in schema
     order without nulls, `meta` last. It is what `model_dump(mode="python",
     exclude_none=True)` gives (reordered), built directly from the validated model, which
-    costs a tenth of the generic dump (tests/test_schema.py keeps the two equal)."""
+    costs a tenth of the generic dump (tests/test_message_schema.py keeps the two equal)."""
     cls = type(model)
     names = _FIELDS.get(cls)
     if names is None:
