@@ -3,24 +3,15 @@ stays in sight with its undo, Ctrl+Enter submits an edit, known facts and likely
 duplicates beside each proposal; from the keyboard and without JavaScript."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactEvent
 from conversations.models import AuditEvent
-from conversations.roles import REVIEWER, assign_role
+from conversations.roles import REVIEWER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "rita-pw-123456"
 VIEWPORTS = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
-
-
-@pytest.fixture
-def reviewer():
-    user = get_user_model().objects.create_user("rita", password=PASSWORD)
-    assign_role(user, REVIEWER)
-    return user
 
 
 def _queue(n=5):
@@ -31,16 +22,9 @@ def _queue(n=5):
     return known, [facts.propose_fact(subject="cust:7", text=t, importance=4, created_by="key:agent") for t in texts]
 
 
-def _open(browser, live_server, viewport="wide", js=True):
-    context = browser.new_context(viewport=VIEWPORTS[viewport], java_script_enabled=js)
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.goto(live_server.url + "/facts/")
-    page.fill("input[name=username]", "rita")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/facts/")
-    return context, page
+def _open(logged_in_page, viewport="wide", js=True):
+    """The review queue, as a reviewer signed in through the login form."""
+    return logged_in_page(REVIEWER, "/facts/", viewport=VIEWPORTS[viewport], java_script_enabled=js)
 
 
 def _focused_id(page):
@@ -62,14 +46,15 @@ def _status_in_sight(page, viewport):
     height = VIEWPORTS[viewport]["height"]
     assert box["y"] >= bar["y"] + bar["height"] and box["y"] + box["height"] <= height
     assert box["x"] >= 0 and box["x"] + box["width"] <= VIEWPORTS[viewport]["width"]
-    assert page.evaluate("""() => { const s = document.getElementById('queue-status'); const r = s.getBoundingClientRect();
+    assert page.evaluate("""() => { const s = document.getElementById('queue-status');
+        const r = s.getBoundingClientRect();
         return s.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2)); }""")
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_server, browser, reviewer, viewport):
+def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(logged_in_page, viewport):
     known, (mondays, leeds, angry, email, card) = _queue()
-    context, page = _open(browser, live_server, viewport)
+    page = _open(logged_in_page, viewport)
     page.evaluate("window.__sameDocument = true")
     # Beside each proposal: what is approved already, and the likely duplicate flagged.
     item = page.locator(f"#fact-{leeds.pk}")
@@ -97,7 +82,8 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
     page.wait_for_function(f"() => document.activeElement && document.activeElement.id === 'fact-{angry.pk}'")
     order = page.locator("#queue-items .queue-item").evaluate_all("els => els.map(e => +e.dataset.fact)")
     assert order == [mondays.pk, leeds.pk, angry.pk, email.pk, card.pk]
-    assert page.locator("#queue-status .note").inner_text() == f"Review of fact {angry.pk} undone: it is back in the queue."
+    assert page.locator("#queue-status .note").inner_text() == \
+        f"Review of fact {angry.pk} undone: it is back in the queue."
     assert page.locator("#queue-status button").count() == 0
     assert page.locator("#queue-count").inner_text() == "5"
     assert Fact.objects.get(pk=angry.pk).status == "proposed"
@@ -132,24 +118,23 @@ def test_from_the_keyboard_focus_goes_on_and_undo_brings_a_proposal_back(live_se
     assert page.evaluate("window.__sameDocument") is True
     if viewport == "phone":
         assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
-    context.close()
 
 
-def test_a_refused_edit_keeps_the_focus_on_its_field(live_server, browser, reviewer):
+def test_a_refused_edit_keeps_the_focus_on_its_field(logged_in_page):
     _, (mondays, leeds) = _queue(2)
-    context, page = _open(browser, live_server)
+    page = _open(logged_in_page)
     page.click(f"#fact-{mondays.pk} .edit-approve summary")
     page.fill(f"#fact-{mondays.pk} textarea[name=text]", "   ")
     page.press(f"#fact-{mondays.pk} textarea[name=text]", "Control+Enter")
     page.locator(f"#fact-{mondays.pk} [role=alert]").wait_for()
-    page.wait_for_function(f"() => document.activeElement === document.querySelector('#fact-{mondays.pk} textarea[name=text]')")
+    field = f"#fact-{mondays.pk} textarea[name=text]"
+    page.wait_for_function(f"() => document.activeElement === document.querySelector('{field}')")
     assert Fact.objects.get(pk=mondays.pk).status == "proposed"
-    context.close()
 
 
-def test_without_javascript_the_next_proposal_is_focused_and_undo_works(live_server, browser, reviewer):
+def test_without_javascript_the_next_proposal_is_focused_and_undo_works(logged_in_page):
     _, (mondays, leeds, angry) = _queue(3)
-    context, page = _open(browser, live_server, js=False)
+    page = _open(logged_in_page, js=False)
     page.locator(f"#fact-{leeds.pk} button.approve").first.click()
     page.wait_for_url(f"**/facts/?reviewed={leeds.pk}#fact-{angry.pk}")
     assert page.locator("#queue-status .note").inner_text() == f"Approved fact {leeds.pk}."
@@ -166,4 +151,3 @@ def test_without_javascript_the_next_proposal_is_focused_and_undo_works(live_ser
     page.click(f"#fact-{mondays.pk} .edit-approve button")
     page.wait_for_url(f"**/facts/?reviewed={mondays.pk}#fact-{leeds.pk}")
     assert Fact.objects.get(pk=mondays.pk).superseded_by.text == "Orders on Mondays and Fridays"
-    context.close()

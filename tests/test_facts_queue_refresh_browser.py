@@ -5,7 +5,7 @@ now, without a reload; the focus moves on; Esc leaves a field; j/k always work."
 import pytest
 
 from conversations.facts import store as facts
-from tests.test_facts_queue_browser import _focused_id, _open, reviewer  # noqa: F401  (reviewer is a fixture)
+from tests.test_facts_queue_browser import _focused_id, _open
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -15,15 +15,14 @@ def _wait_focus(page, element_id):
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_a_decision_refreshes_the_next_proposals_and_the_keys_keep_working(live_server, browser, reviewer,
-                                                                          viewport):  # noqa: F811
+def test_a_decision_refreshes_the_next_proposals_and_the_keys_keep_working(logged_in_page, viewport):
     known = facts.propose_fact(subject="cust:7", text="Lives in Leeds", importance=6, created_by="key:agent")
     facts.approve_fact(fact_id=known.pk, actor="user:rev")
     first = facts.propose_fact(subject="cust:7", text="Prefers email to phone", importance=4, created_by="key:agent")
     again = facts.propose_fact(subject="cust:7", text="Prefers email to phone", importance=4, created_by="key:agent")
     other = facts.propose_fact(subject="cust:8", text="Has two dogs", importance=4, created_by="key:agent")
     last = facts.propose_fact(subject="cust:7", text="Pays by card", importance=4, created_by="key:agent")
-    context, page = _open(browser, live_server, viewport)
+    page = _open(logged_in_page, viewport)
     page.evaluate("window.__sameDocument = true")
     item = page.locator(f"#fact-{again.pk}")
     assert item.locator(".duplicate-flag").count() == 0
@@ -77,4 +76,3 @@ def test_a_decision_refreshes_the_next_proposals_and_the_keys_keep_working(live_
     assert _focused_id(page) == f"fact-{other.pk}"
     assert facts.Fact.objects.get(pk=again.pk).status == "rejected"
     assert page.evaluate("window.__sameDocument") is True
-    context.close()
