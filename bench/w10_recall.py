@@ -9,7 +9,7 @@ importance 1–10, recorded over the last year, half of them recalled at some ti
 
 Measured, warm, alternating, each sample the mean of a batch of calls, the figure
 the median of the samples:
-- memoryui: `conversations.facts.store.recall(subject=…, query=…, limit=10)`
+- memoryui: `conversations.facts.recall.recall(subject=…, query=…, limit=10)`
   with a three-word query, and without a query. Each call is its own
   transaction: the candidates through the recall index, the full-text ranks, the
   scores, then the reinforcement writes (10 facts updated, 10 `recalled` events)
@@ -114,7 +114,7 @@ def main(argv=None):
     from django.db import connection
     from django.utils import timezone
 
-    from conversations.facts import store
+    from conversations.facts import recall as facts_recall
 
     t0 = time.perf_counter()
     seed(total, per_subject)
@@ -134,7 +134,7 @@ def main(argv=None):
         def run():
             t0 = time.perf_counter()
             for _ in range(batch):
-                found = store.recall(subject=SUBJECT, query=query, limit=10, actor="bench")
+                found = facts_recall.recall(subject=SUBJECT, query=query, limit=10, actor="bench")
             dt = (time.perf_counter() - t0) / batch
             assert len(found) == 10
             return dt

@@ -233,7 +233,7 @@ MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))
 MEMORYUI_UPLOAD_TTL_MINUTES = float(os.environ.get("MEMORYUI_UPLOAD_TTL_MINUTES", 60))
 # Largest file the import page takes (a transcript or a zip of a project folder).
 MEMORYUI_MAX_UPLOAD_BYTES = 512 * 1024 * 1024
-# Long-term facts (conversations/facts/store.py reads these at call time).
+# Long-term facts (conversations/facts/store.py and recall.py read these at call time).
 # Recall score weights: score = recency·w + importance·w + relevance·w.
 MEMORYUI_RECALL_WEIGHTS = {
     "recency": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_RECENCY", 1)),

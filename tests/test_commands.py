@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from conversations import demo, reads
-from conversations.facts import store as facts
+from conversations.facts import recall as facts_recall
 from conversations.facts.models import Fact, FactEvent
 from conversations.message_schema import message_text
 from conversations.models import Checkpoint, Conversation
@@ -63,7 +63,7 @@ def test_load_demo_adds_facts_in_every_review_state_with_real_sources():
     assert messages[expired.source_position].kind == "tool" and "4417" in message_text(
         messages[expired.source_position].message)
     assert list(Fact.objects.pending().filter(subject=demo.SUPPORT_SUBJECT)) == [expired]
-    assert {f.fact.text for f in facts.recall(subject=demo.SUPPORT_SUBJECT)} == {
+    assert {f.fact.text for f in facts_recall.recall(subject=demo.SUPPORT_SUBJECT)} == {
         "Prefers store credit when a card refund fails", "Customer since 2 March 2021; no refunds before order 48213"}
     payments = {f.text: f for f in Fact.objects.about("team:payments")}
     assert {t: f.state() for t, f in payments.items()} == {

@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from conversations import store
+from conversations.facts import recall as facts_recall
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.models import AuditEvent
@@ -160,7 +161,7 @@ def test_with_htmx_the_status_carries_the_undo_and_undo_brings_the_item_back(cli
 def test_an_undo_that_is_too_late_says_why_and_changes_nothing(client, reviewer):
     p = _propose("one")
     facts.approve_fact(fact_id=p.pk, actor="user:rev")
-    facts.recall(subject="cust:7")
+    facts_recall.recall(subject="cust:7")
     r = client.post(f"/facts/{p.pk}/undo", **HTMX)
     assert r.status_code == 409 and r["HX-Reswap"] == "none"
     assert "an agent has recalled it" in r.content.decode()

@@ -10,6 +10,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from conversations.errors import Conflict, InvalidInput
+from conversations.facts import recall as facts_recall
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactEvent
 from conversations.models import AuditEvent
@@ -39,16 +40,16 @@ def ids(results):
 
 
 def test_it_computes_recency_from_hours():
-    assert facts.recency_of(T0, T0) == 1.0
-    assert facts.recency_of(T0, T0 + timedelta(hours=10)) == pytest.approx(0.995 ** 10)
-    assert facts.recency_of(T0 + timedelta(hours=1), T0) == 1.0  # never above 1
+    assert facts_recall.recency_of(T0, T0) == 1.0
+    assert facts_recall.recency_of(T0, T0 + timedelta(hours=10)) == pytest.approx(0.995 ** 10)
+    assert facts_recall.recency_of(T0 + timedelta(hours=1), T0) == 1.0  # never above 1
 
 
 def test_it_normalises_min_max_and_equal_values_to_zero():
-    assert facts.normalise([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5]
-    assert facts.normalise([7.0, 7.0]) == [0.0, 0.0]
-    assert facts.normalise([1.0]) == [0.0]
-    assert facts.normalise([]) == []
+    assert facts_recall.normalise([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5]
+    assert facts_recall.normalise([7.0, 7.0]) == [0.0, 0.0]
+    assert facts_recall.normalise([1.0]) == [0.0]
+    assert facts_recall.normalise([]) == []
 
 
 def test_it_scores_by_recency_with_frozen_time():
@@ -57,7 +58,7 @@ def test_it_scores_by_recency_with_frozen_time():
     now = timezone.now() + timedelta(hours=100)
     set_times(old, last_accessed_at=now - timedelta(hours=50))
     set_times(new, last_accessed_at=now - timedelta(hours=2))
-    got = facts.recall(subject="cust:1", now=now)
+    got = facts_recall.recall(subject="cust:1", now=now)
     assert ids(got) == [new.pk, old.pk]
     assert got[0].parts.recency == 1.0 and got[1].parts.recency == 0.0
     # Equal importance and no query: those components rank nothing.
@@ -70,7 +71,7 @@ def test_it_normalises_recency_between_the_extremes():
     a, b, c = approved("a"), approved("b"), approved("c")
     for f, h in ((a, 0), (b, 10), (c, 40)):
         set_times(f, last_accessed_at=now - timedelta(hours=h))
-    got = {r.fact.pk: r.parts.recency for r in facts.recall(subject="cust:1", now=now)}
+    got = {r.fact.pk: r.parts.recency for r in facts_recall.recall(subject="cust:1", now=now)}
     lo, hi, mid = 0.995 ** 40, 1.0, 0.995 ** 10
     assert got[b.pk] == pytest.approx((mid - lo) / (hi - lo))
 
@@ -80,7 +81,7 @@ def test_it_scores_importance_over_tenths():
     now = timezone.now()
     for f in (low, high, mid):
         set_times(f, last_accessed_at=now)
-    got = facts.recall(subject="cust:1", now=now)
+    got = facts_recall.recall(subject="cust:1", now=now)
     assert ids(got) == [high.pk, mid.pk, low.pk]
     assert [r.parts.importance for r in got] == pytest.approx([1.0, 0.5, 0.0])
 
@@ -92,7 +93,7 @@ def test_it_ranks_by_relevance_to_the_query():
     now = timezone.now()
     for f in (a, b, c):
         set_times(f, last_accessed_at=now)
-    got = facts.recall(subject="cust:1", query="refund replacement", now=now)
+    got = facts_recall.recall(subject="cust:1", query="refund replacement", now=now)
     assert ids(got)[0] == a.pk
     assert ids(got)[-1] == b.pk
     parts = {r.fact.pk: r.parts.relevance for r in got}
@@ -101,7 +102,7 @@ def test_it_ranks_by_relevance_to_the_query():
 
 def test_it_survives_fts_syntax_in_a_query():
     approved("Likes tea")
-    got = facts.recall(subject="cust:1", query='tea" OR NEAR( * AND -:')
+    got = facts_recall.recall(subject="cust:1", query='tea" OR NEAR( * AND -:')
     assert len(got) == 1
 
 
@@ -112,12 +113,12 @@ def test_it_applies_the_weights_from_settings():
     set_times(recent_unimportant, last_accessed_at=now)
     set_times(old_important, last_accessed_at=now - timedelta(hours=200))
     with override_settings(MEMORYUI_RECALL_WEIGHTS={"recency": 3, "importance": 1, "relevance": 1}):
-        got = facts.recall(subject="cust:1", now=now)
+        got = facts_recall.recall(subject="cust:1", now=now)
         assert ids(got) == [recent_unimportant.pk, old_important.pk]
         assert got[0].score == pytest.approx(3.0)
     with override_settings(MEMORYUI_RECALL_WEIGHTS={"recency": 1, "importance": 2, "relevance": 1}):
         # The first recall reinforced both (last access = now): recency ties now.
-        got = facts.recall(subject="cust:1", now=now + timedelta(hours=1))
+        got = facts_recall.recall(subject="cust:1", now=now + timedelta(hours=1))
         assert ids(got) == [old_important.pk, recent_unimportant.pk]
         assert got[0].score == pytest.approx(2.0)
 
@@ -126,7 +127,7 @@ def test_it_reinforces_what_it_returns():
     a, b = approved("a", importance=9), approved("b", importance=1)
     now = timezone.now() + timedelta(hours=5)
     Fact.objects.filter(pk__in=[a.pk, b.pk]).update(last_accessed_at=now - timedelta(hours=1))
-    got = facts.recall(subject="cust:1", limit=1, now=now, actor="key:agent")
+    got = facts_recall.recall(subject="cust:1", limit=1, now=now, actor="key:agent")
     assert ids(got) == [a.pk]
     a.refresh_from_db()
     b.refresh_from_db()
@@ -140,20 +141,20 @@ def test_it_reinforces_what_it_returns():
     c = approved("c", importance=9)
     later = now + timedelta(hours=1)
     Fact.objects.filter(pk=c.pk).update(last_accessed_at=now - timedelta(hours=30))
-    assert ids(facts.recall(subject="cust:1", limit=2, now=later))[0] == a.pk
+    assert ids(facts_recall.recall(subject="cust:1", limit=2, now=later))[0] == a.pk
 
 
 def test_it_keeps_subjects_apart():
     approved("mine", subject="cust:1")
     approved("theirs", subject="cust:2")
-    assert [r.fact.text for r in facts.recall(subject="cust:1", query="theirs mine")] == ["mine"]
+    assert [r.fact.text for r in facts_recall.recall(subject="cust:1", query="theirs mine")] == ["mine"]
 
 
 def test_it_rejects_bad_recall_arguments():
     for kw in ({"subject": ""}, {"subject": "x", "limit": 0}, {"subject": "x", "limit": 1000},
                {"subject": "x", "query": 5}):
         with pytest.raises(InvalidInput):
-            facts.recall(**kw)
+            facts_recall.recall(**kw)
 
 
 # ---------------------------------------------------------------- lifecycle
@@ -161,21 +162,21 @@ def test_it_rejects_bad_recall_arguments():
 
 def test_it_never_recalls_a_proposal():
     facts.propose_fact(subject="cust:1", text="p", importance=5, created_by="k")
-    assert facts.recall(subject="cust:1") == []
+    assert facts_recall.recall(subject="cust:1") == []
 
 
 def test_it_never_recalls_a_rejected_fact():
     f = facts.propose_fact(subject="cust:1", text="p", importance=5, created_by="k")
     facts.reject_fact(fact_id=f.pk, actor="user:rev", reason="hearsay")
-    assert facts.recall(subject="cust:1") == []
+    assert facts_recall.recall(subject="cust:1") == []
     assert FactEvent.objects.get(fact=f, kind="rejected").reason == "hearsay"
 
 
 def test_it_never_recalls_an_expired_fact():
     f = approved("short-lived", retention_days=1)
-    assert ids(facts.recall(subject="cust:1")) == [f.pk]
+    assert ids(facts_recall.recall(subject="cust:1")) == [f.pk]
     later = timezone.now() + timedelta(days=2)
-    assert facts.recall(subject="cust:1", now=later) == []
+    assert facts_recall.recall(subject="cust:1", now=later) == []
     assert facts.expire_due(now=later) == 1
     assert facts.expire_due(now=later) == 0  # one event, however often it runs
     assert FactEvent.objects.filter(fact=f, kind="expired").count() == 1
@@ -196,8 +197,8 @@ def test_it_drops_an_invalidated_fact_from_its_invalid_at():
     f = approved("lives in Leeds")
     at = timezone.now() + timedelta(days=3)
     facts.invalidate_fact(fact_id=f.pk, actor="key:agent", reason="moving", invalid_at=at)
-    assert ids(facts.recall(subject="cust:1", now=at - timedelta(seconds=1))) == [f.pk]
-    assert facts.recall(subject="cust:1", now=at) == []
+    assert ids(facts_recall.recall(subject="cust:1", now=at - timedelta(seconds=1))) == [f.pk]
+    assert facts_recall.recall(subject="cust:1", now=at) == []
     with pytest.raises(Conflict):
         facts.invalidate_fact(fact_id=f.pk, actor="key:agent", reason="again", invalid_at=at)
     assert FactEvent.objects.filter(fact=f, kind="invalidated").count() == 1
@@ -207,7 +208,7 @@ def test_it_follows_a_supersession_chain():
     a = approved("lives in Leeds")
     b = facts.supersede_fact(fact_id=a.pk, actor="user:rev", text="lives in York", reason="moved")
     c = facts.supersede_fact(fact_id=b.pk, actor="user:rev", text="lives in York, Clifton", reason="more exact")
-    assert ids(facts.recall(subject="cust:1")) == [c.pk]
+    assert ids(facts_recall.recall(subject="cust:1")) == [c.pk]
     a.refresh_from_db()
     b.refresh_from_db()
     assert (a.superseded_by_id, b.superseded_by_id, c.superseded_by_id) == (b.pk, c.pk, None)
@@ -223,7 +224,7 @@ def test_it_edits_and_approves_by_superseding_the_proposal():
     assert p.text == "likes tee" and p.superseded_by_id == new.pk
     assert (new.status, new.text, new.importance, new.category) == ("approved", "likes tea", 6, p.category)
     assert not Fact.objects.pending().exists()
-    assert ids(facts.recall(subject="cust:1")) == [new.pk]
+    assert ids(facts_recall.recall(subject="cust:1")) == [new.pk]
     assert AuditEvent.objects.filter(action="fact.edited_and_approved", target_id=str(p.pk)).exists()
 
 
@@ -281,11 +282,11 @@ def test_it_lists_forgetting_candidates_by_retention():
     Fact.objects.filter(pk=fresh.pk).update(last_accessed_at=now - timedelta(hours=1))
     # S = 1 + 50 capped at 3: after 5 days R = e^(−5/3) ≈ 0.19 stays above 0.1.
     Fact.objects.filter(pk=strong.pk).update(last_accessed_at=now - timedelta(days=5), access_count=50)
-    found = facts.forgetting_candidates(now=now)
+    found = facts_recall.forgetting_candidates(now=now)
     assert [f.pk for f, _ in found] == [stale.pk]
     assert found[0][1] == pytest.approx(math.exp(-5))
     facts.keep_fact(fact_id=stale.pk, actor="user:rev")
-    assert facts.forgetting_candidates(now=timezone.now() + timedelta(hours=1)) == []
+    assert facts_recall.forgetting_candidates(now=timezone.now() + timedelta(hours=1)) == []
     assert FactEvent.objects.filter(fact=stale, kind="kept").count() == 1
 
 
@@ -341,8 +342,8 @@ def test_the_expire_command_records_each_expiry_once(capsys):
 
 def test_it_returns_tuples_a_caller_can_unpack():
     f = approved("x")
-    [(fact, score, parts)] = facts.recall(subject="cust:1")
-    assert fact.pk == f.pk and score == 0.0 and parts == facts.ScoreParts(0.0, 0.0, 0.0)
+    [(fact, score, parts)] = facts_recall.recall(subject="cust:1")
+    assert fact.pk == f.pk and score == 0.0 and parts == facts_recall.ScoreParts(0.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize("query", ["", "refund store credit", "nothing matches this"])
@@ -360,13 +361,13 @@ def test_the_database_score_agrees_with_the_reference_in_python(query):
         if i % 5:  # the rest were never recalled: their recency runs from recording
             set_times(fact, last_accessed_at=base - timedelta(hours=rng.randint(0, 3000)))
     now = timezone.now() + timedelta(hours=1)  # after every fact became valid
-    terms = facts.query_terms(query)
+    terms = facts_recall.query_terms(query)
     weights = (1.0, 0.5, 2.0)
-    reference = facts._best_in_python("cust:1", terms, now, 15, weights)
+    reference = facts_recall._best_in_python("cust:1", terms, now, 15, weights)
     if connection.vendor != "sqlite":
         assert len(reference) == 15 and reference == sorted(reference, key=lambda r: (r[0], r[1]), reverse=True)
         return
-    in_sql = facts._best_sqlite("cust:1", terms, now, 15, weights)
+    in_sql = facts_recall._best_sqlite("cust:1", terms, now, 15, weights)
     assert [pk for _, pk, _ in in_sql] == [pk for _, pk, _ in reference]
     for (s1, _, p1), (s2, _, p2) in zip(in_sql, reference):
         assert s1 == pytest.approx(s2, abs=1e-9)

@@ -5,6 +5,7 @@ import pytest
 from django.db import connection
 
 from conversations.errors import Conflict
+from conversations.facts import recall as facts_recall
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactEvent
 from conversations.models import AuditEvent
@@ -27,7 +28,7 @@ def test_undoing_an_approval_puts_the_proposal_back_in_the_queue():
     back = facts.undo_review(fact_id=p.pk, actor="user:rita")
     assert (back.pk, back.status, back.reviewed_at, back.reviewed_by) == (p.pk, "proposed", None, "")
     assert list(Fact.objects.pending()) == [back]
-    assert facts.recall(subject="cust:1") == []
+    assert facts_recall.recall(subject="cust:1") == []
     # The approval stays in the history; the undo is one more event pointing at it.
     assert kinds(p) == ["proposed", "approved", "proposed"]
     undo = FactEvent.objects.filter(fact=p).latest("id")
@@ -59,7 +60,7 @@ def test_undoing_an_edit_withdraws_the_new_fact_and_restores_the_proposal(by):
     assert (back.superseded_by_id, back.superseded_at) == (None, None)
     withdrawn = Fact.objects.get(pk=new.pk)
     assert (withdrawn.status, withdrawn.text) == ("rejected", "Lives in Leeds")  # kept on record, never recalled
-    assert facts.recall(subject="cust:1") == []
+    assert facts_recall.recall(subject="cust:1") == []
     assert kinds(withdrawn) == ["approved", "rejected"]
     assert kinds(p) == ["proposed", "superseded", "proposed"]
     assert FactEvent.objects.filter(fact=p).latest("id").detail == {
@@ -73,7 +74,7 @@ def test_undoing_an_edit_withdraws_the_new_fact_and_restores_the_proposal(by):
 def test_a_recalled_fact_cannot_be_undone_only_invalidated():
     p = propose()
     facts.approve_fact(fact_id=p.pk, actor="user:rita")
-    assert len(facts.recall(subject="cust:1")) == 1
+    assert len(facts_recall.recall(subject="cust:1")) == 1
     with pytest.raises(Conflict) as exc:
         facts.undo_review(fact_id=p.pk, actor="user:rita")
     assert "recalled" in exc.value.message and "invalidate" in exc.value.message
@@ -84,7 +85,7 @@ def test_a_recalled_fact_cannot_be_undone_only_invalidated():
 def test_an_edit_whose_new_fact_was_recalled_cannot_be_undone():
     p = propose("Lives in Leds")
     facts.edit_and_approve(fact_id=p.pk, actor="user:rita", text="Lives in Leeds")
-    facts.recall(subject="cust:1")
+    facts_recall.recall(subject="cust:1")
     with pytest.raises(Conflict):
         facts.undo_review(fact_id=p.pk, actor="user:rita")
 

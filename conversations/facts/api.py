@@ -21,6 +21,7 @@ from conversations.models import ApiKey
 
 from . import store
 from .models import Fact
+from .recall import recall as recall_facts
 
 router = Router(tags=["facts"])
 
@@ -161,7 +162,7 @@ def list_facts(request, subject: str, status: str | None = None, limit: int = 20
 def recall(request, subject: str, query: str = "", limit: int = 10):
     require_scope(request, "facts:read")
     params.check_text(query, "query")
-    results = store.recall(subject=subject, query=query, limit=limit, actor=actor_of(request))
+    results = recall_facts(subject=subject, query=query, limit=limit, actor=actor_of(request))
     if _is_person(request):
         store.record_access(actor=actor_of(request), subject=subject.strip(), view="api recall")
     return {

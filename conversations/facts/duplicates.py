@@ -14,7 +14,7 @@ from difflib import SequenceMatcher
 
 from django.db.models import Count
 
-from . import store
+from . import recall
 from .models import Fact
 
 # At or above this a known fact is flagged as a likely duplicate of the proposal.
@@ -104,7 +104,7 @@ def beside(proposals: list[Fact]) -> dict[int, SubjectFacts]:
         if not total:
             out[proposal.pk] = SubjectFacts(0)
             continue
-        ranks = store.rank_by_words(proposal.subject, proposal.text)
+        ranks = recall.rank_by_words(proposal.subject, proposal.text)
         best = sorted(ranks, key=lambda pk: (-ranks[pk], -pk))[: CANDIDATES * 2]
         candidates = list(current.about(proposal.subject).filter(pk__in=best).exclude(pk=proposal.pk))
         scored = sorted((Known(f, similarity(proposal.text, f.text)) for f in candidates),

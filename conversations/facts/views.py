@@ -31,7 +31,7 @@ from conversations.models import Conversation
 from conversations.reads import read_rows
 from conversations.roles import can_review_facts, is_admin
 
-from . import duplicates, store
+from . import duplicates, recall, store
 from .models import CATEGORIES, Fact, FactAccess, FactEvent
 
 QUEUE_PAGE = 50
@@ -465,7 +465,7 @@ def expiring(request):
 @_reviewer
 def forgetting(request):
     now = timezone.now()
-    found = store.forgetting_candidates(now=now, limit=LIST_LIMIT)
+    found = recall.forgetting_candidates(now=now, limit=LIST_LIMIT)
     _log_reads(request, [f.subject for f, _ in found], "forgetting candidates")
     context = {
         "candidates": found, "now": now,
