@@ -59,6 +59,7 @@ from django.http import JsonResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from .http import error_json
 from .models import ApiKey, IdempotencyKey
 from .subjects import normalize_subject
 
@@ -75,7 +76,7 @@ CLAIM_STALE_SECONDS = 15 * 60
 DELETE_BATCH = 5000
 ID_CHUNK = 500
 
-_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]{1,%d}" % KEY_MAX)
+_VISIBLE_ASCII = re.compile(rf"[\x21-\x7e]{{1,{KEY_MAX}}}")
 _CONVERSATION_PATH = re.compile(r"^/api/v1/conversations/([0-9a-fA-F-]{32,36})(?:/|$)")
 _table = IdempotencyKey._meta.db_table
 
@@ -89,11 +90,7 @@ class _KeyError(Exception):
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
     def response(self) -> JsonResponse:
-        response = JsonResponse({"error": {"code": self.code, "message": self.message, "field": HEADER}},
-                                status=self.status)
-        if self.retry_after:
-            response["Retry-After"] = str(self.retry_after)
-        return response
+        return error_json(self.status, self.message, code=self.code, field=HEADER, retry_after=self.retry_after)
 
 
 def parse_key(value: str | None) -> str | None:
@@ -394,7 +391,7 @@ REPLAYED_DOC = {
 
 def document(schema: dict) -> dict:
     """Add the header to every POST operation of an OpenAPI schema, and the replay header to its 2xx answers."""
-    for path, item in schema.get("paths", {}).items():
+    for item in schema.get("paths", {}).values():
         operation = item.get("post")
         if operation is None:
             continue

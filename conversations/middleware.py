@@ -2,8 +2,10 @@ import tempfile
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import resolve_url
+
+from .http import API_PREFIX, error_json
 
 
 class HtmxLoginRedirectMiddleware:
@@ -31,16 +33,10 @@ class HtmxLoginRedirectMiddleware:
         return response
 
 
-API_PREFIX = "/api/"
 # Longest path and query string served (as sent, percent-encoded); gunicorn itself
 # refuses request lines over limit_request_line (8190, memoryui/gunicorn_conf.py)
 # with its own plain answer, so this stays under that.
 MAX_URL_LENGTH = 8000
-_API_ERROR_CODES = {
-    400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 406: "not_acceptable", 408: "request_timeout", 413: "body_too_large",
-    414: "uri_too_long", 415: "unsupported_media_type", 429: "too_many_requests", 500: "internal_error",
-}
 _API_ERROR_MESSAGES = {
     400: "the request could not be read",
     403: "not allowed",
@@ -50,12 +46,6 @@ _API_ERROR_MESSAGES = {
     414: f"the address is longer than this server accepts ({MAX_URL_LENGTH} characters)",
     500: "the server failed on this request; it is logged with its traceback",
 }
-
-
-def api_error(status: int, message: str, code: str | None = None) -> JsonResponse:
-    """The API's one error shape, for answers made outside ninja's handlers."""
-    code = code or _API_ERROR_CODES.get(status, "error")
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
 class ApiErrorShapeMiddleware:
@@ -74,26 +64,26 @@ class ApiErrorShapeMiddleware:
         is_api = request.path.startswith(API_PREFIX)
         if len(request.get_full_path()) > MAX_URL_LENGTH:
             if is_api:
-                return api_error(414, _API_ERROR_MESSAGES[414])
+                return error_json(414, _API_ERROR_MESSAGES[414])
             return HttpResponse(_API_ERROR_MESSAGES[414] + "\n", status=414, content_type="text/plain; charset=utf-8")
         # Pages take files (the import page), the API one JSON body: each has its own limit.
         body_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if is_api else settings.MEMORYUI_MAX_UPLOAD_BYTES
         if _is_chunked(request) and not _buffer_chunked_body(request, body_limit):
             message = _API_ERROR_MESSAGES[413] + f" ({body_limit} bytes)"
             if is_api:
-                return api_error(413, message)
+                return error_json(413, message)
             return HttpResponse(message + "\n", status=413, content_type="text/plain; charset=utf-8")
         if not is_api:
             return self.get_response(request)
         if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-            return api_error(413, _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)")
+            return error_json(413, _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)")
         head = request.method == "HEAD"
         if head:
             request.method = "GET"
         response = self.get_response(request)
         if response.status_code >= 400 and not _is_json(response):
             allow = response.get("Allow")
-            response = api_error(response.status_code,
+            response = error_json(response.status_code,
                                  _API_ERROR_MESSAGES.get(response.status_code, response.reason_phrase or "error"))
             if allow:
                 response["Allow"] = allow

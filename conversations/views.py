@@ -29,7 +29,6 @@ from .ledger import reads as ledger
 from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, parse_conversation_id
-from .params import BadParameter
 from .reads import StoredMessage, active_before, list_active, read_rows
 from .roles import can_read_conversations, is_admin
 from .templatetags.conversation_ui import turns
@@ -102,12 +101,6 @@ def _int_param(request, name, *, default=None, minimum=0, maximum=MAX_POSITION):
     return params.int_param(request.GET, name, default=default, minimum=minimum, maximum=maximum)
 
 
-def _bad_request(request, exc: BadParameter):
-    response = render(request, "conversations/bad_request.html", {"error": exc}, status=400)
-    patch_vary_headers(response, ("HX-Request", "HX-Target"))
-    return response
-
-
 # ---- the list --------------------------------------------------------------
 
 
@@ -126,14 +119,11 @@ LIST_FLAGS = {
 @require_safe
 @_reader
 def index(request):
-    try:
-        older = _int_param(request, "older", minimum=1, maximum=36500)
-        after = params.cursor_param(request.GET, "cursor", LIST_CURSOR, datetime, uuid.UUID)
-        q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
-        namespace = params.text_param(request.GET, "namespace", max_length=200)
-        about_id = params.text_param(request.GET, "about", max_length=100)
-    except BadParameter as exc:
-        return _bad_request(request, exc)
+    older = _int_param(request, "older", minimum=1, maximum=36500)
+    after = params.cursor_param(request.GET, "cursor", LIST_CURSOR, datetime, uuid.UUID)
+    q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
+    namespace = params.text_param(request.GET, "namespace", max_length=200)
+    about_id = params.text_param(request.GET, "about", max_length=100)
     flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
     # ?about=<conversation id>: the conversations about the same subject as that one. A
     # conversation's page links its subject this way, so no subject goes into an address.
@@ -172,7 +162,8 @@ def index(request):
         rows = rows[:LIST_PAGE]
         kept = {k: v for k, v in request.GET.items() if k != "cursor" and v}
         last = rows[-1]
-        more_url = "?" + urlencode({**kept, "cursor": params.encode_cursor(LIST_CURSOR, last.last_activity_at, last.pk)})
+        cursor = params.encode_cursor(LIST_CURSOR, last.last_activity_at, last.pk)
+        more_url = "?" + urlencode({**kept, "cursor": cursor})
     filtered = bool(q or flags or older or namespace or about)
     # The namespaces agents filed conversations under (read off the namespace index).
     namespaces = list(Conversation.objects.live().exclude(namespace="").order_by("namespace")
@@ -274,16 +265,13 @@ def conversation(request, conversation_id):
     kinds = _kinds_param(request)
     last = convo.next_position - 1
     errors_only = request.GET.get("errors") == "1"
-    try:
-        tool = params.text_param(request.GET, "tool", max_length=TOOL_NAME_MAX, collapse=True) or None
-        at = _int_param(request, "at")
-        after = _int_param(request, "after", minimum=-1, default=-1)
-        active_after = _int_param(request, "active_after", minimum=-1)
-        # A chunk of rows the page unloaded while scrolling, asked for again (static/js/far-rows.js).
-        until = _int_param(request, "until", minimum=-1)
-        active_until = _int_param(request, "active_until", minimum=-1)
-    except BadParameter as exc:
-        return _bad_request(request, exc)
+    tool = params.text_param(request.GET, "tool", max_length=TOOL_NAME_MAX, collapse=True) or None
+    at = _int_param(request, "at")
+    after = _int_param(request, "after", minimum=-1, default=-1)
+    active_after = _int_param(request, "active_after", minimum=-1)
+    # A chunk of rows the page unloaded while scrolling, asked for again (static/js/far-rows.js).
+    until = _int_param(request, "until", minimum=-1)
+    active_until = _int_param(request, "active_until", minimum=-1)
     # The row filters besides kind, carried by every link that pages.
     row_filters = {"errors_only": errors_only, "tool": tool}
     carried = {"errors": "1" if errors_only else None, "tool": tool}
@@ -335,7 +323,8 @@ def conversation(request, conversation_id):
             after=after - 1 if follows else after, upto=upto
         )
         context["record_turns"] = turns(page.items)
-        context["record_more"] = _query(kinds, after=page.next_after, **carried) if page.next_after is not None else None
+        more = page.next_after is not None
+        context["record_more"] = _query(kinds, after=page.next_after, **carried) if more else None
         context["record_after"] = after
         # The positions this chunk of the page covers, (after, until]: what the page asks
         # for again, and gets exactly, when it has unloaded the chunk while scrolling.
@@ -399,10 +388,7 @@ def model_saw(request, conversation_id, position):
     just before it at the top, reading back to the fold (and its handoff summary)."""
     convo = _conversation_or_404(conversation_id)
     _position_or_404(convo, position)
-    try:
-        until = _int_param(request, "until", minimum=-1)
-    except BadParameter as exc:
-        return _bad_request(request, exc)
+    until = _int_param(request, "until", minimum=-1)
     checkpoint = active_before(convo.pk, position, limit=1, include_broken=True).checkpoint
     fold = checkpoint.message_position if checkpoint else -1
     until = position - 1 if until is None else min(until, position - 1)
@@ -540,10 +526,7 @@ def tool_link(request, conversation_id, position):
 
     convo = _conversation_or_404(conversation_id)
     _position_or_404(convo, position)
-    try:
-        call = params.text_param(request.GET, "call", max_length=CALL_ID_MAX)
-    except BadParameter as exc:
-        return _bad_request(request, exc)
+    call = params.text_param(request.GET, "call", max_length=CALL_ID_MAX)
     rows = Message.objects.of(convo.pk)
     if call:
         key = '"tool_call_id":' + json.dumps(call, ensure_ascii=False) + ","

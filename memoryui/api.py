@@ -12,6 +12,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from conversations import idempotency
 from conversations.apiauth import ApiKeyAuth, ScopeError, SessionReadAuth
 from conversations.errors import StoreError
+from conversations.http import code_for, error_body, store_error_body
 
 
 class MemoryuiAPI(NinjaAPI):
@@ -42,7 +43,8 @@ def _document_transport_errors(schema):
 api = MemoryuiAPI(
     title="memoryui",
     version="1",
-    description="The append-only memory of LLM agents: conversations, messages, checkpoints, forks, facts, task state and actions.",
+    description="The append-only memory of LLM agents: conversations, messages, checkpoints, forks, facts, "
+                "task state and actions.",
     urls_namespace="api",
     auth=[ApiKeyAuth(), SessionReadAuth()],
     docs_url="/docs",
@@ -51,16 +53,12 @@ api = MemoryuiAPI(
 
 
 def error_response(request, status: int, code: str, message: str, field: str | None = None):
-    error = {"code": code, "message": message}
-    if field:
-        error["field"] = field
-    return api.create_response(request, {"error": error}, status=status)
+    return api.create_response(request, error_body(code, message, field), status=status)
 
 
 @api.exception_handler(StoreError)
 def _store_error(request, exc: StoreError):
-    # as_dict: code, message, field, and what an error adds (a deletion request's suggestions).
-    response = api.create_response(request, {"error": exc.as_dict()}, status=exc.status)
+    response = api.create_response(request, store_error_body(exc), status=exc.status)
     if exc.retry_after:
         response["Retry-After"] = str(exc.retry_after)
     return response
@@ -113,18 +111,15 @@ def _http_error(request, exc: HttpError):
         # A logged-in browser session writing without the page's token.
         return error_response(request, 403, "csrf_failed",
                               "CSRF check failed: send the page's token as the X-CSRFToken header, or use an API key")
-    code = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
-            405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "invalid_input"}.get(
-        exc.status_code, "error")
-    return error_response(request, exc.status_code, code, str(exc))
+    return error_response(request, exc.status_code, code_for(exc.status_code), str(exc))
 
 
 from conversations.api import router as conversations_router  # noqa: E402
 from conversations.facts.api import router as facts_router  # noqa: E402
 from conversations.imports.api import router as imports_router  # noqa: E402
 from conversations.langgraph.api import router as langgraph_router  # noqa: E402
-from conversations.proofs.api import router as proofs_router  # noqa: E402
 from conversations.ledger.api import router as ledger_router  # noqa: E402
+from conversations.proofs.api import router as proofs_router  # noqa: E402
 from conversations.retention.api import router as retention_router  # noqa: E402
 from conversations.search.api import router as search_router  # noqa: E402
 

@@ -91,6 +91,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "conversations.middleware.HtmxLoginRedirectMiddleware",
+    # A StoreError a page view lets escape becomes one 400/404/409 page (conversations/http.py).
+    "conversations.http.StoreErrorPageMiddleware",
     # Last, so that the transaction it opens around a keyed API write holds nothing but the handler.
     "conversations.idempotency.IdempotencyMiddleware",
 ]

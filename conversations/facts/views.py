@@ -173,10 +173,7 @@ def _reviewed_url(fact: Fact) -> str:
 @_reviewer
 def queue(request):
     reviewed = None
-    try:
-        reviewed_id = params.int_param(request.GET, "reviewed", minimum=1, maximum=store.MAX_ID)
-    except params.BadParameter as exc:
-        return _vary(render(request, "conversations/bad_request.html", {"error": exc}, status=400))
+    reviewed_id = params.int_param(request.GET, "reviewed", minimum=1, maximum=store.MAX_ID)
     if reviewed_id is not None:
         reviewed = Fact.objects.exclude(status="erasing").filter(pk=reviewed_id).first()
     context = _queue_context(request, reviewed=reviewed)
@@ -299,12 +296,9 @@ def subject(request):
     by a fact about it. POST, not GET, so the typed subject is in no address."""
     if request.method != "POST":
         return _vary(render(request, "facts/subjects.html", {"subjects": _subjects()}))
-    try:
-        name = params.text_field(request.POST.get("s", ""), "s").strip()
-        if len(name) > store.SUBJECT_MAX:
-            raise InvalidInput(f"a subject is at most {store.SUBJECT_MAX} characters", field="s")
-    except StoreError as exc:
-        return _vary(render(request, "conversations/bad_request.html", {"error": exc}, status=400))
+    name = params.text_field(request.POST.get("s", ""), "s").strip()
+    if len(name) > store.SUBJECT_MAX:
+        raise InvalidInput(f"a subject is at most {store.SUBJECT_MAX} characters", field="s")
     if not name:
         return redirect("facts:subject")
     ref = Fact.objects.about(name).exclude(status="erasing").order_by("id").values_list("pk", flat=True).first()
@@ -407,7 +401,8 @@ def invalidate(request, fact_id: int):
     try:
         when = _parse_as_of(request.POST.get("invalid_at"))
     except ValueError:
-        return _action_failed(request, fact, InvalidInput("invalid_at must be a date or a date and time", field="invalid_at"))
+        return _action_failed(request, fact,
+                              InvalidInput("invalid_at must be a date or a date and time", field="invalid_at"))
     try:
         store.invalidate_fact(fact_id=fact.pk, actor=_actor(request), reason=request.POST.get("reason", ""),
                               invalid_at=when)

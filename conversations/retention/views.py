@@ -157,10 +157,7 @@ def prune_progress(request):
 @admin_required
 def prune_runs(request):
     qs = PruneRun.objects.order_by("-id")
-    try:
-        before = params.int_param(request.GET, "before", minimum=1)
-    except params.BadParameter as exc:
-        return render(request, "conversations/bad_request.html", {"error": exc}, status=400)
+    before = params.int_param(request.GET, "before", minimum=1)
     if before is not None:
         qs = qs.filter(id__lt=before)
     rows = list(qs[: RUN_PAGE + 1])
@@ -273,7 +270,8 @@ def _delete_confirmation(conversation, forks: int) -> Confirmation:
                     "removed from the database files, which are then searched to prove it; you get a receipt.",
                     "An agent writing to it gets 404 from now on."]
     if forks:
-        consequences.append(f"Its {forks} fork{'s' if forks != 1 else ''} keep their own copy and show “parent pruned”.")
+        consequences.append(
+            f"Its {forks} fork{'s' if forks != 1 else ''} keep their own copy and show “parent pruned”.")
     consequences.append("Facts about the subject stay (they show “source removed”).")
     return Confirmation(
         title="Delete this conversation for good?",
@@ -307,7 +305,8 @@ def delete_conversation(request, conversation_id):
             confirmation.error, status = exc.message, exc.status
         else:
             return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
-    return render_confirmation(request, confirmation, page="retention/delete_conversation.html", status=status, context={
+    return render_confirmation(request, confirmation, page="retention/delete_conversation.html", status=status,
+                               context={
         "conversation": conversation,
         "message_count": Message.objects.of(cid).count(),
         "checkpoint_count": conversation.checkpoints.count(),
@@ -379,9 +378,11 @@ def _audit_filters(query) -> tuple[dict, Q, str | None]:
     except StoreError as exc:
         return values, q, exc.message
     if values["actor"]:
-        q &= Q(actor=values["actor"]) if "*" not in values["actor"] else Q(actor__startswith=values["actor"].rstrip("*"))
+        actor = values["actor"]
+        q &= Q(actor=actor) if "*" not in actor else Q(actor__startswith=actor.rstrip("*"))
     if values["action"]:
-        q &= Q(action=values["action"]) if not values["action"].endswith(".") else Q(action__startswith=values["action"])
+        action = values["action"]
+        q &= Q(action=action) if not action.endswith(".") else Q(action__startswith=action)
     for key in ("since", "until"):
         try:
             day = params.day_param(values, key)
@@ -425,7 +426,8 @@ def audit(request):
     query = {k: v for k, v in values.items() if v}
     next_url = None
     if len(rows) > AUDIT_PAGE:
-        next_url = f"{reverse('retention:audit')}?{urlencode({**query, 'after': params.encode_cursor(AUDIT_CURSOR, events[-1].at, events[-1].pk)})}"
+        cursor = params.encode_cursor(AUDIT_CURSOR, events[-1].at, events[-1].pk)
+        next_url = f"{reverse('retention:audit')}?{urlencode({**query, 'after': cursor})}"
     context = {"filters": values, "events": events, "next_url": next_url, "first_page": not after,
                "export_url": f"{reverse('retention:audit_export')}?{urlencode(query)}", "actions": _known_actions()}
     if request.htmx and request.htmx.target == "audit-more":
@@ -476,7 +478,8 @@ def _link_targets(events) -> None:
         if e.target_type not in pages or not e.target_id:
             continue
         found, url = pages[e.target_type]
-        key = e.target_id.lower() if e.target_type in ("conversation", "deletion_receipt", "deletion_request") else e.target_id
+        by_uuid = e.target_type in ("conversation", "deletion_receipt", "deletion_request")
+        key = e.target_id.lower() if by_uuid else e.target_id
         if key in found:
             e.target_url = url(key)
         else:
