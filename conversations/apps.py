@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from .owned import register
+
 
 class ConversationsConfig(AppConfig):
     name = "conversations"
@@ -12,7 +14,6 @@ class ConversationsConfig(AppConfig):
 
         connection_created.connect(restrict_sqlite_files, dispatch_uid="memoryui.restrict_sqlite_files")
         from .models import IdempotencyKey
-        from .retention.owned import register
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
         register(IdempotencyKey, text_fields=("body",))

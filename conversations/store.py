@@ -34,6 +34,7 @@ from .errors import (
 )
 from .message_schema import encode_message, max_message_bytes
 from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
+from .owned import owned_tables
 from .params import check_text, check_tree
 from .rows import (  # the row primitives every door writes through (rows.py)
     _commit_rows,
@@ -493,8 +494,6 @@ def delete_conversation(*, conversation_id) -> Deleted:
 
 
 def _delete_rows(cid) -> Deleted:
-    from .retention.owned import owned_tables
-
     with connection.cursor() as cursor:
         # Rows other apps keep per conversation (import sources, …) go first, while
         # the conversation is still there and marked `deleting` (their guards check it).

@@ -7,7 +7,7 @@ from conversations import store
 from conversations.access.models import ConversationAccess
 from conversations.models import Conversation
 from conversations.retention import erasure, pruning
-from conversations.retention.owned import owned_tables
+from conversations.owned import owned_tables
 from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations.owned import register
+
 
 class AccessConfig(AppConfig):
     name = "conversations.access"
@@ -9,8 +11,6 @@ class AccessConfig(AppConfig):
     def ready(self):
         # Rows about one conversation: pruning, deletion and deletion requests
         # remove them with it. They hold no text (ids, a name, a time).
-        from conversations.retention.owned import register
-
         from .models import ConversationAccess
 
         register(ConversationAccess, text_fields=())

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations.owned import register
+
 
 class FrameworksConfig(AppConfig):
     name = "conversations.frameworks"
@@ -9,8 +11,6 @@ class FrameworksConfig(AppConfig):
     def ready(self):
         # A session summary belongs to its session's conversation: pruning, deletion and
         # deletion requests remove it with it. Its data holds the first prompt's text.
-        from conversations.retention.owned import register
-
         from .models import SessionSummary
 
         register(SessionSummary, text_fields=())

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations.owned import register
+
 
 class ImportsConfig(AppConfig):
     name = "conversations.imports"
@@ -7,7 +9,6 @@ class ImportsConfig(AppConfig):
 
     def ready(self):
         from conversations.retention import leftovers
-        from conversations.retention.owned import register
 
         from . import uploads
         from .models import ImportSource, ImportStage, SourceEntry

@@ -9,7 +9,7 @@
   these. Append-only in the database (migration 0001): never updated, deleted
   only with the conversation it belongs to.
 
-Both are registered as owned by a conversation (retention/owned.py), so pruning,
+Both are registered as owned by a conversation (conversations/owned.py), so pruning,
 deletion and deletion requests remove them with it.
 """
 

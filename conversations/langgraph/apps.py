@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations.owned import register
+
 
 class LangGraphConfig(AppConfig):
     name = "conversations.langgraph"
@@ -10,8 +12,6 @@ class LangGraphConfig(AppConfig):
         # A thread's checkpoints and pending writes go with the conversation whose rows they
         # describe: pruning, deletion and deletion requests remove them with it. Their blobs
         # hold the graph state (the messages among it), so erasure verification samples them.
-        from conversations.retention.owned import register
-
         from .models import LangChainHistory, LangGraphCheckpoint, LangGraphWrite
 
         register(LangGraphCheckpoint, text_fields=())

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations.owned import register
+
 
 class LedgerConfig(AppConfig):
     name = "conversations.ledger"
@@ -9,8 +11,6 @@ class LedgerConfig(AppConfig):
     def ready(self):
         # Rows that belong to a conversation: pruning, deletion and deletion
         # requests remove them with it, and verification samples their text.
-        from conversations.retention.owned import register
-
         from .models import Action, TaskStateEvent, WorkspaceSnapshot
 
         register(TaskStateEvent, text_fields=("state", "changes"))

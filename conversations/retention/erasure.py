@@ -65,12 +65,12 @@ from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
+from conversations.owned import owned_tables
 
 from . import disk, leftovers, pgfiles
 from . import erased as erased_rows
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
-from .owned import owned_tables
 from .pruning import delete_conversations_in_batches, in_turn, incremental_vacuum, mark_deleting, truncate_wal
 
 log = logging.getLogger("memoryui.retention")

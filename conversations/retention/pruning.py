@@ -34,12 +34,12 @@ from django.utils import timezone
 from conversations import idempotency, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
+from conversations.owned import owned_tables
 from conversations.search import lineage as search_lineage
 
 from . import disk, erased, leftovers
 from .lease import Lease, maintenance
 from .models import PruneRun
-from .owned import owned_tables
 
 MAX_DAYS = 36500
 MAX_BATCH = 100_000
@@ -268,7 +268,7 @@ class BatchDeletion:
 def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callable[[], None] | None = None,
                                     on_batch: Callable[[str, int], None] | None = None) -> BatchDeletion:
     """Delete the rows of marked conversations in short transactions: rows of
-    registered tables (retention/owned.py), then messages, then checkpoints. The
+    registered tables (conversations/owned.py), then messages, then checkpoints. The
     conversation rows stay until `finish()`, so a crash leaves them marked.
 
     A transaction holds the write lock, and what a row costs to delete varies a

@@ -4,7 +4,7 @@ An app that keeps rows per conversation (task state, an actions ledger, an acces
 log, snapshot records, import sources …) registers the model here from its
 AppConfig.ready():
 
-    from conversations.retention.owned import register
+    from conversations.owned import register
     register(MyModel, text_fields=("result",))
 
 The model needs a `conversation_id` column. Pruning, a conversation's deletion and
