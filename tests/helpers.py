@@ -97,3 +97,30 @@ def api_client(client, db):
         return Api(client, make_key(list(scopes), name=name))
 
     return make
+
+
+# ---- live follow: waiting on its polls instead of sleeping through them ----------------------
+
+
+def wait_for_polls(page, n: int = 3, timeout: float = 15000) -> None:
+    """Wait until the page's live follow has had `n` more state polls answered. A poll is sent
+    only once the previous one is handled, so what the earlier ones brought is on the page."""
+    for _ in range(n):
+        page.wait_for_event("response", lambda r: r.url.endswith("/state"), timeout=timeout)
+
+
+def count_polls(page) -> None:
+    """From now on the page counts the state polls it sends (read them with `polls_sent`),
+    counted where they start, so none is missed however late its request event would come."""
+    page.evaluate("""() => {
+        window.__statePolls = 0;
+        const send = window.fetch;
+        window.fetch = function (url, ...rest) {
+            if (String(url).endsWith('/state')) window.__statePolls += 1;
+            return send.call(this, url, ...rest);
+        };
+    }""")
+
+
+def polls_sent(page) -> int:
+    return page.evaluate("window.__statePolls")
