@@ -11,7 +11,8 @@ import pytest
 from conversations.roles import AUDITOR
 from tests.api_support import make_key
 from tests.conftest import skip_or_fail
-from tests.test_browser_ui import _log_in, _shot, _user
+from tests.helpers import wait_for_polls
+from tests.test_browser_ui import _shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +37,7 @@ def shop_repo(tmp_path):
     return tmp_path
 
 
-def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(live_server, page, shop_repo):
+def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(live_server, logged_in_page, shop_repo):
     from memoryui_client import Memoryui
 
     with Memoryui(live_server.url, api_key=make_key(["read", "write"], name="support-bot")) as mui:
@@ -83,8 +84,7 @@ def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(li
         say({"kind": "assistant", "content": "Refunded 0.04 (RF-77120) and fixed the invoice rounding."})
     assert retry["status"] == "already_performed" and retry["action"]["id"] == first["action"]["id"]
 
-    _user(AUDITOR, "audrey")
-    _log_in(page, live_server, "audrey")
+    page = logged_in_page(AUDITOR, username="audrey")
     page.set_viewport_size({"width": 1400, "height": 1500})
     page.goto(f"{live_server.url}/conversations/{cid}/")
 
@@ -117,7 +117,7 @@ def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(li
     _shot(page, "ledger.png", full_page=True)
 
 
-def test_live_follow_places_ledger_marks_recorded_after_the_rows_they_follow(live_server, page):
+def test_live_follow_places_ledger_marks_recorded_after_the_rows_they_follow(live_server, logged_in_page):
     from conversations import store
     from conversations.ledger import store as ledger
 
@@ -125,8 +125,7 @@ def test_live_follow_places_ledger_marks_recorded_after_the_rows_they_follow(liv
     say = lambda text: store.append_message(conversation_id=c.pk, message={"kind": "note", "text": text})  # noqa: E731
     for text in ("customer asks for a refund", "order looked up", "refund sent to payments"):
         say(text)                                                                       # 0, 1, 2
-    _user(AUDITOR, "audrey")
-    _log_in(page, live_server, "audrey")
+    page = logged_in_page(AUDITOR, username="audrey")
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
     page.evaluate("window.__sameDocument = true")
@@ -148,7 +147,7 @@ def test_live_follow_places_ledger_marks_recorded_after_the_rows_they_follow(liv
     retry = ledger.record_action(conversation_id=c.pk, idempotency_key=KEY, name="issue_refund",
                                  result={"status": "already_performed"}).attempt
     page.wait_for_selector(f"#t-action-{retry.id}", timeout=15000)
-    page.wait_for_timeout(900)  # a few more polls: nothing is added twice
+    wait_for_polls(page, 3)  # a few more polls: nothing is added twice
     assert order() == ["p0", "p1", "p2", f"t-action-{first.id}", f"t-snapshot-{snap.id}", "p3", "t-state-v1",
                        f"t-action-{retry.id}"]
     assert page.locator(f"#t-action-{retry.id}").get_by_role("link", name=re.compile("entry after #2")).count() == 1

@@ -9,13 +9,11 @@ and phone-ledger.png.
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.test import Client
 
 from conversations import store
 from conversations.imports import importer
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
+from tests.helpers import count_polls, polls_sent, wait_for_polls
 from tests.test_one_reply_one_row import session_entries
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -41,20 +39,12 @@ def vat(lines):
 """
 
 
-def _open(browser, live_server, viewport=DESKTOP, role=AUDITOR, name="reader"):
-    user = get_user_model().objects.create_user(name)
-    assign_role(user, role)
-    client = Client()
-    client.force_login(user)
-    context = browser.new_context(viewport=viewport)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
-    page = context.new_page()
-    page.set_default_timeout(15000)
+def _open(logged_in_page, viewport=DESKTOP):
+    page = logged_in_page(AUDITOR, viewport=viewport)
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("dialog", lambda d: (errors.append("dialog: " + d.message), d.dismiss()))
-    return context, page, errors
+    return page.context, page, errors
 
 
 def _settle(page):
@@ -77,11 +67,11 @@ def _import(entries):
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_a_reply_reads_as_one_turn_with_its_numbers_and_one_menu(live_server, browser, viewport):
+def test_a_reply_reads_as_one_turn_with_its_numbers_and_one_menu(live_server, logged_in_page, viewport):
     from playwright.sync_api import expect
 
     cid = _import(session_entries())
-    context, page, errors = _open(browser, live_server, viewport)
+    context, page, errors = _open(logged_in_page, viewport)
     page.goto(f"{live_server.url}/conversations/{cid}/")
     reply = page.locator("#p1")
     # The reply: its text, then its three calls, each with its result nested under it.
@@ -128,7 +118,7 @@ def test_a_reply_reads_as_one_turn_with_its_numbers_and_one_menu(live_server, br
 # ---- 3. safe rich text --------------------------------------------------------------
 
 
-def test_markdown_renders_code_is_highlighted_and_every_payload_stays_inert(live_server, browser):
+def test_markdown_renders_code_is_highlighted_and_every_payload_stays_inert(live_server, logged_in_page):
     from playwright.sync_api import expect
 
     c = store.create_conversation(title="Rendered")
@@ -142,7 +132,7 @@ def test_markdown_renders_code_is_highlighted_and_every_payload_stays_inert(live
                                                         "meta": {"model": "gpt-4o", "usage": {
                                                             "prompt_tokens": 1200, "completion_tokens": 80,
                                                             "prompt_tokens_details": {"cached_tokens": 1000}}}})
-    context, page, errors = _open(browser, live_server)
+    context, page, errors = _open(logged_in_page)
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     row = page.locator("#p3")
     body = row.locator(".msg-body .text.md")
@@ -196,7 +186,7 @@ def test_markdown_renders_code_is_highlighted_and_every_payload_stays_inert(live
 # ---- 2. the context chart --------------------------------------------------------------
 
 
-def test_the_context_chart_shows_folds_forks_and_jumps_to_a_row(live_server, browser):
+def test_the_context_chart_shows_folds_forks_and_jumps_to_a_row(live_server, logged_in_page):
     c = store.create_conversation(title="Long coding session")
     for turn in range(24):
         store.append_message(conversation_id=c.pk, message={"kind": "user", "content": f"step {turn} " + "x" * 400})
@@ -211,7 +201,7 @@ def test_the_context_chart_shows_folds_forks_and_jumps_to_a_row(live_server, bro
     from conversations.models import Conversation
     Conversation.objects.filter(pk=importer_child.pk).update(parent_id=c.pk, forked_from_position=30,
                                                              parent_relation="subagent")
-    context, page, errors = _open(browser, live_server)
+    context, page, errors = _open(logged_in_page)
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     chart = page.locator("#context-chart svg")
     chart.wait_for()
@@ -239,7 +229,7 @@ def test_the_context_chart_shows_folds_forks_and_jumps_to_a_row(live_server, bro
 # ---- 4. full vs active by row -------------------------------------------------------------
 
 
-def test_full_and_active_align_by_row_and_folded_rows_are_marked(live_server, browser):
+def test_full_and_active_align_by_row_and_folded_rows_are_marked(live_server, logged_in_page):
     c = store.create_conversation(title="Aligned")
     for i in range(60):
         text = f"row {i} " + ("long line of text " * (30 if i % 7 == 0 else 1))
@@ -247,7 +237,7 @@ def test_full_and_active_align_by_row_and_folded_rows_are_marked(live_server, br
     store.checkpoint_at(conversation_id=c.pk, position=20, summary="The first twenty rows, folded.")
     plain = store.create_conversation(title="Never folded")
     store.append_message(conversation_id=plain.pk, message={"kind": "note", "text": "only row"})
-    context, page, errors = _open(browser, live_server)
+    context, page, errors = _open(logged_in_page)
     page.goto(f"{live_server.url}/conversations/{c.pk}/?at=40#p40")
     page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p40'")
     page.evaluate("window.memoryuiAlign()")
@@ -279,12 +269,12 @@ def test_full_and_active_align_by_row_and_folded_rows_are_marked(live_server, br
 # ---- 5. getting around --------------------------------------------------------------------
 
 
-def test_latest_and_first_reach_either_end_of_a_long_session(live_server, browser):
+def test_latest_and_first_reach_either_end_of_a_long_session(live_server, logged_in_page):
     c = store.create_conversation(title="Long")
     for start in (0, 600):
         store.append_messages(conversation_id=c.pk,
                               messages=[{"kind": "note", "text": f"row {i}"} for i in range(start, start + 600)])
-    context, page, errors = _open(browser, live_server)
+    context, page, errors = _open(logged_in_page)
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     page.get_by_role("link", name="↓ Latest").click()
     page.wait_for_url(f"**/conversations/{c.pk}/?at=1199#p1199")
@@ -302,7 +292,7 @@ def test_latest_and_first_reach_either_end_of_a_long_session(live_server, browse
 # ---- 6. live follow you can see ----------------------------------------------------------
 
 
-def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the_ledger(live_server, browser):
+def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the_ledger(live_server, logged_in_page):
     from playwright.sync_api import expect
 
     from conversations.ledger import store as ledger
@@ -310,7 +300,8 @@ def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the
     c = store.create_conversation(title="Watched")
     store.append_messages(conversation_id=c.pk, messages=[{"kind": "note", "text": f"row {i} " + "words " * 40}
                                                           for i in range(40)])
-    context, page, errors = _open(browser, live_server)
+    context, page, errors = _open(logged_in_page)
+    page.clock.install()  # the page's timers run in real time, and the test can move them on at once
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     live = page.locator("button[data-live]")
     expect(live).to_have_attribute("aria-pressed", "true")
@@ -318,7 +309,7 @@ def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the
     states = []
     page.on("response", lambda r: states.append(r.status) if r.url.endswith("/state") else None)
     # Nothing changes: the polls are answered 304, empty.
-    page.wait_for_timeout(2500)  # a few polls of 1 s; the assertion is on what they answered
+    wait_for_polls(page, 3)  # the assertion is on what they answered
     assert states and set(states[1:]) <= {304}, states
 
     # The reader at the end stays at the end as rows arrive.
@@ -357,9 +348,10 @@ def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the
     expect(live).to_have_attribute("aria-pressed", "false")
     expect(live).to_contain_text("Paused")
     count = len(states)
+    count_polls(page)
     store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "while paused"})
-    page.wait_for_timeout(2200)  # two poll intervals: none may be sent
-    assert len(states) == count and page.locator("#p44").count() == 0
+    page.clock.run_for(2200)  # two poll intervals on the page's clock: none may be sent
+    assert polls_sent(page) == 0 and len(states) == count and page.locator("#p44").count() == 0
     live.click()
     page.wait_for_selector("#p44")
     assert page.evaluate("window.__sameDocument") is True and errors == []
@@ -369,7 +361,7 @@ def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the
 # ---- 7. phones (issue 24 point 6: the conversation page) --------------------------------------
 
 
-def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(live_server, browser):
+def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(live_server, logged_in_page):
     from playwright.sync_api import expect
 
     from conversations.ledger import store as ledger
@@ -383,7 +375,7 @@ def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(l
     for n in range(3):
         ledger.record_action(conversation_id=c.pk, idempotency_key=f"refund:T-40219:SU-88421:oak-shelf:{n}",
                              name="issue_refund", arguments={"amount_cents": 11800}, result={"refund_id": f"RF-{n}"})
-    context, page, errors = _open(browser, live_server, PHONE)
+    context, page, errors = _open(logged_in_page, PHONE)
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
     # The first message begins on the first screen.
     first = page.locator("#p0").bounding_box()

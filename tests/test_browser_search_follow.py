@@ -1,23 +1,15 @@
 """Search and live follow in a real Chromium, at a desktop and a phone viewport."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store
-from conversations.roles import AUDITOR, assign_role
-from tests.test_browser_ui import PAYLOADS, _log_in, _shot
+from conversations.roles import AUDITOR
+from tests.helpers import count_polls, polls_sent, wait_for_polls
+from tests.test_browser_ui import PAYLOADS, _shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-browser-2718-x"
 VIEWPORTS = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
-
-
-@pytest.fixture
-def auditor():
-    user = get_user_model().objects.create_user("sam", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    return user
 
 
 def _ticket(rows=60):
@@ -30,14 +22,11 @@ def _ticket(rows=60):
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_a_search_hit_opens_the_conversation_at_that_row_focused(live_server, browser, auditor, viewport):
+def test_a_search_hit_opens_the_conversation_at_that_row_focused(live_server, logged_in_page, viewport):
     c = _ticket()
-    context = browser.new_context(viewport=VIEWPORTS[viewport])
-    page = context.new_page()
-    page.set_default_timeout(15000)
+    page = logged_in_page(AUDITOR, viewport=VIEWPORTS[viewport])
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    _log_in(page, live_server, "sam")
     page.get_by_role("link", name="Search", exact=True).click()
     page.fill("input[name=q]", "refund blend*")
     page.get_by_role("button", name="Search").click()
@@ -71,7 +60,8 @@ def test_a_search_hit_opens_the_conversation_at_that_row_focused(live_server, br
     assert box["y"] >= bar["y"] + bar["height"] - 1 and box["y"] < VIEWPORTS[viewport]["height"] - 40
 
     # The words come from the address: markup there is text, never run.
-    page.goto(live_server.url + f"/conversations/{c.pk}/?at=60&q=" + "%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E%20refund")
+    words = "%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E%20refund"
+    page.goto(live_server.url + f"/conversations/{c.pk}/?at=60&q=" + words)
     page.wait_for_selector("#p60[data-search-marks]")
     assert page.locator("#p60 mark.search-mark").first.inner_text() == "refund"
     assert page.evaluate("typeof window.__pwned") == "undefined" and dialogs == []
@@ -79,14 +69,13 @@ def test_a_search_hit_opens_the_conversation_at_that_row_focused(live_server, br
     # Bad syntax: a message in the form, not an error page.
     page.goto(live_server.url + '/search/?q="unclosed')
     assert page.locator("#search-error").inner_text().startswith("q:")
-    context.close()
 
 
-def test_the_find_box_searches_inside_the_conversation(live_server, page, auditor):
+def test_the_find_box_searches_inside_the_conversation(live_server, logged_in_page):
     c = _ticket()
     other = store.create_conversation(title="Other")
     store.append_message(conversation_id=other.pk, message={"kind": "user", "content": "refund elsewhere"})
-    _log_in(page, live_server, "sam")
+    page = logged_in_page(AUDITOR)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.fill(".find-box input[name=q]", "refund")
     page.locator(".find-box").get_by_role("button", name="Find").click()
@@ -96,9 +85,10 @@ def test_the_find_box_searches_inside_the_conversation(live_server, page, audito
     assert positions == ["#60", "#37"]
 
 
-def test_live_follow_shows_new_rows_once_without_reloading(live_server, page, auditor):
+def test_live_follow_shows_new_rows_once_without_reloading(live_server, logged_in_page):
     c = _ticket(rows=40)
-    _log_in(page, live_server, "sam")
+    page = logged_in_page(AUDITOR)
+    page.clock.install()  # the page's timers run in real time, and the test can move them on at once
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
     page.evaluate("window.__sameDocument = true")
@@ -119,7 +109,7 @@ def test_live_follow_shows_new_rows_once_without_reloading(live_server, page, au
     # No checkpoint: the active view says it equals the record and repeats no row (issue 24.4).
     assert page.locator("#active-equals").is_visible() and page.locator("#active-pane article.msg").count() == 0
     assert page.evaluate("window.__sameDocument") is True  # never reloaded
-    page.wait_for_timeout(700)
+    wait_for_polls(page, 2)
     page.wait_for_function("() => document.querySelector('button.new-rows').hidden")
 
     # Hidden tab: no polling until it is shown again.
@@ -127,11 +117,12 @@ def test_live_follow_shows_new_rows_once_without_reloading(live_server, page, au
         Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
         document.dispatchEvent(new Event('visibilitychange'));
     }""")
-    page.wait_for_timeout(3500)  # any poll scheduled before hiding has run
+    page.clock.run_for(3500)  # any poll scheduled before hiding has run
     before = len(requests)
+    count_polls(page)
     store.append_message(conversation_id=c.pk, message={"kind": "note", "text": "while hidden"})
-    page.wait_for_timeout(3500)
-    assert len(requests) == before
+    page.clock.run_for(3500)  # ten poll intervals on the page's clock
+    assert polls_sent(page) == 0 and len(requests) == before
     assert page.locator("#record article.msg").count() == 44
     page.evaluate("""() => {
         Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});

@@ -8,46 +8,26 @@ import json
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import demo, store, views
 from conversations.models import Conversation
-from conversations.roles import ADMIN, AUDITOR, assign_role
+from conversations.roles import ADMIN, AUDITOR
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-browser-2718-x"
-
-
-def _user(role, name):
-    user = get_user_model().objects.create_user(name, password=PASSWORD)
-    assign_role(user, role)
-    return user
-
-
-def _log_in(page, live_server, name):
-    page.goto(live_server.url + "/")
-    assert "/login/" in page.url  # every page needs a login
-    page.fill("input[name=username]", name)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
-
-
 def _shot(page, name, **kw):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / name), **kw)
 
 
-def test_an_admin_audits_forks_checkpoints_and_exports(live_server, page, monkeypatch):
+def test_an_admin_audits_forks_checkpoints_and_exports(live_server, logged_in_page, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 25)
     ticket, coding, journal, fork, *_doors = demo.load_demo(coding_turns=12)
     store.checkpoint_at(conversation_id=ticket.pk, position=8, created_by="agent:support-bot",
                         summary="Customer Maria Keller: ProBlend 900 (order 48213, 149 EUR) arrived cracked; "
                                 "she wants a refund. The card refund failed because card 4417 expired.")
-    _user(ADMIN, "ada")
-    _log_in(page, live_server, "ada")
+    page = logged_in_page(ADMIN, username="ada")  # every page needs a login: "/" sends to the form
 
     # The list, newest activity first.
     rows = page.locator("table.conversations tbody tr")
@@ -156,7 +136,7 @@ PAYLOADS = [
 ]
 
 
-def test_script_payloads_never_run(live_server, page):
+def test_script_payloads_never_run(live_server, logged_in_page):
     bad = " ".join(PAYLOADS)
     convo = store.create_conversation(title=bad, subject=bad)
     messages = [
@@ -169,13 +149,13 @@ def test_script_payloads_never_run(live_server, page):
     ] + [{"kind": k, "text": bad} for k in ("note", "thought", "heard", "said", "did", "woke")]
     for m in messages:
         store.append_message(conversation_id=convo.pk, message=m)
-    store.checkpoint_at(conversation_id=convo.pk, position=3, summary=bad)  # after the tool result: a fold never splits a call from it
+    # After the tool result: a fold never splits a call from it.
+    store.checkpoint_at(conversation_id=convo.pk, position=3, summary=bad)
     child = store.fork_conversation(conversation_id=convo.pk, position=5, title=bad)
-    _user(AUDITOR, "otto")
 
+    page = logged_in_page(AUDITOR, username="otto")
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    _log_in(page, live_server, "otto")
     for path in ["/", f"/?q={convo.pk}", f"/conversations/{convo.pk}/", f"/conversations/{child.pk}/",
                  f"/conversations/{convo.pk}/saw/9/", f"/conversations/{convo.pk}/fork/4/"]:
         page.goto(live_server.url + path)

@@ -4,13 +4,12 @@ when the row is a tool result shown under its call in another row."""
 import pytest
 
 from conversations import store
-from tests.test_browser_search_follow import auditor  # noqa: F401  (a fixture)
-from tests.test_browser_ui import _log_in
+from conversations.roles import AUDITOR
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_tool_result_under_its_call_gets_the_marks(live_server, page, auditor):  # noqa: F811
+def test_a_tool_result_under_its_call_gets_the_marks(live_server, logged_in_page):
     c = store.create_conversation(title="Refund run")
     store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "Please refund order 7"})
     store.append_message(conversation_id=c.pk, message={
@@ -18,7 +17,7 @@ def test_a_tool_result_under_its_call_gets_the_marks(live_server, page, auditor)
         "tool_calls": [{"id": "t1", "name": "issue_refund", "arguments": {"order": 7}}]})
     store.append_message(conversation_id=c.pk, message={
         "kind": "tool", "tool_call_id": "t1", "name": "issue_refund", "content": "Refunded 49.00 EUR"})
-    _log_in(page, live_server, "sam")
+    page = logged_in_page(AUDITOR)
     page.goto(live_server.url + f"/conversations/{c.pk}/?at=2&q=refund#p2")
     page.wait_for_selector('details.result[data-position="2"][data-search-marks], '
                            'article.msg[data-position="2"][data-search-marks]')
