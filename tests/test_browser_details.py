@@ -3,26 +3,18 @@ output as code with a height cap; on a phone the top bar wraps with Log out in s
 tables scroll in their own box, and only the visible tab loads pages."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store, views
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
+from tests.helpers import wait_for_polls
 from tests.test_browser_search_follow import VIEWPORTS
 from tests.test_browser_ui import _shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-details-3141"
 TRACEBACK = "Traceback (most recent call last):\n" + "".join(
     f'  File "/srv/billing/step_{i}.py", line {i}, in run\n    total = round(net * rate, 2)\n' for i in range(200)
 ) + "CardExpired: card 4417"
-
-
-@pytest.fixture
-def auditor():
-    user = get_user_model().objects.create_user("dot", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    return user
 
 
 def _session(rows=0, title="Refund that failed"):
@@ -42,16 +34,9 @@ def _session(rows=0, title="Refund that failed"):
     return c
 
 
-def _open(browser, live_server, viewport):
-    context = browser.new_context(viewport=VIEWPORTS[viewport])
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", "dot")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
-    return context, page
+def _open(logged_in_page, viewport):
+    page = logged_in_page(AUDITOR, viewport=VIEWPORTS[viewport])
+    return page.context, page
 
 
 def _in_sight(page, selector, viewport):
@@ -61,10 +46,10 @@ def _in_sight(page, selector, viewport):
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_favicon_skip_link_landmarks_and_tool_output(live_server, browser, auditor, viewport, monkeypatch):
+def test_favicon_skip_link_landmarks_and_tool_output(live_server, logged_in_page, viewport, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 50)
     c = _session(rows=60)
-    context, page = _open(browser, live_server, viewport)
+    context, page = _open(logged_in_page, viewport)
     # The icon browsers ask for whatever the page links: not a 404.
     answer = page.request.get(live_server.url + "/favicon.ico")
     assert answer.status == 200 and answer.headers["content-type"].startswith("image/svg")
@@ -100,11 +85,11 @@ def test_favicon_skip_link_landmarks_and_tool_output(live_server, browser, audit
     context.close()
 
 
-def test_on_a_phone_the_top_bar_wraps_and_nothing_scrolls_sideways(live_server, browser, auditor):
+def test_on_a_phone_the_top_bar_wraps_and_nothing_scrolls_sideways(live_server, logged_in_page):
     c = _session(rows=30)
     for i in range(12):
         _session(title=f"Order #{48200 + i}: a long title about a blender that arrived cracked and a refund")
-    context, page = _open(browser, live_server, "phone")
+    context, page = _open(logged_in_page, "phone")
     for path in ("/", f"/conversations/{c.pk}/", f"/conversations/{c.pk}/saw/3/", "/search/?q=refund"):
         page.goto(live_server.url + path)
         # Log out stays on screen: the bar wraps instead of running off the right edge.
@@ -124,22 +109,25 @@ def test_on_a_phone_the_top_bar_wraps_and_nothing_scrolls_sideways(live_server, 
     context.close()
 
 
-def test_on_a_phone_only_the_visible_tab_loads_pages(live_server, browser, auditor, monkeypatch):
+def test_on_a_phone_only_the_visible_tab_loads_pages(live_server, logged_in_page, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 10)  # pages of 10, then 40 while scrolling
     c = _session(rows=300)
     # Folded, so the active view has rows of its own (without a fold it says it equals the record).
     store.checkpoint_at(conversation_id=c.pk, position=0, summary="A refund was asked for.")
-    context, page = _open(browser, live_server, "phone")
+    context, page = _open(logged_in_page, "phone")
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     assert page.locator("#record-pane").is_visible() and not page.locator("#active-pane").is_visible()
     count = "(id) => document.querySelectorAll('#' + id + ' article.msg[data-position]').length"
+    page.evaluate("""() => { window.__activeLoads = 0; document.addEventListener('htmx:beforeRequest', e => {
+        if (e.target.closest('#active-pane')) window.__activeLoads += 1; }); }""")
     for _ in range(6):
         before = page.evaluate(count, "record")
         page.locator("#record-more").scroll_into_view_if_needed()
         page.wait_for_function(f"() => ({count})('record') > {before}")
-    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")  # every load answered
     assert page.evaluate(count, "record") >= 10 + 6 * 40 - 40
-    assert page.evaluate(count, "active") == 10  # the hidden tab loaded nothing more
+    assert page.evaluate("window.__activeLoads") == 0  # the hidden tab asked for nothing
+    assert page.evaluate(count, "active") == 10
     # Shown, it loads as its reader scrolls.
     page.locator("label[for=tab-active]").click()
     page.locator("#active-more").scroll_into_view_if_needed()
@@ -147,10 +135,10 @@ def test_on_a_phone_only_the_visible_tab_loads_pages(live_server, browser, audit
     context.close()
 
 
-def test_on_a_phone_live_follow_fills_the_shown_tab_and_the_other_once_shown(live_server, browser, auditor):
+def test_on_a_phone_live_follow_fills_the_shown_tab_and_the_other_once_shown(live_server, logged_in_page):
     c = _session(rows=10)  # rows #0-#13
     store.checkpoint_at(conversation_id=c.pk, position=0, summary="A refund was asked for.")  # the active view: #1 on
-    context, page = _open(browser, live_server, "phone")
+    context, page = _open(logged_in_page, "phone")
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
     for i in range(2):
@@ -161,8 +149,8 @@ def test_on_a_phone_live_follow_fills_the_shown_tab_and_the_other_once_shown(liv
     assert marker.inner_text() == "2 new rows ↓" and _in_sight(page, "button.new-rows", "phone")
     marker.click()
     page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p15'")
-    # The hidden tab asked for nothing; shown, it catches up, each row once.
-    page.wait_for_timeout(1000)
+    # The hidden tab asked for nothing, over three more polls; shown, it catches up, each row once.
+    wait_for_polls(page, 3)
     assert page.locator("#a14").count() == 0
     page.locator("label[for=tab-active]").click()
     page.wait_for_function("() => !!document.getElementById('a15')", timeout=15000)

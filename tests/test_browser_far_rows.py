@@ -3,24 +3,15 @@ exactly — never a row twice, never one missing — scrolling down, back up, wi
 fold, ledger marks, a kind filter and live follow."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store, views
 from conversations.ledger import store as ledger
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
 from tests.test_browser_search_follow import VIEWPORTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-far-rows-4242"
 ROWS = 400
-
-
-@pytest.fixture
-def auditor():
-    user = get_user_model().objects.create_user("fay", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    return user
 
 
 @pytest.fixture
@@ -38,20 +29,13 @@ def long_record(monkeypatch):
     return c
 
 
-def _open(browser, live_server, c, viewport="wide", query=""):
-    context = browser.new_context(viewport=VIEWPORTS[viewport])
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", "fay")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
+def _open(logged_in_page, live_server, c, viewport="wide", query=""):
+    page = logged_in_page(AUDITOR, viewport=VIEWPORTS[viewport])
     page.goto(live_server.url + f"/conversations/{c.pk}/{query}")
     # Small limits so 400 rows are "long": unload past 60 rows, down to 40.
     page.evaluate("""document.querySelectorAll('.rows[data-window]').forEach(r => {
         r.dataset.windowMax = 60; r.dataset.windowKeep = 40; })""")
-    return context, page
+    return page.context, page
 
 
 STATE = """(id) => {
@@ -65,13 +49,20 @@ STATE = """(id) => {
 }"""
 
 
+# The pane's first range holds its rows again: it is no longer a gap.
+FIRST_ROW_BACK = """(id) => {
+    const first = [...document.getElementById(id).children].find(e => e.dataset.after !== undefined);
+    return !!first && !first.classList.contains('gap') && !!first.querySelector('article.msg[data-position]');
+}"""
+
+
 def _check(page, pane, seen, expected_start=-1):
     state = page.evaluate(STATE, pane)
     positions = state["positions"]
     assert positions == sorted(set(positions)), "a row twice or out of order"
     ranges = state["ranges"]
     assert ranges and ranges[0][1] == expected_start
-    for (_, _, until, _), (_, after, _, _) in zip(ranges, ranges[1:]):
+    for (_, _, until, _), (_, after, _, _) in zip(ranges, ranges[1:], strict=False):
         assert after == until, f"ranges not contiguous: {ranges}"
     for kind, after, until, inside in ranges:
         assert all(after < p <= until for p in inside)
@@ -96,15 +87,16 @@ def _scroll_record(page, pane, seen, direction, expected_start=-1, steps=400):
         if direction == "down" and page.locator(f"#{pane} p.end").count():
             break
         if direction == "up" and page.evaluate("window.scrollY") == 0:
-            page.wait_for_timeout(500)  # the last gap near the top comes back
+            # The last gap near the top comes back, also once scrolled to the very top.
+            page.wait_for_function(FIRST_ROW_BACK, arg=pane)
             page.evaluate("window.scrollTo(0, 0)")
-            page.wait_for_timeout(500)
+            page.wait_for_function(FIRST_ROW_BACK, arg=pane)
             break
     return most, _check(page, pane, seen, expected_start)
 
 
-def test_far_rows_unload_and_come_back_exactly(live_server, browser, auditor, long_record):
-    context, page = _open(browser, live_server, long_record)
+def test_far_rows_unload_and_come_back_exactly(live_server, logged_in_page, long_record):
+    context, page = _open(logged_in_page, live_server, long_record)
     seen = set()
     most, state = _scroll_record(page, "record", seen, "down")
     assert seen == set(range(ROWS))
@@ -123,8 +115,8 @@ def test_far_rows_unload_and_come_back_exactly(live_server, browser, auditor, lo
     context.close()
 
 
-def test_unloaded_chunks_bring_back_their_fold_and_ledger_marks(live_server, browser, auditor, long_record):
-    context, page = _open(browser, live_server, long_record)
+def test_unloaded_chunks_bring_back_their_fold_and_ledger_marks(live_server, logged_in_page, long_record):
+    context, page = _open(logged_in_page, live_server, long_record)
     seen, folds, marks = set(), set(), set()
     for direction in ("down", "up"):
         for _ in range(400):
@@ -152,8 +144,8 @@ def test_unloaded_chunks_bring_back_their_fold_and_ledger_marks(live_server, bro
     context.close()
 
 
-def test_a_filtered_record_unloads_and_reloads_within_its_filter(live_server, browser, auditor, long_record):
-    context, page = _open(browser, live_server, long_record, query="?kind=note")
+def test_a_filtered_record_unloads_and_reloads_within_its_filter(live_server, logged_in_page, long_record):
+    context, page = _open(logged_in_page, live_server, long_record, query="?kind=note")
     seen = set()
     _scroll_record(page, "record", seen, "down")
     _scroll_record(page, "record", seen, "up")
@@ -163,8 +155,8 @@ def test_a_filtered_record_unloads_and_reloads_within_its_filter(live_server, br
     context.close()
 
 
-def test_a_gap_is_reachable_from_the_keyboard(live_server, browser, auditor, long_record):
-    context, page = _open(browser, live_server, long_record)
+def test_a_gap_is_reachable_from_the_keyboard(live_server, logged_in_page, long_record):
+    context, page = _open(logged_in_page, live_server, long_record)
     seen = set()
     _scroll_record(page, "record", seen, "down")
     link = page.locator("#record .gap .gap-load").first
@@ -178,8 +170,8 @@ def test_a_gap_is_reachable_from_the_keyboard(live_server, browser, auditor, lon
     context.close()
 
 
-def test_live_follow_appends_once_after_far_rows_were_unloaded(live_server, browser, auditor, long_record):
-    context, page = _open(browser, live_server, long_record)
+def test_live_follow_appends_once_after_far_rows_were_unloaded(live_server, logged_in_page, long_record):
+    context, page = _open(logged_in_page, live_server, long_record)
     page.evaluate("document.querySelectorAll('.rows[data-follow-url]').forEach(r => r.dataset.followInterval = 300)")
     seen = set()
     _scroll_record(page, "record", seen, "down")
@@ -196,8 +188,8 @@ def test_live_follow_appends_once_after_far_rows_were_unloaded(live_server, brow
     context.close()
 
 
-def test_on_a_phone_only_the_visible_view_unloads(live_server, browser, auditor, long_record):
-    context, page = _open(browser, live_server, long_record, viewport="phone")
+def test_on_a_phone_only_the_visible_view_unloads(live_server, logged_in_page, long_record):
+    context, page = _open(logged_in_page, live_server, long_record, viewport="phone")
     seen = set()
     _scroll_record(page, "record", seen, "down", steps=600)
     assert seen == set(range(ROWS))

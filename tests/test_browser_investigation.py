@@ -6,23 +6,14 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store, views
 from conversations.models import Message
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
 from tests.test_browser_search_follow import VIEWPORTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-investigate-1618"
-
-
-@pytest.fixture
-def auditor():
-    user = get_user_model().objects.create_user("ivy", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    return user
 
 
 def _session(filler=20):
@@ -31,7 +22,8 @@ def _session(filler=20):
     rows = [
         {"kind": "system", "content": "You are a support agent."},
         {"kind": "user", "content": "My blender arrived cracked, order 48213."},
-        {"kind": "assistant", "content": "Let me look.", "meta": {"model": "gpt-x", "usage": {"input_tokens": 812, "output_tokens": 40}},
+        {"kind": "assistant", "content": "Let me look.",
+         "meta": {"model": "gpt-x", "usage": {"input_tokens": 812, "output_tokens": 40}},
          "tool_calls": [{"id": "call_look", "name": "lookup_order", "arguments": {"order_id": "48213"}}]},
         {"kind": "tool", "tool_call_id": "call_look", "name": "lookup_order", "content": '{"price": 149}'},
         {"kind": "assistant", "content": "Refunding.",
@@ -52,16 +44,9 @@ def _session(filler=20):
     return c
 
 
-def _open(browser, live_server, viewport="wide", **context_kw):
-    context = browser.new_context(viewport=VIEWPORTS[viewport], **context_kw)
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", "ivy")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
-    return context, page
+def _open(logged_in_page, viewport="wide", **context_kw):
+    page = logged_in_page(AUDITOR, viewport=VIEWPORTS[viewport], **context_kw)
+    return page.context, page
 
 
 def _focused(page):
@@ -78,9 +63,9 @@ def _positions(page, pane):
     return page.locator(f"#{pane} article.msg[data-position]").evaluate_all("els => els.map(e => +e.dataset.position)")
 
 
-def test_a_tool_call_links_to_its_result_and_back(live_server, browser, auditor):
+def test_a_tool_call_links_to_its_result_and_back(live_server, logged_in_page):
     c = _session()
-    context, page = _open(browser, live_server)
+    context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     # On the same page the result sits under its call, marked failed (issue 24.1) …
     result = page.locator("#p4 details.result")
@@ -102,9 +87,9 @@ def test_a_tool_call_links_to_its_result_and_back(live_server, browser, auditor)
     context.close()
 
 
-def test_errors_only_and_tool_filters_narrow_both_views(live_server, browser, auditor):
+def test_errors_only_and_tool_filters_narrow_both_views(live_server, logged_in_page):
     c = _session()
-    context, page = _open(browser, live_server)
+    context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.evaluate("window.__sameDocument = true")
     page.get_by_label("Errors only").check()
@@ -133,9 +118,9 @@ def test_errors_only_and_tool_filters_narrow_both_views(live_server, browser, au
     context.close()
 
 
-def test_copy_a_row_as_json_and_its_link(live_server, browser, auditor):
+def test_copy_a_row_as_json_and_its_link(live_server, logged_in_page):
     c = _session()
-    context, page = _open(browser, live_server, permissions=["clipboard-read", "clipboard-write"])
+    context, page = _open(logged_in_page, permissions=["clipboard-read", "clipboard-write"])
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     row = page.locator("#p4")
     row.locator("details.row-menu > summary").click()  # the row's actions, in one menu (issue 24.1)
@@ -155,10 +140,10 @@ def test_copy_a_row_as_json_and_its_link(live_server, browser, auditor):
     context.close()
 
 
-def test_collapse_all_folds_every_row_to_its_head_also_rows_loaded_later(live_server, browser, auditor, monkeypatch):
+def test_collapse_all_folds_every_row_to_its_head_also_rows_loaded_later(live_server, logged_in_page, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 10)
     c = _session(filler=40)
-    context, page = _open(browser, live_server)
+    context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     toggle = page.locator("button[data-collapse-all]")
     first_height = page.locator("#p6").bounding_box()["height"]
@@ -177,10 +162,10 @@ def test_collapse_all_folds_every_row_to_its_head_also_rows_loaded_later(live_se
     context.close()
 
 
-def test_times_read_relative_beside_the_absolute_time(live_server, browser, auditor):
+def test_times_read_relative_beside_the_absolute_time(live_server, logged_in_page):
     c = _session(filler=0)
     created = Message.objects.get(conversation_id=c.pk, position=0).created_at
-    context, page = _open(browser, live_server, timezone_id="UTC")
+    context, page = _open(logged_in_page, timezone_id="UTC")
     page.clock.set_fixed_time(created + timedelta(hours=3, minutes=5))
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     stamp = page.locator("#p0 time")
@@ -192,16 +177,16 @@ def test_times_read_relative_beside_the_absolute_time(live_server, browser, audi
     assert page.locator("#p0 time .rel").inner_text() == " · 2 days ago"
     # Without JavaScript: the absolute time alone.
     context.close()
-    context, page = _open(browser, live_server, java_script_enabled=False)
+    context, page = _open(logged_in_page, java_script_enabled=False)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     assert page.locator("#p0 time").inner_text() == created.strftime("%Y-%m-%d %H:%M:%S")
     context.close()
 
 
-def test_what_the_model_saw_reads_newest_first_with_its_size_and_legend(live_server, browser, auditor, monkeypatch):
+def test_what_the_model_saw_reads_newest_first_with_its_size_and_legend(live_server, logged_in_page, monkeypatch):
     monkeypatch.setattr(views, "ROW_PAGE", 10)
     c = _session(filler=30)
-    context, page = _open(browser, live_server)
+    context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/?at=30")
     page.locator("#p30 details.row-menu > summary").click()
     page.locator("#p30").get_by_role("link", name="What the model saw").click()
@@ -234,10 +219,10 @@ def test_what_the_model_saw_reads_newest_first_with_its_size_and_legend(live_ser
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_jump_to_focuses_the_row_and_aligns_the_active_view(live_server, browser, auditor, monkeypatch, viewport):
+def test_jump_to_focuses_the_row_and_aligns_the_active_view(live_server, logged_in_page, monkeypatch, viewport):
     monkeypatch.setattr(views, "ROW_PAGE", 10)
     c = _session(filler=60)
-    context, page = _open(browser, live_server, viewport)
+    context, page = _open(logged_in_page, viewport)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     if viewport == "phone":  # the filters fold behind a button on a phone (issue 24.6)
         page.locator("button.phone-toggle", has_text="Filter rows").click()
@@ -268,7 +253,8 @@ CONTRAST = """(el) => {
     const ctx = canvas.getContext('2d', {willReadFrequently: true});
     const rgb = (s) => { ctx.clearRect(0, 0, 1, 1); ctx.fillStyle = s; ctx.fillRect(0, 0, 1, 1);
         const d = ctx.getImageData(0, 0, 1, 1).data; return {r: d[0], g: d[1], b: d[2], a: d[3] / 255}; };
-    const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    const lum = (c) => { const f = (v) => {
+        v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
         return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
     // The background the text is drawn on: the nearest ancestor that paints one.
     let node = el, bg = null;
@@ -281,16 +267,17 @@ CONTRAST = """(el) => {
     const fg = rgb(getComputedStyle(el).color);
     const opacity = Number(getComputedStyle(el).opacity);
     const mix = (a, b, t) => a * t + b * (1 - t);
-    const seen = {r: mix(fg.r, bg.r, fg.a * opacity), g: mix(fg.g, bg.g, fg.a * opacity), b: mix(fg.b, bg.b, fg.a * opacity)};
+    const seen = {r: mix(fg.r, bg.r, fg.a * opacity), g: mix(fg.g, bg.g, fg.a * opacity),
+                  b: mix(fg.b, bg.b, fg.a * opacity)};
     const [hi, lo] = [lum(seen), lum(bg)].sort((x, y) => y - x);
     return (hi + 0.05) / (lo + 0.05);
 }"""
 
 
-def test_row_actions_read_at_4_5_to_1_on_every_kind(live_server, browser, auditor):
+def test_row_actions_read_at_4_5_to_1_on_every_kind(live_server, logged_in_page):
     c = _session(filler=2)
     store.append_message(conversation_id=c.pk, message={"kind": "thought", "text": "hm"})
-    context, page = _open(browser, live_server)
+    context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     actions = page.locator("#record article.msg .row-actions a, #record article.msg .row-actions button")
     assert actions.count() > 20
