@@ -1,10 +1,16 @@
 """The three roles of DESIGN.md, as Django groups.
 
 Permissions are checked in views and API handlers through these helpers, never
-only in templates.
+only in templates; pages declare theirs with one decorator, `role_required` (or one
+of the three made from it).
 """
 
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 
 AUDITOR, REVIEWER, ADMIN = "auditor", "reviewer", "admin"
 ROLES = (AUDITOR, REVIEWER, ADMIN)
@@ -42,3 +48,26 @@ def assign_role(user, role: str) -> None:
     user.groups.add(group)
     if hasattr(user, "_memoryui_roles"):
         del user._memoryui_roles
+
+
+def role_required(allowed: Callable[[object], bool], refusal: str):
+    """The one role decorator for pages: a visitor who is not signed in goes to the login
+    page; one signed in without the role gets a 403 saying why (`refusal`)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not allowed(request.user):
+                raise PermissionDenied(refusal)
+            return view(request, *args, **kwargs)
+
+        return login_required(wrapper)
+
+    return decorate
+
+
+reader_required = role_required(
+    can_read_conversations, "Your account has no role: ask an admin for auditor, reviewer or admin.")
+reviewer_required = role_required(
+    can_review_facts, "Facts are personal data: only reviewers and admins may see them.")
+admin_required = role_required(is_admin, "admins only")

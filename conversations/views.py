@@ -1,7 +1,7 @@
 """The pages people use to audit conversations.
 
 Function views: parse the request, make one read or one store call, render.
-Permissions are checked here (`_reader`, `_admin_only`), never only in templates.
+Permissions are checked here (`reader_required`, conversations/roles.py), never only in templates.
 A page answers htmx with just the fragment whose element id the request targets
 (`_render`); every other request, history restores included, gets the whole page.
 """
@@ -9,9 +9,7 @@ A page answers htmx with just the fragment whose element id the request targets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import wraps
 
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q
 from django.http import Http404, StreamingHttpResponse
@@ -30,7 +28,7 @@ from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .reads import StoredMessage, active_before, list_active, read_rows
-from .roles import can_read_conversations, is_admin
+from .roles import is_admin, reader_required
 from .templatetags.conversation_ui import turns
 
 LIST_PAGE = 50
@@ -49,18 +47,6 @@ MAX_POSITION = 2**62
 
 
 # ---- helpers -------------------------------------------------------------
-
-
-def _reader(view):
-    """Login required (anonymous → login page); a user with no role gets 403."""
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not can_read_conversations(request.user):
-            raise PermissionDenied("Your account has no role: ask an admin for auditor, reviewer or admin.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
 
 
 def _actor(request) -> str:
@@ -117,7 +103,7 @@ LIST_FLAGS = {
 
 
 @require_safe
-@_reader
+@reader_required
 def index(request):
     older = _int_param(request, "older", minimum=1, maximum=36500)
     after = params.cursor_param(request.GET, "cursor", LIST_CURSOR, datetime, uuid.UUID)
@@ -259,7 +245,7 @@ def _descendants(conversation):
 
 
 @require_safe
-@_reader
+@reader_required
 def conversation(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
     kinds = _kinds_param(request)
@@ -382,7 +368,7 @@ def conversation(request, conversation_id):
 
 
 @require_safe
-@_reader
+@reader_required
 def model_saw(request, conversation_id, position):
     """The context the model had when it wrote row #position, newest first: the rows
     just before it at the top, reading back to the fold (and its handoff summary)."""
@@ -423,7 +409,7 @@ def model_saw(request, conversation_id, position):
 
 
 @require_http_methods(["GET", "POST"])
-@_reader
+@reader_required
 def fork(request, conversation_id, position):
     """GET: a confirmation form (never writes). POST: fork and land on the child."""
     convo = _conversation_or_404(conversation_id)
@@ -451,7 +437,7 @@ def fork(request, conversation_id, position):
 
 
 @require_http_methods(["GET", "POST"])
-@_reader
+@reader_required
 def checkpoint(request, conversation_id, position):
     """Admins fold positions 0..position into a summary they write."""
     if not is_admin(request.user):
@@ -484,7 +470,7 @@ def checkpoint(request, conversation_id, position):
 
 
 @require_safe
-@_reader
+@reader_required
 def export(request, conversation_id, fmt):
     if fmt not in FORMATS:
         raise Http404(f"unknown export format; expected one of {', '.join(FORMATS)}")
@@ -504,9 +490,8 @@ def export(request, conversation_id, fmt):
     return response
 
 
-
 @require_POST
-@_reader
+@reader_required
 def pin(request, conversation_id):
     """Admins pin a conversation (age-based pruning never takes it) or unpin it."""
     if not is_admin(request.user):
@@ -517,7 +502,7 @@ def pin(request, conversation_id):
 
 
 @require_safe
-@_reader
+@reader_required
 def tool_link(request, conversation_id, position):
     """From a tool call to its result (?call=<id>), or from a result back to its call."""
     import json

@@ -8,11 +8,7 @@ The secret is rendered into the response to the create POST and nowhere else;
 it is never stored, not even in the session.
 """
 
-from functools import wraps
-
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -22,7 +18,7 @@ from . import store
 from .confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from .errors import StoreError
 from .models import ApiKey
-from .roles import is_admin
+from .roles import is_admin, role_required
 
 SCOPE_HELP = {
     "read": "list and read conversations, the active view, checkpoints, exports",
@@ -31,16 +27,6 @@ SCOPE_HELP = {
     "facts:read": "recall approved long-term facts",
     "facts:write": "propose long-term facts (a reviewer approves them)",
 }
-
-
-def _admin_only(view):
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not is_admin(request.user):
-            raise PermissionDenied("Only admins manage API keys.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
 
 
 def _actor(request) -> str:
@@ -57,6 +43,9 @@ def _page(request, *, status=200, **context):
     # no-store: the answer to a create holds the new secret, and no cache may keep it.
     add_never_cache_headers(response)
     return response
+
+
+_admin_only = role_required(is_admin, "Only admins manage API keys.")
 
 
 @require_safe
@@ -86,7 +75,8 @@ def _revoke_confirmation(key: ApiKey) -> Confirmation:
         title=f"Revoke the API key “{key.name}”?",
         action=reverse("key_revoke", args=[key.pk]), button=f"Revoke “{key.name}”", cancel=reverse("keys"),
         details=[("Name", key.name), ("Key", f"mui_{key.prefix}_…"), ("Scopes", ", ".join(key.scopes)),
-                 ("Created", f"{key.created_at:%Y-%m-%d %H:%M} UTC" + (f" by {key.created_by}" if key.created_by else "")),
+                 ("Created", f"{key.created_at:%Y-%m-%d %H:%M} UTC"
+                  + (f" by {key.created_by}" if key.created_by else "")),
                  ("Last used", used)],
         consequences=["Every agent using this key gets 401 on its next request, at once: appends, reads and "
                       "recalls with it stop working.",

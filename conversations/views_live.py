@@ -20,11 +20,12 @@ from .ledger import reads as ledger
 from .live import etag_of, state_of
 from .models import Checkpoint, Conversation, Message
 from .prices import money
-from .views import _conversation_or_404, _position_or_404, _reader
+from .roles import reader_required
+from .views import _conversation_or_404, _position_or_404
 
 
 @require_safe
-@_reader
+@reader_required
 def state(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
     body = state_of(convo)
@@ -38,7 +39,7 @@ def state(request, conversation_id):
 
 
 @require_safe
-@_reader
+@reader_required
 def usage(request, conversation_id):
     convo = _conversation_or_404(conversation_id)
     checkpoints = list(Checkpoint.objects.of(convo.pk))
@@ -61,7 +62,7 @@ PARTS = ("facts", "ledger")
 
 
 @require_safe
-@_reader
+@reader_required
 def panel(request, conversation_id, part):
     if part not in PARTS:
         return HttpResponse(f"unknown part {part[:40]!r}; expected one of {', '.join(PARTS)}", status=404,
@@ -76,7 +77,7 @@ def panel(request, conversation_id, part):
 
 
 @require_safe
-@_reader
+@reader_required
 def raw(request, conversation_id, position):
     convo = _conversation_or_404(conversation_id)
     _position_or_404(convo, position)

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_safe
 from conversations import params
 from conversations.errors import NotFound
 from conversations.models import Conversation, parse_conversation_id
-from conversations.retention.views import admin_required
+from conversations.roles import admin_required
 
 from .models import ConversationAccess
 

@@ -1,7 +1,7 @@
 """The pages where reviewers and admins decide about long-term facts.
 
 Function views: parse, one store call or read, render. Every view goes through
-`_reviewer` (anonymous → login; auditors and users without a role → 403) or
+`reviewer_required` (anonymous → login; auditors and users without a role → 403) or
 `_admin_only`. Every page that shows fact text records an access-log row per
 subject shown, before rendering. Review actions answer htmx with just the
 changed fragment (the queue item vanishes, the count updates out of band) and
@@ -9,11 +9,8 @@ plain form posts with a redirect, so the pages work without JavaScript.
 """
 
 from datetime import timedelta
-from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Min, Q
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -29,7 +26,7 @@ from conversations.errors import InvalidInput, StoreError
 from conversations.message_schema import message_text
 from conversations.models import Conversation
 from conversations.reads import read_rows
-from conversations.roles import can_review_facts, is_admin
+from conversations.roles import is_admin, reviewer_required, role_required
 
 from . import duplicates, recall, store
 from .models import CATEGORIES, Fact, FactAccess, FactEvent
@@ -41,25 +38,7 @@ ACCESS_PAGE = 100
 # Messages shown around a fact's source position.
 CONTEXT_BEFORE, CONTEXT_AFTER = 2, 2
 
-
-def _reviewer(view):
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not can_review_facts(request.user):
-            raise PermissionDenied("Facts are personal data: only reviewers and admins may see them.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
-
-
-def _admin_only(view):
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not is_admin(request.user):
-            raise PermissionDenied("Only admins may read the facts access log.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
+_admin_only = role_required(is_admin, "Only admins may read the facts access log.")
 
 
 def _actor(request) -> str:
@@ -170,7 +149,7 @@ def _reviewed_url(fact: Fact) -> str:
 
 
 @require_safe
-@_reviewer
+@reviewer_required
 def queue(request):
     reviewed = None
     reviewed_id = params.int_param(request.GET, "reviewed", minimum=1, maximum=store.MAX_ID)
@@ -211,7 +190,7 @@ def _review_failed(request, fact: Fact, error: StoreError, form=None):
 
 
 @require_POST
-@_reviewer
+@reviewer_required
 def approve(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     try:
@@ -222,7 +201,7 @@ def approve(request, fact_id: int):
 
 
 @require_POST
-@_reviewer
+@reviewer_required
 def reject(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     reason = request.POST.get("reason", "")
@@ -234,7 +213,7 @@ def reject(request, fact_id: int):
 
 
 @require_POST
-@_reviewer
+@reviewer_required
 def undo(request, fact_id: int):
     """Take back the last review of a proposal; it returns to its place in the queue.
     htmx gets the queue's items (the proposal back in them), count and status."""
@@ -262,7 +241,7 @@ def _int_field(raw, field):
 
 
 @require_POST
-@_reviewer
+@reviewer_required
 def edit_approve(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     form = {k: request.POST.get(k, "") for k in ("text", "category", "importance", "reason")}
@@ -290,7 +269,7 @@ def _parse_as_of(raw: str):
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
-@_reviewer
+@reviewer_required
 def subject(request):
     """GET: the subjects with facts. POST (the Open form): one subject's page, reached
     by a fact about it. POST, not GET, so the typed subject is in no address."""
@@ -315,7 +294,7 @@ def _subjects() -> list[dict]:
 
 
 @require_safe
-@_reviewer
+@reviewer_required
 def subject_of(request, fact_id: int):
     """The page of the subject of fact `fact_id` (any fact about it will do)."""
     fact = _fact_or_404(fact_id)
@@ -389,7 +368,7 @@ def _invalidate_confirmation(request, fact: Fact) -> Confirmation:
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
-@_reviewer
+@reviewer_required
 def invalidate(request, fact_id: int):
     """GET (or a POST without the tick): the confirmation panel; POST with it: invalidate."""
     fact = _fact_or_404(fact_id)
@@ -413,7 +392,7 @@ def invalidate(request, fact_id: int):
 
 
 @require_POST
-@_reviewer
+@reviewer_required
 def supersede(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     try:
@@ -431,7 +410,7 @@ def supersede(request, fact_id: int):
 
 
 @require_POST
-@_reviewer
+@reviewer_required
 def keep(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     try:
@@ -446,7 +425,7 @@ def keep(request, fact_id: int):
 
 
 @require_safe
-@_reviewer
+@reviewer_required
 def expiring(request):
     now = timezone.now()
     store.expire_due(now=now)
@@ -457,7 +436,7 @@ def expiring(request):
 
 
 @require_safe
-@_reviewer
+@reviewer_required
 def forgetting(request):
     now = timezone.now()
     found = recall.forgetting_candidates(now=now, limit=LIST_LIMIT)
@@ -516,7 +495,7 @@ def access_log(request):
 
 
 @require_safe
-@_reviewer
+@reviewer_required
 def fact_detail(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     return redirect(subject_url(fact) + f"#fact-{fact.pk}")

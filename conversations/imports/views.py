@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 from conversations.errors import InvalidInput, StoreError
 from conversations.formats import CHOICES
 from conversations.retention.pruning import default_retention_days
-from conversations.retention.views import admin_required
+from conversations.roles import admin_required
 
 from . import archives, importer, subagents, uploads
 from .textfile import Text
@@ -163,7 +163,7 @@ def _confirm(request, values, fmt, actor):
                                                             "upload the file again."}, status=422)
     files = [FileResult(name=names[i] if i < len(names) else "", token=t) for i, t in enumerate(tokens)]
     pin_old = request.POST.get("pin_older") == "1"
-    for f, path in zip(files, paths):
+    for f, path in zip(files, paths, strict=True):
         text = Text.open(str(path))
         retry_after = None
         try:

@@ -6,10 +6,6 @@ conversations and facts, recorded in the access logs. The subject travels in POS
 bodies, never in an address, so it is in no access log line of a proxy.
 """
 
-from functools import wraps
-
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.cache import add_never_cache_headers
@@ -17,21 +13,14 @@ from django.views.decorators.http import require_POST, require_safe
 
 from conversations import store
 from conversations.errors import InvalidInput
-from conversations.roles import is_admin
+from conversations.roles import is_admin, role_required
 
 from . import bundle, heads
 from .keys import SigningUnavailable
 from .models import SignHeadsRun
 
-
-def _admin_only(view):
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not is_admin(request.user):
-            raise PermissionDenied("Only admins see signing keys and export what is held about a subject.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
+_admin_only = role_required(
+    is_admin, "Only admins see signing keys and export what is held about a subject.")
 
 
 def _actor(request) -> str:

@@ -7,8 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from conversations.proof import ERASED, TAMPERED, UNCHECKED, verify_all
-
-from .views import admin_required
+from conversations.roles import admin_required
 
 PAGE_CONVERSATIONS = 100
 # What one page load walks at most: rows of conversations (a bigger one is listed as not

@@ -6,11 +6,8 @@ a link is not a permission.
 
 import json
 from datetime import datetime
-from functools import wraps
 from urllib.parse import urlencode
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -23,7 +20,7 @@ from conversations.apiauth import actor_of
 from conversations.confirm import NOT_CONFIRMED, Confirmation, confirmed, render_confirmation
 from conversations.errors import InvalidInput, NotFound, StoreError
 from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
-from conversations.roles import is_admin
+from conversations.roles import admin_required
 
 from . import erasure, suggestions
 from .models import DeletionReceipt, PruneRun
@@ -33,17 +30,6 @@ PREVIEW_LIST = 200
 AUDIT_PAGE = 100
 RECEIPT_PAGE = 50
 RUN_PAGE = 50
-
-
-def admin_required(view):
-    @wraps(view)
-    @login_required
-    def wrapped(request, *args, **kwargs):
-        if not is_admin(request.user):
-            raise PermissionDenied("admins only")
-        return view(request, *args, **kwargs)
-
-    return wrapped
 
 
 def _redirect(request, url):

@@ -8,7 +8,8 @@ from django.views.decorators.http import require_safe
 
 from conversations.errors import StoreError
 from conversations.message_schema import KINDS
-from conversations.views import _conversation_or_404, _reader
+from conversations.roles import reader_required
+from conversations.views import _conversation_or_404
 
 from . import ranked
 from .params import parse_page, parse_search
@@ -18,7 +19,7 @@ FRAGMENTS = ("search-results", "search-more", "search-groups-more", "find-result
 
 
 @require_safe
-@_reader
+@reader_required
 def search(request):
     kinds = request.GET.getlist("kind")
     form = {k: request.GET.get(k, "") for k in ("q", "subject", "namespace", "from", "to", "conversation", "order")}
