@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.http import JsonResponse, StreamingHttpResponse
 from ninja import Path, Query, Router
 
-from . import params, reads, store
+from . import hooks, params, reads, store
 from .api_schemas import (
     APPEND_EXAMPLES,
     CONVERSATION_PAGE,
@@ -288,10 +288,8 @@ def delete_conversation(request, conversation_id: str = ConversationId):
     gone from the database files, checked, and a receipt is kept (`receipt_url`). 409
     `maintenance_running` while a prune or another deletion runs. Needs `admin`."""
     require_scope(request, "admin")
-    from .retention.erasure import delete_one_conversation
-
-    receipt = delete_one_conversation(conversation_id=parse_conversation_id(conversation_id),
-                                      actor=actor_of(request))
+    receipt = hooks.delete_conversation(conversation_id=parse_conversation_id(conversation_id),
+                                        actor=actor_of(request))
     return _respond({"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
                      "checkpoints": receipt.counts.get("checkpoints", 0), "receipt_id": str(receipt.pk),
                      "verification": receipt.verification.get("status"),

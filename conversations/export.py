@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from . import markdown as md
 from .errors import InvalidInput
-from .ledger import export as ledger_export
 from .message_schema import TextBlock
 from .models import Checkpoint, Conversation, Message
 from .reads import decode_row
@@ -58,6 +57,33 @@ def register_head_signer(signer: HeadSigner) -> None:
     _signer = signer
 
 
+@dataclass(frozen=True)
+class ExportSection:
+    """What an app adds to every JSON, JSONL and Markdown export of a conversation, registered
+    from its AppConfig.ready() (conversations.ledger: task state, actions, snapshots):
+    `header(conversation_id)` keys of the JSON header, `jsonl(conversation_id)` lines after
+    the messages and checkpoints, `markdown(conversation_id)` a closing section."""
+
+    header: Callable[[object], dict]
+    jsonl: Callable[[object], Iterator[str]]
+    markdown: Callable[[object], Iterator[str]]
+
+
+_sections: list[ExportSection] = []
+# chunks(conversation, fmt) for AGENT_FORMATS, registered by conversations.imports (imports/exports.py).
+_agent_exporter: Callable[[Conversation, str], Iterator[str]] | None = None
+
+
+def register_section(section: ExportSection) -> None:
+    if section not in _sections:
+        _sections.append(section)
+
+
+def register_agent_exporter(chunks: Callable[[Conversation, str], Iterator[str]]) -> None:
+    global _agent_exporter
+    _agent_exporter = chunks
+
+
 def _proof_fields(salt, commitment, chain_hash) -> dict:
     """A row's place in its hash chain (conversations/chain.py), as hex, for offline verification."""
     def hex_of(value):
@@ -83,9 +109,9 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
     conversation = Conversation.objects.get_live(conversation_id)
     content_type, ext = FORMATS[fmt]
     if fmt in AGENT_FORMATS:
-        from .imports import exports
-
-        return ExportStream(chunks=buffered(exports.chunks(conversation, fmt)), content_type=content_type,
+        if _agent_exporter is None:
+            raise InvalidInput(f"the {fmt} export is not installed on this server", field="format")
+        return ExportStream(chunks=buffered(_agent_exporter(conversation, fmt)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
     # Signed before anything streams, over the same snapshot the rows are read from (issue 23.3).
@@ -184,9 +210,9 @@ def _json_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]
     header = {
         "conversation": _conversation_dict(conversation),
         "checkpoints": [_checkpoint_dict(cp) for cp in _checkpoints(conversation)],
-        # task_state, task_state_events, actions, workspace_snapshots
-        **ledger_export.conversation_ledger(conversation.pk),
     }
+    for section in _sections:  # the ledger: task_state, task_state_events, actions, workspace_snapshots
+        header.update(section.header(conversation.pk))
     if head is not None:
         header["signed_head"] = head
     # The header is written whole and the messages array is opened by hand, so
@@ -204,7 +230,8 @@ def _jsonl_chunks(conversation: Conversation, head: dict | None) -> Iterator[str
         yield _dumps(_message_dict(item, proof)) + "\n"
     for cp in _checkpoints(conversation):
         yield _dumps({"record": "checkpoint", **_checkpoint_dict(cp)}) + "\n"
-    yield from ledger_export.conversation_jsonl(conversation.pk)
+    for section in _sections:
+        yield from section.jsonl(conversation.pk)
     if head is not None:
         yield _dumps({"record": "signed_head", **head}) + "\n"
 
@@ -271,7 +298,8 @@ def _markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[
     if conversation.subject:
         yield f"- Subject: {md.code(conversation.subject)}\n"
     yield f"- Messages: {conversation.next_position}\n"
-    yield f"- Created: {conversation.created_at.isoformat()}; last activity: {conversation.last_activity_at.isoformat()}\n"
+    yield (f"- Created: {conversation.created_at.isoformat()}; "
+           f"last activity: {conversation.last_activity_at.isoformat()}\n")
     lineage = _lineage(conversation)
     if conversation.parent_id:
         chain = " → ".join(f"{md.escape_line(a['title'] or a['id'])} (`{a['id']}`)" for a in lineage)
@@ -282,7 +310,8 @@ def _markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[
         yield (f"- Fold: the latest checkpoint stands for positions 0–{latest.message_position}; "
                "the model receives its summary, then the messages after it.\n")
     if len(checkpoints) > 1:
-        yield f"- Earlier checkpoints at positions: {', '.join(str(cp.message_position) for cp in checkpoints if cp is not latest)}\n"
+        earlier = ", ".join(str(cp.message_position) for cp in checkpoints if cp is not latest)
+        yield f"- Earlier checkpoints at positions: {earlier}\n"
     yield "\n---\n\n"
     for item in _rows(conversation):
         yield _markdown_message(item)
@@ -290,11 +319,12 @@ def _markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[
             if cp is latest:
                 yield (f"---\n\n## ▼ Fold: checkpoint at position {cp.message_position}\n\n"
                        f"Everything above is folded into this summary (created {cp.created_at.isoformat()}"
-                       f"{' by ' + md.escape_line(cp.created_by) if cp.created_by else ''}); the model sees it, then the "
-                       "messages below.\n\n" + md.quote(cp.summary) + "\n---\n\n")
+                       f"{' by ' + md.escape_line(cp.created_by) if cp.created_by else ''}); the model sees it, "
+                       "then the messages below.\n\n" + md.quote(cp.summary) + "\n---\n\n")
             else:
                 yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
                        + md.quote(cp.summary) + "\n")
-    yield from ledger_export.conversation_markdown(conversation.pk)
+    for section in _sections:
+        yield from section.markdown(conversation.pk)
     if head is not None and _signer is not None:
         yield _signer.markdown(head)

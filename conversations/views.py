@@ -20,10 +20,9 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import calls, params, store
+from . import calls, hooks, params, store
 from .errors import NotFound, StoreError
 from .export import FORMATS, export_stream
-from .ledger import reads as ledger
 from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, parse_conversation_id
@@ -55,9 +54,8 @@ def _actor(request) -> str:
 
 def _opened(request, convo, via: str, detail: str = "") -> None:
     """A person read this conversation: the access log says who, which and when."""
-    from .access.store import record_access
-
-    record_access(conversation_id=convo.pk, actor=_actor(request), via=via, detail=detail)
+    hooks.conversation_opened.send(sender=Conversation, conversation_id=convo.pk, actor=_actor(request), via=via,
+                                   detail=detail)
 
 
 def _conversation_or_404(conversation_id) -> Conversation:
@@ -304,7 +302,7 @@ def conversation(request, conversation_id):
         # a harness records an action or a state change after that row was already shown.
         # The page keeps those it has (by id) and puts the others after their row.
         follows = target == "record-more" and request.GET.get("follow") == "1"
-        context["record"] = ledger.with_timeline(
+        context["record"] = hooks.ledger_timeline(
             _interleave(page.items, list(marks), latest, upto=upto), convo.pk,
             after=after - 1 if follows else after, upto=upto
         )
@@ -355,7 +353,7 @@ def conversation(request, conversation_id):
         children = [c["conversation"] for c in context["tree"]["children"]]
         context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
         context["subagent_count"] = len(children) - context["fork_count"]
-        context["ledger"] = ledger.panel(convo)
+        context["ledger"] = hooks.ledger_panel(convo)
         context["live_state"] = state_of(convo)
         context["live_etag"] = etag_of(context["live_state"])
         _opened(request, convo, "page")

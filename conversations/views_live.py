@@ -15,8 +15,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
+from . import hooks
 from . import usage as numbers
-from .ledger import reads as ledger
 from .live import etag_of, state_of
 from .models import Checkpoint, Conversation, Message
 from .prices import money
@@ -70,7 +70,7 @@ def panel(request, conversation_id, part):
     convo = _conversation_or_404(conversation_id)
     context = {"conversation": convo, "latest": Checkpoint.objects.latest_for(convo.pk)}
     if part == "ledger":
-        context["ledger"] = ledger.panel(convo)
+        context["ledger"] = hooks.ledger_panel(convo)
         return render(request, "ledger/panel.html", context)
     context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
     return render(request, "conversations/facts.html", context)

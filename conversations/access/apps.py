@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 
+from conversations import hooks
 from conversations.owned import register
 
 
@@ -11,6 +12,9 @@ class AccessConfig(AppConfig):
     def ready(self):
         # Rows about one conversation: pruning, deletion and deletion requests
         # remove them with it. They hold no text (ids, a name, a time).
+        from . import store
         from .models import ConversationAccess
 
         register(ConversationAccess, text_fields=())
+        # The core's pages say when a person opens a conversation; the access log records it.
+        hooks.conversation_opened.connect(store.on_conversation_opened, dispatch_uid="access.opened")

@@ -12,3 +12,8 @@ def record_access(*, conversation_id, actor: str, via: str, detail: str = "") ->
     with transaction.atomic():
         return ConversationAccess.objects.create(conversation_id=conversation_id, actor=str(actor)[:200], via=via,
                                                  detail=str(detail)[:40])
+
+
+def on_conversation_opened(sender, *, conversation_id, actor: str, via: str, detail: str = "", **kwargs) -> None:
+    """`conversations.hooks.conversation_opened`'s receiver (connected in AccessConfig.ready)."""
+    record_access(conversation_id=conversation_id, actor=actor, via=via, detail=detail)

@@ -8,9 +8,10 @@ class ImportsConfig(AppConfig):
     label = "imports"
 
     def ready(self):
+        from conversations import export
         from conversations.retention import leftovers
 
-        from . import uploads
+        from . import exports, uploads
         from .models import ImportSource, ImportStage, SourceEntry
 
         # First: a deletion takes a conversation from an import still writing it (that import
@@ -20,3 +21,5 @@ class ImportsConfig(AppConfig):
         register(SourceEntry, text_fields=("raw",))
         # Previews waiting for their confirmation: pruned when expired, erased with their subject.
         leftovers.register(uploads.LEFTOVERS)
+        # The formats agents write (openai-chat, anthropic, claude-code, memoryui) are rendered here.
+        export.register_agent_exporter(exports.chunks)

@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 
+from conversations import hooks
 from conversations.owned import register
 
 
@@ -11,8 +12,17 @@ class LedgerConfig(AppConfig):
     def ready(self):
         # Rows that belong to a conversation: pruning, deletion and deletion
         # requests remove them with it, and verification samples their text.
+        from conversations import export as core_export
+
+        from . import export, reads
         from .models import Action, TaskStateEvent, WorkspaceSnapshot
 
         register(TaskStateEvent, text_fields=("state", "changes"))
         register(Action, text_fields=("arguments", "result", "idempotency_key"))
         register(WorkspaceSnapshot, text_fields=("repo",))
+        # The conversation page shows the ledger: its panel, and its marks between the rows.
+        hooks.ledger_panel.register(reads.panel)
+        hooks.ledger_timeline.register(reads.with_timeline)
+        # Every JSON, JSONL and Markdown export carries the ledger (the core imports no sub-app).
+        core_export.register_section(core_export.ExportSection(
+            header=export.conversation_ledger, jsonl=export.conversation_jsonl, markdown=export.conversation_markdown))
