@@ -51,7 +51,6 @@ import re
 import uuid
 from datetime import timedelta
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
@@ -59,8 +58,9 @@ from django.http import JsonResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from .apiauth import authenticate_bearer
 from .http import error_json
-from .models import ApiKey, IdempotencyKey
+from .models import ApiKey, IdempotencyKey, key_lifetime
 from .subjects import normalize_subject
 
 HEADER = "Idempotency-Key"
@@ -79,10 +79,6 @@ ID_CHUNK = 500
 _VISIBLE_ASCII = re.compile(rf"[\x21-\x7e]{{1,{KEY_MAX}}}")
 _CONVERSATION_PATH = re.compile(r"^/api/v1/conversations/([0-9a-fA-F-]{32,36})(?:/|$)")
 _table = IdempotencyKey._meta.db_table
-
-
-def key_lifetime() -> timedelta:
-    return timedelta(hours=float(getattr(settings, "MEMORYUI_IDEMPOTENCY_HOURS", 24)))
 
 
 class _KeyError(Exception):
@@ -108,8 +104,6 @@ def caller_of(request) -> str | None:
     """Whose key space this request writes in: its API key, else the logged-in person."""
     header = request.headers.get("Authorization", "")
     if header[:7].lower() == "bearer ":
-        from .apiauth import authenticate_bearer
-
         key = authenticate_bearer(request, header[7:].strip())
         if isinstance(key, ApiKey):
             return f"key:{key.pk}"

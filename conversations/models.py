@@ -8,7 +8,9 @@ store's deletion path (see migration 0002).
 import secrets
 import time
 import uuid
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, models
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
@@ -317,10 +319,13 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]
 
 
+def key_lifetime() -> timedelta:
+    """How long an Idempotency-Key is kept (conversations/idempotency.py)."""
+    return timedelta(hours=settings.MEMORYUI_IDEMPOTENCY_HOURS)
+
+
 class IdempotencyKeyQuerySet(models.QuerySet):
     def expired(self, *, now=None):
-        from .idempotency import key_lifetime
-
         return self.filter(created_at__lt=(now or timezone.now()) - key_lifetime())
 
 
