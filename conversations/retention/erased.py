@@ -17,6 +17,7 @@ from conversations import store
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.proof import chained_tables
 
+from .lease import in_turn
 from .models import ErasedRow
 
 HEADS_PER_EVENT = 200
@@ -53,8 +54,6 @@ def heads(ids: list) -> list[dict]:
 def record_heads(*, ids: list, actor: str, reason: str, target_type: str, target_id: str) -> int:
     """Write the conversations' final heads into the audit chain ("conversation.heads" events
     of up to HEADS_PER_EVENT each) before they are deleted; returns how many events."""
-    from .pruning import in_turn
-
     found = heads(list(ids))
     events = 0
     for i in range(0, len(found), HEADS_PER_EVENT):
@@ -72,8 +71,6 @@ def record_heads(*, ids: list, actor: str, reason: str, target_type: str, target
 def keep_commitments(*, receipt_id, ids: list) -> int:
     """Copy every chained row's commitment and chain hash (messages, checkpoints, ledger) of the marked conversations
     into ErasedRow under the receipt, in batches; returns how many rows were kept."""
-    from .pruning import in_turn
-
     kept = 0
     for cid in ids:
         ref = str(cid)

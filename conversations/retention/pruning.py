@@ -38,7 +38,7 @@ from conversations.owned import owned_tables
 from conversations.search import lineage as search_lineage
 
 from . import disk, erased, leftovers
-from .lease import Lease, maintenance
+from .lease import LOCK_POLL_SECONDS, Lease, in_turn, maintenance
 from .models import PruneRun
 
 MAX_DAYS = 36500
@@ -55,8 +55,6 @@ FIRST_BATCH = 8
 GROW_AT_MOST = 4
 BATCH_SECONDS = 0.1
 YIELD_SECONDS = 0.1
-LOCK_POLL_SECONDS = 0.002
-LOCK_WAIT_SECONDS = 120
 # How long a WAL truncation keeps trying to find a moment with no writer and no old reader.
 TRUNCATE_WAIT_SECONDS = 10
 # SQLite pages given back per incremental-vacuum step (4 MiB with 4 KiB pages):
@@ -186,34 +184,6 @@ def mark_deleting(ids: list) -> None:
         in_turn(mark)
 
 
-def in_turn(step):
-    """Run `step` (a write in a transaction of its own), waiting for SQLite's write lock
-    by polling every few milliseconds instead of in the busy handler.
-
-    SQLite's busy handler sleeps up to 100 ms between tries, and an agent of another
-    process appending back to back frees the lock for well under a millisecond between
-    its transactions: maintenance waiting that way would wait for minutes."""
-    if connection.vendor != "sqlite" or connection.in_atomic_block:
-        return step()
-    from django.db import OperationalError
-
-    connection.ensure_connection()
-    raw = connection.connection
-    previous = raw.execute("PRAGMA busy_timeout").fetchone()[0]
-    raw.execute("PRAGMA busy_timeout = 0")
-    deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    try:
-        while True:
-            try:
-                return step()
-            except OperationalError as exc:
-                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
-                    raise
-            time.sleep(LOCK_POLL_SECONDS)
-    finally:
-        raw.execute(f"PRAGMA busy_timeout = {int(previous)}")
-
-
 def _key_columns(model) -> str:
     pk = model._meta.pk
     fields = getattr(pk, "fields", None) or [pk]
@@ -281,7 +251,7 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
         for name, model in models:
             while True:
                 limit, timing = size, []
-                n = in_turn(lambda: _delete_batch(model, chunk, limit, timing))
+                n = in_turn(lambda m=model, c=chunk, n=limit, t=timing: _delete_batch(m, c, n, t))
                 took = timing[-1] if timing else 0.0
                 if n == limit:
                     if took > BATCH_SECONDS:
