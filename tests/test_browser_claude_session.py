@@ -8,21 +8,19 @@ from pathlib import Path
 
 import pytest
 from claude_agent_sdk import import_session_to_store
-from django.contrib.auth import get_user_model
 
 from conversations.frameworks.samples import AGENT_ID, claude_agent_session
 from conversations.models import Conversation
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
 from tests.api_support import make_key
 from tests.claude_sdk_support import Stores, run_async, write_session_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-browser-2718-z"
 
 
-def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(live_server, page, tmp_path,
+def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(live_server, logged_in_page, tmp_path,
                                                                                  monkeypatch):
     from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
 
@@ -38,13 +36,7 @@ def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(
     run_async(replay())
     session = Conversation.objects.get(namespace=sample.project_key, external_id=sample.session_id)
 
-    user = get_user_model().objects.create_user("iris", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    page.goto(f"{live_server.url}/conversations/{session.pk}/")
-    page.fill("input[name=username]", "iris")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"**/conversations/{session.pk}/")
+    page = logged_in_page(AUDITOR, f"/conversations/{session.pk}/", username="iris")
     # Tall enough for every row: rows off screen are not laid out (content-visibility), nor shot.
     page.set_viewport_size({"width": 1400, "height": 3600})
     # Rows that came on screen are laid out at the next frame; their text is not there before.

@@ -8,11 +8,10 @@ note of the LangGraph issue shows.
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from langchain_core.messages import AIMessage, HumanMessage
 
 from conversations.models import Conversation
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
 from memoryui_client.integrations.langgraph import MemoryuiSaver
 from tests.api_support import make_key
 from tests.test_langgraph_saver import FAST, weather_agent
@@ -20,10 +19,9 @@ from tests.test_langgraph_saver import FAST, weather_agent
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-browser-5113-q"
 
 
-def test_an_auditor_reads_a_langgraph_thread_and_its_time_travel_fork(live_server, page):
+def test_an_auditor_reads_a_langgraph_thread_and_its_time_travel_fork(live_server, logged_in_page):
     saver = MemoryuiSaver(url=live_server.url, api_key=make_key(["read", "write"], name="langgraph"), retries=FAST)
     call = {"id": "call_paris", "name": "get_weather", "args": {"city": "Paris"}, "type": "tool_call"}
     graph = weather_agent(saver, [
@@ -41,13 +39,7 @@ def test_an_auditor_reads_a_langgraph_thread_and_its_time_travel_fork(live_serve
     thread = Conversation.objects.get(namespace="langgraph", meta__langgraph__thread_id="weather-42", parent_id=None)
     fork = Conversation.objects.get(parent_id=thread.pk)
 
-    user = get_user_model().objects.create_user("iris", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    page.goto(f"{live_server.url}/conversations/{thread.pk}/")
-    page.fill("input[name=username]", "iris")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"**/conversations/{thread.pk}/")
+    page = logged_in_page(AUDITOR, f"/conversations/{thread.pk}/", username="iris")
     page.set_viewport_size({"width": 1400, "height": 1300})
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 

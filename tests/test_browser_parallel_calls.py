@@ -7,19 +7,17 @@ Saves docs/screenshots/parallel-tool-calls.png, which the closing note of the is
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations.imports import importer
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
 from tests.test_one_reply_one_row import session_entries, session_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-browser-1618-p"
 
 
-def test_an_auditor_reads_a_reply_with_three_parallel_calls_as_one_row(live_server, page):
+def test_an_auditor_reads_a_reply_with_three_parallel_calls_as_one_row(live_server, logged_in_page):
     from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
 
     # Its three calls came in batches through the SessionStore door, cut between the calls.
@@ -31,13 +29,7 @@ def test_an_auditor_reads_a_reply_with_three_parallel_calls_as_one_row(live_serv
                                             external_id=entries[0]["sessionId"])[0]
     assert session_text()  # the same lines a file import stores as one row (tests/test_one_reply_one_row.py)
 
-    user = get_user_model().objects.create_user("noor", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    page.goto(f"{live_server.url}/conversations/{conversation_id}/")
-    page.fill("input[name=username]", "noor")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"**/conversations/{conversation_id}/")
+    page = logged_in_page(AUDITOR, f"/conversations/{conversation_id}/", username="noor")
     page.set_viewport_size({"width": 1400, "height": 1500})
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 

@@ -2,24 +2,16 @@
 and the queue moves without a page load."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactEvent
-from conversations.roles import REVIEWER, assign_role
+from conversations.roles import REVIEWER
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def test_it_reviews_the_queue_without_reloading(live_server, page):
-    user = get_user_model().objects.create_user("rita", password="rita-pw-123456")
-    assign_role(user, REVIEWER)
+def test_it_reviews_the_queue_without_reloading(live_server, logged_in_page):
     c = store.create_conversation(title="Order 7", subject="cust:7")
     for text in ("hello", "I always take a replacement, never a refund", "thanks"):
         store.append_message(conversation_id=c.pk, message={"kind": "user", "content": text})
@@ -30,11 +22,7 @@ def test_it_reviews_the_queue_without_reloading(live_server, page):
     typo = facts.propose_fact(subject="cust:7", text="Lives in Leds", importance=4, created_by="key:agent")
     keyed = facts.propose_fact(subject="cust:7", text="Orders on Mondays", importance=2, created_by="key:agent")
 
-    page.goto(live_server.url + "/facts/")
-    page.fill("input[name=username]", "rita")
-    page.fill("input[name=password]", "rita-pw-123456")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/facts/")
+    page = logged_in_page(REVIEWER, "/facts/", username="rita")
     assert page.locator("#queue-count").inner_text() == "4"
     assert "never a refund" in page.locator(f"#fact-{good.pk} .source-context").inner_text()
     page.evaluate("window.__sameDocument = true")

@@ -6,28 +6,20 @@ Saves docs/screenshots/import-*.png, which the closing note of the import issue 
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations.models import Conversation
-from conversations.roles import ADMIN, assign_role
+from conversations.roles import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "claude_code_session.jsonl"
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-browser-3141-y"
 
 
-def test_an_admin_imports_a_session_and_reads_its_fold_fork_and_subagent(live_server, page):
+def test_an_admin_imports_a_session_and_reads_its_fold_fork_and_subagent(live_server, logged_in_page):
     from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
 
-    user = get_user_model().objects.create_user("ada", password=PASSWORD)
-    assign_role(user, ADMIN)
-    page.goto(live_server.url + "/admin/import/")
-    page.fill("input[name=username]", "ada")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/admin/import/")
+    page = logged_in_page(ADMIN, "/admin/import/", username="ada")
 
     page.set_input_files("input[name=file]", str(FIX))
     page.fill("input[name=namespace]", "-home-dev-shop")

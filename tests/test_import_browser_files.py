@@ -2,31 +2,23 @@
 subagent under the Task call that spawned it (issue 20, point 5)."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations.frameworks.samples import AGENT_ID, claude_agent_session
 from conversations.models import Conversation
-from conversations.roles import ADMIN, assign_role
+from conversations.roles import ADMIN
 from tests.claude_sdk_support import write_session_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-browser-2718-q"
 
 
-def test_an_admin_uploads_a_session_with_its_subagent_in_one_go(live_server, page, tmp_path):
+def test_an_admin_uploads_a_session_with_its_subagent_in_one_go(live_server, logged_in_page, tmp_path):
     from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
 
     sample = claude_agent_session()
     main = write_session_files(tmp_path, sample)
     sub = main.with_suffix("") / "subagents" / f"agent-{AGENT_ID}.jsonl"
-    user = get_user_model().objects.create_user("ada", password=PASSWORD)
-    assign_role(user, ADMIN)
-    page.goto(live_server.url + "/admin/import/")
-    page.fill("input[name=username]", "ada")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/admin/import/")
+    page = logged_in_page(ADMIN, "/admin/import/", username="ada")
 
     # The subagent first: the order of the files does not matter.
     page.set_input_files("input[name=file]", [str(sub), str(main)])

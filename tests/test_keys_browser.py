@@ -7,13 +7,11 @@ import urllib.error
 import urllib.request
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from conversations.roles import ADMIN, assign_role
+from conversations.roles import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-keys-browser-31415"
 
 
 def _agent_get(url, secret):
@@ -26,15 +24,8 @@ def _agent_get(url, secret):
         return exc.code, json.loads(exc.read())
 
 
-def test_an_admin_creates_and_revokes_a_key_an_agent_uses(live_server, page):
-    user = get_user_model().objects.create_user("keymaster", password=PASSWORD)
-    assign_role(user, ADMIN)
-    page.goto(live_server.url + "/keys/")
-    assert "/login/" in page.url
-    page.fill("input[name=username]", "keymaster")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/keys/")
+def test_an_admin_creates_and_revokes_a_key_an_agent_uses(live_server, logged_in_page):
+    page = logged_in_page(ADMIN, "/keys/", username="keymaster")
 
     page.click("nav >> text=API keys")
     page.fill("input[name=name]", "browser-made agent")
@@ -74,30 +65,19 @@ def test_an_admin_creates_and_revokes_a_key_an_agent_uses(live_server, page):
     assert status == 401 and body["error"]["code"] == "unauthenticated"
 
 
-def test_without_javascript_revoke_opens_its_confirmation_page(live_server, browser):
-    user = get_user_model().objects.create_user("nojs", password=PASSWORD)
-    assign_role(user, ADMIN)
-    context = browser.new_context(java_script_enabled=False)
-    page = context.new_page()
-    try:
-        page.goto(live_server.url + "/login/?next=/keys/")
-        page.fill("input[name=username]", "nojs")
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/keys/")
-        page.fill("input[name=name]", "scripted agent")
-        page.click("text=Create key")
-        secret = page.inner_text("#new-key-secret").strip()
-        page.goto(live_server.url + "/keys/")
-        page.get_by_role("link", name="Revoke scripted agent").click()
-        page.wait_for_url("**/keys/*/revoke")
-        assert page.get_by_role("heading", name="Revoke the API key “scripted agent”?").is_visible()
-        page.check("#confirm input[name=confirm]")
-        page.click("#confirm-action")
-        page.wait_for_selector("text=Requests with it now get 401")
-        assert _agent_get(live_server.url + "/api/v1/conversations", secret)[0] == 401
-    finally:
-        context.close()
+def test_without_javascript_revoke_opens_its_confirmation_page(live_server, logged_in_page):
+    page = logged_in_page(ADMIN, "/keys/", username="nojs", java_script_enabled=False)
+    page.fill("input[name=name]", "scripted agent")
+    page.click("text=Create key")
+    secret = page.inner_text("#new-key-secret").strip()
+    page.goto(live_server.url + "/keys/")
+    page.get_by_role("link", name="Revoke scripted agent").click()
+    page.wait_for_url("**/keys/*/revoke")
+    assert page.get_by_role("heading", name="Revoke the API key “scripted agent”?").is_visible()
+    page.check("#confirm input[name=confirm]")
+    page.click("#confirm-action")
+    page.wait_for_selector("text=Requests with it now get 401")
+    assert _agent_get(live_server.url + "/api/v1/conversations", secret)[0] == 401
 
 
 def test_the_api_docs_render_from_local_files(live_server, page):

@@ -4,33 +4,25 @@ file verifies offline against the public key the Signing keys page shows."""
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from memoryui_verify import verify_path
 
 from conversations import store
 from conversations.models import AuditEvent
-from conversations.roles import ADMIN, assign_role
+from conversations.roles import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-proofs-browser-27182"
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 
-def test_an_admin_exports_a_subject_and_the_file_verifies_with_the_pages_key(live_server, page, settings,
+def test_an_admin_exports_a_subject_and_the_file_verifies_with_the_pages_key(live_server, logged_in_page, settings,
                                                                              tmp_path):
     settings.DATA_DIR = tmp_path
     settings.MEMORYUI_SIGNING_KEY_FILE = ""
     for title, subject in [("Refund for order 7", "customer:7"), ("Address change", "CUSTOMER:7")]:
         c = store.create_conversation(title=title, subject=subject)
         store.append_message(conversation_id=c.pk, message={"kind": "user", "content": f"{title}, please."})
-    user = get_user_model().objects.create_user("dpo", password=PASSWORD)
-    assign_role(user, ADMIN)
-    page.goto(live_server.url + "/admin/proofs/signing-keys/")
-    page.fill("input[name=username]", "dpo")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/admin/proofs/signing-keys/")
+    page = logged_in_page(ADMIN, "/admin/proofs/signing-keys/", username="dpo")
     public_key = page.locator("tr", has_text="current").locator("code.public-key").inner_text().strip()
     page.screenshot(path=str(SHOTS / "signing-keys.png"), full_page=True)
 

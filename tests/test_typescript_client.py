@@ -15,19 +15,16 @@ import re
 import subprocess
 import uuid
 import warnings
-
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 
 from conversations.frameworks.samples import AGENT_ID, claude_agent_session
-from conversations.roles import AUDITOR, assign_role
-from tests.claude_sdk_support import write_session_files
-
+from conversations.roles import AUDITOR
 from memoryui_client import to_anthropic_messages, to_openai_messages
 from tests.api_support import Api, make_key
+from tests.claude_sdk_support import write_session_files
 from tests.provider_oracle import anthropic_body, anthropic_problems, openai_body, openai_problems
 from tests.typescript_support import TS, build, generate_types, tools, typecheck_against
 
@@ -159,7 +156,8 @@ def generated_view(rng: random.Random) -> dict:
                 content = rng.choice(["ok", [{"type": "text", "text": "ok"}, rng.choice(BLOCKS)]])
                 rows.append({"kind": "tool", "tool_call_id": i, "content": content,
                              **({"is_error": True} if rng.random() < 0.2 else {})})
-    handoff = {"kind": "system", "content": "Earlier: the customer asked about order 7."} if rng.random() < 0.4 else None
+    earlier = {"kind": "system", "content": "Earlier: the customer asked about order 7."}
+    handoff = earlier if rng.random() < 0.4 else None
     return {"handoff": handoff, "items": [{"position": p, "message": m} for p, m in enumerate(rows)]}
 
 
@@ -270,7 +268,6 @@ def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-browser-ts-2501"
 
 
 def readme_snippets() -> list[str]:
@@ -280,7 +277,7 @@ def readme_snippets() -> list[str]:
 
 
 @pytest.mark.browser
-def test_the_readme_snippets_run_and_the_conversation_reads_on_its_page(live_server, built, page, tmp_path):
+def test_the_readme_snippets_run_and_the_conversation_reads_on_its_page(live_server, built, logged_in_page, tmp_path):
     from playwright.sync_api import expect  # imported here: without playwright the `page` fixture says so
 
     node, _ = tools()
@@ -308,13 +305,7 @@ def test_the_readme_snippets_run_and_the_conversation_reads_on_its_page(live_ser
         cursor.execute("SELECT id FROM conversations_conversation WHERE namespace = 'my-agent' AND "
                        "external_id = 'session-ts-42'")
         [(conversation_id,)] = cursor.fetchall()
-    user = get_user_model().objects.create_user("tess", password=PASSWORD)
-    assign_role(user, AUDITOR)
-    page.goto(f"{live_server.url}/conversations/{conversation_id}/")
-    page.fill("input[name=username]", "tess")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"**/conversations/{conversation_id}/")
+    page = logged_in_page(AUDITOR, f"/conversations/{conversation_id}/", username="tess")
     assert page.locator("h1").inner_text() == "Refund for order 7, from TypeScript"
     record = page.locator("#record")
     for seen in ("Where is my refund for order 7?", "order_status", '"status": "refunded"',
