@@ -61,6 +61,7 @@ from django.utils import timezone
 from .apiauth import authenticate_bearer
 from .http import error_json
 from .models import ApiKey, IdempotencyKey, key_lifetime
+from .rows import fetch_first, sqlite_form
 from .subjects import normalize_subject
 
 HEADER = "Idempotency-Key"
@@ -163,7 +164,13 @@ class IdempotencyMiddleware:
         if defer is not None and not connection.in_atomic_block:
             defer()  # SQLite: take the write lock at the handler's first statement, not before its parsing
         with transaction.atomic():
-            response = self.get_response(request)
+            # Any error answer rolls this transaction back whole, so the store's append needs
+            # no savepoint of its own inside it (store._write_rows).
+            connection.request_transaction = True
+            try:
+                response = self.get_response(request)
+            finally:
+                connection.request_transaction = False
             if not 200 <= response.status_code < 300:
                 transaction.set_rollback(True)
                 return response
@@ -217,12 +224,17 @@ def _keepable(response) -> bool:
     return 200 <= response.status_code < 300 and not response.streaming
 
 
-_FIND = f"SELECT * FROM {_table} WHERE caller = %s AND key = %s"
+_FIND = f"SELECT id FROM {_table} WHERE caller = %s AND key = %s"
+sqlite_form(_FIND)
 
 
 def _find(caller: str, key: str):
-    # Every keyed write runs this first: a plain statement, not a compiled ORM query.
-    row = next(iter(IdempotencyKey.objects.raw(_FIND, [caller, key])), None)
+    # Every keyed write runs this first, and almost always finds nothing: one plain
+    # statement, and the ORM only for a key that is there.
+    found = fetch_first(_FIND, [caller, key])
+    if found is None:
+        return None
+    row = IdempotencyKey.objects.filter(pk=found[0]).first()
     if row is not None and row.created_at < timezone.now() - key_lifetime():
         IdempotencyKey.objects.filter(pk=row.pk, created_at=row.created_at).delete()
         return None
@@ -264,7 +276,8 @@ def _answer(response, path: str) -> dict:
     conversation_id, subject = None, ""
     match = _CONVERSATION_PATH.match(path)
     data = None
-    if body.startswith("{"):
+    # The body is parsed only when something is to be found in it (not for an append's answer).
+    if body.startswith("{") and (match is None or '"subject"' in body):
         try:
             data = json.loads(body)
         except ValueError:
@@ -294,6 +307,15 @@ def _uuid(value):
         return None
 
 
+# A row back when the key was inserted, none when the caller already held it.
+_INSERT = (
+    f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
+    "subject_norm, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
+)
+sqlite_form(_INSERT)
+
+
 def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
     """Insert the key row; False when the caller already holds this key (a racing request)."""
     answer = _answer(response, path) if response is not None else {
@@ -304,15 +326,8 @@ def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
         field("conversation_id").get_db_prep_value(answer["conversation_id"], connection),
         answer["subject_norm"], connection.ops.adapt_datetimefield_value(timezone.now()),
     ]
-    sql = (
-        f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
-        "subject_norm, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (caller, key) DO NOTHING"
-    )
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, values)
-            return cursor.rowcount == 1
+        return fetch_first(_INSERT, values) is not None
     except IntegrityError:  # pragma: no cover - ON CONFLICT covers the unique key
         return False
 

@@ -72,6 +72,17 @@ def _execute_one(db, sql: str, params: list):
         return cursor.fetchone() if cursor.description else None
 
 
+def fetch_first(sql: str, params: list):
+    """The first row of a read every API request makes (its key, its idempotency key), or None:
+    through _execute_one, so on SQLite without Django's cursor wrapper. `sql` is registered
+    with sqlite_form."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor == "sqlite":
+        db.ensure_connection()
+        db.begin_pending()  # inside a transaction whose BEGIN waits for its first statement
+    return _execute_one(db, sql, params)
+
+
 def _prev_chain(db, db_cid, position: int) -> bytes:
     """The chain hash of the row before `position` (GENESIS before the first row)."""
     if position <= 0:

@@ -15,6 +15,7 @@ import json
 import secrets
 from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.dispatch import Signal
@@ -265,7 +266,12 @@ def _write_rows(db, cid, rows: list[list], expected_position: int | None, stamps
                 raw.execute("ROLLBACK")
                 raise
         return position
-    with transaction.atomic():
+    # Inside the idempotency middleware's transaction around a keyed API write, no savepoint:
+    # it costs two statements (two round trips on PostgreSQL) per append, and an error here
+    # fails the request, whose transaction then rolls back whole. Other callers keep theirs.
+    with transaction.atomic(savepoint=not getattr(db, "request_transaction", False)):
+        if db.vendor == "sqlite":
+            db.begin_pending()  # _bump_and_insert runs on the sqlite3 connection itself
         return _bump_and_insert(db, cid, rows, expected_position, stamps)
 
 
@@ -584,7 +590,27 @@ def hash_api_key(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-_ACTIVE_KEY = f"SELECT * FROM {ApiKey._meta.db_table} WHERE prefix = %s AND revoked_at IS NULL LIMIT 1"
+# What a request needs of its key; the other columns load when read (deferred fields).
+_KEY_COLUMNS = ("id", "name", "key_hash", "scopes", "last_used_at")
+_ACTIVE_KEY = (f"SELECT {', '.join(_KEY_COLUMNS)} FROM {ApiKey._meta.db_table} "
+               "WHERE prefix = %s AND revoked_at IS NULL LIMIT 1")
+rows.sqlite_form(_ACTIVE_KEY)
+
+
+def _active_key(prefix: str) -> ApiKey | None:
+    """The active key with this prefix. Every API request runs this: one plain statement and
+    the two conversions its columns need cost a fraction of the ORM's (even `raw()`'s)."""
+    row = rows.fetch_first(_ACTIVE_KEY, [prefix])
+    if row is None:
+        return None
+    pk, name, key_hash, scopes, last_used = row
+    if isinstance(scopes, str):  # SQLite keeps JSON as text
+        scopes = json.loads(scopes)
+    if isinstance(last_used, str):
+        last_used = datetime.fromisoformat(last_used)
+    if last_used is not None and timezone.is_naive(last_used):  # SQLite: UTC without its zone
+        last_used = last_used.replace(tzinfo=UTC)
+    return ApiKey.from_db(connection.alias, _KEY_COLUMNS, (pk, name, key_hash, scopes, last_used))
 
 
 def authenticate_api_key(secret: str) -> ApiKey | None:
@@ -592,8 +618,7 @@ def authenticate_api_key(secret: str) -> ApiKey | None:
     if not isinstance(secret, str) or not secret.startswith("mui_") or secret.count("_") < 2:
         return None
     prefix = secret.split("_", 2)[1]
-    # Every API request runs this: a plain statement costs a fraction of compiling the ORM query.
-    key = next(iter(ApiKey.objects.raw(_ACTIVE_KEY, [prefix])), None)
+    key = _active_key(prefix)
     if key is None or not hmac.compare_digest(key.key_hash, hash_api_key(secret)):
         return None
     now = timezone.now()

@@ -139,7 +139,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         with this, request parsing and validation run before the write lock is taken."""
         self._defer_next_begin = True
 
-    def _cursor(self, name=None):
+    def begin_pending(self) -> None:
+        """Run a deferred BEGIN IMMEDIATE now. Django's cursor does it at its first statement;
+        code about to run statements on the sqlite3 connection itself calls this first."""
         if self._begin_pending:
             self._begin_pending = False
             self._acquire_writer_queue()
@@ -148,6 +150,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
             except BaseException:
                 self._release_writer_queue()
                 raise
+
+    def _cursor(self, name=None):
+        self.begin_pending()
         return super()._cursor(name)
 
     def _start_transaction_under_autocommit(self):
