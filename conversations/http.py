@@ -15,11 +15,12 @@ Sub-apps build their JSON answers with `json_response` and `absolute_url` rather
 than with helpers of another module.
 """
 
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
-from .errors import StoreError
+from .errors import NotFound, StoreError
+from .models import Conversation, parse_conversation_id
 
 API_PREFIX = "/api/"
 
@@ -70,6 +71,21 @@ def absolute_url(request, path: str) -> str:
 
 
 # -- pages ------------------------------------------------------------------------------
+
+
+def conversation_or_404(conversation_id) -> Conversation:
+    """The live conversation a page is about, or the site's 404 page."""
+    try:
+        return Conversation.objects.get_live(parse_conversation_id(conversation_id))
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
+def position_or_404(conversation: Conversation, position: int) -> int:
+    if position >= conversation.next_position:
+        raise Http404(f"position {position} does not exist in this conversation")
+    return position
+
 
 PAGE_HEADINGS = {
     400: "That address has a bad parameter",

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from . import calls, hooks, params, store
 from .errors import NotFound, StoreError
 from .export import FORMATS, export_stream
+from .http import conversation_or_404, position_or_404
 from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, parse_conversation_id
@@ -56,19 +57,6 @@ def _opened(request, convo, via: str, detail: str = "") -> None:
     """A person read this conversation: the access log says who, which and when."""
     hooks.conversation_opened.send(sender=Conversation, conversation_id=convo.pk, actor=_actor(request), via=via,
                                    detail=detail)
-
-
-def _conversation_or_404(conversation_id) -> Conversation:
-    try:
-        return Conversation.objects.get_live(parse_conversation_id(conversation_id))
-    except NotFound as exc:
-        raise Http404(exc.message) from None
-
-
-def _position_or_404(conversation: Conversation, position: int) -> int:
-    if position >= conversation.next_position:
-        raise Http404(f"position {position} does not exist in this conversation")
-    return position
 
 
 def _render(request, template, context, *, fragments=(), status=200):
@@ -111,7 +99,7 @@ def index(request):
     flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
     # ?about=<conversation id>: the conversations about the same subject as that one. A
     # conversation's page links its subject this way, so no subject goes into an address.
-    about = _conversation_or_404(about_id) if about_id else None
+    about = conversation_or_404(about_id) if about_id else None
 
     live_children = Conversation.objects.live().filter(parent_id=OuterRef("pk"))
     qs = Conversation.objects.live().with_checkpoint_flag().with_fork_count()
@@ -245,7 +233,7 @@ def _descendants(conversation):
 @require_safe
 @reader_required
 def conversation(request, conversation_id):
-    convo = _conversation_or_404(conversation_id)
+    convo = conversation_or_404(conversation_id)
     kinds = _kinds_param(request)
     last = convo.next_position - 1
     errors_only = request.GET.get("errors") == "1"
@@ -370,8 +358,8 @@ def conversation(request, conversation_id):
 def model_saw(request, conversation_id, position):
     """The context the model had when it wrote row #position, newest first: the rows
     just before it at the top, reading back to the fold (and its handoff summary)."""
-    convo = _conversation_or_404(conversation_id)
-    _position_or_404(convo, position)
+    convo = conversation_or_404(conversation_id)
+    position_or_404(convo, position)
     until = _int_param(request, "until", minimum=-1)
     checkpoint = active_before(convo.pk, position, limit=1, include_broken=True).checkpoint
     fold = checkpoint.message_position if checkpoint else -1
@@ -410,8 +398,8 @@ def model_saw(request, conversation_id, position):
 @reader_required
 def fork(request, conversation_id, position):
     """GET: a confirmation form (never writes). POST: fork and land on the child."""
-    convo = _conversation_or_404(conversation_id)
-    _position_or_404(convo, position)
+    convo = conversation_or_404(conversation_id)
+    position_or_404(convo, position)
     error, status, title = None, 200, ""
     if request.method == "POST":
         title = request.POST.get("title", "")
@@ -440,8 +428,8 @@ def checkpoint(request, conversation_id, position):
     """Admins fold positions 0..position into a summary they write."""
     if not is_admin(request.user):
         raise PermissionDenied("Only admins may create checkpoints.")
-    convo = _conversation_or_404(conversation_id)
-    _position_or_404(convo, position)
+    convo = conversation_or_404(conversation_id)
+    position_or_404(convo, position)
     latest = convo.latest_checkpoint()
     error, status, summary = None, 200, ""
     if request.method == "POST":
@@ -472,7 +460,7 @@ def checkpoint(request, conversation_id, position):
 def export(request, conversation_id, fmt):
     if fmt not in FORMATS:
         raise Http404(f"unknown export format; expected one of {', '.join(FORMATS)}")
-    convo = _conversation_or_404(conversation_id)
+    convo = conversation_or_404(conversation_id)
     try:
         stream = export_stream(convo.pk, fmt)
     except NotFound as exc:
@@ -494,7 +482,7 @@ def pin(request, conversation_id):
     """Admins pin a conversation (age-based pruning never takes it) or unpin it."""
     if not is_admin(request.user):
         raise PermissionDenied("Only admins may pin conversations.")
-    convo = _conversation_or_404(conversation_id)
+    convo = conversation_or_404(conversation_id)
     store.set_pinned(conversation_id=convo.pk, pinned=request.POST.get("pinned") == "1", actor=_actor(request))
     return redirect("conversation", conversation_id=convo.pk)
 
@@ -507,8 +495,8 @@ def tool_link(request, conversation_id, position):
 
     from .models import Message
 
-    convo = _conversation_or_404(conversation_id)
-    _position_or_404(convo, position)
+    convo = conversation_or_404(conversation_id)
+    position_or_404(convo, position)
     call = params.text_param(request.GET, "call", max_length=CALL_ID_MAX)
     rows = Message.objects.of(convo.pk)
     if call:

@@ -17,17 +17,17 @@ from django.views.decorators.http import require_safe
 
 from . import hooks
 from . import usage as numbers
+from .http import conversation_or_404, position_or_404
 from .live import etag_of, state_of
 from .models import Checkpoint, Conversation, Message
 from .prices import money
 from .roles import reader_required
-from .views import _conversation_or_404, _position_or_404
 
 
 @require_safe
 @reader_required
 def state(request, conversation_id):
-    convo = _conversation_or_404(conversation_id)
+    convo = conversation_or_404(conversation_id)
     body = state_of(convo)
     etag = etag_of(body)
     if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
@@ -41,7 +41,7 @@ def state(request, conversation_id):
 @require_safe
 @reader_required
 def usage(request, conversation_id):
-    convo = _conversation_or_404(conversation_id)
+    convo = conversation_or_404(conversation_id)
     checkpoints = list(Checkpoint.objects.of(convo.pk))
     children = list(Conversation.objects.live().filter(parent_id=convo.pk).order_by("created_at", "id")
                     .only("id", "title", "parent_id", "forked_from_position", "parent_relation", "created_at"))
@@ -67,7 +67,7 @@ def panel(request, conversation_id, part):
     if part not in PARTS:
         return HttpResponse(f"unknown part {part[:40]!r}; expected one of {', '.join(PARTS)}", status=404,
                             content_type="text/plain; charset=utf-8")
-    convo = _conversation_or_404(conversation_id)
+    convo = conversation_or_404(conversation_id)
     context = {"conversation": convo, "latest": Checkpoint.objects.latest_for(convo.pk)}
     if part == "ledger":
         context["ledger"] = hooks.ledger_panel(convo)
@@ -79,8 +79,8 @@ def panel(request, conversation_id, part):
 @require_safe
 @reader_required
 def raw(request, conversation_id, position):
-    convo = _conversation_or_404(conversation_id)
-    _position_or_404(convo, position)
+    convo = conversation_or_404(conversation_id)
+    position_or_404(convo, position)
     text = Message.objects.of(convo.pk).filter(position=position).values_list("content", flat=True).first()
     if text is None:
         return HttpResponse(f"position {position} was not found", status=404,

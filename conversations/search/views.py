@@ -7,9 +7,9 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
 from conversations.errors import StoreError
+from conversations.http import conversation_or_404
 from conversations.message_schema import KINDS
 from conversations.roles import reader_required
-from conversations.views import _conversation_or_404
 
 from . import ranked
 from .params import parse_page, parse_search
@@ -27,7 +27,7 @@ def search(request):
                "error": None, "conversation": None, "results": None, "orders": ranked.ORDERS}
     status = 200
     if form["conversation"].strip():
-        context["conversation"] = _conversation_or_404(form["conversation"])
+        context["conversation"] = conversation_or_404(form["conversation"])
     if form["q"].strip():
         try:
             parsed = parse_search(request.GET, kinds=kinds)
