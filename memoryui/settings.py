@@ -155,6 +155,9 @@ def _database() -> dict:
         # costs more than an append. Health checks are for servers that go away.
         db["CONN_MAX_AGE"] = int(os.environ.get("MEMORYUI_SQLITE_CONN_MAX_AGE", 600))
         db["CONN_HEALTH_CHECKS"] = False
+    elif db["ENGINE"] == "django.db.backends.postgresql":
+        # Django's, with a health check that makes no round trip (memoryui/postgresql/base.py).
+        db["ENGINE"] = "memoryui.postgresql"
     return db
 
 
