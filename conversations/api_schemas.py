@@ -14,13 +14,11 @@ from typing import Any
 from ninja import Field, Schema
 from pydantic import BaseModel, StrictInt, StrictStr
 
-from . import reads, store
+from . import params, reads, store
 from .jsonbody import StrictBody
 from .message_schema import Message, SystemMessage, message_adapter
 
-# Positions are 64-bit in the database; a larger number can only be a mistake,
-# and must be refused before it reaches a driver that cannot bind it.
-MAX_POSITION = 2**63 - 1
+MAX_POSITION = params.MAX_POSITION
 CONVERSATION_PAGE = 50
 CONVERSATION_PAGE_MAX = 200
 MESSAGE_PAGE = 100

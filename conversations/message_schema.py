@@ -5,7 +5,7 @@ is what the store keeps and what every read returns, byte for byte.
 """
 
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
@@ -55,7 +55,7 @@ class OtherBlock(BaseModel):
         return v
 
 
-Content = Union[str, list[Annotated[Union[TextBlock, OtherBlock], Field(union_mode="left_to_right")]]]
+Content = str | list[Annotated[TextBlock | OtherBlock, Field(union_mode="left_to_right")]]
 
 
 def _check_content(content: Any) -> Any:
@@ -152,18 +152,8 @@ class WokeMessage(_JournalMessage):
 
 
 Message = Annotated[
-    Union[
-        UserMessage,
-        AssistantMessage,
-        ToolMessage,
-        SystemMessage,
-        NoteMessage,
-        ThoughtMessage,
-        HeardMessage,
-        SaidMessage,
-        DidMessage,
-        WokeMessage,
-    ],
+    UserMessage | AssistantMessage | ToolMessage | SystemMessage
+    | NoteMessage | ThoughtMessage | HeardMessage | SaidMessage | DidMessage | WokeMessage,
     Field(discriminator="kind"),
 ]
 
@@ -179,8 +169,8 @@ def describe_validation_error(exc: ValidationError) -> tuple[str, str | None]:
     # object or text) gets one error per member. When one member got past the type check,
     # the others' "should be a valid string" only hides what is wrong.
     in_union = [any(_is_union_tag(str(p)) for p in err.get("loc", ())) for err in errors]
-    if any(u and not err["type"].endswith("_type") for u, err in zip(in_union, errors)):
-        errors = [err for u, err in zip(in_union, errors) if not (u and err["type"].endswith("_type"))]
+    if any(u and not err["type"].endswith("_type") for u, err in zip(in_union, errors, strict=True)):
+        errors = [err for u, err in zip(in_union, errors, strict=True) if not (u and err["type"].endswith("_type"))]
     for err in errors:
         # The discriminator puts the kind name first in the location, and a union the name of
         # each member it tried ("str", "list[…]", "TextBlock"): neither is a field; drop them.
@@ -216,7 +206,7 @@ def _is_union_tag(part: str) -> bool:
 
 
 def max_message_bytes() -> int:
-    return int(getattr(settings, "MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
+    return settings.MEMORYUI_MAX_MESSAGE_BYTES
 
 
 def validate_message(data: Any):

@@ -38,13 +38,16 @@ from .errors import InvalidInput
 UTC = UTC
 # Ids and positions are BIGINT: a larger number cannot exist and must not reach a driver.
 MAX_BIGINT = 2**63 - 1
+# The largest position any door takes (a query bound, a fork or fold position): the column's own
+# maximum, so every stored row can be named; the reads only compare with it, never add to it.
+MAX_POSITION = MAX_BIGINT
 # More digits than any bound needs; int() on a long digit string is slow (and refused past 4,300).
 MAX_DIGITS = 30
 CURSOR_MAX = 1000
 # The longest ISO 8601 instant: 2026-01-31T12:00:00.123456+05:30 is 32 characters.
 INSTANT_MAX = 40
 
-_INT = re.compile(r"-?[0-9]{1,%d}" % MAX_DIGITS, re.ASCII)
+_INT = re.compile(rf"-?[0-9]{{1,{MAX_DIGITS}}}", re.ASCII)
 _LONG_INT = re.compile(r"-?[0-9]+", re.ASCII)
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 # Extended ISO 8601 only (no week dates, no basic format): date, T or space, time,
@@ -229,7 +232,7 @@ def decode_cursor(value: str, listing: str, *kinds) -> tuple:
         items = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
         if not isinstance(items, list) or len(items) != len(kinds) + 1 or items[0] != listing:
             raise ValueError("cursor of another listing")
-        return tuple(_cursor_value(text, kind) for text, kind in zip(items[1:], kinds))
+        return tuple(_cursor_value(text, kind) for text, kind in zip(items[1:], kinds, strict=True))
     except (ValueError, TypeError, UnicodeError, AttributeError, OverflowError, RecursionError):
         raise ValueError("is not a cursor this listing gave out; pass the previous page's value unchanged") from None
 

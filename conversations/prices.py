@@ -75,7 +75,7 @@ class Usage:
 
 
 def table() -> dict:
-    return {**PRICES, **(getattr(settings, "MEMORYUI_MODEL_PRICES", None) or {})}
+    return {**PRICES, **(settings.MEMORYUI_MODEL_PRICES or {})}
 
 
 def price_of(model: str):

@@ -42,8 +42,6 @@ TREE_LIMIT = 200
 # A tool name as a filter or a call id in a link: longer is no name an agent gave.
 TOOL_NAME_MAX = 200
 CALL_ID_MAX = 300
-# Positions are BIGINT; anything larger cannot exist and must not reach the database.
-MAX_POSITION = 2**62
 
 
 # ---- helpers -------------------------------------------------------------
@@ -69,7 +67,7 @@ def _render(request, template, context, *, fragments=(), status=200):
     return response
 
 
-def _int_param(request, name, *, default=None, minimum=0, maximum=MAX_POSITION):
+def _int_param(request, name, *, default=None, minimum=0, maximum=params.MAX_POSITION):
     return params.int_param(request.GET, name, default=default, minimum=minimum, maximum=maximum)
 
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import store
+from . import params, store
 from .confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from .errors import StoreError
 from .models import ApiKey
@@ -90,7 +90,7 @@ def _revoke_confirmation(key: ApiKey) -> Confirmation:
 @_admin_only
 def revoke_key(request, key_id: int):
     """GET: the confirmation panel. POST with the box ticked: revoke. POST without: the panel again."""
-    key = ApiKey.objects.filter(pk=key_id).first() if key_id <= 2**63 - 1 else None
+    key = ApiKey.objects.filter(pk=key_id).first() if key_id <= params.MAX_BIGINT else None
     if key is None:  # an id past bigint cannot exist, and must not reach the database driver
         return _page(request, status=404, error=StoreError(f"API key {key_id} not found", field="id"))
     if key.revoked_at is not None:

@@ -236,6 +236,14 @@ MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))
 # How long a file previewed on /admin/import/ waits for its confirmation (conversations/imports/uploads.py);
 # after that confirming refuses it and the next preview or prune removes it.
 MEMORYUI_UPLOAD_TTL_MINUTES = float(os.environ.get("MEMORYUI_UPLOAD_TTL_MINUTES", 60))
+# OTLP/HTTP traces (POST /v1/traces): largest body, spans per request, bytes of one attribute.
+MEMORYUI_OTLP_MAX_BYTES = int(os.environ.get("MEMORYUI_OTLP_MAX_BYTES", 8 * 1024 * 1024))
+MEMORYUI_OTLP_MAX_SPANS = int(os.environ.get("MEMORYUI_OTLP_MAX_SPANS", 1000))
+MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES = int(os.environ.get("MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES", 256 * 1024))
+# The pg_repack program that gives a pruned PostgreSQL table's disk back ("" turns it off).
+MEMORYUI_PG_REPACK = os.environ.get("MEMORYUI_PG_REPACK", "pg_repack").strip()
+# Prices per million tokens that override or extend conversations/prices.py's table, by model.
+MEMORYUI_MODEL_PRICES: dict = {}
 # Largest file the import page takes (a transcript or a zip of a project folder).
 MEMORYUI_MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 # Long-term facts (conversations/facts/store.py and recall.py read these at call time).

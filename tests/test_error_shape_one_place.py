@@ -84,3 +84,17 @@ def test_every_page_answers_a_bad_parameter_with_the_one_400_page(client, role, 
     assert response.status_code == 400, response.content[:300]
     assert b"bad parameter" in response.content
     assert "HX-Request" in response["Vary"]
+
+
+@pytest.mark.django_db
+def test_a_page_takes_the_largest_position_and_refuses_one_past_it(client):
+    from conversations import params, store
+
+    client.force_login(make_user("auditor-2", "auditor"))
+    convo = store.create_conversation(title="bounds")
+    store.append_message(conversation_id=convo.pk, message={"kind": "user", "content": "hello"})
+    for name in ("after", "until", "active_after", "active_until"):
+        largest = client.get(f"/conversations/{convo.pk}/?{name}={params.MAX_POSITION}")
+        assert largest.status_code == 200, (name, largest.content[:300])
+        past = client.get(f"/conversations/{convo.pk}/?{name}={params.MAX_POSITION + 1}")
+        assert past.status_code == 400 and b"bad parameter" in past.content, name

@@ -13,6 +13,7 @@ import re
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
@@ -21,14 +22,14 @@ from django.utils import timezone
 from conversations.errors import InvalidInput
 
 from .models import Fact, FactEvent
-from .store import _clean_datetime, clean_subject, setting
+from .store import clean_datetime, clean_subject
 
 RECALL_LIMIT_MAX = 100
 
 
 def recall_weights() -> tuple[float, float, float]:
     """(recency, importance, relevance) from MEMORYUI_RECALL_WEIGHTS, default 1 each."""
-    weights = setting("MEMORYUI_RECALL_WEIGHTS", None) or {}
+    weights = settings.MEMORYUI_RECALL_WEIGHTS or {}
     return (
         float(weights.get("recency", 1.0)),
         float(weights.get("importance", 1.0)),
@@ -233,7 +234,7 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
         raise InvalidInput("query must be a string", field="query")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise InvalidInput(f"limit must be a whole number from 1 to {RECALL_LIMIT_MAX}", field="limit")
-    now = _clean_datetime(now, field="now", default=timezone.now())
+    now = clean_datetime(now, field="now", default=timezone.now())
     w_r, w_i, w_v = recall_weights()
     with transaction.atomic():
         if connection.vendor == "sqlite":
@@ -260,7 +261,7 @@ def retention_of(fact: Fact, now: datetime) -> float:
     """MemoryBank's R = exp(−t / S): t in days since last access (or recorded),
     S = 1 + access count, capped at MEMORYUI_FACT_STRENGTH_CAP."""
     t = max(0.0, (now - (fact.last_accessed_at or fact.recorded_at)).total_seconds() / 86400.0)
-    strength = min(1 + fact.access_count, float(setting("MEMORYUI_FACT_STRENGTH_CAP", 30)))
+    strength = min(1 + fact.access_count, float(settings.MEMORYUI_FACT_STRENGTH_CAP))
     return math.exp(-t / strength)
 
 
@@ -268,7 +269,7 @@ def forgetting_candidates(*, now=None, limit: int = 200) -> list[tuple[Fact, flo
     """Current approved facts whose retention fell under MEMORYUI_FORGET_THRESHOLD,
     weakest first. Read only: a person decides (invalidate or keep)."""
     now = now or timezone.now()
-    threshold = float(setting("MEMORYUI_FORGET_THRESHOLD", 0.05))
+    threshold = settings.MEMORYUI_FORGET_THRESHOLD
     # With S >= 1, R < threshold needs at least t > −ln(threshold) days: skip the
     # recently used in SQL and compute R only for the rest.
     min_days = -math.log(threshold) if 0 < threshold < 1 else 0.0

@@ -45,10 +45,6 @@ MAX_ID = params.MAX_BIGINT
 MAX_RETENTION_DAYS = 36500
 
 
-def setting(name: str, default):
-    return getattr(settings, name, default)
-
-
 # ---------------------------------------------------------------- validation
 
 
@@ -86,7 +82,7 @@ def clean_importance(value) -> int:
     return value
 
 
-def _clean_datetime(value, *, field: str, default=None):
+def clean_datetime(value, *, field: str, default=None):
     if value is None:
         return default
     if not isinstance(value, datetime):
@@ -162,8 +158,8 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
     category = clean_category(category)
     importance = clean_importance(importance)
     now = timezone.now()
-    valid_from = _clean_datetime(valid_from, field="valid_from", default=now)
-    expires_at = _clean_datetime(expires_at, field="expires_at")
+    valid_from = clean_datetime(valid_from, field="valid_from", default=now)
+    expires_at = clean_datetime(expires_at, field="expires_at")
     if retention_days is not None:
         if expires_at is not None:
             raise InvalidInput("give expires_at or retention_days, not both", field="retention_days")
@@ -172,7 +168,7 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
             raise InvalidInput(f"retention_days must be a whole number of days from 1 to {MAX_RETENTION_DAYS}",
                                field="retention_days")
     if expires_at is None:
-        days = retention_days or int(setting("MEMORYUI_FACT_RETENTION_DAYS", 365))
+        days = retention_days or settings.MEMORYUI_FACT_RETENTION_DAYS
         expires_at = now + timedelta(days=days)
     if expires_at <= now:
         raise InvalidInput("expires_at must be in the future", field="expires_at")
@@ -218,7 +214,7 @@ def _replace(old: Fact, *, actor, text, category, importance, valid_from, reason
     text = _clean_text(text, field="text", max_length=TEXT_MAX)
     category = clean_category(old.category if category is None else category)
     importance = clean_importance(old.importance if importance is None else importance)
-    valid_from = _clean_datetime(valid_from, field="valid_from", default=old.valid_from)
+    valid_from = clean_datetime(valid_from, field="valid_from", default=old.valid_from)
     new = Fact.objects.create(
         subject=old.subject, text=text, category=category, importance=importance, status=APPROVED,
         valid_from=valid_from, recorded_at=now, reviewed_at=now, reviewed_by=str(actor)[:200],
@@ -362,7 +358,7 @@ def invalidate_fact(*, fact_id, actor: str, reason, invalid_at=None) -> Fact:
     It stays on record and drops out of recall from that moment."""
     reason = _clean_text(reason, field="reason", max_length=REASON_MAX)
     now = timezone.now()
-    invalid_at = _clean_datetime(invalid_at, field="invalid_at", default=now)
+    invalid_at = clean_datetime(invalid_at, field="invalid_at", default=now)
     with transaction.atomic():
         fact = _locked_fact(fact_id)
         if fact.invalidated_recorded_at is not None:

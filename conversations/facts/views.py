@@ -10,6 +10,7 @@ plain form posts with a redirect, so the pages work without JavaScript.
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Min, Q
 from django.http import Http404
@@ -429,7 +430,7 @@ def keep(request, fact_id: int):
 def expiring(request):
     now = timezone.now()
     store.expire_due(now=now)
-    days = int(store.setting("MEMORYUI_FACT_EXPIRING_SOON_DAYS", 30))
+    days = settings.MEMORYUI_FACT_EXPIRING_SOON_DAYS
     facts = list(Fact.objects.expiring_between(now, now + timedelta(days=days))[:LIST_LIMIT])
     _log_reads(request, [f.subject for f in facts], "expiring soon")
     return _vary(render(request, "facts/expiring.html", {"facts": facts, "days": days, "now": now}))
@@ -443,8 +444,8 @@ def forgetting(request):
     _log_reads(request, [f.subject for f, _ in found], "forgetting candidates")
     context = {
         "candidates": found, "now": now,
-        "threshold": float(store.setting("MEMORYUI_FORGET_THRESHOLD", 0.05)),
-        "cap": store.setting("MEMORYUI_FACT_STRENGTH_CAP", 30),
+        "threshold": settings.MEMORYUI_FORGET_THRESHOLD,
+        "cap": settings.MEMORYUI_FACT_STRENGTH_CAP,
     }
     return _vary(render(request, "facts/forgetting.html", context))
 

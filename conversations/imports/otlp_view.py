@@ -27,12 +27,12 @@ _CODES = {400: 3, 401: 16, 403: 7, 405: 12, 409: 10, 413: 8, 415: 3, 503: 14}
 
 
 def _max_bytes() -> int:
-    return int(getattr(settings, "MEMORYUI_OTLP_MAX_BYTES", 8 * 1024 * 1024))
+    return settings.MEMORYUI_OTLP_MAX_BYTES
 
 
 def _limits() -> otlp.Limits:
-    return otlp.Limits(spans=int(getattr(settings, "MEMORYUI_OTLP_MAX_SPANS", 1000)),
-                       attribute_bytes=int(getattr(settings, "MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES", 256 * 1024)))
+    return otlp.Limits(spans=settings.MEMORYUI_OTLP_MAX_SPANS,
+                       attribute_bytes=settings.MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES)
 
 
 def _varint(n: int) -> bytes:

@@ -76,7 +76,7 @@ def _text(value, *, field: str, max_length: int) -> str:
     return value
 
 
-def _whole(value, *, field: str, minimum: int = 0, maximum: int = 2**63 - 1) -> int:
+def _whole(value, *, field: str, minimum: int = 0, maximum: int = params.MAX_BIGINT) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{field} must be an integer", field=field)
     if value < minimum or value > maximum:

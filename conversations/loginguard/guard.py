@@ -33,9 +33,8 @@ from .models import LoginFailure
 
 
 def _limits() -> tuple[int, int, timedelta]:
-    return (int(getattr(settings, "MEMORYUI_LOGIN_FAILURES_PER_USER", 10)),
-            int(getattr(settings, "MEMORYUI_LOGIN_FAILURES_PER_IP", 30)),
-            timedelta(minutes=float(getattr(settings, "MEMORYUI_LOGIN_WINDOW_MINUTES", 15))))
+    return (settings.MEMORYUI_LOGIN_FAILURES_PER_USER, settings.MEMORYUI_LOGIN_FAILURES_PER_IP,
+            timedelta(minutes=settings.MEMORYUI_LOGIN_WINDOW_MINUTES))
 
 
 def username_key(username: str) -> str:
@@ -46,7 +45,7 @@ def username_key(username: str) -> str:
 def client_ip(request) -> str:
     """REMOTE_ADDR, or behind a proxy the address it appended to the header named by
     MEMORYUI_CLIENT_IP_HEADER (the last entry: the one the proxy itself wrote)."""
-    header = getattr(settings, "MEMORYUI_CLIENT_IP_HEADER", "")
+    header = settings.MEMORYUI_CLIENT_IP_HEADER
     if header:
         forwarded = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
         last = forwarded.split(",")[-1].strip()

@@ -65,7 +65,7 @@ def public_raw(private: Ed25519PrivateKey) -> bytes:
 
 
 def setting_path() -> Path | None:
-    value = getattr(settings, "MEMORYUI_SIGNING_KEY_FILE", "") or ""
+    value = settings.MEMORYUI_SIGNING_KEY_FILE or ""
     return Path(value) if str(value).strip() else None
 
 

@@ -49,7 +49,7 @@ WAL_ROUNDS = 5
 
 
 def repack_binary() -> str | None:
-    configured = getattr(settings, "MEMORYUI_PG_REPACK", "pg_repack")
+    configured = settings.MEMORYUI_PG_REPACK
     return shutil.which(configured) if configured else None
 
 

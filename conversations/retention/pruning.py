@@ -67,7 +67,7 @@ Progress = Callable[[int, int], None]
 
 
 def default_retention_days() -> int:
-    return int(getattr(settings, "MEMORYUI_RETENTION_DAYS", 90))
+    return settings.MEMORYUI_RETENTION_DAYS
 
 
 @dataclass
