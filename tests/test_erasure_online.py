@@ -21,7 +21,7 @@ from django.db import connection
 
 from conversations import store
 from conversations.models import Message
-from conversations.retention import erasure, pgfiles
+from conversations.retention import erasure, erasure_receipt, erasure_verify, pgfiles
 from tests.api_support import login_as
 from tests.conftest import skip_or_fail
 from tests.retention_support import ROOT, conversation, database_url, subprocess_env
@@ -129,14 +129,14 @@ def test_a_finding_only_in_the_wal_is_not_called_verified():
     is `verified_except_wal`; on SQLite the -wal is part of the database and a finding
     there is `found`; a finding in a table file is `found` everywhere."""
     def search(*where):
-        return erasure.FileSearch(status="searched", files=[], found=bool(where), found_in=list(where),
-                                  found_count=len(where))
+        return erasure_verify.FileSearch(status="searched", files=[], found=bool(where), found_in=list(where),
+                                         found_count=len(where))
 
     wal = "pg_wal/000000010000000000000042" if connection.vendor == "postgresql" else "db.sqlite3-wal"
     expected = "verified_except_wal" if connection.vendor == "postgresql" else "found"
-    assert erasure.receipt_status(search(wal)) == expected
-    assert erasure.receipt_status(search(wal, "base/5/16401 (conversations_message)")) == "found"
-    assert erasure.receipt_status(search()) == "verified"
+    assert erasure_receipt.receipt_status(search(wal)) == expected
+    assert erasure_receipt.receipt_status(search(wal, "base/5/16401 (conversations_message)")) == "found"
+    assert erasure_receipt.receipt_status(search()) == "verified"
 
 
 # PostgreSQL's WAL; SQLite's -wal is truncated and searched (the test above).

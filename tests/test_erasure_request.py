@@ -11,7 +11,7 @@ from django.db import DatabaseError, IntegrityError, connection, connections, tr
 from conversations import store
 from conversations.errors import InvalidInput
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
-from conversations.retention import erasure
+from conversations.retention import erasure, erasure_scrub, erasure_verify
 from conversations.retention.models import DeletionReceipt
 from tests.retention_support import conversation, raw_bytes_of_database
 
@@ -50,8 +50,8 @@ def _needles():
 
 def test_the_check_finds_the_strings_before_deletion(subject_data):
     # Proves the search is not vacuous: the same files, the same strings, before.
-    erasure.checkpoint_to_disk()
-    found = erasure.search_database_files([SUBJECT, *TEXTS, FACT_TEXT])
+    erasure_verify.checkpoint_to_disk()
+    found = erasure_verify.search_database_files([SUBJECT, *TEXTS, FACT_TEXT])
     assert found.status == "searched" and found.found and found.found_count == 5
     data = raw_bytes_of_database()
     assert all(n in data for n in _needles())
@@ -167,17 +167,17 @@ def test_a_deletion_inside_an_outer_transaction_does_not_claim_verification():
 def test_the_receipt_reports_text_left_on_disk(subject_data, monkeypatch):
     # Skip the scrubbing: the deleted rows' old images stay in the files (the
     # SQLite WAL, PostgreSQL's dead tuples), and the receipt must say so.
-    monkeypatch.setattr(erasure, "scrub_disk", lambda *args, **kwargs: [])
-    monkeypatch.setattr(erasure, "VERIFY_PASSES", 1)
+    monkeypatch.setattr(erasure_scrub, "scrub_disk", lambda *args, **kwargs: [])
+    monkeypatch.setattr(erasure_verify, "VERIFY_PASSES", 1)
     receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
     v = receipt.verification
     assert v["status"] == "found" and v["found"] is True and v["found_count"] >= 1 and v["found_in"]
     assert SUBJECT not in str(v)
 
 
-def _finding(where: str) -> erasure.FileSearch:
-    return erasure.FileSearch(status="searched", files=[{"file": where, "bytes": 8192}], found=True,
-                              found_in=[where], found_count=1, found_needles={0: [where]})
+def _finding(where: str) -> erasure_verify.FileSearch:
+    return erasure_verify.FileSearch(status="searched", files=[{"file": where, "bytes": 8192}], found=True,
+                                     found_in=[where], found_count=1, found_needles={0: [where]})
 
 
 @pytest.mark.parametrize("where, resampled", [("base/5/2619 (pg_statistic)", True),
@@ -190,23 +190,23 @@ def test_postgresql_text_found_only_in_planner_statistics_is_sampled_again(monke
     searched again. A finding anywhere else stands. (On PostgreSQL the resampling runs
     for real; the verification's other steps are replaced so both databases run this.)"""
     vendor = connection.vendor
-    searches = iter([_finding(where), erasure.FileSearch(status="searched", files=[], found=False, found_in=[],
-                                                         found_count=0)])
+    searches = iter([_finding(where), erasure_verify.FileSearch(status="searched", files=[], found=False,
+                                                                found_in=[], found_count=0)])
     resamples = []
-    real_resample = erasure._resample_statistics
+    real_resample = erasure_scrub.resample_statistics
 
     def resample(notes, lease):
         resamples.append(1)
         if vendor == "postgresql":
             real_resample(notes, lease)
 
-    monkeypatch.setattr(erasure, "search_database_files", lambda needles: next(searches))
-    monkeypatch.setattr(erasure, "checkpoint_to_disk", lambda: None)
-    monkeypatch.setattr(erasure, "_strings_in_live_data", lambda values: set())
-    monkeypatch.setattr(erasure, "_resample_statistics", resample)
+    monkeypatch.setattr(erasure_verify, "search_database_files", lambda needles: next(searches))
+    monkeypatch.setattr(erasure_verify, "checkpoint_to_disk", lambda: None)
+    monkeypatch.setattr(erasure_verify, "_strings_in_live_data", lambda values: set())
+    monkeypatch.setattr(erasure_scrub, "resample_statistics", resample)
     monkeypatch.setattr(type(connections["default"]), "vendor", "postgresql")
     notes = []
-    search, set_aside = erasure._verify(["the erased words"], notes, None)
+    search, set_aside = erasure_verify.verify(["the erased words"], notes, None)
     monkeypatch.undo()
     assert bool(resamples) == resampled
     assert search.found is (not resampled) and search.passes == (2 if resampled else 1)
@@ -226,7 +226,8 @@ def test_a_deletion_that_empties_a_table_leaves_no_erased_text_in_its_planner_st
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f'ANALYZE "{Message._meta.db_table}"')
-            cursor.execute("SELECT count(*) FROM pg_stats WHERE tablename = %s AND strpos(most_common_vals::text, %s) > 0",
+            cursor.execute("SELECT count(*) FROM pg_stats WHERE tablename = %s"
+                           " AND strpos(most_common_vals::text, %s) > 0",
                            [Message._meta.db_table, "Brackenbury-Vasquez"])
             assert cursor.fetchone()[0] >= 1  # the statistics hold the text before the deletion
 
@@ -239,5 +240,5 @@ def test_a_deletion_that_empties_a_table_leaves_no_erased_text_in_its_planner_st
             cursor.execute("SELECT count(*) FROM pg_statistic WHERE starelid = %s::regclass",
                            [Message._meta.db_table])
             assert cursor.fetchone()[0] == 0
-    erasure.checkpoint_to_disk()
+    erasure_verify.checkpoint_to_disk()
     assert text.encode()[:40] not in raw_bytes_of_database()

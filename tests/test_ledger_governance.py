@@ -6,7 +6,7 @@ import pytest
 from conversations import store
 from conversations.ledger import store as ledger
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
-from conversations.retention import erasure
+from conversations.retention import erasure, erasure_verify
 from conversations.retention.pruning import prune_older_than
 from tests.retention_support import age, conversation, raw_bytes_of_database
 
@@ -68,7 +68,7 @@ def test_a_deletion_request_previews_erases_and_verifies_the_ledger():
     preview = erasure.preview_deletion(subject=SUBJECT)
     assert ledger.counts_for([about.pk]) == {"task_state_events": 1, "actions": 2, "workspace_snapshots": 1}
     assert preview.owned == {"ledger_taskstateevent": 1, "ledger_action": 2, "ledger_workspacesnapshot": 1}
-    erasure.checkpoint_to_disk()
+    erasure_verify.checkpoint_to_disk()
     assert all(t.encode() in raw_bytes_of_database() for t in (STATE_TEXT, RESULT_TEXT, REPO))
 
     receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:dpo")
