@@ -55,14 +55,11 @@ from .errors import InvalidInput
 from .export import export_stream
 from .jsonbody import BadRequest, read_body, read_json
 from .models import Checkpoint, Conversation, parse_conversation_id
+from .params import iso as _iso
 
 router = Router(tags=["conversations"])
 
 # -- helpers --------------------------------------------------------------------------
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def _respond(data, status: int = 200) -> JsonResponse:

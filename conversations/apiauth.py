@@ -10,6 +10,7 @@ from ninja.security import HttpBearer, SessionAuth
 from . import store
 from .models import ApiKey
 from .roles import ADMIN, REVIEWER, roles_of
+from .roles import actor_of as actor_of  # re-exported: the API's handlers name who acted through apiauth
 
 
 class ScopeError(Exception):
@@ -79,14 +80,3 @@ def require_scope(request, scope: str) -> None:
         has = ", ".join(sorted(scopes)) or "none"
         who = "this API key" if isinstance(getattr(request, "auth", None), ApiKey) else "your role"
         raise ScopeError(f"this operation needs the '{scope}' scope; {who} has: {has}")
-
-
-def actor_of(request) -> str:
-    """Who did it, for audit and created_by fields: 'key:<name>' or 'user:<username>'."""
-    auth = getattr(request, "auth", None)
-    if isinstance(auth, ApiKey):
-        return f"key:{auth.name}"
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        return f"user:{user.get_username()}"
-    return "anonymous"

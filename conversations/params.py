@@ -144,6 +144,11 @@ def to_utc(value: datetime) -> datetime:
         raise ValueError("is out of range: shifted to UTC it falls outside the years 1 to 9999") from None
 
 
+def iso(value: datetime | None, *, timespec: str = "auto") -> str | None:
+    """A moment as every JSON answer and export writes it: ISO 8601 in UTC with a `Z`."""
+    return value.isoformat(timespec=timespec).replace("+00:00", "Z") if value else None
+
+
 def parse_instant(raw, *, require_tz: bool = False, end_of_day: bool = False) -> datetime:
     """A moment, timezone-aware in UTC.
 

@@ -12,6 +12,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
+from .models import ApiKey
+
 AUDITOR, REVIEWER, ADMIN = "auditor", "reviewer", "admin"
 ROLES = (AUDITOR, REVIEWER, ADMIN)
 
@@ -26,6 +28,18 @@ def roles_of(user) -> set[str]:
         names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
         user._memoryui_roles = names
     return names
+
+
+def actor_of(request) -> str:
+    """Who did it, for audit and created_by fields, on a page or through the API:
+    'key:<name>' for an API key, 'user:<username>' for a person."""
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return f"key:{auth.name}"
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return f"user:{user.get_username()}"
+    return "anonymous"
 
 
 def is_admin(user) -> bool:

@@ -28,7 +28,7 @@ from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .reads import StoredMessage, active_before, list_active, read_rows
-from .roles import is_admin, reader_required
+from .roles import actor_of, is_admin, reader_required
 from .templatetags.conversation_ui import turns
 
 LIST_PAGE = 50
@@ -47,13 +47,9 @@ CALL_ID_MAX = 300
 # ---- helpers -------------------------------------------------------------
 
 
-def _actor(request) -> str:
-    return f"user:{request.user.get_username()}"
-
-
 def _opened(request, convo, via: str, detail: str = "") -> None:
     """A person read this conversation: the access log says who, which and when."""
-    hooks.conversation_opened.send(sender=Conversation, conversation_id=convo.pk, actor=_actor(request), via=via,
+    hooks.conversation_opened.send(sender=Conversation, conversation_id=convo.pk, actor=actor_of(request), via=via,
                                    detail=detail)
 
 
@@ -403,7 +399,7 @@ def fork(request, conversation_id, position):
         title = request.POST.get("title", "")
         try:
             child = store.fork_conversation(
-                conversation_id=convo.pk, position=position, title=title or None, actor=_actor(request)
+                conversation_id=convo.pk, position=position, title=title or None, actor=actor_of(request)
             )
         except NotFound as exc:
             raise Http404(exc.message) from None
@@ -434,7 +430,7 @@ def checkpoint(request, conversation_id, position):
         summary = request.POST.get("summary", "")
         try:
             store.checkpoint_at(
-                conversation_id=convo.pk, position=position, summary=summary, actor=_actor(request)
+                conversation_id=convo.pk, position=position, summary=summary, actor=actor_of(request)
             )
         except NotFound as exc:
             raise Http404(exc.message) from None
@@ -465,7 +461,7 @@ def export(request, conversation_id, fmt):
         raise Http404(exc.message) from None
     _opened(request, convo, "export", fmt)
     store.record_audit(
-        actor=_actor(request), action="conversation.exported", target_type="conversation",
+        actor=actor_of(request), action="conversation.exported", target_type="conversation",
         target_id=str(convo.pk), detail={"format": fmt, "messages": convo.next_position},
     )
     response = StreamingHttpResponse(stream.chunks, content_type=stream.content_type)
@@ -481,7 +477,7 @@ def pin(request, conversation_id):
     if not is_admin(request.user):
         raise PermissionDenied("Only admins may pin conversations.")
     convo = conversation_or_404(conversation_id)
-    store.set_pinned(conversation_id=convo.pk, pinned=request.POST.get("pinned") == "1", actor=_actor(request))
+    store.set_pinned(conversation_id=convo.pk, pinned=request.POST.get("pinned") == "1", actor=actor_of(request))
     return redirect("conversation", conversation_id=convo.pk)
 
 

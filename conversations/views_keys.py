@@ -18,7 +18,7 @@ from . import params, store
 from .confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from .errors import StoreError
 from .models import ApiKey
-from .roles import is_admin, role_required
+from .roles import actor_of, is_admin, role_required
 
 SCOPE_HELP = {
     "read": "list and read conversations, the active view, checkpoints, exports",
@@ -27,10 +27,6 @@ SCOPE_HELP = {
     "facts:read": "recall approved long-term facts",
     "facts:write": "propose long-term facts (a reviewer approves them)",
 }
-
-
-def _actor(request) -> str:
-    return f"user:{request.user.get_username()}"
 
 
 def _page(request, *, status=200, **context):
@@ -63,7 +59,7 @@ def create_key(request):
     try:
         if unknown:
             raise StoreError(f"unknown scope {', '.join(unknown)[:100]}", field="scopes")
-        key, secret = store.create_api_key(name=name, scopes=chosen, created_by=_actor(request))
+        key, secret = store.create_api_key(name=name, scopes=chosen, created_by=actor_of(request))
     except StoreError as exc:
         return _page(request, status=400, error=exc, name=name[:200], chosen=set(chosen))
     return _page(request, created=key, secret=secret)
@@ -104,7 +100,7 @@ def revoke_key(request, key_id: int):
         add_never_cache_headers(response)
         return response
     try:
-        key = store.revoke_api_key(key_id=key_id, revoked_by=_actor(request))
+        key = store.revoke_api_key(key_id=key_id, revoked_by=actor_of(request))
     except StoreError as exc:
         return _page(request, status=404, error=exc)
     messages.success(request, f"Revoked “{key.name}” ({key.prefix}). Requests with it now get 401.")

@@ -27,7 +27,7 @@ from conversations.errors import InvalidInput, StoreError
 from conversations.message_schema import message_text
 from conversations.models import Conversation
 from conversations.reads import read_rows
-from conversations.roles import is_admin, reviewer_required, role_required
+from conversations.roles import actor_of, is_admin, reviewer_required, role_required
 
 from . import duplicates, recall, store
 from .models import CATEGORIES, Fact, FactAccess, FactEvent
@@ -42,13 +42,9 @@ CONTEXT_BEFORE, CONTEXT_AFTER = 2, 2
 _admin_only = role_required(is_admin, "Only admins may read the facts access log.")
 
 
-def _actor(request) -> str:
-    return f"user:{request.user.get_username()}"
-
-
 def _log_reads(request, subjects, view: str):
     for subject in sorted(set(subjects)):
-        store.record_access(actor=_actor(request), subject=subject, view=view)
+        store.record_access(actor=actor_of(request), subject=subject, view=view)
 
 
 def _vary(response):
@@ -195,7 +191,7 @@ def _review_failed(request, fact: Fact, error: StoreError, form=None):
 def approve(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     try:
-        store.approve_fact(fact_id=fact.pk, actor=_actor(request))
+        store.approve_fact(fact_id=fact.pk, actor=actor_of(request))
     except StoreError as exc:
         return _review_failed(request, fact, exc)
     return _after_review(request, fact)
@@ -207,7 +203,7 @@ def reject(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     reason = request.POST.get("reason", "")
     try:
-        store.reject_fact(fact_id=fact.pk, actor=_actor(request), reason=reason)
+        store.reject_fact(fact_id=fact.pk, actor=actor_of(request), reason=reason)
     except StoreError as exc:
         return _review_failed(request, fact, exc, form={"reason": reason})
     return _after_review(request, fact)
@@ -220,7 +216,7 @@ def undo(request, fact_id: int):
     htmx gets the queue's items (the proposal back in them), count and status."""
     fact = _fact_or_404(fact_id)
     try:
-        proposal = store.undo_review(fact_id=fact.pk, actor=_actor(request))
+        proposal = store.undo_review(fact_id=fact.pk, actor=actor_of(request))
     except StoreError as exc:
         if request.htmx:
             response = render(request, "facts/queue.html#review_done", {
@@ -248,7 +244,7 @@ def edit_approve(request, fact_id: int):
     form = {k: request.POST.get(k, "") for k in ("text", "category", "importance", "reason")}
     try:
         store.edit_and_approve(
-            fact_id=fact.pk, actor=_actor(request), text=form["text"], category=form["category"] or None,
+            fact_id=fact.pk, actor=actor_of(request), text=form["text"], category=form["category"] or None,
             importance=_int_field(form["importance"], "importance") if form["importance"].strip() else None,
             reason=form["reason"],
         )
@@ -310,7 +306,7 @@ def _subject_page(request, name: str, *, ref: int | None):
         except ValueError:
             as_of_error = "as of must be a date (2026-01-31) or a date and time (2026-01-31T12:00)"
     store.expire_due(subject=name)
-    store.record_access(actor=_actor(request), subject=name,
+    store.record_access(actor=actor_of(request), subject=name,
                         view=f"subject as of {as_of.isoformat()}" if as_of else "subject")
     now = timezone.now()
     facts = Fact.objects.about(name).exclude(status="erasing")
@@ -384,7 +380,7 @@ def invalidate(request, fact_id: int):
         return _action_failed(request, fact,
                               InvalidInput("invalid_at must be a date or a date and time", field="invalid_at"))
     try:
-        store.invalidate_fact(fact_id=fact.pk, actor=_actor(request), reason=request.POST.get("reason", ""),
+        store.invalidate_fact(fact_id=fact.pk, actor=actor_of(request), reason=request.POST.get("reason", ""),
                               invalid_at=when)
     except StoreError as exc:
         return _action_failed(request, fact, exc)
@@ -399,7 +395,7 @@ def supersede(request, fact_id: int):
     try:
         importance = request.POST.get("importance", "").strip()
         new = store.supersede_fact(
-            fact_id=fact.pk, actor=_actor(request), text=request.POST.get("text", ""),
+            fact_id=fact.pk, actor=actor_of(request), text=request.POST.get("text", ""),
             category=request.POST.get("category") or None,
             importance=_int_field(importance, "importance") if importance else None,
             reason=request.POST.get("reason", ""),
@@ -415,7 +411,7 @@ def supersede(request, fact_id: int):
 def keep(request, fact_id: int):
     fact = _fact_or_404(fact_id)
     try:
-        store.keep_fact(fact_id=fact.pk, actor=_actor(request))
+        store.keep_fact(fact_id=fact.pk, actor=actor_of(request))
     except StoreError as exc:
         return _action_failed(request, fact, exc)
     messages.success(request, f"Kept fact {fact.pk}: its retention starts again from now.")

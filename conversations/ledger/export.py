@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from conversations import chain
+from conversations import chain, params
 from conversations import markdown as md
 from conversations.errors import InvalidInput
 from conversations.streams import FLUSH_CHARS, buffered
@@ -43,11 +43,7 @@ class ReconciliationStream:
     filters: dict = field(default_factory=dict)
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
-
-# -- rows as plain data (the API's shapes, also in conversation exports) ---------------------------------------------------------------------------
+# -- rows as plain data (the API's shapes, also in conversation exports) ------------------------------
 
 
 def state_dict(conversation_id, event: TaskStateEvent | None) -> dict:
@@ -56,14 +52,14 @@ def state_dict(conversation_id, event: TaskStateEvent | None) -> dict:
         "version": event.version if event else 0,
         "state": event.state_json if event else {},
         "position": event.position if event else None,
-        "updated_at": _iso(event.created_at) if event else None,
+        "updated_at": params.iso(event.created_at) if event else None,
         "updated_by": event.actor if event else None,
     }
 
 
 def event_dict(event: TaskStateEvent) -> dict:
     return {"version": event.version, "position": event.position, "state": event.state_json,
-            "changes": event.changes_json, "actor": event.actor, "created_at": _iso(event.created_at)}
+            "changes": event.changes_json, "actor": event.actor, "created_at": params.iso(event.created_at)}
 
 
 def action_dict(action: Action) -> dict:
@@ -72,7 +68,7 @@ def action_dict(action: Action) -> dict:
         "namespace": action.namespace, "idempotency_key": action.idempotency_key, "name": action.name,
         "arguments": action.arguments_json, "result": action.result_json, "status": action.status,
         "original_id": action.original_id, "inherited_from": action.inherited_from, "actor": action.actor,
-        "created_at": _iso(action.created_at),
+        "created_at": params.iso(action.created_at),
     }
 
 
@@ -82,7 +78,7 @@ def snapshot_dict(snapshot: WorkspaceSnapshot) -> dict:
         "repo": snapshot.repo, "ref": snapshot.ref, "commit": snapshot.commit_sha, "base": snapshot.base_sha,
         "files_changed": snapshot.files_changed, "insertions": snapshot.insertions,
         "deletions": snapshot.deletions, "restore": snapshot.restore_command, "actor": snapshot.actor,
-        "created_at": _iso(snapshot.created_at),
+        "created_at": params.iso(snapshot.created_at),
     }
 
 
@@ -128,7 +124,7 @@ def _action_rows(qs) -> Iterator[Action]:
 def _record(action: Action) -> dict:
     return {
         "id": action.id,
-        "created_at": action.created_at.isoformat().replace("+00:00", "Z"),
+        "created_at": params.iso(action.created_at),
         "namespace": action.namespace,
         "conversation_id": str(action.conversation_id),
         "position": action.position,
@@ -225,11 +221,13 @@ def conversation_markdown(conversation_id) -> Iterator[str]:
     state = data["task_state"]
     yield "\n---\n\n## Task state and actions\n\n"
     if state["version"]:
-        yield (f"Task state, version {state['version']} (by {md.escape_line(state['updated_by'] or '?')}, after position "
-               f"{state['position']}):\n\n" + md.fence(json.dumps(state['state'], indent=2, ensure_ascii=False), "json") + "\n")
+        body = md.fence(json.dumps(state['state'], indent=2, ensure_ascii=False), "json")
+        yield (f"Task state, version {state['version']} (by {md.escape_line(state['updated_by'] or '?')}, "
+               f"after position {state['position']}):\n\n" + body + "\n")
         for e in data["task_state_events"]:
             changes = "; ".join(_markdown_change(c) for c in e["changes"])
-            yield f"- v{e['version']} · {e['created_at']} · {md.escape_line(e['actor'] or '?')} · after #{e['position']}: {changes}\n"
+            yield (f"- v{e['version']} · {e['created_at']} · {md.escape_line(e['actor'] or '?')} · "
+                   f"after #{e['position']}: {changes}\n")
         yield "\n"
     if data["actions"]:
         yield "| id | after | when | action | idempotency key | status | retry of |\n|---|---|---|---|---|---|---|\n"
@@ -242,7 +240,8 @@ def conversation_markdown(conversation_id) -> Iterator[str]:
         yield "\n"
     for s in data["workspace_snapshots"]:
         yield (f"- Workspace before #{s['position']}: {md.code(s['repo'])} at {md.code(s['commit'][:10])}, "
-               f"{s['files_changed']} files, +{s['insertions']} −{s['deletions']}; restore with {md.code(s['restore'])}\n")
+               f"{s['files_changed']} files, +{s['insertions']} −{s['deletions']}; "
+               f"restore with {md.code(s['restore'])}\n")
 
 
 def _markdown_change(change: dict) -> str:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from conversations import export as conversation_export
-from conversations import store
+from conversations import params, store
 from conversations.access.models import ConversationAccess
 from conversations.errors import InvalidInput
 from conversations.facts.models import Fact, FactAccess, FactEvent
@@ -112,10 +112,6 @@ def _dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, default=str) + "\n"
 
 
-def _iso(value):
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
-
 def _batched(qs, *, key: str = "id") -> Iterator:
     after = None
     while True:
@@ -133,7 +129,7 @@ def _fact_dict(fact: Fact) -> dict:
     out = {name: getattr(fact, name) for name in fields}
     for name in ("valid_from", "invalid_at", "recorded_at", "reviewed_at", "invalidated_recorded_at",
                  "superseded_at", "expires_at", "expiry_recorded_at", "last_accessed_at"):
-        out[name] = _iso(getattr(fact, name))
+        out[name] = params.iso(getattr(fact, name))
     out["source_conversation_id"] = str(fact.source_conversation_id) if fact.source_conversation_id else None
     out["state"] = fact.state()
     return out
@@ -149,7 +145,7 @@ def _facts_chunks(norm: str) -> Iterator[str]:
         history: dict[int, list] = {}
         for e in FactEvent.objects.filter(fact_id__in=[f.id for f in facts]).order_by("at", "id"):
             history.setdefault(e.fact_id, []).append(
-                {"id": e.id, "kind": e.kind, "at": _iso(e.at), "actor": e.actor, "reason": e.reason,
+                {"id": e.id, "kind": e.kind, "at": params.iso(e.at), "actor": e.actor, "reason": e.reason,
                  "detail": e.detail})
         for fact in facts:
             yield _dumps(_fact_dict(fact) | {"history": history.get(fact.id, [])})
@@ -165,11 +161,11 @@ def _access_chunks(ids: list, norm: str) -> Iterator[str]:
     for start in range(0, len(ids), 500):
         qs = ConversationAccess.objects.filter(conversation_id__in=ids[start:start + 500])
         for row in _batched(qs):
-            yield _dumps({"log": "conversation", "id": row.id, "at": _iso(row.at), "actor": row.actor,
+            yield _dumps({"log": "conversation", "id": row.id, "at": params.iso(row.at), "actor": row.actor,
                           "conversation_id": str(row.conversation_id), "via": row.via, "detail": row.detail})
     for row in _batched(FactAccess.objects.filter(subject_norm=norm)):
-        yield _dumps({"log": "facts", "id": row.id, "at": _iso(row.at), "actor": row.actor, "subject": row.subject,
-                      "view": row.view})
+        yield _dumps({"log": "facts", "id": row.id, "at": params.iso(row.at), "actor": row.actor,
+                      "subject": row.subject, "view": row.view})
 
 
 def _receipts(subject: str) -> list[DeletionReceipt]:
@@ -213,7 +209,7 @@ def _conversation_line(conversation: Conversation) -> str:
 
 def _readme(export: SubjectExport, when) -> str:
     return (
-        f"memoryui subject access export\n\nSubject: {export.subject}\nCreated: {_iso(when)}\n"
+        f"memoryui subject access export\n\nSubject: {export.subject}\nCreated: {params.iso(when)}\n"
         f"Conversations: {len(export.conversation_ids)}; messages: {export.messages}; facts: {export.facts}\n\n"
         "Everything memoryui held about this subject when the export was made, matched as a deletion\n"
         "request matches it (Unicode NFC, case-folded). See the module docstring of\n"
@@ -252,7 +248,7 @@ def _zip_chunks(export: SubjectExport) -> Iterator[bytes]:
     yield from zs.entry("erased_rows.jsonl", _erased_chunks(receipts))
     key = keys.active_key()
     manifest = {
-        "format": FORMAT, "version": VERSION, "created_at": _iso(when), "subject": export.subject,
+        "format": FORMAT, "version": VERSION, "created_at": params.iso(when), "subject": export.subject,
         "subject_normalized": norm, "files": list(zs.files),
         "heads": [{k: v for k, v in h.items() if k != "public_key"} for h in signed],
         "keys": heads.keys_document()["keys"],

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from conversations import params
 from conversations.models import Conversation
 
 from . import chainview, keys
@@ -22,16 +23,13 @@ from .models import SignedHead, SignHeadsRun, SigningKey
 log = logging.getLogger("memoryui.proofs")
 
 
-def _iso(value: datetime) -> str:
-    return value.isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 def head_dict(head: SignedHead) -> dict:
     return {
         "conversation_id": str(head.conversation_id), "position": head.position, "chain_hash": head.chain_hash,
         "checkpoints": head.checkpoints, "checkpoint_chain_hash": head.checkpoint_chain_hash,
         "ledger_chains": head.ledger_chains,
-        "signed_at": _iso(head.signed_at), "key_id": head.key_id, "signature": head.signature,
+        "signed_at": params.iso(head.signed_at, timespec="microseconds"), "key_id": head.key_id,
+        "signature": head.signature,
     }
 
 

@@ -9,6 +9,8 @@ rotation still verifies.
 from django.db import models
 from django.utils import timezone
 
+from conversations import params
+
 
 class SigningKey(models.Model):
     # First 16 hex digits of SHA-256 over the 32 raw public key bytes: derivable offline.
@@ -30,8 +32,8 @@ class SigningKey(models.Model):
     def as_dict(self, *, current_id: str | None = None) -> dict:
         return {
             "key_id": self.key_id, "algorithm": self.algorithm, "public_key": self.public_key,
-            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
-            "retired_at": self.retired_at.isoformat().replace("+00:00", "Z") if self.retired_at else None,
+            "created_at": params.iso(self.created_at),
+            "retired_at": params.iso(self.retired_at),
             "current": self.key_id == current_id,
         }
 

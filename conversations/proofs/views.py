@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from conversations import store
 from conversations.errors import InvalidInput
-from conversations.roles import is_admin, role_required
+from conversations.roles import actor_of, is_admin, role_required
 
 from . import bundle, heads
 from .keys import SigningUnavailable
@@ -21,10 +21,6 @@ from .models import SignHeadsRun
 
 _admin_only = role_required(
     is_admin, "Only admins see signing keys and export what is held about a subject.")
-
-
-def _actor(request) -> str:
-    return f"user:{request.user.get_username()}"
 
 
 @require_safe
@@ -60,7 +56,7 @@ def subject_export_request(request):
         export = bundle.prepare(subject)
     except (InvalidInput, SigningUnavailable) as exc:
         return _export_page(request, status=exc.status, subject=subject, error=exc.message)
-    store.record_audit(actor=_actor(request), action="subject.export_requested", target_type="subject",
+    store.record_audit(actor=actor_of(request), action="subject.export_requested", target_type="subject",
                        target_id=export.audit_detail("page")["subject_sha256"], detail=export.audit_detail("page"))
     return _export_page(request, subject=export.subject, export=export)
 
@@ -72,7 +68,7 @@ def subject_export_download(request):
         export = bundle.prepare(request.POST.get("subject", ""))
     except (InvalidInput, SigningUnavailable) as exc:
         return _export_page(request, status=exc.status, subject=request.POST.get("subject", ""), error=exc.message)
-    bundle.record_download(export, actor=_actor(request), via="page")
+    bundle.record_download(export, actor=actor_of(request), via="page")
     response = StreamingHttpResponse(export.chunks(), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
     add_never_cache_headers(response)

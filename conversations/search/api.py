@@ -50,10 +50,6 @@ class SearchPage(Schema):
     total_is_lower_bound: bool | None = None
 
 
-def _iso(value) -> str:
-    return value.isoformat().replace("+00:00", "Z")
-
-
 def hit_json(request, hit) -> dict:
     cid = str(hit.conversation_id)
     return {
@@ -63,7 +59,7 @@ def hit_json(request, hit) -> dict:
         "namespace": hit.namespace,
         "position": hit.position,
         "kind": hit.kind,
-        "created_at": _iso(hit.created_at),
+        "created_at": params.iso(hit.created_at),
         "snippet": hit.snippet_text,
         "highlights": [list(span) for span in hit.highlights],
         "url": request.build_absolute_uri(f"/api/v1/conversations/{cid}/messages?after={hit.position - 1}&limit=1"),
