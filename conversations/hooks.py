@@ -44,6 +44,8 @@ def _no_deletion_path(*, conversation_id, actor):
 ledger_panel = Hook("ledger_panel", lambda conversation: None)
 # The page's rows with the ledger's marks put after the row each belongs to.
 ledger_timeline = Hook("ledger_timeline", lambda entries, conversation_id, *, after, upto: entries)
+# A text that changes whenever the ledger records anything for a conversation (live follow).
+ledger_mark = Hook("ledger_mark", lambda conversation_id: "")
 # Delete one conversation the way a deletion request does (text gone, verified, a receipt):
 # returns the receipt. Provided by conversations.retention.
 delete_conversation = Hook("delete_conversation", _no_deletion_path)

@@ -23,6 +23,7 @@ class LedgerConfig(AppConfig):
         # The conversation page shows the ledger: its panel, and its marks between the rows.
         hooks.ledger_panel.register(reads.panel)
         hooks.ledger_timeline.register(reads.with_timeline)
+        hooks.ledger_mark.register(reads.live_mark)
         # Every JSON, JSONL and Markdown export carries the ledger (the core imports no sub-app).
         core_export.register_section(core_export.ExportSection(
             header=export.conversation_ledger, jsonl=export.conversation_jsonl, markdown=export.conversation_markdown))

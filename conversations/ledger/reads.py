@@ -7,6 +7,8 @@ Reads only (QuerySets); the view calls `panel()` once for the page and
 import json
 from dataclasses import dataclass, field
 
+from django.db.models import Max
+
 from .models import Action, TaskStateEvent, WorkspaceSnapshot
 
 PANEL_VERSIONS = 50
@@ -173,7 +175,8 @@ def _previous_snapshots(conversation_id, snapshots) -> dict:
     if not snapshots:
         return {}
     # Few snapshots per conversation (one per turn that changed files): read them all once.
-    everything = list(WorkspaceSnapshot.objects.timeline(conversation_id).filter(position__lt=snapshots[-1].position + 1))
+    upto = snapshots[-1].position + 1
+    everything = list(WorkspaceSnapshot.objects.timeline(conversation_id).filter(position__lt=upto))
     out, last_by_repo = {}, {}
     for s in everything:
         out[s.id] = last_by_repo.get(s.repo)
@@ -197,3 +200,12 @@ def with_timeline(entries: list, conversation_id, *, after: int, upto: int | Non
         out.append(entry)
     out.extend(marks[i:])
     return out
+
+
+def live_mark(conversation_id) -> str:
+    """What the page's live follow compares (conversations/live.py): the ledger's tables only
+    gain rows (a retry is a row of its own), so the highest id of each moves whenever
+    anything is recorded."""
+    marks = [model.objects.of(conversation_id).aggregate(m=Max("id"))["m"] or 0
+             for model in (TaskStateEvent, Action, WorkspaceSnapshot)]
+    return "-".join(str(m) for m in marks)
