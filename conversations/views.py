@@ -26,7 +26,7 @@ from .export import FORMATS, export_stream
 from .http import conversation_or_404, position_or_404
 from .live import etag_of, state_of
 from .message_schema import KINDS
-from .models import Checkpoint, Conversation, parse_conversation_id
+from .models import Checkpoint, Conversation, Message, parse_conversation_id
 from .reads import StoredMessage, active_before, list_active, read_rows
 from .roles import actor_of, is_admin, reader_required
 from .templatetags.conversation_ui import turns
@@ -376,8 +376,6 @@ def model_saw(request, conversation_id, position):
         from django.db.models import Sum
         from django.db.models.functions import Length
 
-        from .models import Message
-
         rows = Message.objects.of(convo.pk).filter(position__gt=fold, position__lt=position)
         context["context_rows"] = position - 1 - fold
         context["context_chars"] = (rows.aggregate(n=Sum(Length("content")))["n"] or 0) + (
@@ -486,8 +484,6 @@ def pin(request, conversation_id):
 def tool_link(request, conversation_id, position):
     """From a tool call to its result (?call=<id>), or from a result back to its call."""
     import json
-
-    from .models import Message
 
     convo = conversation_or_404(conversation_id)
     position_or_404(convo, position)

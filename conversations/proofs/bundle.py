@@ -33,8 +33,10 @@ from django.utils import timezone
 from conversations import export as conversation_export
 from conversations import params, store
 from conversations.access.models import ConversationAccess
+from conversations.access.store import record_access
 from conversations.errors import InvalidInput
 from conversations.facts.models import Fact, FactAccess, FactEvent
+from conversations.facts.store import record_access as record_fact_access
 from conversations.ledger import export as ledger_export
 from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt, ErasedRow
@@ -100,8 +102,6 @@ def record_download(export: SubjectExport, *, actor: str, via: str) -> None:
     """The download is a read of the subject's conversations and facts: audited, and in the access logs."""
     store.record_audit(actor=actor, action="subject.exported", target_type="subject",
                        target_id=export.audit_detail(via)["subject_sha256"][:64], detail=export.audit_detail(via))
-    from conversations.access.store import record_access
-    from conversations.facts.store import record_access as record_fact_access
 
     for cid in export.conversation_ids:
         record_access(conversation_id=cid, actor=actor, via="export", detail="subject zip")

@@ -8,6 +8,7 @@ signature.
 """
 
 from conversations import chain
+from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
 from conversations.models import Checkpoint, Conversation, Message
 
 
@@ -33,8 +34,6 @@ def head_at(conversation: Conversation, upto: int | None) -> dict:
 
 def ledger_heads(conversation_id) -> dict:
     """Each ledger chain of the conversation: how many rows, and the last one's chain hash."""
-    from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
-
     out = {}
     for chain_type, model in (("state", TaskStateEvent), ("action", Action), ("snapshot", WorkspaceSnapshot)):
         rows = model.objects.filter(conversation_id=conversation_id)

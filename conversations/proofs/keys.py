@@ -32,6 +32,8 @@ from django.utils import timezone
 
 from conversations.errors import StoreError
 
+from .models import SigningKey
+
 log = logging.getLogger("memoryui.proofs")
 
 FILE_MODE = 0o600
@@ -143,8 +145,6 @@ def load_active() -> LoadedKey:
 
 def register(key: LoadedKey):
     """The key's public half in the database (once), so that heads signed with it verify later."""
-    from .models import SigningKey
-
     found = SigningKey.objects.filter(pk=key.key_id).first()
     if found is not None:
         return found
@@ -164,8 +164,6 @@ def active_key() -> LoadedKey:
 def rotate() -> tuple[str, str]:
     """Replace the data-folder key with a new one; the old public key stays on record
     (retired), the old private key is destroyed. Returns (old id, new id)."""
-    from .models import SigningKey
-
     if setting_path() is not None:
         raise ImproperlyConfigured(
             "the signing key is given by MEMORYUI_SIGNING_KEY_FILE: rotate it by pointing the setting at a new "

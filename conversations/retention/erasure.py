@@ -62,6 +62,7 @@ from django.db import connection, transaction
 
 from conversations import idempotency, store
 from conversations.errors import InvalidInput, NotFound
+from conversations.facts import erasure as facts_erasure
 from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.owned import owned_tables
@@ -122,11 +123,8 @@ def subject_sha256(subject: str) -> str:
 
 
 def _facts_erasure():
-    try:
-        from conversations.facts import erasure
-    except ImportError:
-        return None
-    return erasure if hasattr(erasure, "preview_subject") and hasattr(erasure, "erase_subject") else None
+    # Facts about the subject go with its conversations (conversations/facts/erasure.py).
+    return facts_erasure
 
 
 def clean_request(subject, conversation_ids) -> tuple[str, list[uuid.UUID]]:

@@ -15,6 +15,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db import connection, models
 
+from conversations.facts.models import Fact
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
 
@@ -38,12 +39,7 @@ def _text_columns() -> list[tuple[str, str]]:
     """(table, column) of every text that data which stays can hold."""
     columns = [(Message._meta.db_table, "content"), (Checkpoint._meta.db_table, "summary"),
                (Conversation._meta.db_table, "title"), (Conversation._meta.db_table, "subject")]
-    try:
-        from conversations.facts.models import Fact
-    except ImportError:
-        pass
-    else:
-        columns += [(Fact._meta.db_table, "text"), (Fact._meta.db_table, "subject"), (Fact._meta.db_table, "reason")]
+    columns += [(Fact._meta.db_table, "text"), (Fact._meta.db_table, "subject"), (Fact._meta.db_table, "reason")]
     for table in owned_tables():
         for name in table.text_fields:
             columns.append((table.table, table.model._meta.get_field(name).column))

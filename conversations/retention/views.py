@@ -19,6 +19,7 @@ from conversations import params
 from conversations.apiauth import actor_of
 from conversations.confirm import NOT_CONFIRMED, Confirmation, confirmed, render_confirmation
 from conversations.errors import InvalidInput, NotFound, StoreError
+from conversations.facts.models import Fact
 from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
 from conversations.roles import admin_required
 
@@ -426,8 +427,6 @@ def audit(request):
 def _link_targets(events) -> None:
     """Give each event the page of what it acted on (`target_url`), or say that the
     target is gone (`target_gone`): one query per kind of target on the page."""
-    from conversations.facts.models import Fact
-
     def ids_of(kind, parse):
         out = set()
         for e in events:
