@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
+
+from memoryui.files import restrict_sqlite_files
 
 from .owned import register
 
@@ -8,15 +11,8 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self):
-        from django.db.backends.signals import connection_created
-
-        from memoryui.files import restrict_sqlite_files
-
         connection_created.connect(restrict_sqlite_files, dispatch_uid="memoryui.restrict_sqlite_files")
         from .models import IdempotencyKey
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
         register(IdempotencyKey, text_fields=("body",))
-        from memoryui import metrics
-
-        metrics.connect_signals()

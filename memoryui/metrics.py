@@ -93,27 +93,18 @@ def erasure_verified(status: str) -> None:
         ERASURE_VERIFICATIONS.labels(_label(status)).inc()
 
 
-# -- signals: rows other apps write, counted without a line in their code ------------------
+# -- post_save receivers: rows other apps write, counted without a line in their code -------
+# (each app connects its own in its AppConfig.ready(): nothing here imports an app)
 
 
-def _on_import_source(sender, instance, created, **kwargs):
+def on_import_source_saved(sender, instance, created, **kwargs):
     if created:
         import_begun(instance.format)
 
 
-def _on_receipt(sender, instance, created, **kwargs):
+def on_receipt_saved(sender, instance, created, **kwargs):
     if created:
         erasure_verified((instance.verification or {}).get("status", "none"))
-
-
-def connect_signals() -> None:
-    from django.db.models.signals import post_save
-
-    from conversations.imports.models import ImportSource
-    from conversations.retention.models import DeletionReceipt
-
-    post_save.connect(_on_import_source, sender=ImportSource, dispatch_uid="metrics_imports")
-    post_save.connect(_on_receipt, sender=DeletionReceipt, dispatch_uid="metrics_receipts")
 
 
 # -- the scrape -------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_save
 
 from conversations.owned import register
+from memoryui import metrics
 
 
 class ImportsConfig(AppConfig):
@@ -23,3 +25,4 @@ class ImportsConfig(AppConfig):
         leftovers.register(uploads.LEFTOVERS)
         # The formats agents write (openai-chat, anthropic, claude-code, memoryui) are rendered here.
         export.register_agent_exporter(exports.chunks)
+        post_save.connect(metrics.on_import_source_saved, sender=ImportSource, dispatch_uid="metrics_imports")

@@ -1,6 +1,8 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_save
 
 from conversations import hooks
+from memoryui import metrics
 
 
 class RetentionConfig(AppConfig):
@@ -9,6 +11,8 @@ class RetentionConfig(AppConfig):
 
     def ready(self):
         from . import erasure
+        from .models import DeletionReceipt
 
         # The API's DELETE of a conversation takes the deletion request's path (text gone, verified, a receipt).
         hooks.delete_conversation.register(erasure.delete_one_conversation)
+        post_save.connect(metrics.on_receipt_saved, sender=DeletionReceipt, dispatch_uid="metrics_receipts")
