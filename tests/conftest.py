@@ -4,7 +4,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
+
+from tests import isolation
 
 # Playwright's sync API runs an event loop in the test thread; the ORM calls the
 # tests make around it are still synchronous and safe.
@@ -25,6 +27,9 @@ def pytest_configure(config):
 
     # Hashing test passwords with 1,000,000 rounds of PBKDF2 would cost seconds per user.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Transactional tests end by emptying the tables without rebuilding triggers or
+    # writing every permission back (tests/isolation.py).
+    isolation.install()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -54,64 +59,10 @@ def skip_or_fail(reason: str):
 
 
 def purge_sqlite_guarded_tables():
-    """Empty every table on SQLite, around the append-only triggers.
-
-    Django's flush after a transactional test issues plain DELETEs, which the
-    database's guards refuse (as they should). Drop the triggers, empty the
-    tables and put the triggers back, all in one transaction, so the flush that
-    follows finds nothing to delete. PostgreSQL flushes with TRUNCATE, which row
-    triggers do not see, so it needs none of this.
-    """
-    if connection.vendor != "sqlite":
-        return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            triggers = cursor.execute(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND sql IS NOT NULL"
-            ).fetchall()
-            for name, _ in triggers:
-                cursor.execute(f'DROP TRIGGER "{name}"')
-            tables = [
-                t for t in connection.introspection.django_table_names(only_existing=True, include_views=False)
-            ]
-            cursor.execute("PRAGMA defer_foreign_keys = ON")
-            for table in tables:
-                cursor.execute(f'DELETE FROM "{table}"')
-            # FTS5 indexes are not model tables; with their sync triggers dropped
-            # they would keep entries for the rows just deleted.
-            fts = cursor.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'"
-            ).fetchall()
-            for (name,) in fts:
-                try:
-                    cursor.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'delete-all\')')
-                except Exception:  # an FTS5 table that stores its own content
-                    cursor.execute(f'DELETE FROM "{name}"')
-            # Nor are the list of rows waiting to enter the index (search migration 0002) and
-            # the dates of the indexed rows (search migration 0005).
-            for side in ("search_message_pending", "search_message_dates"):
-                if cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [side]).fetchone():
-                    cursor.execute(f'DELETE FROM "{side}"')
-            for _, sql in triggers:
-                cursor.execute(sql)
-
-
-@pytest.fixture(autouse=True)
-def _purge_after_transactional_tests(request):
-    marker = request.node.get_closest_marker("django_db")
-    transactional = (
-        "transactional_db" in request.fixturenames
-        or "live_server" in request.fixturenames
-        or (marker is not None and marker.kwargs.get("transaction"))
-    )
-    if not transactional:
-        yield
-        return
-    # Requesting the db helper here makes this fixture's teardown run before
-    # pytest-django's flush.
-    request.getfixturevalue("_django_db_helper")
-    yield
-    purge_sqlite_guarded_tables()
+    """Empty every table on SQLite, around the append-only triggers (tests/isolation.py),
+    for a test that needs an empty database before it starts. PostgreSQL: nothing to do."""
+    if connection.vendor == "sqlite":
+        isolation.purge()
 
 
 @pytest.fixture
