@@ -11,11 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_it_runs_every_workload_quick(tmp_path):
     try:
         import langgraph.checkpoint.sqlite  # noqa: F401
@@ -23,7 +26,8 @@ def test_it_runs_every_workload_quick(tmp_path):
         skip_or_fail("bench/requirements.txt is not installed (LangGraph's SqliteSaver is the peer)")
     report_before = (ROOT / "docs" / "BENCHMARKS.md").read_bytes() if (ROOT / "docs" / "BENCHMARKS.md").exists() \
         else None
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MEMORYUI_DATA_DIR", "DJANGO_SETTINGS_MODULE")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "MEMORYUI_DATA_DIR", "DJANGO_SETTINGS_MODULE")}
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

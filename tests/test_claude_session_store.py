@@ -50,6 +50,7 @@ def rows(conversation) -> list[dict]:
             .order_by("position").values_list("position", "content")]
 
 
+@pytest.mark.slow
 def test_it_passes_the_sdks_conformance_suite_with_no_optional_method_skipped(stores):
     probe = MemoryuiSessionStore("http://127.0.0.1:9")
     # The suite skips an optional contract when the store inherits the Protocol's default.

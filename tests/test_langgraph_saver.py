@@ -33,6 +33,7 @@ def key():
     return make_key(["read", "write"], name="langgraph")
 
 
+@pytest.mark.slow
 def test_it_passes_the_langgraph_checkpoint_conformance_suite_with_every_capability(live_server, key):
     @checkpointer_test(name="MemoryuiSaver")
     async def memoryui_saver():
@@ -104,7 +105,8 @@ def test_a_graph_run_interrupted_resumed_and_replayed_reads_as_a_conversation_wi
     interrupted = graph.get_state(config)
     assert interrupted.next == ("tools",)  # stopped before running the tool
     thread = Conversation.objects.get(namespace="langgraph", meta__langgraph__thread_id="weather-1")
-    assert shape(rows(thread.pk)) == [("user", "What is the weather in Paris?", []), ("assistant", None, ["get_weather"])]
+    assert shape(rows(thread.pk)) == [("user", "What is the weather in Paris?", []),
+                                      ("assistant", None, ["get_weather"])]
 
     graph.invoke(None, config)  # resume: the tool runs, the model answers
     done = graph.get_state(config)

@@ -216,6 +216,7 @@ def claude_sessions(config: Path) -> dict:
                                              "projectKey": "-home-dev-shop"}}
 
 
+@pytest.mark.slow
 def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path):
     node, _ = tools()
     sample = claude_sessions(tmp_path)
