@@ -1,0 +1,53 @@
+"""The purge that ends a transactional test (tests/isolation.py) empties the tables
+without weakening the append-only guards for anyone else."""
+
+import sqlite3
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import DatabaseError, connection, transaction
+
+from conversations.models import Conversation, Message
+from tests import isolation
+from tests.retention_support import conversation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _refused(cursor_owner, sql: str) -> bool:
+    try:
+        cursor_owner.execute(sql)
+    except (DatabaseError, sqlite3.DatabaseError) as exc:
+        return "append-only" in str(exc)
+    return False
+
+
+def test_the_purge_empties_the_written_tables_and_keeps_what_post_migrate_writes():
+    conversation(title="left behind", messages=3)
+    permissions, content_types = Permission.objects.count(), ContentType.objects.count()
+    isolation.purge()
+    assert not Conversation.objects.exists() and not Message.objects.exists()
+    assert (Permission.objects.count(), ContentType.objects.count()) == (permissions, content_types) != (0, 0)
+
+
+def test_no_other_connection_is_unguarded_during_a_purge_nor_this_one_after_it():
+    conversation(title="guarded", messages=2)
+    if connection.vendor == "sqlite":
+        connection.ensure_connection()
+        _, handle = isolation._handle(connection.connection, connection.settings_dict["NAME"])
+        assert handle is not None, "the purge fell back to dropping and recreating the triggers"
+        other = sqlite3.connect(connection.settings_dict["NAME"], timeout=30)
+        try:
+            with connection.cursor() as cursor, isolation._sqlite_triggers_off(connection, cursor):
+                # Triggers are off for the purging connection, and for it alone.
+                assert _refused(other, "DELETE FROM conversations_message")
+                other.rollback()
+        finally:
+            other.close()
+    else:
+        isolation.purge()  # TRUNCATE: row triggers do not see it, and stay in place
+        conversation(title="guarded", messages=2)
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM conversations_message")
+    assert Message.objects.count() == 2
