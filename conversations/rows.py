@@ -29,17 +29,6 @@ _INSERT_MESSAGE = (
     f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, commitment, "
     "chain_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
-# PostgreSQL's append: the link computed by the database (its sha256()), from the previous
-# row's chain hash read by this same statement. Its snapshot is taken after the counter bump,
-# whose row lock waited for any earlier writer to commit, so it sees that writer's last row;
-# in one executemany each row sees the one inserted before it. The commitment still comes
-# from Python. Same bytes as chain.link(): SHA-256(previous chain hash ‖ commitment).
-_INSERT_MESSAGE_LINKED = (
-    f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, commitment, "
-    "chain_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, sha256(COALESCE((SELECT p.chain_hash FROM "
-    f"{_message_table} p WHERE p.conversation_id = %s AND p.position = %s), %s) || %s))"
-)
-
 # Statements run on SQLite's own connection, in its `?` form (see _execute_one).
 SQLITE_FORM: dict[str, str] = {}
 
@@ -101,28 +90,6 @@ def _seal_rows(rows: list[list], position: int, prev: bytes, stamps) -> None:
         commitment = sha(salt + encode(row[1], row[2], row[3], stamps[offset])).digest()
         prev = sha(prev + commitment).digest()
         row[5], row[6], row[7] = salt, commitment, prev
-
-
-def _commit_rows(rows: list[list], position: int, stamps) -> list[list]:
-    """PostgreSQL: give rows [cid, None, kind, text, at, None, None, None] their positions,
-    salts and commitments, and return the parameters of _INSERT_MESSAGE_LINKED."""
-    sha, salt_of, encode, genesis = hashlib.sha256, chain.new_salt, chain.message_payload, chain.GENESIS
-    params = []
-    for offset, row in enumerate(rows):
-        row[1] = position + offset
-        salt = salt_of()
-        commitment = sha(salt + encode(row[1], row[2], row[3], stamps[offset])).digest()
-        row[5], row[6] = salt, commitment
-        params.append([*row[:7], row[0], row[1] - 1, genesis, commitment])
-    return params
-
-
-def _insert_linked(db, params: list[list]) -> None:
-    with db.cursor() as cursor:
-        if len(params) == 1:
-            cursor.execute(_INSERT_MESSAGE_LINKED, params[0])
-        else:
-            cursor.executemany(_INSERT_MESSAGE_LINKED, params)
 
 
 def _insert_rows(db, rows: list[list]) -> None:

@@ -38,11 +38,9 @@ from .models import ApiKey, AuditEvent, Checkpoint, Conversation, Message, parse
 from .owned import owned_tables
 from .params import check_text, check_tree
 from .rows import (  # the row primitives every door writes through (rows.py)
-    _commit_rows,
     _db_id,
     _db_now_stamped,
     _execute_one,
-    _insert_linked,
     _insert_rows,
     _prev_chain,
     _seal_rows,
@@ -211,14 +209,16 @@ _BUMP_POSITION = (
     f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
     "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
 )
-# SQLite: the same, returning also the previous row's chain hash. Only on SQLite, where the
-# write lock is held from BEGIN IMMEDIATE: on PostgreSQL a subquery here would read the
-# statement's snapshot, taken before the row lock was granted, and miss the row of the
-# writer it waited for; there the hash is read by a statement of its own (_PREV_CHAIN).
+# The same, returning also the chain hash of the row before the first one reserved. On SQLite
+# the write lock is held from BEGIN IMMEDIATE, so a subquery sees every earlier writer's row.
+# On PostgreSQL a subquery would read the statement's snapshot, taken before the row lock was
+# granted, and miss the row of the writer it waited for; there a VOLATILE function reads it
+# (migration 0008), with a snapshot of its own taken after the lock is held.
 _BUMP_WITH_PREV = _BUMP_POSITION + (
     f", (SELECT chain_hash FROM {_message_table} WHERE conversation_id = {_conversation_table}.id "
     f"AND position = {_conversation_table}.next_position - %s - 1)"
 )
+_BUMP_WITH_PREV_PG = _BUMP_POSITION + ", memoryui_chain_hash(id, next_position - %s - 1)"
 _SQLITE_FORM = rows.sqlite_form(_BUMP_POSITION, _BUMP_WITH_PREV)
 
 
@@ -226,10 +226,8 @@ def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, s
     """Reserve len(rows) positions and insert the rows there, chained; returns the first position."""
     # The rows carry the store's clock: the conversation's activity and its receipt are now.
     n = len(rows)
-    if db.vendor == "sqlite":
-        found = _execute_one(db, _BUMP_WITH_PREV, [n, rows[0][4], rows[0][4], rows[0][0], n])
-    else:
-        found = _execute_one(db, _BUMP_POSITION, [n, rows[0][4], rows[0][4], rows[0][0]])
+    bump = _BUMP_WITH_PREV if db.vendor == "sqlite" else _BUMP_WITH_PREV_PG
+    found = _execute_one(db, bump, [n, rows[0][4], rows[0][4], rows[0][0], n])
     if found is None:
         Conversation.objects.get_live(cid)  # raises NotFound; the caller rolls back
     position = found[0] - n
@@ -240,12 +238,8 @@ def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, s
             field="expected_position",
             code="position_conflict",
         )
-    if db.vendor == "sqlite":
-        _seal_rows(rows, position, bytes(found[1]) if found[1] is not None else chain.GENESIS, stamps)
-        _insert_rows(db, rows)
-    else:
-        # PostgreSQL links each row in its INSERT (rows._INSERT_MESSAGE_LINKED): no extra round trip.
-        _insert_linked(db, _commit_rows(rows, position, stamps))
+    _seal_rows(rows, position, bytes(found[1]) if found[1] is not None else chain.GENESIS, stamps)
+    _insert_rows(db, rows)
     return position
 
 
