@@ -12,12 +12,17 @@ an idle connection whose socket has nothing to read is still open: that costs a
 import select
 
 from django.db.backends.postgresql import base
+from psycopg.pq import TransactionStatus
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def is_usable(self):
         conn = self.connection
         if conn is None or conn.closed or conn.broken:
+            return False
+        # An aborted transaction fails Django's SELECT 1 too: the connection is not usable until
+        # rolled back (a test case's teardown then skips its constraint check, as with Django's).
+        if conn.info.transaction_status == TransactionStatus.INERROR:
             return False
         try:
             readable, _, _ = select.select([conn.fileno()], [], [], 0)
