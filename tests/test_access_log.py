@@ -6,8 +6,8 @@ from django.db import IntegrityError, connection, transaction
 from conversations import store
 from conversations.access.models import ConversationAccess
 from conversations.models import Conversation
-from conversations.retention import erasure, pruning
 from conversations.owned import owned_tables
+from conversations.retention import erasure, pruning
 from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db
