@@ -256,6 +256,12 @@ def check_text(value: str, field: str | None, *, allow_nul: bool = False) -> Non
                            field=field) from None
 
 
+def check_query_text(value: str | None, field: str) -> None:
+    """check_text on a query parameter that may be absent (ninja has parsed it already)."""
+    if value is not None:
+        check_text(value, field)
+
+
 def check_tree(data, *, allow_nul: bool = False, where: str = "") -> None:
     """check_text on every string (keys included) of a decoded JSON value, naming the dotted path."""
     stack = [(data, where)]
