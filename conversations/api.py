@@ -12,13 +12,12 @@ reason; `api_schemas` documents them (schemathesis checks that the two agree).
 import uuid
 from datetime import datetime
 from typing import Literal
-from urllib.parse import urlencode
 
 from django.db.models import Q
 from django.http import JsonResponse, StreamingHttpResponse
 from ninja import Path, Query, Router
 
-from . import hooks, params, reads, store
+from . import hooks, keyset, params, reads, store
 from .api_schemas import (
     APPEND_EXAMPLES,
     CONVERSATION_PAGE,
@@ -53,7 +52,7 @@ from .api_schemas import (
 from .apiauth import actor_of, require_scope
 from .errors import InvalidInput
 from .export import export_stream
-from .jsonbody import BadRequest, read_body, read_json
+from .jsonbody import read_body, read_json
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .params import iso as _iso
 
@@ -136,30 +135,20 @@ def _item(item: reads.StoredMessage) -> dict:
     }
 
 
-def _page(request, page: reads.Page, *, next_position: int, limit: int) -> dict:
-    next_url = None
-    if page.next_after is not None:
-        next_url = _url(request, f"{request.path}?{urlencode({'after': page.next_after, 'limit': limit})}")
-    return {
-        "items": [_item(i) for i in page.items],
-        "skipped": page.skipped,
-        "next": page.next_after,
-        "next_url": next_url,
-        "next_position": next_position,
-    }
+def _page(request, page: reads.Page, listing: str, *, next_position: int, limit: int) -> dict:
+    cursor = keyset.cursor_of(listing, page.next_after) if page.next_after is not None else None
+    return keyset.listing([_item(i) for i in page.items], cursor,
+                          keyset.next_url(request, cursor, [("limit", limit)]),
+                          skipped=page.skipped, next_position=next_position)
+
+
+def _start(cursor: str | None, listing: str, after: int | None) -> int | None:
+    """Where a message page starts: after the cursor's position when one is sent, else `after`."""
+    decoded = keyset.decode(cursor, listing, int)
+    return decoded[0] if decoded else after
 
 
 _ORDER_FIELDS = {"recent": "last_activity_at", "created": "created_at"}
-
-
-def _decode_cursor(cursor: str, order: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        return params.decode_cursor(cursor, order, datetime, uuid.UUID)
-    except ValueError:
-        raise BadRequest(
-            "cursor is not one this API gave out for this order; pass the 'next' value of the previous page unchanged",
-            field="cursor", code="invalid_cursor",
-        ) from None
 
 
 # -- conversations --------------------------------------------------------------------
@@ -237,21 +226,13 @@ def list_conversations(
     elif namespace is not None:
         qs = qs.filter(namespace__in=params.identifier_forms(namespace))
     if cursor:
-        at, pk = _decode_cursor(cursor, order)
+        at, pk = keyset.decode(cursor, order, datetime, uuid.UUID)
         qs = qs.filter(Q(**{f"{field}__lt": at}) | Q(**{field: at, "pk__lt": pk}))
-    rows = list(qs.order_by(f"-{field}", "-pk")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = next_url = None
-    if more:
-        last = rows[-1]
-        next_cursor = params.encode_cursor(order, getattr(last, field), last.pk)
-        query = {"cursor": next_cursor, "limit": limit, "order": order}
-        for name, value in (("subject", subject), ("namespace", namespace), ("external_id", external_id)):
-            if value is not None:
-                query[name] = value
-        next_url = _url(request, f"{request.path}?{urlencode(query)}")
-    return _respond({"items": [_summary(c, request) for c in rows], "next": next_cursor, "next_url": next_url})
+    rows, next_cursor = keyset.page(qs.order_by(f"-{field}", "-pk"), limit, order, lambda c: (getattr(c, field), c.pk))
+    next_url = keyset.next_url(request, next_cursor, [
+        ("limit", limit), ("order", order), ("subject", subject), ("namespace", namespace),
+        ("external_id", external_id)])
+    return _respond(keyset.listing([_summary(c, request) for c in rows], next_cursor, next_url))
 
 
 ConversationId = Path(..., description="The conversation's id (a UUID).", example=EXAMPLE_ID)
@@ -374,7 +355,7 @@ def append_messages(
     "/conversations/{conversation_id}/messages",
     operation_id="list_messages",
     summary="The full record",
-    response={200: MessagePage, **errors_doc(404, 422)},
+    response={200: MessagePage, **errors_doc(400, 404, 422)},
     openapi_extra=example_doc(200, {"items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None,
                                  "next_position": 7}),
 )
@@ -383,20 +364,22 @@ def list_messages(
     conversation_id: str = ConversationId,
     after: int = Query(-1, ge=-1, le=MAX_POSITION, description="Rows with a position greater than this."),
     limit: int = Query(MESSAGE_PAGE, ge=1, le=MESSAGE_PAGE_MAX),
+    cursor: str | None = Query(None, max_length=params.CURSOR_MAX,
+                               description="The `next` value of the previous page (replaces `after`)."),
 ):
     """Every message in position order, in keyset pages. Rows that no longer decode are
     left out and their positions listed in `skipped`. Needs `read`."""
     require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
-    page = reads.read_rows(conversation.pk, after=after, limit=limit)
-    return _respond(_page(request, page, next_position=conversation.next_position, limit=limit))
+    page = reads.read_rows(conversation.pk, after=_start(cursor, "messages", after), limit=limit)
+    return _respond(_page(request, page, "messages", next_position=conversation.next_position, limit=limit))
 
 
 @router.get(
     "/conversations/{conversation_id}/active",
     operation_id="get_active_view",
     summary="The active view (what the model receives)",
-    response={200: ActiveOut, **errors_doc(404, 422)},
+    response={200: ActiveOut, **errors_doc(400, 404, 422)},
     openapi_extra=example_doc(200, {
         "checkpoint": {k: EXAMPLE_CHECKPOINT[k] for k in ("position", "summary", "created_at")},
         "handoff": {"kind": "system", "content": EXAMPLE_CHECKPOINT["summary"],
@@ -408,20 +391,22 @@ def get_active_view(
     request,
     conversation_id: str = ConversationId,
     after: int | None = Query(None, ge=-1, le=MAX_POSITION,
-                              description="Only for paging: rows after this position (and after the fold)."),
+                              description="Rows after this position (and after the fold)."),
     limit: int = Query(MESSAGE_PAGE_MAX, ge=1, le=MESSAGE_PAGE_MAX),
+    cursor: str | None = Query(None, max_length=params.CURSOR_MAX,
+                               description="The `next` value of the previous page (replaces `after`)."),
 ):
     """Send `handoff` (when there is a checkpoint) and then every `items[].message` to the model.
     Needs `read`."""
     require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
-    view = reads.list_active(conversation.pk, after=after, limit=limit)
+    view = reads.list_active(conversation.pk, after=_start(cursor, "active", after), limit=limit)
     cp = view.checkpoint
     return _respond({
         "checkpoint": {"position": cp.message_position, "summary": cp.summary, "created_at": _iso(cp.created_at)}
         if cp else None,
         "handoff": view.handoff,
-        **_page(request, view.page, next_position=conversation.next_position, limit=limit),
+        **_page(request, view.page, "active", next_position=conversation.next_position, limit=limit),
     })
 
 
@@ -462,7 +447,8 @@ def list_checkpoints(request, conversation_id: str = ConversationId):
     require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     checkpoints = Checkpoint.objects.of(conversation.pk).order_by("message_position", "created_at", "id")
-    return _respond({"items": [_checkpoint(cp) for cp in checkpoints]})
+    # Not paged: a conversation has few checkpoints (each moves the fold forward).
+    return _respond(keyset.listing([_checkpoint(cp) for cp in checkpoints], None))
 
 
 @router.post(

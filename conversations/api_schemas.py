@@ -28,6 +28,14 @@ MESSAGE_PAGE_MAX = reads.MAX_PAGE
 # -- documented shapes ----------------------------------------------------------------
 
 
+class ListOut(Schema):
+    """The one list shape: `items` (declared by each list) and where the next page starts."""
+
+    next: str | None = Field(..., description="Opaque cursor of the next page: pass it back unchanged as "
+                             "`cursor` (with the same filters); null on the last page.")
+    next_url: str | None = Field(..., description="The next page as an address; null on the last page.")
+
+
 class ErrorDetail(Schema):
     code: str = Field(..., examples=["position_out_of_range"])
     message: str = Field(..., examples=["position 9 is out of range: it must be between 0 and 3"])
@@ -85,10 +93,8 @@ class ConversationOut(ConversationSummary):
     latest_checkpoint: CheckpointOut | None
 
 
-class ConversationPage(Schema):
+class ConversationPage(ListOut):
     items: list[ConversationSummary]
-    next: str | None = Field(..., description="Opaque cursor of the next page; null on the last page.")
-    next_url: str | None
 
 
 class MessageItem(Schema):
@@ -98,11 +104,9 @@ class MessageItem(Schema):
     created_at: datetime
 
 
-class MessagePage(Schema):
+class MessagePage(ListOut):
     items: list[MessageItem]
     skipped: list[int] = Field(..., description="Positions of stored rows that no longer decode.")
-    next: int | None = Field(..., description="Pass as `after` for the next page; null on the last page.")
-    next_url: str | None
     next_position: int = Field(..., description="The position the next append will get (read before the page).")
 
 
@@ -130,7 +134,7 @@ class BatchOut(Schema):
     count: int
 
 
-class CheckpointList(Schema):
+class CheckpointList(ListOut):
     items: list[CheckpointOut]
 
 

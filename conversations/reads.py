@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from . import keyset
 from .errors import InvalidInput, InvalidMessage, PositionOutOfRange
 from .message_schema import decode_message
 from .models import Checkpoint, Conversation, Message
@@ -112,11 +113,7 @@ def read_rows(conversation_id, *, after: int = -1, limit: int | None = None, unt
     if descending:
         qs = qs.order_by("-position")
     qs = qs.values_list("position", "kind", "created_at", "content")
-    # One row more than asked tells whether there is a next page.
-    rows = list(qs if limit is None else qs[: limit + 1])
-    more = limit is not None and len(rows) > limit
-    if more:
-        rows = rows[:limit]
+    rows, more = (list(qs), False) if limit is None else keyset.take(qs, limit)
     items, skipped = [], []
     for position, kind, created_at, raw in rows:
         item = decode_row(conversation_id, position, kind, created_at, raw)

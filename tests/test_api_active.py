@@ -52,9 +52,9 @@ def test_the_messages_are_ready_to_send(reader, convo):
 
 def test_it_pages_a_long_active_view(reader, convo):
     body = _active(reader, convo, limit=3)
-    assert [i["position"] for i in body["items"]] == [0, 1, 2] and body["next"] == 2
-    assert "after=2" in body["next_url"]
-    rest = _active(reader, convo, limit=3, after=body["next"])
+    assert [i["position"] for i in body["items"]] == [0, 1, 2] and body["next"]
+    assert f"cursor={body['next']}" in body["next_url"]
+    rest = _active(reader, convo, limit=3, cursor=body["next"])
     assert [i["position"] for i in rest["items"]] == [3]
 
 

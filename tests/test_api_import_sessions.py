@@ -63,9 +63,12 @@ def test_no_summary_is_kept_for_a_session_another_door_began(api):
 def test_entries_load_a_page_at_a_time_in_order(api):
     append(api, "s1", [entry(i) for i in range(5)])
     first = api.get("/imports/entries", {"namespace": "proj", "external_id": "s1", "limit": 2}).json()
-    assert [e["uuid"] for e in first["entries"]] == ["u0", "u1"] and first["next"] is not None
-    rest = api.get("/imports/entries", {"namespace": "proj", "external_id": "s1", "after": first["next"]}).json()
-    assert [e["uuid"] for e in rest["entries"]] == ["u2", "u3", "u4"] and rest["next"] is None
+    assert [e["uuid"] for e in first["items"]] == ["u0", "u1"] and first["next"] is not None
+    rest = api.get("/imports/entries", {"namespace": "proj", "external_id": "s1", "cursor": first["next"]}).json()
+    assert [e["uuid"] for e in rest["items"]] == ["u2", "u3", "u4"] and rest["next"] is None
+    # `after` still picks where the first page starts.
+    tail = api.get("/imports/entries", {"namespace": "proj", "external_id": "s1", "after": 2}).json()
+    assert [e["uuid"] for e in tail["items"]] == ["u3", "u4"]
     assert api.get("/imports/entries", {"namespace": "proj", "external_id": "nope"}).status_code == 404
 
 

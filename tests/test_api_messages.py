@@ -183,11 +183,19 @@ def test_it_lists_the_full_record_in_position_order(reader, convo):
 def test_it_pages_by_position(reader, convo):
     body = reader.get(_path(convo), {"limit": 3}).json()
     assert [i["position"] for i in body["items"]] == [0, 1, 2]
-    assert body["next"] == 2
-    assert "after=2" in body["next_url"] and "limit=3" in body["next_url"]
+    assert isinstance(body["next"], str)
+    assert f"cursor={body['next']}" in body["next_url"] and "limit=3" in body["next_url"]
     rest = reader.client.get(body["next_url"], headers={"Authorization": f"Bearer {reader.key}"}).json()
     assert [i["position"] for i in rest["items"]] == [3]
     assert rest["next"] is None
+    same = reader.get(_path(convo), {"cursor": body["next"], "limit": 3}).json()
+    assert [i["position"] for i in same["items"]] == [3]
+
+
+def test_a_cursor_of_another_list_is_refused(reader, convo):
+    active = reader.get(_path(convo).replace("/messages", "/active"), {"limit": 1}).json()
+    refused = reader.get(_path(convo), {"cursor": active["next"]})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_cursor"
 
 
 def test_it_reads_after_a_position(reader, convo):

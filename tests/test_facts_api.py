@@ -95,7 +95,7 @@ def test_it_recalls_only_approved_facts_best_first(client, reader):
     facts.approve_fact(fact_id=b.pk, actor="user:r")
     r = client.get("/api/v1/facts/recall", {"subject": "cust:7", "query": "refund replacement", "limit": 5}, **reader)
     assert r.status_code == 200, r.content
-    got = r.json()["facts"]
+    got = r.json()["items"]
     assert [g["fact"]["id"] for g in got] == [a.pk, b.pk]
     assert got[0]["parts"]["relevance"] == 1.0
     assert got[0]["fact"]["access_count"] == 1
@@ -143,7 +143,7 @@ def test_it_refuses_to_invalidate_a_proposal(client, writer):
 def test_it_lists_and_shows_a_subjects_facts(client, reader):
     f = facts.propose_fact(subject="cust:7", text="Lives in Leeds", importance=2, created_by="k")
     r = client.get("/api/v1/facts", {"subject": "cust:7"}, **reader)
-    assert [x["id"] for x in r.json()["facts"]] == [f.pk]
+    assert [x["id"] for x in r.json()["items"]] == [f.pk]
     r = client.get(f"/api/v1/facts/{f.pk}", **reader)
     assert [e["kind"] for e in r.json()["events"]] == ["proposed"]
 

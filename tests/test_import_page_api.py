@@ -100,7 +100,7 @@ def test_the_api_entries_door_appends_and_loads_deep_equal(writer):
                                      "entries": entries[i:i + 7]})
         assert r.status_code in (200, 201), r.content
     loaded = writer.get("/imports/entries", {"namespace": "proj", "external_id": SESSION})
-    assert loaded.status_code == 200 and loaded.json()["entries"] == entries
+    assert loaded.status_code == 200 and loaded.json()["items"] == entries
     sources = writer.get("/imports/sources", {"namespace": "proj"}).json()["items"]
     assert [s["key"] for s in sources] == [SESSION] and sources[0]["updated_ms"] > 1e12
     missing = writer.get("/imports/entries", {"namespace": "proj", "external_id": "nope"})
@@ -117,7 +117,7 @@ def test_the_entries_door_takes_nul_characters_and_a_retry_adds_nothing(writer):
     assert first.status_code in (200, 201), first.content
     assert writer.post("/imports", body).json()["unchanged"] is True  # the same uuids: nothing again
     loaded = writer.get("/imports/entries", {"namespace": "proj", "external_id": SESSION})
-    assert loaded.json()["entries"] == entries
+    assert loaded.json()["items"] == entries
     conversation = Conversation.objects.get(pk=first.json()["conversation_id"])
     assert [json.loads(m.content)["kind"] for m in Message.objects.filter(conversation=conversation)] == [
         "user", "assistant"]

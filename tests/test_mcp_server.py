@@ -121,10 +121,10 @@ def test_every_tool_works_over_stdio_and_writes_what_it_says(live_server):
     assert [i["position"] for i in out["view"]["items"]] == [3] and out["view"]["next_position"] == 4
     fork = Conversation.objects.get(pk=out["fork"]["id"])
     assert fork.parent_id == conversation.pk and fork.forked_from_position == 1 and fork.next_position == 2
-    assert {(c["id"], c["message_count"]) for c in out["listed"]["conversations"]} == {(cid, 4), (str(fork.pk), 2)}
-    assert [h["conversation_id"] for h in out["found"]["hits"]] == [str(other.pk)]
-    assert [c["id"] for c in out["by_id"]["conversations"]] == [cid]
-    assert [f["fact"]["text"] for f in out["recalled"]["facts"]] == ["Prefers store credit to card refunds."]
+    assert {(c["id"], c["message_count"]) for c in out["listed"]["items"]} == {(cid, 4), (str(fork.pk), 2)}
+    assert [h["conversation_id"] for h in out["found"]["items"]] == [str(other.pk)]
+    assert [c["id"] for c in out["by_id"]["items"]] == [cid]
+    assert [f["fact"]["text"] for f in out["recalled"]["items"]] == ["Prefers store credit to card refunds."]
     proposed = Fact.objects.get(pk=out["proposed"]["id"])
     assert proposed.status == "proposed" and proposed.text == "Travels to Oslo in March."
 

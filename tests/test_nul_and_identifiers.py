@@ -201,7 +201,7 @@ def test_an_imported_nul_is_kept_in_the_original_entry_and_replaced_in_the_messa
     assert raws[2]["message"]["content"][0]["content"] == "ELF\x00\x00\x01"  # lossless
     # The original format renders it back; the Markdown export holds no NUL byte.
     entries = writer.get("/imports/entries", {"namespace": response.json()["namespace"], "external_id": "s-nul"})
-    assert entries.json()["entries"][2]["message"]["content"][0]["content"] == "ELF\x00\x00\x01"
+    assert entries.json()["items"][2]["message"]["content"][0]["content"] == "ELF\x00\x00\x01"
     markdown = writer.get(f"/conversations/{conversation.pk}/export", {"format": "markdown"})
     assert b"\x00" not in b"".join(markdown.streaming_content)
     again = importer.import_text(CLAUDE_CODE_WITH_NUL, format="claude-code", namespace=response.json()["namespace"])

@@ -89,7 +89,7 @@ def test_a_deletion_request_returns_its_receipt_without_personal_data(client):
     assert "zofia" not in response.content.decode().lower()
 
     listed = client.get("/api/v1/receipts", **admin).json()
-    assert [r["request_id"] for r in listed["receipts"]] == [receipt["request_id"]]
+    assert [r["request_id"] for r in listed["items"]] == [receipt["request_id"]]
     one = client.get(f"/api/v1/receipts/{receipt['request_id']}", **admin)
     assert one.status_code == 200 and one.json()["subject_sha256"] == receipt["subject_sha256"]
 
@@ -112,10 +112,11 @@ def test_receipts_page_through_with_a_cursor(client):
     for _ in range(3):
         post(client, "/api/v1/deletion-requests", {"conversation_ids": [str(conversation(messages=1).pk)]}, admin)
     first = client.get("/api/v1/receipts?limit=2", **admin).json()
-    assert len(first["receipts"]) == 2 and first["next"]
-    second = client.get(f"/api/v1/receipts?limit=2&before={first['next']}", **admin).json()
-    assert len(second["receipts"]) == 1 and second["next"] is None
-    ids = [r["request_id"] for r in first["receipts"] + second["receipts"]]
+    assert len(first["items"]) == 2 and first["next"]
+    second = client.get(f"/api/v1/receipts?limit=2&cursor={first['next']}", **admin).json()
+    assert len(second["items"]) == 1 and second["next"] is None
+    ids = [r["request_id"] for r in first["items"] + second["items"]]
     assert len(set(ids)) == 3
     assert client.get("/api/v1/receipts/not-an-id", **admin).status_code == 404
-    assert client.get("/api/v1/receipts?before=00000000-0000-0000-0000-000000000000", **admin).status_code == 404
+    forged = client.get("/api/v1/receipts?cursor=00000000-0000-0000-0000-000000000000", **admin)
+    assert forged.status_code == 400 and forged.json()["error"]["code"] == "invalid_cursor"

@@ -6,7 +6,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
-from conversations import params
+from conversations import keyset, params
 from conversations.errors import NotFound
 from conversations.models import Conversation, parse_conversation_id
 from conversations.roles import admin_required
@@ -37,10 +37,9 @@ def access_log(request):
             error = "conversation must be a conversation id"
     if before is not None:
         qs = qs.filter(id__lt=before)
-    rows = [] if error else list(qs[: PAGE + 1])
+    rows, more = ([], False) if error else keyset.take(qs, PAGE)
     next_url = None
-    if len(rows) > PAGE:
-        rows = rows[:PAGE]
+    if more:
         query = {k: v for k, v in {"actor": actor, "conversation": conversation, "before": rows[-1].pk}.items() if v}
         next_url = reverse("access:log") + "?" + urlencode(query)
     titles = dict(Conversation.objects.live().filter(pk__in={r.conversation_id for r in rows})

@@ -8,12 +8,13 @@ log), admins also write; auditors have no facts scope and get 403.
 
 from datetime import datetime
 
+from django.db.models import Q
 from django.utils import timezone
 from ninja import Field, Router, Schema, Status
 from pydantic import StrictInt, StrictStr
 
-from conversations import params
-from conversations.api_schemas import errors_doc, inline_schema, json_body_doc
+from conversations import keyset, params
+from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.jsonbody import Instant, StrictBody, read_body
@@ -80,10 +81,10 @@ class RecalledOut(Schema):
     parts: PartsOut
 
 
-class RecallOut(Schema):
+class RecallOut(ListOut):
     subject: str
     query: str
-    facts: list[RecalledOut]
+    items: list[RecalledOut] = Field(..., description="Best first; not paged (`limit` picks how many).")
 
 
 class EventOut(Schema):
@@ -98,9 +99,9 @@ class FactDetailOut(FactOut):
     events: list[EventOut]
 
 
-class FactListOut(Schema):
+class FactListOut(ListOut):
     subject: str
-    facts: list[FactOut]
+    items: list[FactOut]
 
 
 def fact_out(fact: Fact, now=None) -> dict:
@@ -142,8 +143,8 @@ def propose(request):
     return Status(201, fact_out(fact))
 
 
-@router.get("/facts", response=FactListOut, summary="A subject's facts, every state, newest first")
-def list_facts(request, subject: str, status: str | None = None, limit: int = 200):
+@router.get("/facts", response={200: FactListOut, **errors_doc(400, 422)}, summary="A subject's facts, every state, newest first")
+def list_facts(request, subject: str, status: str | None = None, limit: int = 200, cursor: str | None = None):
     require_scope(request, "facts:read")
     subject = store.clean_subject(subject)
     if status is not None and status not in ("proposed", "approved", "rejected"):
@@ -154,8 +155,13 @@ def list_facts(request, subject: str, status: str | None = None, limit: int = 20
     qs = Fact.objects.about(subject).exclude(status="erasing")
     if status:
         qs = qs.filter(status=status)
+    after = keyset.decode(cursor, "facts", datetime, int)
+    if after:
+        qs = qs.filter(Q(recorded_at__lt=after[0]) | Q(recorded_at=after[0], id__lt=after[1]))
+    rows, next_cursor = keyset.page(qs.order_by("-recorded_at", "-id"), limit, "facts", lambda f: (f.recorded_at, f.pk))
     now = timezone.now()
-    return {"subject": subject, "facts": [fact_out(f, now) for f in qs.order_by("-recorded_at", "-id")[:limit]]}
+    url = keyset.next_url(request, next_cursor, keyset.same_query(request))
+    return keyset.listing([fact_out(f, now) for f in rows], next_cursor, url, subject=subject)
 
 
 @router.get("/facts/recall", response=RecallOut, summary="The best facts about a subject for a query")
@@ -165,11 +171,8 @@ def recall(request, subject: str, query: str = "", limit: int = 10):
     results = recall_facts(subject=subject, query=query, limit=limit, actor=actor_of(request))
     if _is_person(request):
         store.record_access(actor=actor_of(request), subject=subject.strip(), view="api recall")
-    return {
-        "subject": subject.strip(),
-        "query": query,
-        "facts": [{"fact": fact_out(r.fact), "score": r.score, "parts": r.parts._asdict()} for r in results],
-    }
+    return keyset.listing([{"fact": fact_out(r.fact), "score": r.score, "parts": r.parts._asdict()} for r in results],
+                          None, subject=subject.strip(), query=query)
 
 
 @router.get("/facts/{int:fact_id}", response=FactDetailOut, summary="One fact with its history")

@@ -21,7 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from conversations import params
+from conversations import keyset, params
 from conversations.confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from conversations.errors import InvalidInput, StoreError
 from conversations.message_schema import message_text
@@ -480,9 +480,7 @@ def access_log(request):
         qs = qs.filter(subject=subject_filter)
     if before is not None:
         qs = qs.filter(id__lt=before)
-    rows = list(qs[: ACCESS_PAGE + 1])
-    more = len(rows) > ACCESS_PAGE
-    rows = rows[:ACCESS_PAGE]
+    rows, more = keyset.take(qs, ACCESS_PAGE)
     next_url = None
     if more:
         next_url = reverse("facts:access_log") + "?" + urlencode(

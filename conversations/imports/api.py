@@ -31,7 +31,7 @@ import json
 
 from ninja import Query, Router
 
-from conversations import idempotency, params
+from conversations import idempotency, keyset, params
 from conversations.api import _respond
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
@@ -162,17 +162,23 @@ def _check_nul(**values) -> None:
 def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
                  external_id: str = Query(..., max_length=MAX_TEXT), format: str = Query("claude-code", max_length=40),
                  after: int = Query(-1, ge=-1),
-                 limit: int = Query(entry_streams.LOAD_PAGE, ge=1, le=entry_streams.LOAD_PAGE_MAX)):
-    """What was appended under this key, in order, deep-equal (the SessionStore's `load`);
-    `next` is the `after` of the next page, null on the last. 404 for a key never
+                 limit: int = Query(entry_streams.LOAD_PAGE, ge=1, le=entry_streams.LOAD_PAGE_MAX),
+                 cursor: str | None = Query(None, max_length=params.CURSOR_MAX)):
+    """What was appended under this key, in order, deep-equal (the SessionStore's `load`), as
+    `items`; `next` is the cursor of the next page, null on the last. 404 for a key never
     written. Needs `read`."""
     require_scope(request, "read")
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
-    page = entry_streams.load_page(format=format, namespace=namespace, key=external_id, after=after, limit=limit)
+    start = keyset.decode(cursor, "entries", int)
+    page = entry_streams.load_page(format=format, namespace=namespace, key=external_id,
+                                   after=start[0] if start else after, limit=limit)
     if page is None:
         raise NotFound(f"no entries stored under {namespace!r} / {external_id[:80]!r}", field="external_id")
-    return _respond({"conversation_id": page.conversation_id, "entries": page.entries, "next": page.next})
+    next_cursor = keyset.cursor_of("entries", page.next) if page.next is not None else None
+    return _respond(keyset.listing(page.entries, next_cursor,
+                                   keyset.next_url(request, next_cursor, keyset.same_query(request)),
+                                   conversation_id=page.conversation_id))
 
 
 @router.delete("/imports/entries", operation_id="delete_entries", summary="Delete a session key's conversations",
@@ -209,7 +215,8 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
     namespace, prefix = _ids(namespace=namespace, prefix=prefix)
     items = entry_streams.list_streams(format=format, namespace=namespace, prefix=prefix,
                                        key=_ids(key=key)[0] if key is not None else None, sessions_only=sessions)
-    return _respond({"items": items})
+    # Not paged: at most entry_streams.LIST_MAX streams, narrowed by `prefix` or `key`.
+    return _respond(keyset.listing(items, None))
 
 
 def _session_body(request) -> tuple[str, str, int | None]:
@@ -234,7 +241,8 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
     require_scope(request, "read")
     namespace, session_id = _ids(namespace=namespace, session_id=session_id)
     items, stream = sessions.active_items(namespace=namespace, session_id=session_id, limit=limit)
-    return _respond({"items": items, "stream": stream.as_dict()})
+    # Not paged: the SDK asks for the whole view or its latest `limit` items.
+    return _respond(keyset.listing(items, None, stream=stream.as_dict()))
 
 
 @router.post("/imports/sessions/pop", operation_id="session_pop", summary="Take a session's last item back",
@@ -242,8 +250,9 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
 def session_pop(request):
     """The OpenAI Agents SDK's `pop_item`, destroying nothing: a retraction record joins the
     session's stream and a note "retracted by pop_item" its conversation; the session's
-    items leave the item out. Answers the item (null when the session is empty). With `expected_entries`, only if the head still holds that many items
-    (409 `entries_conflict`). Needs `write`."""
+    items leave the item out. Answers the item (null when the session is empty). With
+    `expected_entries`, only if the head still holds that many items (409 `entries_conflict`).
+    Needs `write`."""
     require_scope(request, "write")
     namespace, session_id, expected = _session_body(request)
     item, stream = sessions.pop_item(namespace=namespace, session_id=session_id, expected_entries=expected,

@@ -11,6 +11,7 @@ whose conversation is being deleted, or was, is not listed and loads as nothing.
 import json
 from dataclasses import dataclass
 
+from conversations import keyset
 from conversations.errors import InvalidInput, NotFound
 from conversations.frameworks.models import SessionSummary
 from conversations.models import Conversation
@@ -51,10 +52,8 @@ def load_page(*, format: str, namespace: str, key: str, after: int = -1, limit: 
     if source is None:
         return None
     limit = max(1, min(int(limit), LOAD_PAGE_MAX))
-    rows = list(SourceEntry.objects.filter(source_id=source.pk, seq__gt=after).order_by("seq")
-                .values_list("seq", "raw")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = keyset.take(SourceEntry.objects.filter(source_id=source.pk, seq__gt=after).order_by("seq")
+                             .values_list("seq", "raw"), limit)
     return EntriesPage(conversation_id=str(source.conversation_id), entries=[json.loads(raw) for _, raw in rows],
                        next=rows[-1][0] if more else None)
 

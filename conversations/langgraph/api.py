@@ -13,6 +13,7 @@ from typing import Any
 from ninja import Router
 from pydantic import Field, StrictInt, StrictStr
 
+from conversations import keyset
 from conversations.api import _respond
 from conversations.apiauth import require_scope
 from conversations.errors import InvalidInput
@@ -163,8 +164,10 @@ def list_checkpoints(request):
         for w in LangGraphWrite.objects.filter(thread_id__in={cp.thread_id for cp in picked},
                                                checkpoint_id__in={cp.checkpoint_id for cp in picked}):
             writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), []).append(w)
-    return _respond({"checkpoints": [
-        _checkpoint_dict(cp, writes.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])) for cp in picked]})
+    # LangGraph's own list protocol pages with `before` and `limit`: `next` is always null.
+    return _respond(keyset.listing([
+        _checkpoint_dict(cp, writes.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])) for cp in picked],
+        None))
 
 
 def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:

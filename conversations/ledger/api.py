@@ -7,13 +7,12 @@ store call or read, and answer in the API's JSON and error shapes, as
 
 from datetime import datetime
 from typing import Literal
-from urllib.parse import urlencode
 
 from django.http import StreamingHttpResponse
 from ninja import Query, Router
 
-from conversations import params
-from conversations.api import ConversationId, _check_query_text, _respond, _url
+from conversations import keyset, params
+from conversations.api import ConversationId, _check_query_text, _respond
 from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput
@@ -52,10 +51,15 @@ from .models import Action, TaskStateEvent, WorkspaceSnapshot
 router = Router(tags=["task state and actions"])
 
 
-def _next_url(request, after: int | None, limit: int) -> str | None:
-    if after is None:
-        return None
-    return _url(request, f"{request.path}?{urlencode({'after': after, 'limit': limit})}")
+def _after(cursor: str | None, listing: str, after: int) -> int:
+    """Where a page starts: after the cursor's value when one is sent, else after `after`."""
+    decoded = keyset.decode(cursor, listing, int)
+    return decoded[0] if decoded else after
+
+
+def _paged(request, rows, limit: int, listing: str, key, out) -> dict:
+    rows, cursor = keyset.page(rows, limit, listing, key)
+    return keyset.listing([out(r) for r in rows], cursor, keyset.next_url(request, cursor, [("limit", limit)]))
 
 
 def _live(conversation_id) -> Conversation:
@@ -113,7 +117,7 @@ def set_state(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/state/history",
     operation_id="list_task_state_versions",
     summary="Every version of the task state",
-    response={200: StateHistory, **errors_doc(404, 422)},
+    response={200: StateHistory, **errors_doc(400, 404, 422)},
     openapi_extra=example_doc(200, {"items": [
         {"version": 1, "position": 4, "state": {"order": "SU-88421"},
          "changes": [{"op": "add", "path": "/order", "new": "SU-88421"}],
@@ -127,15 +131,14 @@ def list_state_versions(
     conversation_id: str = ConversationId,
     after: int = Query(0, ge=0, le=2**63 - 1, description="Versions after this one."),
     limit: int = Query(PAGE, ge=1, le=PAGE_MAX),
+    cursor: str | None = Query(None, max_length=params.CURSOR_MAX,
+                               description="The `next` value of the previous page (replaces `after`)."),
 ):
     """Oldest first, in keyset pages by version. Needs `read`."""
     require_scope(request, "read")
     conversation = _live(conversation_id)
-    rows = list(TaskStateEvent.objects.history(conversation.pk, after_version=after, limit=limit + 1))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    nxt = rows[-1].version if more else None
-    return _respond({"items": [event_dict(e) for e in rows], "next": nxt, "next_url": _next_url(request, nxt, limit)})
+    history = TaskStateEvent.objects.history(conversation.pk, after_version=_after(cursor, "state", after))
+    return _respond(_paged(request, history, limit, "state", lambda e: (e.version,), event_dict))
 
 
 # -- actions --------------------------------------------------------------------------
@@ -182,7 +185,7 @@ def record_action(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/actions",
     operation_id="list_actions",
     summary="The conversation's actions, in the order recorded",
-    response={200: ActionPage, **errors_doc(404, 422)},
+    response={200: ActionPage, **errors_doc(400, 404, 422)},
     openapi_extra=example_doc(200, {"items": [EXAMPLE_ACTION, EXAMPLE_RETRY], "next": None, "next_url": None}),
 )
 def list_actions(
@@ -190,15 +193,14 @@ def list_actions(
     conversation_id: str = ConversationId,
     after: int = Query(0, ge=0, le=2**63 - 1, description="Entries with an id greater than this."),
     limit: int = Query(PAGE, ge=1, le=PAGE_MAX),
+    cursor: str | None = Query(None, max_length=params.CURSOR_MAX,
+                               description="The `next` value of the previous page (replaces `after`)."),
 ):
     """Keyset pages by id, including the entries a fork carried from its parent. Needs `read`."""
     require_scope(request, "read")
     conversation = _live(conversation_id)
-    rows = list(Action.objects.of(conversation.pk).filter(id__gt=after).order_by("id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    nxt = rows[-1].id if more else None
-    return _respond({"items": [action_dict(a) for a in rows], "next": nxt, "next_url": _next_url(request, nxt, limit)})
+    actions = Action.objects.of(conversation.pk).filter(id__gt=_after(cursor, "actions", after)).order_by("id")
+    return _respond(_paged(request, actions, limit, "actions", lambda a: (a.id,), action_dict))
 
 
 @router.get(
@@ -269,7 +271,8 @@ def export_actions(
     request,
     format: Literal["csv", "jsonl"] = Query("csv", description="csv or jsonl"),
     name: str | None = Query(None, max_length=store.NAME_MAX, description="Only this action, e.g. issue_refund."),
-    namespace: str | None = Query(None, max_length=200, description="Only this namespace (\"\" is the store-wide one)."),
+    namespace: str | None = Query(None, max_length=200,
+                                  description="Only this namespace (\"\" is the store-wide one)."),
     status: Literal["performed", "failed", "already_performed"] | None = Query(None),
     since: str | None = Query(None, max_length=40, example="2026-05-01",
                               description="Recorded at or after (ISO 8601; a date means midnight UTC)."),
@@ -339,4 +342,6 @@ def list_snapshots(request, conversation_id: str = ConversationId):
     """Needs `read`."""
     require_scope(request, "read")
     conversation = _live(conversation_id)
-    return _respond({"items": [snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)]})
+    # Not paged: one snapshot per turn at most.
+    return _respond(keyset.listing([snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)],
+                                   None))

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 from pydantic import StrictInt, StrictStr
 
-from conversations.api_schemas import EXAMPLE_ID, EXAMPLE_TIME, MAX_POSITION  # noqa: F401 (re-exported)
+from conversations.api_schemas import EXAMPLE_ID, EXAMPLE_TIME, MAX_POSITION, ListOut  # noqa: F401 (re-exported)
 from conversations.jsonbody import StrictBody
 
 from . import store
@@ -56,10 +56,8 @@ class StateEventOut(Schema):
     created_at: datetime
 
 
-class StateHistory(Schema):
+class StateHistory(ListOut):
     items: list[StateEventOut]
-    next: int | None = Field(..., description="Pass as `after` for the next page; null on the last page.")
-    next_url: str | None
 
 
 class ActionOut(Schema):
@@ -84,10 +82,8 @@ class RecordedOut(Schema):
     attempt: ActionOut = Field(..., description="The entry this request wrote.")
 
 
-class ActionPage(Schema):
+class ActionPage(ListOut):
     items: list[ActionOut]
-    next: int | None
-    next_url: str | None
 
 
 class ActionLookup(Schema):
@@ -114,7 +110,7 @@ class SnapshotOut(Schema):
     created_at: datetime
 
 
-class SnapshotList(Schema):
+class SnapshotList(ListOut):
     items: list[SnapshotOut]
 
 

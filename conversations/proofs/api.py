@@ -3,7 +3,8 @@
 from django.http import JsonResponse, StreamingHttpResponse
 from ninja import Path, Query, Router, Schema
 
-from conversations.api_schemas import errors_doc
+from conversations import keyset
+from conversations.api_schemas import ListOut, errors_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.models import Conversation, parse_conversation_id
 
@@ -39,7 +40,7 @@ class SignedHeadOut(Schema):
     public_key: str
 
 
-class SignedHeadList(Schema):
+class SignedHeadList(ListOut):
     items: list[SignedHeadOut]
 
 
@@ -80,7 +81,8 @@ def list_signed_heads(request, conversation_id: str = Path(..., description="The
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     public = {k.key_id: k.public_key for k in heads.public_keys()}
     items = [_head_out(h, public) for h in SignedHead.objects.of(conversation.pk)[:HEAD_LIST_MAX]]
-    return _respond({"items": items})
+    # Not paged: the newest HEAD_LIST_MAX heads.
+    return _respond(keyset.listing(items, None))
 
 
 @router.get(

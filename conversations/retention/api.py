@@ -1,12 +1,15 @@
 """Retention over JSON: prune, deletion requests, receipts. Admin scope only."""
 
+import uuid
 from datetime import datetime
 
+from django.db.models import Q
 from django.http import JsonResponse
-from ninja import Field, Router, Schema
+from ninja import Field, Query, Router, Schema
 from pydantic import StrictBool, StrictInt, StrictStr
 
-from conversations.api_schemas import errors_doc, inline_schema, json_body_doc
+from conversations import keyset, params
+from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import NotFound
 from conversations.jsonbody import StrictBody, read_body
@@ -63,9 +66,8 @@ class ReceiptOut(Schema):
     verification: dict
 
 
-class ReceiptListOut(Schema):
-    receipts: list[ReceiptOut]
-    next: str | None
+class ReceiptListOut(ListOut):
+    items: list[ReceiptOut]
 
 
 @router.post("/prune", response={200: PruneOut, **errors_doc(400, 413, 415, 422)},
@@ -117,20 +119,18 @@ def deletion_request(request):
     return JsonResponse(receipt.as_document(), status=201)
 
 
-@router.get("/receipts", response=ReceiptListOut, summary="Deletion receipts, newest first (keyset: ?before=<request id>)")
-def list_receipts(request, before: str | None = None, limit: int = RECEIPT_PAGE):
+@router.get("/receipts", response={200: ReceiptListOut, **errors_doc(400, 422)},
+            summary="Deletion receipts, newest first, in keyset pages")
+def list_receipts(request, cursor: str | None = Query(None, max_length=params.CURSOR_MAX), limit: int = RECEIPT_PAGE):
     require_scope(request, "admin")
     limit = max(1, min(limit, 200))
     qs = DeletionReceipt.objects.newest_first()
-    if before:
-        anchor = DeletionReceipt.objects.filter(pk=parse_conversation_id(before)).first()
-        if anchor is None:
-            raise NotFound(f"receipt {before} not found", field="before")
-        qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
-    rows = list(qs[: limit + 1])
-    page = rows[:limit]
-    return {"receipts": [r.as_document() for r in page],
-            "next": str(page[-1].pk) if len(rows) > limit else None}
+    after = keyset.decode(cursor, "receipts", datetime, uuid.UUID)
+    if after:
+        qs = qs.filter(Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]))
+    rows, next_cursor = keyset.page(qs, limit, "receipts", lambda r: (r.created_at, r.pk))
+    return keyset.listing([r.as_document() for r in rows], next_cursor,
+                          keyset.next_url(request, next_cursor, [("limit", limit)]))
 
 
 @router.get("/receipts/{request_id}", response=ReceiptOut, summary="One deletion receipt")

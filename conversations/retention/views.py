@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from conversations import params
+from conversations import keyset, params
 from conversations.apiauth import actor_of
 from conversations.confirm import NOT_CONFIRMED, Confirmation, confirmed, render_confirmation
 from conversations.errors import InvalidInput, NotFound, StoreError
@@ -147,9 +147,8 @@ def prune_runs(request):
     before = params.int_param(request.GET, "before", minimum=1)
     if before is not None:
         qs = qs.filter(id__lt=before)
-    rows = list(qs[: RUN_PAGE + 1])
-    return render(request, "retention/prune_runs.html",
-                  {"runs": rows[:RUN_PAGE], "next_before": rows[RUN_PAGE - 1].pk if len(rows) > RUN_PAGE else None})
+    rows, more = keyset.take(qs, RUN_PAGE)
+    return render(request, "retention/prune_runs.html", {"runs": rows, "next_before": rows[-1].pk if more else None})
 
 
 @require_safe
@@ -313,10 +312,8 @@ def receipts(request):
         if anchor is None:
             raise Http404("no such receipt")
         qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
-    rows = list(qs[: RECEIPT_PAGE + 1])
-    page = rows[:RECEIPT_PAGE]
-    return render(request, "retention/receipts.html",
-                  {"receipts": page, "next_before": page[-1].pk if len(rows) > RECEIPT_PAGE else None})
+    page, more = keyset.take(qs, RECEIPT_PAGE)
+    return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None})
 
 
 def _uuid_or_404(value):

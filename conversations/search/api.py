@@ -1,12 +1,10 @@
 """GET /api/v1/search: message content across every conversation, in keyset pages."""
 
-from urllib.parse import urlencode
-
 from django.http import JsonResponse
 from ninja import Query, Router, Schema
 
-from conversations import params
-from conversations.api_schemas import errors_doc, example_doc
+from conversations import keyset, params
+from conversations.api_schemas import ListOut, errors_doc, example_doc
 from conversations.apiauth import require_scope
 
 from . import ranked
@@ -39,11 +37,9 @@ class SearchHit(Schema):
     conversations: list[HitConversation]
 
 
-class SearchPage(Schema):
+class SearchPage(ListOut):
     query: str
     items: list[SearchHit]
-    next: str | None
-    next_url: str | None
     # order=relevance: the matching rows counted (at least this many when
     # total_is_lower_bound); order=newest counts nothing (null).
     total: int | None = None
@@ -120,13 +116,9 @@ def search(
             "conversation": conversation, "cursor": cursor, "limit": str(limit)}
     parsed = parse_search(data, kinds=kind or [])
     page = search_messages(parsed.query, filters=parsed.filters, cursor=parsed.cursor, limit=parsed.limit)
-    next_url = None
-    if page.next_cursor:
-        params = [(k, v) for k, v in request.GET.items() if k not in ("cursor", "kind")]
-        params += [("kind", k) for k in request.GET.getlist("kind")] + [("cursor", page.next_cursor)]
-        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
-    body = {"query": parsed.raw_query, "items": [hit_json(request, h) for h in page.hits],
-            "next": page.next_cursor, "next_url": next_url, "total": None, "total_is_lower_bound": None}
+    next_url = keyset.next_url(request, page.next_cursor, keyset.same_query(request))
+    body = keyset.listing([hit_json(request, h) for h in page.hits], page.next_cursor, next_url,
+                          query=parsed.raw_query, total=None, total_is_lower_bound=None)
     return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
 
 
@@ -146,12 +138,7 @@ def _ranked(request, q, kind, subject, namespace, since, to, conversation, curso
     parsed = parse_search(data, kinds=kind or [])
     results = ranked.search_grouped(parsed.query, filters=parsed.filters, page=page)
     items = [hit_json(request, h) for g in results.groups for h in g.hits]
-    next_cursor = params.encode_cursor(RANKED_CURSOR, results.next_page) if results.next_page else None
-    next_url = None
-    if next_cursor:
-        query = [(k, v) for k, v in request.GET.items() if k not in ("cursor", "kind")]
-        query += [("kind", k) for k in request.GET.getlist("kind")] + [("cursor", next_cursor)]
-        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(query)}")
-    body = {"query": parsed.raw_query, "items": items, "next": next_cursor, "next_url": next_url,
-            "total": results.total, "total_is_lower_bound": results.capped}
+    next_cursor = keyset.cursor_of(RANKED_CURSOR, results.next_page) if results.next_page else None
+    body = keyset.listing(items, next_cursor, keyset.next_url(request, next_cursor, keyset.same_query(request)),
+                          query=parsed.raw_query, total=results.total, total_is_lower_bound=results.capped)
     return JsonResponse(body, json_dumps_params={"ensure_ascii": False})

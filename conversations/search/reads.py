@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from sqlean import dbapi2 as Database
 
+from conversations import keyset
 from conversations.errors import StoreError
 from conversations.message_schema import KINDS
 from conversations.models import Conversation, Message
@@ -143,8 +144,7 @@ def search_messages(q, *, filters: Filters = Filters(), cursor: str | None = Non
                         .values_list("id", "title", "subject", "namespace").first())
     else:
         rows = _rows(query, filters, kinds, None, after, limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = keyset.take(rows, limit)
     texts = [highlight.index_text(r[-1]) for r in rows]
     pieces = highlight.snippets(texts, query)
     held = lineage.holders([(r[2], r[1]) for r in rows])

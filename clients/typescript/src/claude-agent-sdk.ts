@@ -186,19 +186,19 @@ export class MemoryuiSessionStore implements SessionStore {
     const namespace = await this.namespace(key.projectKey);
     const external_id = externalId(key);
     const entries: SessionStoreEntry[] = [];
-    let after = -1;
+    let cursor: string | null | undefined;
     for (;;) {
-      let page: { entries: SessionStoreEntry[]; next: number | null };
+      let page: { items: SessionStoreEntry[]; next: string | null };
       try {
         page = await this.client.run({ method: "GET", path: "/imports/entries",
-          query: { namespace, external_id, format: FORMAT, after } });
+          query: { namespace, external_id, format: FORMAT, ...(cursor ? { cursor } : {}) } });
       } catch (error) {
         if (error instanceof NotFound) return null;
         throw error;
       }
-      entries.push(...page.entries);
+      entries.push(...page.items);
       if (page.next === null || page.next === undefined) return entries;
-      after = page.next;
+      cursor = page.next;
     }
   }
 

@@ -171,14 +171,16 @@ export class Memoryui {
   /** The full record from position `after`+1 on: items {position, kind, message, created_at}. */
   async *messages(conversationId: string, options: { after?: number; pageSize?: number } = {}):
     AsyncGenerator<MessageItem> {
-    let after: number | null = options.after ?? -1;
-    while (after !== null) {
-      const query: QueryOf<"list_messages"> = clean({ after, limit: options.pageSize });
+    // The first page starts after `after`; each later one at the previous page's `next` cursor.
+    let cursor: string | null | undefined;
+    do {
+      const query: QueryOf<"list_messages"> = clean(cursor ? { cursor, limit: options.pageSize }
+        : { after: options.after ?? -1, limit: options.pageSize });
       const page: MessagePage = await this.run({ method: "GET", path: `/conversations/${id(conversationId)}/messages`,
         query: query as Query });
       yield* page.items;
-      after = page.next;
-    }
+      cursor = page.next;
+    } while (cursor);
   }
 
   /** The active view (what to send the model): {checkpoint, handoff, items, next_position, …}, all pages. */
@@ -187,7 +189,7 @@ export class Memoryui {
     const first = await this.run<ActiveView>({ method: "GET", path });
     const more: ActiveView[] = [];
     for (let page = first; page.next !== null;) {
-      const query: QueryOf<"get_active_view"> = { after: page.next };
+      const query: QueryOf<"get_active_view"> = { cursor: page.next };
       page = await this.run<ActiveView>({ method: "GET", path, query: query as Query });
       more.push(page);
     }
@@ -236,8 +238,8 @@ export class Memoryui {
   async recall(options: { subject: string; query?: string; limit?: number }): Promise<Recalled[]> {
     const query: QueryOf<"conversations_facts_api_recall"> = { subject: options.subject, query: options.query ?? "",
       limit: options.limit ?? 10 };
-    return (await this.run<{ facts: Recalled[] }>({ method: "GET", path: "/facts/recall",
-      query: query as Query })).facts;
+    return (await this.run<{ items: Recalled[] }>({ method: "GET", path: "/facts/recall",
+      query: query as Query })).items;
   }
 
   // task state and the actions ledger (written by code after a tool returns, never by the model)

@@ -451,7 +451,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Deletion receipts, newest first (keyset: ?before=<request id>) */
+        /** Deletion receipts, newest first, in keyset pages */
         get: operations["conversations_retention_api_list_receipts"];
         put?: never;
         post?: never;
@@ -532,8 +532,8 @@ export interface paths {
         };
         /**
          * The entries of one session key
-         * @description What was appended under this key, in order, deep-equal (the SessionStore's `load`);
-         *     `next` is the `after` of the next page, null on the last. 404 for a key never
+         * @description What was appended under this key, in order, deep-equal (the SessionStore's `load`), as
+         *     `items`; `next` is the cursor of the next page, null on the last. 404 for a key never
          *     written. Needs `read`.
          */
         get: operations["load_entries"];
@@ -614,8 +614,9 @@ export interface paths {
          * Take a session's last item back
          * @description The OpenAI Agents SDK's `pop_item`, destroying nothing: a retraction record joins the
          *     session's stream and a note "retracted by pop_item" its conversation; the session's
-         *     items leave the item out. Answers the item (null when the session is empty). With `expected_entries`, only if the head still holds that many items
-         *     (409 `entries_conflict`). Needs `write`.
+         *     items leave the item out. Answers the item (null when the session is empty). With
+         *     `expected_entries`, only if the head still holds that many items (409 `entries_conflict`).
+         *     Needs `write`.
          */
         post: operations["session_pop"];
         delete?: never;
@@ -1042,15 +1043,18 @@ export interface components {
         };
         /** ConversationPage */
         ConversationPage: {
-            /** Items */
-            items: components["schemas"]["ConversationSummary"][];
             /**
              * Next
-             * @description Opaque cursor of the next page; null on the last page.
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
              */
             next: string | null;
-            /** Next Url */
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
             next_url: string | null;
+            /** Items */
+            items: components["schemas"]["ConversationSummary"][];
         };
         /** ConversationSummary */
         ConversationSummary: {
@@ -1197,6 +1201,16 @@ export interface components {
         };
         /** MessagePage */
         MessagePage: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Items */
             items: components["schemas"]["MessageItem"][];
             /**
@@ -1204,13 +1218,6 @@ export interface components {
              * @description Positions of stored rows that no longer decode.
              */
             skipped: number[];
-            /**
-             * Next
-             * @description Pass as `after` for the next page; null on the last page.
-             */
-            next: number | null;
-            /** Next Url */
-            next_url: string | null;
             /**
              * Next Position
              * @description The position the next append will get (read before the page).
@@ -1375,6 +1382,16 @@ export interface components {
         };
         /** ActiveOut */
         ActiveOut: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Items */
             items: components["schemas"]["MessageItem"][];
             /**
@@ -1382,13 +1399,6 @@ export interface components {
              * @description Positions of stored rows that no longer decode.
              */
             skipped: number[];
-            /**
-             * Next
-             * @description Pass as `after` for the next page; null on the last page.
-             */
-            next: number | null;
-            /** Next Url */
-            next_url: string | null;
             /**
              * Next Position
              * @description The position the next append will get (read before the page).
@@ -1400,6 +1410,16 @@ export interface components {
         };
         /** CheckpointList */
         CheckpointList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Items */
             items: components["schemas"]["CheckpointOut"][];
         };
@@ -1454,10 +1474,20 @@ export interface components {
         };
         /** FactListOut */
         FactListOut: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Subject */
             subject: string;
-            /** Facts */
-            facts: components["schemas"]["FactOut"][];
+            /** Items */
+            items: components["schemas"]["FactOut"][];
         };
         /** PartsOut */
         PartsOut: {
@@ -1470,12 +1500,25 @@ export interface components {
         };
         /** RecallOut */
         RecallOut: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Subject */
             subject: string;
             /** Query */
             query: string;
-            /** Facts */
-            facts: components["schemas"]["RecalledOut"][];
+            /**
+             * Items
+             * @description Best first; not paged (`limit` picks how many).
+             */
+            items: components["schemas"]["RecalledOut"][];
         };
         /** RecalledOut */
         RecalledOut: {
@@ -1653,15 +1696,18 @@ export interface components {
         };
         /** StateHistory */
         StateHistory: {
-            /** Items */
-            items: components["schemas"]["StateEventOut"][];
             /**
              * Next
-             * @description Pass as `after` for the next page; null on the last page.
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
              */
-            next: number | null;
-            /** Next Url */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
             next_url: string | null;
+            /** Items */
+            items: components["schemas"]["StateEventOut"][];
         };
         /** ActionOut */
         ActionOut: {
@@ -1724,12 +1770,18 @@ export interface components {
         };
         /** ActionPage */
         ActionPage: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Items */
             items: components["schemas"]["ActionOut"][];
-            /** Next */
-            next: number | null;
-            /** Next Url */
-            next_url: string | null;
         };
         /** ActionLookup */
         ActionLookup: {
@@ -1796,6 +1848,16 @@ export interface components {
         };
         /** SnapshotList */
         SnapshotList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Items */
             items: components["schemas"]["SnapshotOut"][];
         };
@@ -1863,10 +1925,18 @@ export interface components {
         };
         /** ReceiptListOut */
         ReceiptListOut: {
-            /** Receipts */
-            receipts: components["schemas"]["ReceiptOut"][];
-            /** Next */
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
             next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: components["schemas"]["ReceiptOut"][];
         };
         /** HitConversation */
         HitConversation: {
@@ -1906,14 +1976,20 @@ export interface components {
         };
         /** SearchPage */
         SearchPage: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Query */
             query: string;
             /** Items */
             items: components["schemas"]["SearchHit"][];
-            /** Next */
-            next: string | null;
-            /** Next Url */
-            next_url: string | null;
             /** Total */
             total?: number | null;
             /** Total Is Lower Bound */
@@ -1962,6 +2038,16 @@ export interface components {
         };
         /** SignedHeadList */
         SignedHeadList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
             /** Items */
             items: components["schemas"]["SignedHeadOut"][];
         };
@@ -2438,6 +2524,8 @@ export interface operations {
                 /** @description Rows with a position greater than this. */
                 after?: number;
                 limit?: number;
+                /** @description The `next` value of the previous page (replaces `after`). */
+                cursor?: string | null;
             };
             header?: never;
             path: {
@@ -2513,6 +2601,15 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["MessagePage"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
                 };
             };
             /** @description Unauthorized */
@@ -2844,9 +2941,11 @@ export interface operations {
     get_active_view: {
         parameters: {
             query?: {
-                /** @description Only for paging: rows after this position (and after the fold). */
+                /** @description Rows after this position (and after the fold). */
                 after?: number | null;
                 limit?: number;
+                /** @description The `next` value of the previous page (replaces `after`). */
+                cursor?: string | null;
             };
             header?: never;
             path: {
@@ -2936,6 +3035,15 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ActiveOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
                 };
             };
             /** @description Unauthorized */
@@ -3448,6 +3556,7 @@ export interface operations {
                 subject: string;
                 status?: string | null;
                 limit?: number;
+                cursor?: string | null;
             };
             header?: never;
             path?: never;
@@ -3464,8 +3573,44 @@ export interface operations {
                     "application/json": components["schemas"]["FactListOut"];
                 };
             };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description The address is longer than the server accepts. */
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4047,6 +4192,8 @@ export interface operations {
                 /** @description Versions after this one. */
                 after?: number;
                 limit?: number;
+                /** @description The `next` value of the previous page (replaces `after`). */
+                cursor?: string | null;
             };
             header?: never;
             path: {
@@ -4113,6 +4260,15 @@ export interface operations {
                     "application/json": components["schemas"]["StateHistory"];
                 };
             };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -4166,6 +4322,8 @@ export interface operations {
                 /** @description Entries with an id greater than this. */
                 after?: number;
                 limit?: number;
+                /** @description The `next` value of the previous page (replaces `after`). */
+                cursor?: string | null;
             };
             header?: never;
             path: {
@@ -4235,6 +4393,15 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ActionPage"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
                 };
             };
             /** @description Unauthorized */
@@ -5255,7 +5422,7 @@ export interface operations {
     conversations_retention_api_list_receipts: {
         parameters: {
             query?: {
-                before?: string | null;
+                cursor?: string | null;
                 limit?: number;
             };
             header?: never;
@@ -5273,8 +5440,44 @@ export interface operations {
                     "application/json": components["schemas"]["ReceiptListOut"];
                 };
             };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description The address is longer than the server accepts. */
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5501,6 +5704,7 @@ export interface operations {
                 format?: string;
                 after?: number;
                 limit?: number;
+                cursor?: string | null;
             };
             header?: never;
             path?: never;

@@ -213,13 +213,14 @@ def append_batch(conversation_id, messages: list, *, expected_position=None, ide
     return call
 
 
-def messages_page(conversation_id, *, after=-1, limit=None) -> Call:
-    return Call("GET", f"/conversations/{_id(conversation_id)}/messages", params=_clean({"after": after,
-                                                                                         "limit": limit}))
+def messages_page(conversation_id, *, after=-1, cursor=None, limit=None) -> Call:
+    # The first page starts after `after`; later ones pass the previous page's `next` as `cursor`.
+    query = {"cursor": cursor} if cursor else {"after": after}
+    return Call("GET", f"/conversations/{_id(conversation_id)}/messages", params=_clean({**query, "limit": limit}))
 
 
-def active_page(conversation_id, *, after=None) -> Call:
-    return Call("GET", f"/conversations/{_id(conversation_id)}/active", params=_clean({"after": after}))
+def active_page(conversation_id, *, cursor=None) -> Call:
+    return Call("GET", f"/conversations/{_id(conversation_id)}/active", params=_clean({"cursor": cursor}))
 
 
 def checkpoint(conversation_id, *, position: int, summary: str, idempotency_key=None) -> Call:
@@ -247,7 +248,7 @@ def propose_fact(*, subject, text, importance, category=None, source_conversatio
 
 def recall(*, subject, query="", limit=10) -> Call:
     return Call("GET", "/facts/recall", params={"subject": subject, "query": query, "limit": limit},
-                parse=lambda response: response.json()["facts"])
+                parse=lambda response: response.json()["items"])
 
 
 # task state, the actions ledger, workspace snapshots

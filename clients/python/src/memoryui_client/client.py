@@ -205,19 +205,20 @@ class Memoryui(_Operations):
 
     def messages(self, conversation_id, *, after: int = -1, page_size: int | None = None) -> Iterator[dict]:
         """The full record from position `after`+1 on: items {"position", "kind", "message", "created_at"}."""
+        cursor = None
         while True:
-            page = self._run(_core.messages_page(conversation_id, after=after, limit=page_size))
+            page = self._run(_core.messages_page(conversation_id, after=after, cursor=cursor, limit=page_size))
             yield from page["items"]
-            if page["next"] is None:
+            cursor = page["next"]
+            if cursor is None:
                 return
-            after = page["next"]
 
     def active(self, conversation_id) -> dict:
         """The active view (what to send the model): {"checkpoint", "handoff", "items", "next_position", …}."""
         first = self._run(_core.active_page(conversation_id))
         pages, page = [], first
         while page["next"] is not None:
-            page = self._run(_core.active_page(conversation_id, after=page["next"]))
+            page = self._run(_core.active_page(conversation_id, cursor=page["next"]))
             pages.append(page)
         return _core.merge_active_pages(first, pages)
 
@@ -309,19 +310,20 @@ class AsyncMemoryui(_Operations):
                 return
 
     async def messages(self, conversation_id, *, after: int = -1, page_size: int | None = None) -> AsyncIterator[dict]:
+        cursor = None
         while True:
-            page = await self._run(_core.messages_page(conversation_id, after=after, limit=page_size))
+            page = await self._run(_core.messages_page(conversation_id, after=after, cursor=cursor, limit=page_size))
             for item in page["items"]:
                 yield item
-            if page["next"] is None:
+            cursor = page["next"]
+            if cursor is None:
                 return
-            after = page["next"]
 
     async def active(self, conversation_id) -> dict:
         first = await self._run(_core.active_page(conversation_id))
         pages, page = [], first
         while page["next"] is not None:
-            page = await self._run(_core.active_page(conversation_id, after=page["next"]))
+            page = await self._run(_core.active_page(conversation_id, cursor=page["next"]))
             pages.append(page)
         return _core.merge_active_pages(first, pages)
 

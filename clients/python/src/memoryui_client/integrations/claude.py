@@ -195,17 +195,18 @@ class MemoryuiSessionStore(LoopBoundClient, SessionStore):
     async def load(self, key):
         """Every entry appended under the key, in order, deep-equal; None if never written."""
         namespace, external_id = self._namespace(key["project_key"]), _external_id(key)
-        entries, after = [], -1
+        entries, cursor = [], None
         while True:
+            query = {"namespace": namespace, "external_id": external_id, "format": FORMAT}
             try:
-                page = await self._send(Call("GET", "/imports/entries", params={
-                    "namespace": namespace, "external_id": external_id, "format": FORMAT, "after": after}))
+                page = await self._send(Call("GET", "/imports/entries", params={**query, "cursor": cursor}
+                                             if cursor else query))
             except NotFound:
                 return None
-            entries += page["entries"]
-            if page.get("next") is None:
+            entries += page["items"]
+            cursor = page.get("next")
+            if cursor is None:
                 return entries
-            after = page["next"]
 
     async def _sources(self, project_key: str, **params) -> list[dict]:
         return await self._send(Call("GET", "/imports/sources", params={

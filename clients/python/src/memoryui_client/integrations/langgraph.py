@@ -142,12 +142,12 @@ class MemoryuiSaver(LoopBoundClient, BaseCheckpointSaver):
     # -- sync ----------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        rows = self._run(self._list_call(config, limit=1, latest_in_ns=True))["checkpoints"]
+        rows = self._run(self._list_call(config, limit=1, latest_in_ns=True))["items"]
         return self._tuple(rows[0]) if rows else None
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
-        for row in self._run(self._list_call(config, filter=filter, before=before, limit=limit))["checkpoints"]:
+        for row in self._run(self._list_call(config, filter=filter, before=before, limit=limit))["items"]:
             yield self._tuple(row)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -177,13 +177,13 @@ class MemoryuiSaver(LoopBoundClient, BaseCheckpointSaver):
     # -- async ---------------------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        rows = (await self._send(self._list_call(config, limit=1, latest_in_ns=True)))["checkpoints"]
+        rows = (await self._send(self._list_call(config, limit=1, latest_in_ns=True)))["items"]
         return self._tuple(rows[0]) if rows else None
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
         answer = await self._send(self._list_call(config, filter=filter, before=before, limit=limit))
-        for row in answer["checkpoints"]:
+        for row in answer["items"]:
             yield self._tuple(row)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,

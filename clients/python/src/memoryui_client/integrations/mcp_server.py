@@ -89,7 +89,7 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
         external id and message count. Page with `cursor`."""
         page = await call(mui()._run, _core.list_page(cursor=cursor, limit=limit, subject=subject,
                                                        namespace=namespace))
-        return {"conversations": [_summary(c) for c in page["items"]], "next": page.get("next")}
+        return {"items": [_summary(c) for c in page["items"]], "next": page.get("next")}
 
     @server.tool(title="Find conversations")
     async def find_conversations(
@@ -109,11 +109,11 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
             raise ToolError("give exactly one of query (words to find) and external_id (a framework's id)")
         if external_id:
             found = await call(mui().find, external_id=external_id, namespace=namespace or "")
-            return {"conversations": [_summary(found)] if found else []}
+            return {"items": [_summary(found)] if found else [], "next": None}
         params = {k: v for k, v in {"q": query, "namespace": namespace, "subject": subject,
                                      "limit": limit}.items() if v is not None}
         page = await call(mui()._run, _core.Call("GET", "/search", params=params))
-        return {"hits": page.get("items", page.get("hits", [])), "next": page.get("next")}
+        return {"items": page["items"], "next": page.get("next")}
 
     @server.tool(title="Read a conversation's active view")
     async def read_conversation(conversation_id: ConversationId) -> dict[str, Any]:
@@ -186,7 +186,7 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
     ) -> dict[str, Any]:
         """Approved, current facts about a subject, best first (a person approved each one;
         proposed, expired and invalidated facts are never recalled)."""
-        return {"facts": await call(mui().recall, subject=subject, query=query, limit=limit)}
+        return {"items": await call(mui().recall, subject=subject, query=query, limit=limit), "next": None}
 
     @server.tool(title="Propose a fact")
     async def propose_fact(
