@@ -143,7 +143,8 @@ def propose(request):
     return Status(201, fact_out(fact))
 
 
-@router.get("/facts", response={200: FactListOut, **errors_doc(400, 422)}, summary="A subject's facts, every state, newest first")
+@router.get("/facts", response={200: FactListOut, **errors_doc(400, 422)},
+            summary="A subject's facts, every state, newest first")
 def list_facts(request, subject: str, status: str | None = None, limit: int = 200, cursor: str | None = None):
     require_scope(request, "facts:read")
     subject = store.clean_subject(subject)
@@ -158,7 +159,8 @@ def list_facts(request, subject: str, status: str | None = None, limit: int = 20
     after = keyset.decode(cursor, "facts", datetime, int)
     if after:
         qs = qs.filter(Q(recorded_at__lt=after[0]) | Q(recorded_at=after[0], id__lt=after[1]))
-    rows, next_cursor = keyset.page(qs.order_by("-recorded_at", "-id"), limit, "facts", lambda f: (f.recorded_at, f.pk))
+    newest = qs.order_by("-recorded_at", "-id")
+    rows, next_cursor = keyset.page(newest, limit, "facts", lambda f: (f.recorded_at, f.pk))
     now = timezone.now()
     url = keyset.next_url(request, next_cursor, keyset.same_query(request))
     return keyset.listing([fact_out(f, now) for f in rows], next_cursor, url, subject=subject)
