@@ -13,7 +13,7 @@ from django.utils import timezone
 from . import store
 from .facts import store as facts
 from .frameworks import samples
-from .imports import importer, sessions
+from .imports import entry_appends, sessions
 from .ledger import store as ledger
 from .models import Conversation
 
@@ -262,15 +262,15 @@ def _claude_agent_session(start):
     for entry in entries:  # the SDK flushes once per turn: at each new prompt
         content = (entry.get("message") or {}).get("content")
         if turn and entry.get("type") == "user" and isinstance(content, str) and not entry.get("isCompactSummary"):
-            importer.append_entries(format="claude-code", namespace=session.project_key,
+            entry_appends.append_entries(format="claude-code", namespace=session.project_key,
                                     external_id=session.session_id, entries=turn, actor="key:claude-agent-sdk")
             turn = []
         turn.append(entry)
-    importer.append_entries(format="claude-code", namespace=session.project_key, external_id=session.session_id,
+    entry_appends.append_entries(format="claude-code", namespace=session.project_key, external_id=session.session_id,
                             entries=turn, actor="key:claude-agent-sdk")
     for subpath, sub in session.subagents.items():
         meta = {**session.subagent_meta.get(subpath, {}), "type": "agent_metadata"}
-        importer.append_entries(format="claude-code", namespace=session.project_key,
+        entry_appends.append_entries(format="claude-code", namespace=session.project_key,
                                 external_id=f"{session.session_id}/{subpath}", entries=sub + [meta],
                                 actor="key:claude-agent-sdk")
     return Conversation.objects.get(namespace=session.project_key, external_id=session.session_id)

@@ -5,7 +5,7 @@ deletion path (conversations/imports/api.py, entry_streams.py)."""
 import pytest
 
 from conversations.frameworks.models import SessionSummary
-from conversations.imports import importer
+from conversations.imports import entry_appends
 from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt
 from tests.api_support import Api, error_of, make_key
@@ -54,7 +54,7 @@ def test_a_summary_is_refused_for_a_subagent_and_for_bad_shapes(api):
 
 
 def test_no_summary_is_kept_for_a_session_another_door_began(api):
-    importer.append_entries(format="claude-code", namespace="proj", external_id="s1", entries=[entry(1)])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id="s1", entries=[entry(1)])
     answer = append(api, "s1", [entry(2)], expected_entries=1, summary={"first_prompt": "prompt 2"})
     assert answer.status_code == 200 and answer.json()["stream"]["summary_saved"] is False
     assert not SessionSummary.objects.exists()

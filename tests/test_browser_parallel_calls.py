@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conversations.imports import importer
+from conversations.imports import entry_appends, entry_streams
 from conversations.roles import AUDITOR
 from tests.test_one_reply_one_row import session_entries, session_text
 
@@ -23,9 +23,9 @@ def test_an_auditor_reads_a_reply_with_three_parallel_calls_as_one_row(live_serv
     # Its three calls came in batches through the SessionStore door, cut between the calls.
     entries = session_entries()
     for batch in (entries[:3], entries[3:5], entries[5:]):
-        importer.append_entries(format="claude-code", namespace="-srv-ops", external_id=batch[0]["sessionId"],
+        entry_appends.append_entries(format="claude-code", namespace="-srv-ops", external_id=batch[0]["sessionId"],
                                 entries=batch)
-    conversation_id = importer.load_entries(format="claude-code", namespace="-srv-ops",
+    conversation_id = entry_streams.load_entries(format="claude-code", namespace="-srv-ops",
                                             external_id=entries[0]["sessionId"])[0]
     assert session_text()  # the same lines a file import stores as one row (tests/test_one_reply_one_row.py)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conversations import store
-from conversations.imports import importer
+from conversations.imports import entry_appends, entry_streams
 from conversations.roles import AUDITOR
 from tests.helpers import count_polls, polls_sent, wait_for_polls
 from tests.test_one_reply_one_row import session_entries
@@ -57,9 +57,9 @@ def _shot(page, name, **kw):
 
 
 def _import(entries):
-    importer.append_entries(format="claude-code", namespace="-srv-ops", external_id=entries[0]["sessionId"],
+    entry_appends.append_entries(format="claude-code", namespace="-srv-ops", external_id=entries[0]["sessionId"],
                             entries=entries)
-    return importer.load_entries(format="claude-code", namespace="-srv-ops",
+    return entry_streams.load_entries(format="claude-code", namespace="-srv-ops",
                                  external_id=entries[0]["sessionId"])[0]
 
 

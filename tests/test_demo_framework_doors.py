@@ -7,7 +7,7 @@ import pytest
 
 from conversations import demo
 from conversations.frameworks import samples
-from conversations.imports import importer, sessions
+from conversations.imports import entry_streams, sessions
 from conversations.models import Checkpoint, Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_the_claude_agent_sdk_session_has_its_compaction_and_its_subagent(loaded
     child = Conversation.objects.get(parent_id=session.pk)
     assert (child.parent_relation, child.forked_from_position) == ("subagent", 4)  # the Task call's reply
     # What the SessionStore's load would return: every entry, as the SDK gave it (its timestamps moved).
-    _, entries = importer.load_entries(format="claude-code", namespace=samples.PROJECT_KEY,
+    _, entries = entry_streams.load_entries(format="claude-code", namespace=samples.PROJECT_KEY,
                                        external_id=samples.SESSION_ID)
     assert [e.get("uuid") for e in entries] == [e.get("uuid") for e in sample.entries]
 

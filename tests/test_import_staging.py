@@ -229,7 +229,7 @@ def _grown_import(monkeypatch, slice_lines, fail_on=None):
     importer.import_text("".join(lines[:9]), namespace="proj")
     monkeypatch.setattr(importer, "SLICE_LINES", slice_lines)
     if fail_on is not None:
-        calls, real_apply = 0, importer._apply
+        calls, real_apply = 0, importer.apply_plan
 
         def apply_or_fail(*args, **kw):
             nonlocal calls
@@ -238,10 +238,10 @@ def _grown_import(monkeypatch, slice_lines, fail_on=None):
                 raise RuntimeError("killed")
             return real_apply(*args, **kw)
 
-        monkeypatch.setattr(importer, "_apply", apply_or_fail)
+        monkeypatch.setattr(importer, "apply_plan", apply_or_fail)
         with pytest.raises(RuntimeError):
             importer.import_text("".join(lines), namespace="proj")
-        monkeypatch.setattr(importer, "_apply", real_apply)
+        monkeypatch.setattr(importer, "apply_plan", real_apply)
     return importer.import_text("".join(lines), namespace="proj")
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conversations import store
 from conversations.errors import StoreError
-from conversations.imports import importer
+from conversations.imports import entry_appends, entry_streams, importer
 from conversations.imports.models import ImportSource, SourceEntry
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 
@@ -251,8 +251,8 @@ def batches(n=5):
 def test_entries_appended_in_batches_load_back_deep_equal_and_read_as_a_conversation():
     parts, entries = batches()
     for part in parts:
-        importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=part)
-    cid, loaded = importer.load_entries(format="claude-code", namespace="proj", external_id=SESSION)
+        entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=part)
+    cid, loaded = entry_streams.load_entries(format="claude-code", namespace="proj", external_id=SESSION)
     assert loaded == entries
     main = Conversation.objects.get(pk=cid)
     kinds = [m["kind"] for m in texts(main)]
@@ -265,32 +265,32 @@ def test_entries_appended_in_batches_load_back_deep_equal_and_read_as_a_conversa
 
 def test_a_retried_batch_writes_no_entry_with_a_uuid_twice():
     parts, _ = batches()
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0][1:])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0][1:])
     before = (Message.objects.count(), SourceEntry.objects.count())
-    again = importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION,
+    again = entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION,
                                     entries=parts[0][1:])
     assert again.unchanged and (Message.objects.count(), SourceEntry.objects.count()) == before
     # Entries without a uuid (titles, snapshots) are appended again: the SDK's contract says so.
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0])
     assert SourceEntry.objects.count() == before[1] + 1 and Message.objects.count() == before[0]
 
 
 def test_opaque_entries_without_uuid_or_known_type_are_kept_in_order():
     key = {"format": "claude-code", "namespace": "A", "external_id": "s1"}
-    importer.append_entries(**key, entries=[{"type": "x", "n": 1}, {"type": "x", "n": 1}])
-    importer.append_entries(**key, entries=[])
-    importer.append_entries(**key, entries=[{"type": "x", "uuid": "b", "n": 2.5, "deep": {"a": [1, None]}}])
-    assert importer.load_entries(**key)[1] == [{"type": "x", "n": 1}, {"type": "x", "n": 1},
+    entry_appends.append_entries(**key, entries=[{"type": "x", "n": 1}, {"type": "x", "n": 1}])
+    entry_appends.append_entries(**key, entries=[])
+    entry_appends.append_entries(**key, entries=[{"type": "x", "uuid": "b", "n": 2.5, "deep": {"a": [1, None]}}])
+    assert entry_streams.load_entries(**key)[1] == [{"type": "x", "n": 1}, {"type": "x", "n": 1},
                                                {"type": "x", "uuid": "b", "n": 2.5, "deep": {"a": [1, None]}}]
-    assert importer.load_entries(format="claude-code", namespace="B", external_id="s1") is None
+    assert entry_streams.load_entries(format="claude-code", namespace="B", external_id="s1") is None
 
 
 def test_a_subpath_transcript_is_a_subagent_child_of_its_session():
-    importer.append_entries(format="claude-code", namespace="proj", external_id=f"{SESSION}/subagents/agent-1",
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=f"{SESSION}/subagents/agent-1",
                             entries=[{"type": "user", "uuid": "s1", "parentUuid": None, "isSidechain": True,
                                       "agentId": "1", "message": {"role": "user", "content": "Find the tests."}}])
     parts, _ = batches()
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=parts[0])
     session = Conversation.objects.get(namespace="proj", external_id=SESSION)
     agent = Conversation.objects.get(external_id=f"{SESSION}/subagents/agent-1")
     assert (agent.parent_id, agent.parent_relation) == (session.pk, "subagent")
@@ -320,4 +320,4 @@ def test_deleting_the_conversation_removes_its_source_and_entries(imported):
     store.delete_conversation(conversation_id=main.pk)
     assert not ImportSource.objects.exists()
     assert not SourceEntry.objects.filter(conversation_id=main.pk).exists()
-    assert importer.load_entries(format="claude-code", namespace="proj", external_id=SESSION) is None
+    assert entry_streams.load_entries(format="claude-code", namespace="proj", external_id=SESSION) is None

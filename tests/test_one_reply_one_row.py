@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from conversations import store
 from conversations.formats import parse
-from conversations.imports import importer, sessions
+from conversations.imports import entry_appends, importer, sessions
 from conversations.imports.models import SourceEntry
 from conversations.models import Conversation, Message
 from conversations.reads import list_active
@@ -188,7 +188,7 @@ def assert_continued(conversation_id, first_calls=0):
 def test_the_session_store_door_stores_one_row_whichever_batches_the_reply_straddles(cuts):
     entries = session_entries()
     for batch in batches_at(entries, cuts):
-        importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=batch)
+        entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=batch)
     if 2 in cuts:
         assert_continued(session_conversation().pk)
     else:
@@ -198,14 +198,14 @@ def test_the_session_store_door_stores_one_row_whichever_batches_the_reply_strad
 
 def test_a_reply_with_calls_is_held_open_between_batches_and_written_when_its_results_come():
     entries = session_entries()
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[:4])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[:4])
     # Two of the three calls are in: the reply waits (its lines are kept, placed at the row it will be).
     assert [m["kind"] for m in rows(session_conversation().pk)] == ["user"]
     assert SourceEntry.objects.filter(conversation_id=session_conversation().pk).count() == 4
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[4:6])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[4:6])
     # The last call and the first result: the reply is complete and written, then the result.
     assert [m["kind"] for m in rows(session_conversation().pk)] == ["user", "assistant", "tool"]
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[6:])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[6:])
     assert_one_reply_row(session_conversation().pk)
     positions = dict(SourceEntry.objects.filter(conversation_id=session_conversation().pk).values_list("uuid",
                                                                                                        "position"))
@@ -214,9 +214,9 @@ def test_a_reply_with_calls_is_held_open_between_batches_and_written_when_its_re
 
 def test_a_retried_batch_inside_a_held_reply_adds_no_call_twice():
     entries = session_entries()
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[:3])
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[:3])
-    importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[2:])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[:3])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[:3])
+    entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=entries[2:])
     assert_one_reply_row(session_conversation().pk)
 
 
@@ -260,7 +260,7 @@ def test_a_tool_use_without_an_id_is_kept_with_a_generated_id_and_its_result_lin
 def test_a_tool_use_without_an_id_across_batches_is_linked_to_its_result():
     entries = without_ids()
     for batch in batches_at(entries, (3, 6)):
-        importer.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=batch)
+        entry_appends.append_entries(format="claude-code", namespace="proj", external_id=SESSION, entries=batch)
     got = rows(session_conversation().pk)
     generated = got[1]["tool_calls"][1]["id"]
     assert generated.startswith("toolu_mui_") and got[3]["tool_call_id"] == generated

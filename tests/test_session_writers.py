@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conversations import store
-from conversations.imports import importer, sessions
+from conversations.imports import entry_streams, sessions
 from conversations.models import Conversation
 from tests.retention_support import ROOT
 from tests.server_support import free_port, start_gunicorn
@@ -122,7 +122,7 @@ def _stored(door: str, session: str) -> tuple[list, int]:
         items, _ = sessions.active_items(namespace="writers", session_id=session)
         count = Conversation.objects.filter(namespace="writers", external_id__startswith=session).count()
         return items, count
-    _, entries = importer.load_entries(format="claude-code", namespace="writers/proj", external_id=session)
+    _, entries = entry_streams.load_entries(format="claude-code", namespace="writers/proj", external_id=session)
     return entries, Conversation.objects.filter(namespace="writers/proj", external_id=session).count()
 
 

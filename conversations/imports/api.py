@@ -38,7 +38,7 @@ from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
 from conversations.jsonbody import read_json
 
-from . import entry_streams, importer, sessions
+from . import entry_appends, entry_streams, importer, sessions
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
@@ -123,7 +123,7 @@ def import_transcript(request):
                                            items=body["entries"], expected_entries=expected,
                                            subject=_text(body, "subject"), actor=actor, finish=finish_items)
             return answers[0] if answers else _respond({"format": format, "stream": stream.as_dict()})
-        result = importer.append_entries(
+        result = entry_appends.append_entries(
             format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
             external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
             actor=actor, title=_text(body, "title"), expected_entries=expected, summary=summary, finish=finish)

@@ -130,3 +130,13 @@ def delete_stream(*, format: str, namespace: str, key: str, actor: str):
         raise InvalidInput(f"this session has {len(ids)} conversations; delete its subagent transcripts first "
                            f"(at most {MAX_EXTRA_IDS} per deletion)", field="external_id")
     return execute_deletion(conversation_ids=ids, actor=actor, kind="session")
+
+
+def load_entries(*, format: str, namespace: str, external_id: str) -> tuple[str, list] | None:
+    """The entries of a stream, in the order appended, parsed (deep-equal to what came in)."""
+    source = ImportSource.objects.filter(format=format, namespace=(namespace or "").strip(),
+                                         source_key=(external_id or "").strip()).first()
+    if source is None or not Conversation.objects.live().filter(pk=source.conversation_id).exists():
+        return None
+    raws = SourceEntry.objects.filter(source_id=source.pk).order_by("seq").values_list("raw", flat=True)
+    return str(source.conversation_id), [json.loads(raw) for raw in raws.iterator(chunk_size=2000)]

@@ -21,6 +21,7 @@ from conversations.retention.pruning import default_retention_days
 from conversations.roles import admin_required
 
 from . import archives, importer, subagents, uploads
+from .result import ImportResult
 from .textfile import Text
 
 MAX_UPLOAD = settings.MEMORYUI_MAX_UPLOAD_BYTES
@@ -43,7 +44,7 @@ class FileResult:
 
     name: str
     token: str = ""
-    result: importer.ImportResult | None = None
+    result: ImportResult | None = None
 
 
 def _totals(files: list[FileResult]) -> dict:
@@ -142,7 +143,7 @@ def _remove(files: list[FileResult]) -> None:
             uploads.remove(uploads.folder() / f"{f.token}{uploads.UPLOAD}")
 
 
-def _preview_one(f: FileResult, *, fmt: str, values: dict, actor: str) -> importer.ImportResult:
+def _preview_one(f: FileResult, *, fmt: str, values: dict, actor: str) -> ImportResult:
     text = Text.open(str(uploads.folder() / f"{f.token}{uploads.UPLOAD}"))
     try:
         result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
