@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from conversations import params
 from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound
-from conversations.formats import check_format, claude_code, codex, detect, parse
+from conversations.formats import check_format, claude_code, claude_code_placer, codex, detect, parse
 from conversations.formats.base import (
     ConvPlan,
     FormatError,
@@ -513,7 +513,7 @@ def lookup(source: ImportSource, ids: dict):
                 key = by_id.get(str(cid))
                 if key is not None:
                     for named in asked.get(u, ()):
-                        out[named] = claude_code.Known(key, pos, group)
+                        out[named] = claude_code_placer.Known(key, pos, group)
             # Has each one a real child already (a second one is a rewind)?
             for (p,) in SourceEntry.objects.filter(source_id=source.pk, parent_uuid__in=chunk, real=True).values_list(
                     "parent_uuid").distinct():

@@ -17,7 +17,7 @@ once. A session seen before (same session id) is continued by the importer's
 incremental path instead.
 """
 
-from conversations.formats import claude_code
+from conversations.formats import claude_code, claude_code_placer
 from conversations.formats.base import Line, UnpairedSurrogate, loads, on_line, storable
 
 from . import subagents
@@ -78,7 +78,7 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     plan.problems.extend(skel.problems)
     order, on_line, problems = claude_code.placement(skel) if skel.entries else ([], set(), [])
     plan.problems.extend(problems)
-    placer = claude_code.Placer(plan, subagent_stream=skel.subagent_stream)
+    placer = claude_code_placer.Placer(plan, subagent_stream=skel.subagent_stream)
     entries = skel.entries  # entry i is line i of `text.lines()`, and its seq
     writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
     conversations = plan.conversations
