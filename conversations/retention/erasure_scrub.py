@@ -15,7 +15,7 @@ from conversations.owned import owned_tables
 
 from . import pgfiles
 from .lease import Lease
-from .pruning import incremental_vacuum, truncate_wal
+from .reclaim import incremental_vacuum, truncate_wal
 
 # How long erasure waits for transactions older than the deletion to end (see _wait_for_older_snapshots).
 SNAPSHOT_WAIT_SECONDS = 30
