@@ -22,12 +22,12 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.test import Client
 
-from conversations import store
+from conversations import api_keys, store
 
 APPENDER = """
 import json, os, sys, time, django
 django.setup()
-from conversations import store
+from conversations import api_keys, store
 cid, stop = sys.argv[1], sys.argv[2]
 waits = []
 print("ready", flush=True)
@@ -51,7 +51,7 @@ def session(sid, turns):
             parent = uid
     return "\n".join(lines) + "\n"
 
-_, secret = store.create_api_key(name="bench", scopes=["read", "write"], created_by="bench")
+_, secret = api_keys.create_api_key(name="bench", scopes=["read", "write"], created_by="bench")
 client = Client(HTTP_HOST="localhost")
 for keyed in (False, True, False, True):
     busy = store.create_conversation(title="busy")

@@ -76,10 +76,10 @@ def main():
         from django.core.management import call_command
         from django.db import connection
 
-        from conversations import store
+        from conversations import api_keys, store
 
         call_command("migrate", verbosity=0, interactive=False)
-        _, secret = store.create_api_key(name="bench", scopes=["read", "write"])
+        _, secret = api_keys.create_api_key(name="bench", scopes=["read", "write"])
         headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
         for n in range(2):
             port = w8_http.free_port()

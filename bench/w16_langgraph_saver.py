@@ -84,9 +84,9 @@ def main(argv=None):
 
     db_path = args.workdir / "w16-memoryui.sqlite3"
     common.setup_django(db_path)
-    from conversations import store
+    from conversations import api_keys
 
-    _, api_key = store.create_api_key(name="bench-w16", scopes=["read", "write"])
+    _, api_key = api_keys.create_api_key(name="bench-w16", scopes=["read", "write"])
     common.close_django()
     empty_memoryui = common.bytes_on_disk(db_path)
 

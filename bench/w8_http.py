@@ -270,9 +270,9 @@ def measure(database: str, args) -> list[dict]:
         call_command("migrate", verbosity=0, interactive=False)
     from django.db import connection
 
-    from conversations import store
+    from conversations import api_keys
 
-    _, secret = store.create_api_key(name="bench", scopes=["read", "write"])
+    _, secret = api_keys.create_api_key(name="bench", scopes=["read", "write"])
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     connection.close()
     port = free_port()

@@ -7,7 +7,7 @@ CSRF protection on writes, as ninja does) with the scopes of their role.
 
 from ninja.security import HttpBearer, SessionAuth
 
-from . import store
+from . import api_keys
 from .models import ApiKey
 from .roles import ADMIN, REVIEWER, roles_of
 from .roles import actor_of as actor_of  # re-exported: the API's handlers name who acted through apiauth
@@ -27,7 +27,7 @@ def authenticate_bearer(request, token: str) -> ApiKey | None:
     # Real keys are short and printable; anything else cannot match, and a NUL
     # must not reach a database query.
     if token and len(token) <= 256 and token.isprintable():
-        key = store.authenticate_api_key(token)
+        key = api_keys.authenticate_api_key(token)
     request._bearer_checked = (token, key)
     if key is not None:
         request.api_key = key

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import params, store
+from . import api_keys, params
 from .confirm import Confirmation, confirmed, not_confirmed, render_confirmation
 from .errors import StoreError
 from .models import ApiKey
@@ -59,7 +59,7 @@ def create_key(request):
     try:
         if unknown:
             raise StoreError(f"unknown scope {', '.join(unknown)[:100]}", field="scopes")
-        key, secret = store.create_api_key(name=name, scopes=chosen, created_by=actor_of(request))
+        key, secret = api_keys.create_api_key(name=name, scopes=chosen, created_by=actor_of(request))
     except StoreError as exc:
         return _page(request, status=400, error=exc, name=name[:200], chosen=set(chosen))
     return _page(request, created=key, secret=secret)
@@ -100,7 +100,7 @@ def revoke_key(request, key_id: int):
         add_never_cache_headers(response)
         return response
     try:
-        key = store.revoke_api_key(key_id=key_id, revoked_by=actor_of(request))
+        key = api_keys.revoke_api_key(key_id=key_id, revoked_by=actor_of(request))
     except StoreError as exc:
         return _page(request, status=404, error=exc)
     messages.success(request, f"Revoked “{key.name}” ({key.prefix}). Requests with it now get 401.")

@@ -10,14 +10,14 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.roles import assign_role
 
 BASE = "/api/v1"
 
 
 def make_key(scopes, name="test-agent") -> str:
-    _, secret = store.create_api_key(name=name, scopes=scopes, created_by="test")
+    _, secret = api_keys.create_api_key(name=name, scopes=scopes, created_by="test")
     return secret
 
 

@@ -4,7 +4,7 @@ and reads on a 390 px screen without scrolling sideways."""
 
 import pytest
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.facts import store as facts
 from conversations.models import Conversation
 from conversations.retention import erasure
@@ -73,7 +73,7 @@ def test_the_audit_log_links_its_targets_and_reads_on_a_phone(live_server, brows
     store.checkpoint_at(conversation_id=kept.pk, position=0, summary="greeting", actor="user:root")
     fact = facts.propose_fact(subject="cust:1", text="likes tea", importance=3, created_by="key:agent")
     facts.approve_fact(fact_id=fact.pk, actor="user:root")
-    key, _ = store.create_api_key(name="support-bot-with-a-rather-long-name", scopes=["read", "write"],
+    key, _ = api_keys.create_api_key(name="support-bot-with-a-rather-long-name", scopes=["read", "write"],
                                   created_by="user:root")
     doomed = store.create_conversation(title="Doomed")
     receipt = erasure.delete_one_conversation(conversation_id=doomed.pk, actor="user:root")

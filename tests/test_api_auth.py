@@ -5,7 +5,7 @@ import re
 import pytest
 from django.test import Client
 
-from conversations import store
+from conversations import api_keys
 from conversations.models import ApiKey
 from tests.api_support import Api, error_of, login_as, make_key
 
@@ -46,7 +46,7 @@ def test_it_rejects_a_revoked_key(client):
     api = Api(client, secret)
     assert api.get("/conversations").status_code == 200
     key = ApiKey.objects.get(prefix=secret.split("_")[1])
-    store.revoke_api_key(key_id=key.pk, revoked_by="test")
+    api_keys.revoke_api_key(key_id=key.pk, revoked_by="test")
     response = api.get("/conversations")
     assert response.status_code == 401
     assert "revoked" in error_of(response)["message"]

@@ -7,7 +7,7 @@ import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.models import AuditEvent
 from conversations.retention import views
 from tests.retention_support import make_user
@@ -132,7 +132,7 @@ def test_every_kind_of_target_links_to_its_page(client, admin):
     store.checkpoint_at(conversation_id=kept.pk, position=0, summary="s", actor="user:boss")
     fact = facts.propose_fact(subject="cust:1", text="likes tea", importance=3, created_by="key:a")
     facts.approve_fact(fact_id=fact.pk, actor="user:boss")
-    key, _ = store.create_api_key(name="bot", scopes=["read"], created_by="user:boss")
+    key, _ = api_keys.create_api_key(name="bot", scopes=["read"], created_by="user:boss")
     conversation(messages=1, age_days=100)
     run = prune_older_than(days=90, actor="user:boss")
     doomed = store.create_conversation(title="doomed")

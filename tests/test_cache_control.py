@@ -9,7 +9,7 @@ checks the same header on every URL and parameter it tries.
 import pytest
 from django.test import Client
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.facts import store as facts
 from conversations.retention import erasure
 from tests.retention_support import make_user
@@ -30,7 +30,7 @@ def world(client):
     gone = store.create_conversation(title="gone", subject="cust:gone")
     store.append_message(conversation_id=gone.pk, message={"kind": "user", "content": "bye"})
     receipt = erasure.execute_deletion(subject="cust:gone", conversation_ids=[], actor="test")
-    _, secret = store.create_api_key(name="k", scopes=["read", "write", "admin", "facts:read"])
+    _, secret = api_keys.create_api_key(name="k", scopes=["read", "write", "admin", "facts:read"])
     return {"convo": convo, "fact": fact, "receipt": receipt, "auth": {"Authorization": f"Bearer {secret}"}}
 
 

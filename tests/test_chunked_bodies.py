@@ -18,7 +18,7 @@ import socket
 import pytest
 from django.conf import settings
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.models import Message
 from tests.server_support import free_port, start_gunicorn
 
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def key():
-    return store.create_api_key(name="chunked", scopes=["read", "write"])[1]
+    return api_keys.create_api_key(name="chunked", scopes=["read", "write"])[1]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ FILL = r"""
 import django; django.setup()
 from datetime import timedelta
 from django.utils import timezone
-from conversations import store
+from conversations import api_keys, store
 from conversations.models import Conversation, IdempotencyKey
 from conversations.facts import store as facts
 from conversations.retention.erasure import execute_deletion
@@ -50,7 +50,7 @@ facts.supersede_fact(fact_id=fact.pk, actor="user:rev", text="Prefers email, nev
 ledger.set_state(conversation_id=c.pk, state={"order": 7}, expected_version=0, actor="key:bot")
 ledger.record_action(conversation_id=c.pk, idempotency_key="refund-7", name="refund", arguments={"amount": 12},
                      result={"ok": True}, status="performed", actor="key:bot")
-store.create_api_key(name="agent", scopes=["read", "write"], created_by="admin")
+api_keys.create_api_key(name="agent", scopes=["read", "write"], created_by="admin")
 gone = store.create_conversation(title="to erase", subject="customer:99")
 store.append_message(conversation_id=gone.pk, message={"kind": "user", "content": "erase me please"})
 execute_deletion(subject="customer:99", actor="user:admin")
@@ -78,7 +78,7 @@ print(json.dumps(out))
 TRY_GUARDS = r"""
 import django, sys; django.setup()
 from django.db import connection, transaction
-from conversations import store
+from conversations import api_keys, store
 from conversations.models import Conversation, Message
 cid = sys.argv[1]
 refused = 0
@@ -90,7 +90,7 @@ for sql in ("UPDATE conversations_message SET content = 'x'", "DELETE FROM conve
     except Exception:
         refused += 1
 position = store.append_message(conversation_id=cid, message={"kind": "user", "content": "after the move"})
-key, _ = store.create_api_key(name="after", scopes=["read"])
+key, _ = api_keys.create_api_key(name="after", scopes=["read"])
 print(refused, position, Conversation.objects.get(pk=cid).next_position, key.pk)
 """
 

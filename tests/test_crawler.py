@@ -34,7 +34,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.demo import load_demo
 from conversations.facts.models import Fact
 from conversations.retention import erasure
@@ -248,9 +248,9 @@ def world():
     """Demo-like data and an id for every kind of path parameter."""
     conversations = load_demo(coding_turns=12)
     admin = make_user("crawler", "admin")
-    _, secret = store.create_api_key(name="crawler",
+    _, secret = api_keys.create_api_key(name="crawler",
                                      scopes=["read", "write", "admin", "facts:read", "facts:write"])
-    spare_key, _ = store.create_api_key(name="spare", scopes=["read"])
+    spare_key, _ = api_keys.create_api_key(name="spare", scopes=["read"])
     doomed = store.create_conversation(title="to delete", subject="cust:doomed")
     store.append_message(conversation_id=doomed.pk, message={"kind": "user", "content": "bye"})
     receipt = erasure.execute_deletion(subject="cust:doomed", conversation_ids=[], actor="test")

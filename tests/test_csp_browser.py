@@ -44,11 +44,11 @@ def test_no_page_breaks_the_content_security_policy(live_server, page):
     ticket = demo.load_demo(coding_turns=12)[0]
     user = get_user_model().objects.create_user("csp-admin", password=PASSWORD)
     assign_role(user, ADMIN)
-    from conversations import store
+    from conversations import api_keys, store
     from conversations.facts.models import Fact
     from conversations.retention import erasure
 
-    key, _ = store.create_api_key(name="spare", scopes=["read"])
+    key, _ = api_keys.create_api_key(name="spare", scopes=["read"])
     doomed = store.create_conversation(title="to delete", subject="cust:csp")
     store.append_message(conversation_id=doomed.pk, message={"kind": "user", "content": "x"})
     receipt = erasure.execute_deletion(subject="cust:csp", conversation_ids=[], actor="test")

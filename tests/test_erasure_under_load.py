@@ -27,7 +27,7 @@ import time
 import pytest
 from django.db import connection
 
-from conversations import store
+from conversations import api_keys
 from conversations.models import Conversation, Message
 from conversations.retention.models import DeletionReceipt
 from conversations.search.reads import Filters, search_messages
@@ -99,7 +99,7 @@ def _until_not_busy(call) -> tuple[int, dict]:
 
 
 def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path):
-    _, key = store.create_api_key(name="load", scopes=["admin"], created_by="test")
+    _, key = api_keys.create_api_key(name="load", scopes=["admin"], created_by="test")
     busy = [conversation(title=f"busy {i}", subject=f"cust:busy-{i}", messages=0) for i in range(APPENDERS)]
     filler = " ".join(f"word{j}" for j in range(60))
     subjects = [f"cust:gone-{i}" for i in range(SUBJECTS)]

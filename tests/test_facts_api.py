@@ -1,7 +1,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 def bearer(*scopes):
-    _, secret = store.create_api_key(name="agent-" + "-".join(scopes), scopes=list(scopes))
+    _, secret = api_keys.create_api_key(name="agent-" + "-".join(scopes), scopes=list(scopes))
     return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
 
 

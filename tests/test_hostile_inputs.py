@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess
 from conversations.retention.models import DeletionReceipt, PruneRun
@@ -24,7 +24,7 @@ OVERFLOW_LOW = "0001-01-01T00:00:00+23:59"  # before year 1 once shifted to UTC
 
 
 def bearer(*scopes):
-    _, secret = store.create_api_key(name="k-" + "-".join(scopes), scopes=list(scopes))
+    _, secret = api_keys.create_api_key(name="k-" + "-".join(scopes), scopes=list(scopes))
     return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
 
 

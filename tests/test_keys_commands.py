@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from conversations import store
+from conversations import api_keys
 from conversations.models import ApiKey
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def test_it_creates_a_key_and_prints_the_secret_once():
     assert key.scopes == ["read", "write"]
     secret = out.strip().splitlines()[-1]
     assert secret.startswith(f"mui_{key.prefix}_")
-    assert store.authenticate_api_key(secret) == key
+    assert api_keys.authenticate_api_key(secret) == key
     assert secret not in str(ApiKey.objects.values().get())
 
 
@@ -44,18 +44,18 @@ def test_it_refuses_bad_arguments(args, words):
 
 
 def test_it_revokes_by_prefix_id_or_secret():
-    a, _ = store.create_api_key(name="a", scopes=["read"])
-    b, _ = store.create_api_key(name="b", scopes=["read"])
-    c, secret_c = store.create_api_key(name="c", scopes=["read"])
+    a, _ = api_keys.create_api_key(name="a", scopes=["read"])
+    b, _ = api_keys.create_api_key(name="b", scopes=["read"])
+    c, secret_c = api_keys.create_api_key(name="c", scopes=["read"])
     assert "Revoked API key 'a'" in _run("revoke_api_key", a.prefix)
     _run("revoke_api_key", str(b.pk))
     _run("revoke_api_key", secret_c)
     assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 0
-    assert store.authenticate_api_key(secret_c) is None
+    assert api_keys.authenticate_api_key(secret_c) is None
 
 
 def test_revoking_twice_says_so():
-    a, _ = store.create_api_key(name="a", scopes=["read"])
+    a, _ = api_keys.create_api_key(name="a", scopes=["read"])
     _run("revoke_api_key", a.prefix)
     assert "already revoked" in _run("revoke_api_key", a.prefix)
 

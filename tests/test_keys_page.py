@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from conversations import store
+from conversations import api_keys
 from conversations.models import ApiKey, AuditEvent
 from tests.api_support import Api, login_as
 
@@ -25,7 +25,7 @@ def test_it_is_forbidden_to_everyone_but_admins(client, role):
     login_as(client, role, username=f"u-{role}")
     assert client.get("/keys/").status_code == 403
     assert client.post("/keys/create", {"name": "x", "scopes": ["read"]}).status_code == 403
-    key, _ = store.create_api_key(name="victim", scopes=["read"])
+    key, _ = api_keys.create_api_key(name="victim", scopes=["read"])
     assert client.get(f"/keys/{key.pk}/revoke").status_code == 403
     assert client.post(f"/keys/{key.pk}/revoke", {"confirm": "yes"}).status_code == 403
     key.refresh_from_db()
@@ -33,9 +33,9 @@ def test_it_is_forbidden_to_everyone_but_admins(client, role):
 
 
 def test_it_lists_keys_without_their_secrets(client, admin):
-    key, secret = store.create_api_key(name="support-agent", scopes=["read", "write"], created_by="user:x")
-    old, _ = store.create_api_key(name="old <b>agent</b>", scopes=["admin"])
-    store.revoke_api_key(key_id=old.pk)
+    key, secret = api_keys.create_api_key(name="support-agent", scopes=["read", "write"], created_by="user:x")
+    old, _ = api_keys.create_api_key(name="old <b>agent</b>", scopes=["admin"])
+    api_keys.revoke_api_key(key_id=old.pk)
     Api(client, secret).get("/conversations")
     html = client.get("/keys/").content.decode()
     assert "support-agent" in html and f"mui_{key.prefix}_" in html
@@ -53,7 +53,7 @@ def test_it_creates_a_key_and_shows_the_secret_once(client, admin):
     assert key.scopes == ["read", "write"] and key.created_by == "user:root-admin"
     secret = html.split('id="new-key-secret">', 1)[1].split("<", 1)[0]
     assert secret.startswith(f"mui_{key.prefix}_")
-    assert store.authenticate_api_key(secret) == key
+    assert api_keys.authenticate_api_key(secret) == key
     assert secret not in client.get("/keys/").content.decode()
     assert AuditEvent.objects.filter(action="api_key.created", target_id=str(key.pk)).exists()
 
@@ -71,7 +71,7 @@ def test_it_refuses_a_bad_form(client, admin, form, words):
 
 
 def test_revoke_asks_first_naming_the_key_its_last_use_and_what_stops(client, admin):
-    key, secret = store.create_api_key(name="leaky", scopes=["read", "facts:read"], created_by="user:x")
+    key, secret = api_keys.create_api_key(name="leaky", scopes=["read", "facts:read"], created_by="user:x")
     Api(client, secret).get("/conversations")
     key.refresh_from_db()
     response = client.get(f"/keys/{key.pk}/revoke")
@@ -86,7 +86,7 @@ def test_revoke_asks_first_naming_the_key_its_last_use_and_what_stops(client, ad
 
 
 def test_it_revokes_a_key_once_confirmed(client, admin):
-    key, secret = store.create_api_key(name="leaky", scopes=["read"])
+    key, secret = api_keys.create_api_key(name="leaky", scopes=["read"])
     response = client.post(f"/keys/{key.pk}/revoke", {"confirm": "yes"}, follow=True)
     assert response.status_code == 200
     assert "Revoked" in response.content.decode()
@@ -98,7 +98,7 @@ def test_it_revokes_a_key_once_confirmed(client, admin):
 
 @pytest.mark.parametrize("form", [{}, {"confirm": ""}, {"confirm": "no"}, {"confirm": "on"}])
 def test_a_revoke_posted_without_the_confirmation_revokes_nothing(client, admin, form):
-    key, secret = store.create_api_key(name="live-agent", scopes=["read"])
+    key, secret = api_keys.create_api_key(name="live-agent", scopes=["read"])
     response = client.post(f"/keys/{key.pk}/revoke", form)
     assert response.status_code == 422
     html = response.content.decode()
@@ -109,7 +109,7 @@ def test_a_revoke_posted_without_the_confirmation_revokes_nothing(client, admin,
 
 
 def test_htmx_gets_only_the_confirmation_panel(client, admin):
-    key, _ = store.create_api_key(name="k", scopes=["read"])
+    key, _ = api_keys.create_api_key(name="k", scopes=["read"])
     response = client.get(f"/keys/{key.pk}/revoke", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="confirm")
     html = response.content.decode()
     assert html.lstrip().startswith('<section id="confirm"') and "<html" not in html
@@ -118,8 +118,8 @@ def test_htmx_gets_only_the_confirmation_panel(client, admin):
 
 
 def test_an_already_revoked_key_goes_back_to_the_list(client, admin):
-    key, _ = store.create_api_key(name="gone", scopes=["read"])
-    store.revoke_api_key(key_id=key.pk)
+    key, _ = api_keys.create_api_key(name="gone", scopes=["read"])
+    api_keys.revoke_api_key(key_id=key.pk)
     response = client.get(f"/keys/{key.pk}/revoke", follow=True)
     assert "was already revoked" in response.content.decode()
     assert AuditEvent.objects.filter(action="api_key.revoked").count() == 1

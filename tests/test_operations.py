@@ -176,13 +176,13 @@ def test_pages_and_the_api_carry_the_content_security_policy(client):
 
 @pytest.mark.django_db
 def test_exports_and_the_api_key_page_are_never_stored_by_a_cache(client):
-    from conversations import store
+    from conversations import api_keys, store
     from tests.retention_support import make_user
 
     client.force_login(make_user("boss", "admin"))
     convo = store.create_conversation(title="t", subject="cust:1")
     store.append_message(conversation_id=convo.pk, message={"kind": "user", "content": "hi"})
-    _, secret = store.create_api_key(name="k", scopes=["read"])
+    _, secret = api_keys.create_api_key(name="k", scopes=["read"])
     downloads = [f"/conversations/{convo.pk}/export.{fmt}" for fmt in ("json", "jsonl", "markdown")]
     downloads += ["/admin/audit/export.jsonl"]
     for url in downloads:

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from conversations import store
+from conversations import api_keys, store
 from tests.conftest import skip_or_fail
 from tests.retention_support import ROOT, database_url, subprocess_env
 from tests.server_support import free_port, start_gunicorn
@@ -79,7 +79,7 @@ def need_pg_tools():
 
 def test_a_backup_taken_under_writers_restores_every_acknowledged_append(tmp_path, fresh_database):
     need_pg_tools()
-    _, key = store.create_api_key(name="backup-agent", scopes=["read", "write"])
+    _, key = api_keys.create_api_key(name="backup-agent", scopes=["read", "write"])
     c = store.create_conversation(title="under backup", subject="customer:backup@example.com")
     port = free_port()
     server = start_gunicorn(port, tmp_path / "gunicorn.log", workers=2, MEMORYUI_DATA_DIR=str(tmp_path))

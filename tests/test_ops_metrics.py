@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.mmap_dict import MmapedDict
 
-from conversations import store
+from conversations import api_keys, store
 from tests.server_support import free_port, start_gunicorn
 
 TOKEN = "scrape-token-for-tests"
@@ -84,7 +84,7 @@ def workers_that_counted(folder: Path, route: str) -> set[str]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_add_up_and_no_label_holds_what_a_client_sent(tmp_path):
-    _, key = store.create_api_key(name="metrics-agent", scopes=["read", "write"])
+    _, key = api_keys.create_api_key(name="metrics-agent", scopes=["read", "write"])
     c = store.create_conversation(title="metrics", subject=MARK_SUBJECT)
     port = free_port()
     proc = start_gunicorn(port, tmp_path / "gunicorn.log", workers=2, threads=2, MEMORYUI_METRICS_TOKEN=TOKEN,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conversations import store
+from conversations import api_keys
 from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt
 from tests.retention_support import conversation, make_user
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def key(*scopes):
-    _, secret = store.create_api_key(name=f"k-{'-'.join(scopes)}", scopes=list(scopes))
+    _, secret = api_keys.create_api_key(name=f"k-{'-'.join(scopes)}", scopes=list(scopes))
     return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
 
 

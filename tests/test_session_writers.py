@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conversations import store
+from conversations import api_keys
 from conversations.imports import entry_streams, sessions
 from conversations.models import Conversation
 from tests.retention_support import ROOT
@@ -135,7 +135,7 @@ def _key(entry: dict) -> str:
 def test_every_writer_s_entries_are_kept_once_in_one_conversation_and_no_writer_sees_an_error(
         server, tmp_path, door, writers):
     port, log = server
-    _, key = store.create_api_key(name="writers", scopes=["read", "write"], created_by="test")
+    _, key = api_keys.create_api_key(name="writers", scopes=["read", "write"], created_by="test")
     failures = []
     for run in range(RUNS):
         session = f"{door}-{writers}w-run{run}-{time.monotonic_ns()}"
@@ -175,7 +175,7 @@ def test_first_writes_of_a_new_session_sent_at_once_all_succeed_in_one_conversat
     # Raw requests, no client retry: each first write must succeed by itself (before the
     # doors went through create-or-get, the losers got 500, then 409 import_in_progress).
     port, log = server
-    _, key = store.create_api_key(name="first", scopes=["read", "write"], created_by="test")
+    _, key = api_keys.create_api_key(name="first", scopes=["read", "write"], created_by="test")
     writers, statuses = 12, []
     for run in range(RUNS):
         session = f"first-{door}-{run}-{time.monotonic_ns()}"

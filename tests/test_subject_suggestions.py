@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.demo import SUPPORT_SUBJECT, load_demo
 from conversations.facts import store as facts
 from conversations.facts.models import Fact
@@ -29,7 +29,7 @@ def admin(client):
 
 @pytest.fixture
 def admin_key():
-    _, secret = store.create_api_key(name="janitor", scopes=["admin"])
+    _, secret = api_keys.create_api_key(name="janitor", scopes=["admin"])
     return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
 
 

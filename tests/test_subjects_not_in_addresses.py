@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 import pytest
 
-from conversations import demo, store
+from conversations import api_keys, demo
 from conversations.facts.models import Fact
 from conversations.models import Conversation
 from tests.retention_support import make_user
@@ -50,7 +50,7 @@ def test_no_page_puts_a_subject_in_an_address(client):
     subjects |= set(Fact.objects.values_list("subject", flat=True))
     assert len(subjects) >= 2
     fact = Fact.objects.order_by("id").first()
-    _, _ = store.create_api_key(name="k", scopes=["read"])
+    _, _ = api_keys.create_api_key(name="k", scopes=["read"])
     client.get(f"/facts/subject/{fact.pk}/")  # an access-log row to list
     values = {"conversation_id": str(conversations[0].pk), "position": "3", "fact_id": str(fact.pk)}
     leaks, pages = [], 0

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations import store
+from conversations import api_keys
 from conversations.errors import StoreError
 from conversations.models import ApiKey
 
@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, name, scopes, **options):
         try:
-            key, secret = store.create_api_key(name=name, scopes=scopes, created_by="command:create_api_key")
+            key, secret = api_keys.create_api_key(name=name, scopes=scopes, created_by="command:create_api_key")
         except StoreError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(f"Created API key {key.name!r} (id {key.pk}, prefix {key.prefix}) "

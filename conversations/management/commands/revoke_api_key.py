@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations import store
+from conversations import api_keys
 from conversations.models import ApiKey
 from conversations.params import parse_int
 
@@ -29,5 +29,5 @@ class Command(BaseCommand):
         if found.revoked_at is not None:
             self.stdout.write(f"API key {found.name!r} ({found.prefix}) was already revoked at {found.revoked_at:%Y-%m-%d %H:%M} UTC.")
             return
-        store.revoke_api_key(key_id=found.pk, revoked_by="command:revoke_api_key")
+        api_keys.revoke_api_key(key_id=found.pk, revoked_by="command:revoke_api_key")
         self.stdout.write(f"Revoked API key {found.name!r} ({found.prefix}); requests with it now get 401.")
