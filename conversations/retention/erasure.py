@@ -274,10 +274,29 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     # What to look for afterwards, chosen before anything is deleted.
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
 
-    counts = {"conversations": 0, "messages": 0, "checkpoints": 0}
     disk.ensure_fts_secure_delete()
     clock = time.monotonic()
     seconds = {}
+    counts, xid = _delete(request_id, subject, preview, victim_ids, erasure, actor=actor, kind=kind, lease=lease)
+    seconds["delete"] = round(time.monotonic() - clock, 3)
+    # Files outside the database (an import preview's upload): see the module docstring.
+    files_left = erasure_verify.erase_leftovers(subject=subject, conversation_ids=victim_ids, needles=candidates)
+    counts["uploads"] = sum(1 for r in files_left["removed"] if r["removed"])
+    id_needles = _id_needles(victim_ids)
+    checked = _scrub_and_verify(candidates + id_needles, xid, lease, seconds)
+    verification = erasure_receipt.verification(
+        checked, subject=subject, candidates=candidates, id_needles=id_needles, files_left=files_left, seconds=seconds)
+    receipt = in_turn(lambda: _store_receipt(request_id, subject, victim_ids, counts, verification,
+                                             actor=actor, kind=kind))
+    if verification["status"] != "verified":
+        log.warning("deletion %s: verification %s", request_id, verification["status"])
+    return receipt
+
+
+def _delete(request_id, subject: str, preview: DeletionPreview, victim_ids: list[uuid.UUID], erasure, *,
+            actor: str, kind: str, lease: Lease) -> tuple[dict, int | None]:
+    """Step 4: mark, delete in batches, then the last transaction; the counts and its xid."""
+    counts = {"conversations": 0, "messages": 0, "checkpoints": 0}
     mark_deleting(victim_ids)
     # Their chains: final heads into the audit chain, every row's commitment kept (erased.py).
     erased_rows.record_heads(ids=victim_ids, actor=actor, reason="deletion", target_type="deletion_request",
@@ -287,6 +306,7 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     counts.update(messages=deleted.messages, checkpoints=deleted.checkpoints)
     for table, n in deleted.owned.items():
         counts[table] = n
+
     def last_transaction():
         # The conversation rows, the subject's facts and the audit event: one transaction.
         with transaction.atomic():
@@ -303,84 +323,54 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
                                        "conversation_ids": [str(i) for i in victim_ids]})
             return done, erasure_scrub.current_xid()
 
-    counts, xid = in_turn(last_transaction)
-    seconds["delete"] = round(time.monotonic() - clock, 3)
-    # Files outside the database (an import preview's upload): see the module docstring.
-    files_left = erasure_verify.erase_leftovers(subject=subject, conversation_ids=victim_ids, needles=candidates)
-    counts["uploads"] = sum(1 for r in files_left["removed"] if r["removed"])
-    id_needles = []
-    if connection.vendor == "sqlite":
-        # A conversation id that some row still holds (a fork's parent_id, a fact's
-        # source) proves nothing when found.
-        still_stored = erasure_verify.ids_in_live_data(victim_ids)
-        id_needles = [erasure_verify.id_needle(cid) for cid in victim_ids
-                      if cid not in still_stored][:erasure_verify.MAX_ID_NEEDLES]
+    return in_turn(last_transaction)
 
-    notes: list[str] = []
-    set_aside: set[str] = set()
+
+def _id_needles(victim_ids: list[uuid.UUID]) -> list[str]:
+    """SQLite: the deleted conversations' ids as stored. A conversation id that some row
+    still holds (a fork's parent_id, a fact's source) proves nothing when found."""
+    if connection.vendor != "sqlite":
+        return []
+    still_stored = erasure_verify.ids_in_live_data(victim_ids)
+    return [erasure_verify.id_needle(cid) for cid in victim_ids
+            if cid not in still_stored][:erasure_verify.MAX_ID_NEEDLES]
+
+
+def _scrub_and_verify(needles: list[str], xid: int | None, lease: Lease, seconds: dict) -> erasure_receipt.Checked:
+    """Steps 6 and 7: scrub the files, then search them (timed into `seconds`)."""
     rewrite: dict = {}
     wal = pgfiles.WalState()
     if connection.in_atomic_block:
         # An outer transaction (a test, a caller's atomic) still holds the rows:
         # nothing can be verified, and the receipt must not claim it was.
         notes = erasure_scrub.scrub_disk(xid, lease, rewrite)
-        search = erasure_verify.FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0,
-                            problem="ran inside an outer transaction: the deletion was not yet committed")
-    else:
-        clock = time.monotonic()
-        notes = erasure_scrub.scrub_disk(xid, lease, rewrite)
-        seconds["scrub"] = round(time.monotonic() - clock, 3)
-        clock = time.monotonic()
-        search, set_aside = erasure_verify.verify(candidates + id_needles, notes, lease, wal)
-        seconds["verify"] = round(time.monotonic() - clock, 3)
-    searched = search.status == "searched"
-    strings_checked = [c for c in candidates if c not in set_aside]
-    checkable = strings_checked + id_needles
-    status = erasure_receipt.receipt_status(search)
-    if status in ("verified", "verified_except_wal") and files_left["status"] != "verified":
-        status = files_left["status"]
-    verification = {
-        "database": connection.vendor,
-        "status": status,
-        "found": search.found or bool(files_left["found_in"]) if search.found is not None else None,
-        "strings_checked": len(strings_checked) if searched else 0,
-        "strings_set_aside": len(set_aside),
-        "conversation_ids_checked": len(id_needles) if searched else 0,
-        "subject_checked": bool(subject) and subject not in set_aside and searched,
-        "files_searched": len(search.files),
-        "bytes_searched": sum(f["bytes"] for f in search.files),
-        "files": search.files,
-        "found_in": search.found_in + files_left["found_in"],
-        "found_count": search.found_count,
-        "scope": erasure_receipt.scope(),
-        # What was searched, by kind of file (the WAL's segments or -wal file among them).
-        "searched": erasure_verify.searched_by_kind(search.files) if searched else {},
-        "wal": erasure_receipt.wal_account(search, wal) if searched else {"status": "not_searched"},
-        "rewrite": rewrite,
-        "uploads": files_left,
-        "verify_passes": search.passes,
-        "seconds": seconds,
-        "notes": notes + ([search.problem] if search.problem else []) + files_left["problems"],
-    }
-    if not checkable and search.status == "searched" and files_left["status"] == "verified":
-        verification["status"] = "nothing_to_check"
-    def store_receipt():
-        with transaction.atomic():
-            receipt = DeletionReceipt.objects.create(
-                id=request_id, actor=str(actor)[:200], kind=kind, subject_sha256=subject_sha256(subject),
-                conversation_ids=[str(i) for i in victim_ids], counts=counts, verification=verification,
-            )
-            store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
-                               target_id=str(receipt.pk),
-                               detail={"status": verification["status"],
-                                       "strings_checked": verification["strings_checked"],
-                                       "files_searched": verification["files_searched"]})
-            return receipt
+        search = erasure_verify.FileSearch(
+            status="not_possible", files=[], found=None, found_in=[], found_count=0,
+            problem="ran inside an outer transaction: the deletion was not yet committed")
+        return erasure_receipt.Checked(search, set(), notes, rewrite, wal)
+    clock = time.monotonic()
+    notes = erasure_scrub.scrub_disk(xid, lease, rewrite)
+    seconds["scrub"] = round(time.monotonic() - clock, 3)
+    clock = time.monotonic()
+    search, set_aside = erasure_verify.verify(needles, notes, lease, wal)
+    seconds["verify"] = round(time.monotonic() - clock, 3)
+    return erasure_receipt.Checked(search, set_aside, notes, rewrite, wal)
 
-    receipt = in_turn(store_receipt)
-    if verification["status"] != "verified":
-        log.warning("deletion %s: verification %s", request_id, verification["status"])
-    return receipt
+
+def _store_receipt(request_id, subject: str, victim_ids: list[uuid.UUID], counts: dict, verification: dict, *,
+                   actor: str, kind: str) -> DeletionReceipt:
+    """Step 8: the receipt and its audit event, one transaction."""
+    with transaction.atomic():
+        receipt = DeletionReceipt.objects.create(
+            id=request_id, actor=str(actor)[:200], kind=kind, subject_sha256=subject_sha256(subject),
+            conversation_ids=[str(i) for i in victim_ids], counts=counts, verification=verification,
+        )
+        store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
+                           target_id=str(receipt.pk),
+                           detail={"status": verification["status"],
+                                   "strings_checked": verification["strings_checked"],
+                                   "files_searched": verification["files_searched"]})
+        return receipt
 
 
 def delete_one_conversation(*, conversation_id, actor: str) -> DeletionReceipt:

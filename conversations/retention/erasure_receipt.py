@@ -1,9 +1,11 @@
-"""Erasure, step 8 (erasure.py): what the receipt says about the verification."""
+"""Erasure, step 8 (erasure.py): what the receipt says about the verification, and its verdict."""
+
+from dataclasses import dataclass
 
 from django.db import connection
 
 from . import pgfiles
-from .erasure_verify import FileSearch, is_wal_file
+from .erasure_verify import FileSearch, is_wal_file, searched_by_kind
 
 
 def receipt_status(search: FileSearch) -> str:
@@ -38,3 +40,52 @@ def scope() -> str:
     return ("every relation file of the database (tables, TOAST, indexes, planner statistics, all forks) under "
             "data_directory, and every segment of the write-ahead log (pg_wal)" + outside
             + "; replicas, WAL archives and backups are not covered")
+
+
+@dataclass
+class Checked:
+    """What scrubbing and searching the files found (erasure.py's steps 6 and 7)."""
+
+    search: FileSearch
+    set_aside: set[str]
+    notes: list[str]
+    rewrite: dict
+    wal: pgfiles.WalState
+
+
+def verification(checked: Checked, *, subject: str, candidates: list[str], id_needles: list[str],
+                 files_left: dict, seconds: dict) -> dict:
+    """The receipt's `verification`: what was searched, where, what was found, and the verdict."""
+    search, set_aside = checked.search, checked.set_aside
+    searched = search.status == "searched"
+    strings_checked = [c for c in candidates if c not in set_aside]
+    checkable = strings_checked + id_needles
+    status = receipt_status(search)
+    if status in ("verified", "verified_except_wal") and files_left["status"] != "verified":
+        status = files_left["status"]
+    document = {
+        "database": connection.vendor,
+        "status": status,
+        "found": search.found or bool(files_left["found_in"]) if search.found is not None else None,
+        "strings_checked": len(strings_checked) if searched else 0,
+        "strings_set_aside": len(set_aside),
+        "conversation_ids_checked": len(id_needles) if searched else 0,
+        "subject_checked": bool(subject) and subject not in set_aside and searched,
+        "files_searched": len(search.files),
+        "bytes_searched": sum(f["bytes"] for f in search.files),
+        "files": search.files,
+        "found_in": search.found_in + files_left["found_in"],
+        "found_count": search.found_count,
+        "scope": scope(),
+        # What was searched, by kind of file (the WAL's segments or -wal file among them).
+        "searched": searched_by_kind(search.files) if searched else {},
+        "wal": wal_account(search, checked.wal) if searched else {"status": "not_searched"},
+        "rewrite": checked.rewrite,
+        "uploads": files_left,
+        "verify_passes": search.passes,
+        "seconds": seconds,
+        "notes": checked.notes + ([search.problem] if search.problem else []) + files_left["problems"],
+    }
+    if not checkable and search.status == "searched" and files_left["status"] == "verified":
+        document["status"] = "nothing_to_check"
+    return document
