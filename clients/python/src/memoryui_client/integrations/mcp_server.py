@@ -73,9 +73,18 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
         except MemoryuiError as exc:
             raise _error(exc) from None
 
-    ConversationId = Annotated[str, Field(description="The conversation's id (a UUID), as list_conversations or "
-                                                      "find_conversations return it.")]
+    _conversation_reads(server, mui, call)
+    _conversation_writes(server, mui, call)
+    _fact_tools(server, mui, call)
+    return server
 
+
+ConversationId = Annotated[str, Field(description="The conversation's id (a UUID), as list_conversations or "
+                                                  "find_conversations return it.")]
+
+
+def _conversation_reads(server: MCPServer, mui, call) -> None:
+    """The tools that find and read conversations."""
     @server.tool(title="List conversations")
     async def list_conversations(
         namespace: Annotated[str | None, Field(description="Only this namespace (an agent's or a framework's "
@@ -126,6 +135,9 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
                 "handoff": view.get("handoff"), "items": view.get("items", []),
                 "next_position": view.get("next_position"), "skipped": view.get("skipped", [])}
 
+
+def _conversation_writes(server: MCPServer, mui, call) -> None:
+    """The tools that create, append to, fold and fork conversations."""
     @server.tool(title="Create a conversation")
     async def create_conversation(
         title: Annotated[str, Field(max_length=300, description="A short title people will see.")],
@@ -178,6 +190,9 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
         in force there), to try another path; the original is untouched."""
         return _summary(await call(mui().fork, conversation_id, position=position, title=title))
 
+
+def _fact_tools(server: MCPServer, mui, call) -> None:
+    """The tools that recall and propose long-term facts."""
     @server.tool(title="Recall facts")
     async def recall_facts(
         subject: Annotated[str, Field(min_length=1, description="Who the facts are about, e.g. 'customer:42'.")],
@@ -201,8 +216,6 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
         approves it; returns the proposed fact with its id and status."""
         return await call(mui().propose_fact, subject=subject, text=text, importance=importance, category=category,
                           source_conversation_id=source_conversation_id, source_position=source_position)
-
-    return server
 
 
 def _summary(c: dict) -> dict[str, Any]:
