@@ -267,84 +267,101 @@ def conversation(request, conversation_id):
         "fold": latest.message_position if latest else -1,
     }
     if target not in ("active-more", "active-chunk"):
-        size = ROW_PAGE * MORE_FACTOR if target in ("record-more", "record-chunk") else ROW_PAGE
-        if target != "record-chunk":
-            until = None
-        page = read_rows(convo.pk, after=after, until=until, limit=size, kinds=kinds, include_broken=True,
-                         **row_filters)
-        # Only the checkpoints this page draws: an agent that folds every hundred rows
-        # must not make each page read thousands of them. Markers before the first
-        # row were drawn on an earlier page; those after the last row go on the next.
-        upto = page.next_after if page.next_after is not None else until
-        marks = Checkpoint.objects.of(convo.pk).filter(message_position__gt=after)
-        if upto is not None:
-            marks = marks.filter(message_position__lte=upto)
-        marks = marks.order_by("message_position", "id")[: size + 1]
-        # A live-follow poll also asks for the ledger marks placed after the row it follows:
-        # a harness records an action or a state change after that row was already shown.
-        # The page keeps those it has (by id) and puts the others after their row.
-        follows = target == "record-more" and request.GET.get("follow") == "1"
-        context["record"] = hooks.ledger_timeline(
-            _interleave(page.items, list(marks), latest, upto=upto), convo.pk,
-            after=after - 1 if follows else after, upto=upto
-        )
-        context["record_turns"] = turns(page.items)
-        more = page.next_after is not None
-        context["record_more"] = _query(kinds, after=page.next_after, **carried) if more else None
-        context["record_after"] = after
-        # The positions this chunk of the page covers, (after, until]: what the page asks
-        # for again, and gets exactly, when it has unloaded the chunk while scrolling.
-        # At the end: everything up to the last row at the time of reading (an agent may
-        # have appended a row between reading the conversation and reading its rows).
-        context["record_until"] = upto if upto is not None else max([last] + [i.position for i in page.items[-1:]])
-        context["record_rows"] = bool(page.items)
-        context["record_earlier"] = (
-            _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None, **carried)
-            if after > -1 else None
-        )
+        _record_part(request, convo, context, target=target, after=after, until=until, last=last, latest=latest,
+                     kinds=kinds, row_filters=row_filters, carried=carried)
     if target in (None, "views", "active-more", "active-chunk"):
-        size = ROW_PAGE * MORE_FACTOR if target in ("active-more", "active-chunk") else ROW_PAGE
-        if target != "active-chunk":
-            active_until = None
-        view = list_active(convo.pk, after=active_after, until=active_until, limit=size, kinds=kinds,
-                           include_broken=True, **row_filters)
-        context["active"] = view
-        context["active_turns"] = turns(view.page.items)
-        context["last_position"] = last
-        context["active_first_page"] = active_after is None or active_after <= context["fold"]
-        context["active_start"] = fold if active_after is None else max(active_after, fold)
-        context["active_until"] = (view.page.next_after if view.page.next_after is not None
-                                   else active_until if active_until is not None
-                                   else max([last] + [i.position for i in view.page.items[-1:]]))
-        context["active_earlier"] = (
-            _query(kinds, active_after=max(fold, active_after - ROW_PAGE), **carried)
-            if active_after is not None and active_after > fold else None
-        )
-        context["active_more"] = (
-            _query(kinds, active_after=view.page.next_after, **carried) if view.page.next_after is not None else None
-        )
+        _active_part(convo, context, target=target, active_after=active_after, active_until=active_until,
+                     last=last, fold=fold, kinds=kinds, row_filters=row_filters, carried=carried)
     if context["is_admin"]:
         # Rows where "Checkpoint here" would split a tool call from its result say so instead.
         shown = [e.position for e in context.get("record", ()) if isinstance(e, StoredMessage)]
         shown += [i.position for i in context["active"].page.items] if "active" in context else []
         context["unfoldable"] = calls.unfoldable(convo.pk, last, sorted({p for p in shown if p >= fold}))
     if target is None:
-        context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
-        context["lineage"] = convo.lineage()
-        context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
-        children = [c["conversation"] for c in context["tree"]["children"]]
-        context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
-        context["subagent_count"] = len(children) - context["fork_count"]
-        context["ledger"] = hooks.ledger_panel(convo)
-        context["live_state"] = state_of(convo)
-        context["live_etag"] = etag_of(context["live_state"])
-        _opened(request, convo, "page")
+        _whole_page_part(request, convo, context)
     return _render(
         request,
         "conversations/conversation.html",
         context,
         fragments=("views", "record-more", "active-more", "record-chunk", "active-chunk"),
     )
+
+
+def _record_part(request, convo, context, *, target, after, until, last, latest, kinds, row_filters, carried):
+    """The full record's rows: the page, a "more" page, or a chunk asked for again."""
+    size = ROW_PAGE * MORE_FACTOR if target in ("record-more", "record-chunk") else ROW_PAGE
+    if target != "record-chunk":
+        until = None
+    page = read_rows(convo.pk, after=after, until=until, limit=size, kinds=kinds, include_broken=True,
+                     **row_filters)
+    # Only the checkpoints this page draws: an agent that folds every hundred rows
+    # must not make each page read thousands of them. Markers before the first
+    # row were drawn on an earlier page; those after the last row go on the next.
+    upto = page.next_after if page.next_after is not None else until
+    marks = Checkpoint.objects.of(convo.pk).filter(message_position__gt=after)
+    if upto is not None:
+        marks = marks.filter(message_position__lte=upto)
+    marks = marks.order_by("message_position", "id")[: size + 1]
+    # A live-follow poll also asks for the ledger marks placed after the row it follows:
+    # a harness records an action or a state change after that row was already shown.
+    # The page keeps those it has (by id) and puts the others after their row.
+    follows = target == "record-more" and request.GET.get("follow") == "1"
+    context["record"] = hooks.ledger_timeline(
+        _interleave(page.items, list(marks), latest, upto=upto), convo.pk,
+        after=after - 1 if follows else after, upto=upto
+    )
+    context["record_turns"] = turns(page.items)
+    more = page.next_after is not None
+    context["record_more"] = _query(kinds, after=page.next_after, **carried) if more else None
+    context["record_after"] = after
+    # The positions this chunk of the page covers, (after, until]: what the page asks
+    # for again, and gets exactly, when it has unloaded the chunk while scrolling.
+    # At the end: everything up to the last row at the time of reading (an agent may
+    # have appended a row between reading the conversation and reading its rows).
+    context["record_until"] = upto if upto is not None else max([last] + [i.position for i in page.items[-1:]])
+    context["record_rows"] = bool(page.items)
+    context["record_earlier"] = (
+        _query(kinds, after=max(-1, after - ROW_PAGE) if after - ROW_PAGE > -1 else None, **carried)
+        if after > -1 else None
+    )
+
+
+def _active_part(convo, context, *, target, active_after, active_until, last, fold, kinds, row_filters, carried):
+    """The active view's rows: what the model receives, from the latest checkpoint on."""
+    size = ROW_PAGE * MORE_FACTOR if target in ("active-more", "active-chunk") else ROW_PAGE
+    if target != "active-chunk":
+        active_until = None
+    view = list_active(convo.pk, after=active_after, until=active_until, limit=size, kinds=kinds,
+                       include_broken=True, **row_filters)
+    context["active"] = view
+    context["active_turns"] = turns(view.page.items)
+    context["last_position"] = last
+    context["active_first_page"] = active_after is None or active_after <= context["fold"]
+    context["active_start"] = fold if active_after is None else max(active_after, fold)
+    context["active_until"] = (view.page.next_after if view.page.next_after is not None
+                               else active_until if active_until is not None
+                               else max([last] + [i.position for i in view.page.items[-1:]]))
+    context["active_earlier"] = (
+        _query(kinds, active_after=max(fold, active_after - ROW_PAGE), **carried)
+        if active_after is not None and active_after > fold else None
+    )
+    context["active_more"] = (
+        _query(kinds, active_after=view.page.next_after, **carried) if view.page.next_after is not None else None
+    )
+
+
+def _whole_page_part(request, convo, context) -> None:
+    """What only the whole page shows: lineage, forks and subagents, the ledger, live state."""
+    context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
+    context["lineage"] = convo.lineage()
+    context["tree"], context["descendant_count"], context["tree_truncated"] = _descendants(convo)
+    children = [c["conversation"] for c in context["tree"]["children"]]
+    context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
+    context["subagent_count"] = len(children) - context["fork_count"]
+    context["ledger"] = hooks.ledger_panel(convo)
+    context["live_state"] = state_of(convo)
+    context["live_etag"] = etag_of(context["live_state"])
+    _opened(request, convo, "page")
 
 
 @require_safe
