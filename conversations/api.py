@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Literal
 
 from django.db.models import Q
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from ninja import Path, Query, Router
 
 from . import hooks, keyset, params, reads, store
@@ -52,6 +52,7 @@ from .api_schemas import (
 from .apiauth import actor_of, require_scope
 from .errors import InvalidInput
 from .export import export_stream
+from .http import absolute_url, json_response
 from .jsonbody import read_body, read_json
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .params import iso as _iso
@@ -59,19 +60,6 @@ from .params import iso as _iso
 router = Router(tags=["conversations"])
 
 # -- helpers --------------------------------------------------------------------------
-
-
-def _respond(data, status: int = 200) -> JsonResponse:
-    return JsonResponse(data, status=status, safe=False, json_dumps_params={"ensure_ascii": False})
-
-
-def _check_query_text(value: str | None, field: str) -> None:
-    if value is not None:
-        params.check_text(value, field)
-
-
-def _url(request, path: str) -> str:
-    return request.build_absolute_uri(path)
 
 
 def _conversation_path(conversation_id) -> str:
@@ -93,7 +81,7 @@ def _summary(c: Conversation, request) -> dict:
         "parent_id": str(c.parent_id) if c.parent_id else None,
         "forked_from_position": c.forked_from_position,
         "parent_relation": c.parent_relation,
-        "url": _url(request, _conversation_path(c.pk)),
+        "url": absolute_url(request, _conversation_path(c.pk)),
     }
 
 
@@ -186,7 +174,7 @@ def create_conversation(request):
         conversation, created = store.create_conversation(**fields), True
     else:
         conversation, created = store.get_or_create_conversation(external_id=body.external_id, **fields)
-    return _respond(_detail(conversation.pk, request), 201 if created else 200)
+    return json_response(_detail(conversation.pk, request), 201 if created else 200)
 
 
 @router.get(
@@ -211,7 +199,7 @@ def list_conversations(
 ):
     """Newest first, in keyset pages (no OFFSET: every page costs what the first does). Needs `read`."""
     require_scope(request, "read")
-    _check_query_text(subject, "subject")
+    params.check_query_text(subject, "subject")
     field = _ORDER_FIELDS[order]
     qs = Conversation.objects.live()
     if subject is not None:
@@ -232,7 +220,7 @@ def list_conversations(
     next_url = keyset.next_url(request, next_cursor, [
         ("limit", limit), ("order", order), ("subject", subject), ("namespace", namespace),
         ("external_id", external_id)])
-    return _respond(keyset.listing([_summary(c, request) for c in rows], next_cursor, next_url))
+    return json_response(keyset.listing([_summary(c, request) for c in rows], next_cursor, next_url))
 
 
 ConversationId = Path(..., description="The conversation's id (a UUID).", example=EXAMPLE_ID)
@@ -248,7 +236,7 @@ ConversationId = Path(..., description="The conversation's id (a UUID).", exampl
 def get_conversation(request, conversation_id: str = ConversationId):
     """Lineage, counts and the latest checkpoint. Needs `read`."""
     require_scope(request, "read")
-    return _respond(_detail(parse_conversation_id(conversation_id), request))
+    return json_response(_detail(parse_conversation_id(conversation_id), request))
 
 
 @router.delete(
@@ -268,10 +256,10 @@ def delete_conversation(request, conversation_id: str = ConversationId):
     require_scope(request, "admin")
     receipt = hooks.delete_conversation(conversation_id=parse_conversation_id(conversation_id),
                                         actor=actor_of(request))
-    return _respond({"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
+    return json_response({"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
                      "checkpoints": receipt.counts.get("checkpoints", 0), "receipt_id": str(receipt.pk),
                      "verification": receipt.verification.get("status"),
-                     "receipt_url": _url(request, f"/api/v1/receipts/{receipt.pk}")})
+                     "receipt_url": absolute_url(request, f"/api/v1/receipts/{receipt.pk}")})
 
 
 # -- messages -------------------------------------------------------------------------
@@ -304,7 +292,7 @@ def append_message(
     cid = parse_conversation_id(conversation_id)
     data = read_json(request)
     position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
-    return _respond({"position": position, "kind": data["kind"]}, 201)
+    return json_response({"position": position, "kind": data["kind"]}, 201)
 
 
 @router.post(
@@ -347,7 +335,7 @@ def append_messages(
         raise InvalidInput("messages is required: a list of 1 to 1,000 messages", field="messages")
     appended = store.append_messages(conversation_id=cid, messages=data["messages"],
                                      expected_position=expected_position)
-    return _respond({"first_position": appended.first_position, "last_position": appended.last_position,
+    return json_response({"first_position": appended.first_position, "last_position": appended.last_position,
                      "count": appended.count}, 201)
 
 
@@ -372,7 +360,7 @@ def list_messages(
     require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     page = reads.read_rows(conversation.pk, after=_start(cursor, "messages", after), limit=limit)
-    return _respond(_page(request, page, "messages", next_position=conversation.next_position, limit=limit))
+    return json_response(_page(request, page, "messages", next_position=conversation.next_position, limit=limit))
 
 
 @router.get(
@@ -402,7 +390,7 @@ def get_active_view(
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     view = reads.list_active(conversation.pk, after=_start(cursor, "active", after), limit=limit)
     cp = view.checkpoint
-    return _respond({
+    return json_response({
         "checkpoint": {"position": cp.message_position, "summary": cp.summary, "created_at": _iso(cp.created_at)}
         if cp else None,
         "handoff": view.handoff,
@@ -432,7 +420,7 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     body = read_body(request, CheckpointIn)
     checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
                                      actor=actor_of(request))
-    return _respond(_checkpoint(checkpoint), 201)
+    return json_response(_checkpoint(checkpoint), 201)
 
 
 @router.get(
@@ -448,7 +436,7 @@ def list_checkpoints(request, conversation_id: str = ConversationId):
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     checkpoints = Checkpoint.objects.of(conversation.pk).order_by("message_position", "created_at", "id")
     # Not paged: a conversation has few checkpoints (each moves the fold forward).
-    return _respond(keyset.listing([_checkpoint(cp) for cp in checkpoints], None))
+    return json_response(keyset.listing([_checkpoint(cp) for cp in checkpoints], None))
 
 
 @router.post(
@@ -472,7 +460,7 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     body = read_body(request, ForkIn)
     child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title,
                                     actor=actor_of(request), external_id=body.external_id)
-    return _respond(_detail(child.pk, request), 201)
+    return json_response(_detail(child.pk, request), 201)
 
 
 # -- export ---------------------------------------------------------------------------

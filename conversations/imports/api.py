@@ -32,10 +32,10 @@ import json
 from ninja import Query, Router
 
 from conversations import idempotency, keyset, params
-from conversations.api import _respond
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
+from conversations.http import json_response
 from conversations.jsonbody import read_json
 
 from . import entry_appends, entry_streams, importer, sessions
@@ -115,14 +115,14 @@ def import_transcript(request):
             if "summary" in body:
                 raise InvalidInput("a summary is kept for Claude Code sessions", field="summary")
             def finish_items(stream):
-                response = _respond({"format": format, "stream": stream.as_dict()})
+                response = json_response({"format": format, "stream": stream.as_dict()})
                 idempotency.settle(request, response)
                 answers.append(response)
 
             stream = sessions.append_items(namespace=_text(body, "namespace"), session_id=_text(body, "external_id"),
                                            items=body["entries"], expected_entries=expected,
                                            subject=_text(body, "subject"), actor=actor, finish=finish_items)
-            return answers[0] if answers else _respond({"format": format, "stream": stream.as_dict()})
+            return answers[0] if answers else json_response({"format": format, "stream": stream.as_dict()})
         result = entry_appends.append_entries(
             format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
             external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
@@ -146,7 +146,7 @@ def import_transcript(request):
 
 
 def _answer(request, result):
-    response = _respond(result.as_dict(), 201 if result.created and not result.dry_run else 200)
+    response = json_response(result.as_dict(), 201 if result.created and not result.dry_run else 200)
     idempotency.settle(request, response)
     return response
 
@@ -176,7 +176,7 @@ def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     if page is None:
         raise NotFound(f"no entries stored under {namespace!r} / {external_id[:80]!r}", field="external_id")
     next_cursor = keyset.cursor_of("entries", page.next) if page.next is not None else None
-    return _respond(keyset.listing(page.entries, next_cursor,
+    return json_response(keyset.listing(page.entries, next_cursor,
                                    keyset.next_url(request, next_cursor, keyset.same_query(request)),
                                    conversation_id=page.conversation_id))
 
@@ -196,7 +196,7 @@ def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
     receipt = entry_streams.delete_stream(format=format, namespace=namespace, key=external_id, actor=actor_of(request))
-    return _respond({**receipt.as_document(), "receipt_id": str(receipt.pk),
+    return json_response({**receipt.as_document(), "receipt_id": str(receipt.pk),
                      "receipt_url": request.build_absolute_uri(f"/api/v1/receipts/{receipt.pk}")})
 
 
@@ -216,7 +216,7 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
     items = entry_streams.list_streams(format=format, namespace=namespace, prefix=prefix,
                                        key=_ids(key=key)[0] if key is not None else None, sessions_only=sessions)
     # Not paged: at most entry_streams.LIST_MAX streams, narrowed by `prefix` or `key`.
-    return _respond(keyset.listing(items, None))
+    return json_response(keyset.listing(items, None))
 
 
 def _session_body(request) -> tuple[str, str, int | None]:
@@ -242,7 +242,7 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
     namespace, session_id = _ids(namespace=namespace, session_id=session_id)
     items, stream = sessions.active_items(namespace=namespace, session_id=session_id, limit=limit)
     # Not paged: the SDK asks for the whole view or its latest `limit` items.
-    return _respond(keyset.listing(items, None, stream=stream.as_dict()))
+    return json_response(keyset.listing(items, None, stream=stream.as_dict()))
 
 
 @router.post("/imports/sessions/pop", operation_id="session_pop", summary="Take a session's last item back",
@@ -257,7 +257,7 @@ def session_pop(request):
     namespace, session_id, expected = _session_body(request)
     item, stream = sessions.pop_item(namespace=namespace, session_id=session_id, expected_entries=expected,
                                      actor=actor_of(request))
-    return _respond({"item": item, "stream": stream.as_dict()})
+    return json_response({"item": item, "stream": stream.as_dict()})
 
 
 @router.post("/imports/sessions/clear", operation_id="session_clear", summary="Start a session's next conversation",
@@ -269,4 +269,4 @@ def session_clear(request):
     require_scope(request, "write")
     namespace, session_id, _ = _session_body(request)
     stream = sessions.clear_session(namespace=namespace, session_id=session_id, actor=actor_of(request))
-    return _respond({"stream": stream.as_dict()})
+    return json_response({"stream": stream.as_dict()})

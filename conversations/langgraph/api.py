@@ -14,9 +14,9 @@ from ninja import Router
 from pydantic import Field, StrictInt, StrictStr
 
 from conversations import keyset
-from conversations.api import _respond
 from conversations.apiauth import require_scope
 from conversations.errors import InvalidInput
+from conversations.http import json_response
 from conversations.jsonbody import StrictBody, read_body
 from conversations.params import BadParameter, identifier, int_param
 
@@ -111,7 +111,7 @@ def put_checkpoint(request):
         data=_bytes(body.checkpoint, "checkpoint"), metadata_type=body.metadata.type,
         metadata_data=_bytes(body.metadata, "metadata"), metadata=body.metadata_json,
         messages=None if body.messages is None else [m.model_dump() for m in body.messages])
-    return _respond({"checkpoint_id": checkpoint.checkpoint_id, "conversation_id": str(projected.conversation_id),
+    return json_response({"checkpoint_id": checkpoint.checkpoint_id, "conversation_id": str(projected.conversation_id),
                      "rows": projected.rows, "forked": projected.forked}, status=201)
 
 
@@ -125,7 +125,7 @@ def put_writes(request):
     stored = store.put_writes(thread_id=body.thread_id, checkpoint_ns=body.checkpoint_ns,
                               checkpoint_id=body.checkpoint_id, task_id=body.task_id, task_path=body.task_path,
                               writes=writes)
-    return _respond({"stored": stored}, status=201)
+    return json_response({"stored": stored}, status=201)
 
 
 @router.get("/langgraph/checkpoints", operation_id="list_langgraph_checkpoints",
@@ -165,7 +165,7 @@ def list_checkpoints(request):
                                                checkpoint_id__in={cp.checkpoint_id for cp in picked}):
             writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), []).append(w)
     # LangGraph's own list protocol pages with `before` and `limit`: `next` is always null.
-    return _respond(keyset.listing([
+    return json_response(keyset.listing([
         _checkpoint_dict(cp, writes.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])) for cp in picked],
         None))
 
@@ -188,7 +188,7 @@ def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
 def delete_thread(request):
     require_scope(request, "write")
     body = read_body(request, ThreadIn)
-    return _respond({"deleted": store.delete_thread(thread_id=body.thread_id)})
+    return json_response({"deleted": store.delete_thread(thread_id=body.thread_id)})
 
 
 @router.post("/langgraph/runs/delete", operation_id="delete_langgraph_runs",
@@ -196,14 +196,14 @@ def delete_thread(request):
 def delete_for_runs(request):
     require_scope(request, "write")
     body = read_body(request, RunsIn)
-    return _respond({"deleted": store.delete_for_runs(run_ids=body.run_ids)})
+    return json_response({"deleted": store.delete_for_runs(run_ids=body.run_ids)})
 
 
 @router.post("/langgraph/threads/copy", operation_id="copy_langgraph_thread", summary="Copy a thread's checkpoints")
 def copy_thread(request):
     require_scope(request, "write")
     body = read_body(request, CopyIn)
-    return _respond({"copied": store.copy_thread(source_thread_id=body.source_thread_id,
+    return json_response({"copied": store.copy_thread(source_thread_id=body.source_thread_id,
                                                  target_thread_id=body.target_thread_id)})
 
 
@@ -211,7 +211,7 @@ def copy_thread(request):
 def prune(request):
     require_scope(request, "write")
     body = read_body(request, PruneIn)
-    return _respond({"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)})
+    return json_response({"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)})
 
 
 # -- LangChain chat history (MemoryuiChatMessageHistory) ------------------------------
@@ -245,7 +245,7 @@ def get_history(request):
     require_scope(request, "read")
     namespace, session_id = _history_key(request.GET.get("namespace", history.DEFAULT_NAMESPACE),
                                          request.GET.get("session_id", ""))
-    return _respond(_history_dict(history.head(namespace=namespace, session_id=session_id)))
+    return json_response(_history_dict(history.head(namespace=namespace, session_id=session_id)))
 
 
 @router.post("/langchain/history/messages", operation_id="add_langchain_messages",
@@ -259,7 +259,8 @@ def add_history_messages(request):
         if not isinstance(message.get("type"), str):
             raise InvalidInput("a LangChain message needs its type", field=f"messages.{i}.type")
     current = history.add_messages(namespace=namespace, session_id=session_id, messages=body.messages)
-    return _respond({"conversation_id": str(current.conversation_id), "generation": current.generation}, status=201)
+    return json_response({"conversation_id": str(current.conversation_id), "generation": current.generation},
+                         status=201)
 
 
 @router.post("/langchain/history/clear", operation_id="clear_langchain_history",
@@ -270,5 +271,5 @@ def clear_history(request):
     body = read_body(request, HistoryIn)
     namespace, session_id = _history_key(body.namespace, body.session_id)
     current = history.clear(namespace=namespace, session_id=session_id)
-    return _respond({"conversation_id": str(current.conversation_id) if current else None,
+    return json_response({"conversation_id": str(current.conversation_id) if current else None,
                      "generation": current.generation if current else 0})

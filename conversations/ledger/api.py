@@ -12,10 +12,12 @@ from django.http import StreamingHttpResponse
 from ninja import Query, Router
 
 from conversations import keyset, params
-from conversations.api import ConversationId, _check_query_text, _respond
+from conversations import store as conversation_store
+from conversations.api import ConversationId
 from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
 from conversations.apiauth import actor_of, require_scope
 from conversations.errors import InvalidInput
+from conversations.http import json_response
 from conversations.jsonbody import read_body
 from conversations.models import Conversation, parse_conversation_id
 
@@ -81,7 +83,7 @@ def get_state(request, conversation_id: str = ConversationId):
     decided. Version 0 and `{}` until it is first set. Needs `read`."""
     require_scope(request, "read")
     conversation = _live(conversation_id)
-    return _respond(state_dict(conversation.pk, TaskStateEvent.objects.current(conversation.pk)))
+    return json_response(state_dict(conversation.pk, TaskStateEvent.objects.current(conversation.pk)))
 
 
 @router.put(
@@ -109,7 +111,7 @@ def set_state(request, conversation_id: str = ConversationId):
     body = read_body(request, StateIn)
     written = store.set_state(conversation_id=cid, state=body.state, expected_version=body.expected_version,
                               actor=actor_of(request))
-    return _respond({**state_dict(cid, written.event), "changed": written.changed,
+    return json_response({**state_dict(cid, written.event), "changed": written.changed,
                      "changes": written.event.changes_json if written.changed else []})
 
 
@@ -138,7 +140,7 @@ def list_state_versions(
     require_scope(request, "read")
     conversation = _live(conversation_id)
     history = TaskStateEvent.objects.history(conversation.pk, after_version=_after(cursor, "state", after))
-    return _respond(_paged(request, history, limit, "state", lambda e: (e.version,), event_dict))
+    return json_response(_paged(request, history, limit, "state", lambda e: (e.version,), event_dict))
 
 
 # -- actions --------------------------------------------------------------------------
@@ -177,7 +179,7 @@ def record_action(request, conversation_id: str = ConversationId):
         conversation_id=cid, idempotency_key=body.idempotency_key, name=body.name, arguments=body.arguments,
         result=body.result, status=body.status, actor=actor_of(request),
     )
-    return _respond({"status": recorded.status, "action": action_dict(recorded.action),
+    return json_response({"status": recorded.status, "action": action_dict(recorded.action),
                      "attempt": action_dict(recorded.attempt)}, 201 if recorded.first_time else 200)
 
 
@@ -200,7 +202,7 @@ def list_actions(
     require_scope(request, "read")
     conversation = _live(conversation_id)
     actions = Action.objects.of(conversation.pk).filter(id__gt=_after(cursor, "actions", after)).order_by("id")
-    return _respond(_paged(request, actions, limit, "actions", lambda a: (a.id,), action_dict))
+    return json_response(_paged(request, actions, limit, "actions", lambda a: (a.id,), action_dict))
 
 
 @router.get(
@@ -223,8 +225,8 @@ def find_action(
     across every conversation of the namespace (forks and resumed conversations included).
     Needs `read`."""
     require_scope(request, "read")
-    _check_query_text(idempotency_key, "idempotency_key")
-    _check_query_text(namespace, "namespace")
+    params.check_query_text(idempotency_key, "idempotency_key")
+    params.check_query_text(namespace, "namespace")
     if conversation_id is not None:
         conversation = _live(conversation_id)
         if namespace is not None and namespace != conversation.namespace:
@@ -237,7 +239,7 @@ def find_action(
     performed = [a for a in entries if a.status == "performed"]
     # The original when it still exists, else the oldest copy a fork carried.
     done = min(performed, key=lambda a: (a.inherited_from is not None, a.id)) if performed else None
-    return _respond({"namespace": namespace, "idempotency_key": idempotency_key, "performed": done is not None,
+    return json_response({"namespace": namespace, "idempotency_key": idempotency_key, "performed": done is not None,
                      "action": action_dict(done) if done else None, "entries": [action_dict(a) for a in entries]})
 
 
@@ -282,12 +284,10 @@ def export_actions(
     """For the people who check money against the ledger: read rows, not recollections.
     Streamed in batches. Needs `read`; recorded in the audit log."""
     require_scope(request, "read")
-    _check_query_text(name, "name")
-    _check_query_text(namespace, "namespace")
+    params.check_query_text(name, "name")
+    params.check_query_text(namespace, "namespace")
     stream = reconciliation_stream(format, name=name, namespace=namespace, status=status,
                                    since=_instant(since, "since"), until=_instant(until, "until"))
-    from conversations import store as conversation_store
-
     conversation_store.record_audit(
         actor=actor_of(request), action="actions.exported", target_type="actions",
         detail={"format": format, "filters": stream.filters, "via": "api"})
@@ -328,7 +328,7 @@ def record_snapshot(request, conversation_id: str = ConversationId):
         base=body.base or "", files_changed=body.files_changed, insertions=body.insertions,
         deletions=body.deletions, actor=actor_of(request),
     )
-    return _respond(snapshot_dict(written.snapshot), 201 if written.created else 200)
+    return json_response(snapshot_dict(written.snapshot), 201 if written.created else 200)
 
 
 @router.get(
@@ -343,5 +343,5 @@ def list_snapshots(request, conversation_id: str = ConversationId):
     require_scope(request, "read")
     conversation = _live(conversation_id)
     # Not paged: one snapshot per turn at most.
-    return _respond(keyset.listing([snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)],
+    return json_response(keyset.listing([snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)],
                                    None))

@@ -1,11 +1,12 @@
 """Proofs over JSON: the public signing keys, signed heads on request, the subject access export."""
 
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from ninja import Path, Query, Router, Schema
 
 from conversations import keyset
 from conversations.api_schemas import ListOut, errors_doc
 from conversations.apiauth import actor_of, require_scope
+from conversations.http import json_response
 from conversations.models import Conversation, parse_conversation_id
 
 from . import bundle, heads
@@ -44,17 +45,13 @@ class SignedHeadList(ListOut):
     items: list[SignedHeadOut]
 
 
-def _respond(data, status: int = 200) -> JsonResponse:
-    return JsonResponse(data, status=status, json_dumps_params={"ensure_ascii": False})
-
-
 @router.get("/signing-keys", operation_id="signing_keys", summary="The server's public signing keys", auth=None,
             response={200: SigningKeysOut})
 def signing_keys(request):
     """Every Ed25519 public key the server has signed heads with, the retired ones too, so that a
     head signed before a rotation still verifies. Public: no key needed. A key's id is the first
     16 hex digits of SHA-256 over its 32 raw bytes (the base64 `public_key`)."""
-    return _respond(heads.keys_document())
+    return json_response(heads.keys_document())
 
 
 def _head_out(head: SignedHead, public: dict[str, str]) -> dict:
@@ -70,7 +67,7 @@ def sign_head(request, conversation_id: str = Path(..., description="The convers
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     head = heads.sign(conversation, reason="request")
     public = {k.key_id: k.public_key for k in heads.public_keys()}
-    return _respond(_head_out(head, public), 201)
+    return json_response(_head_out(head, public), 201)
 
 
 @router.get("/conversations/{conversation_id}/signed-heads", operation_id="list_signed_heads",
@@ -82,7 +79,7 @@ def list_signed_heads(request, conversation_id: str = Path(..., description="The
     public = {k.key_id: k.public_key for k in heads.public_keys()}
     items = [_head_out(h, public) for h in SignedHead.objects.of(conversation.pk)[:HEAD_LIST_MAX]]
     # Not paged: the newest HEAD_LIST_MAX heads.
-    return _respond(keyset.listing(items, None))
+    return json_response(keyset.listing(items, None))
 
 
 @router.get(
