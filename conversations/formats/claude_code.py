@@ -54,7 +54,9 @@ from .base import (
     Plan,
     Problem,
     content_hash,
+    decode_text,
     dumps,
+    loads,
     read_jsonl,
     split_lines,
 )
@@ -175,8 +177,6 @@ def main_line(skeleton: list[Entry], objs_kind: dict[int, tuple]) -> set[int]:
 def parse(data, *, subject: str = "", subagent_stream: bool = False) -> Plan:
     """A whole transcript (text or bytes) → a plan. Raises FormatError for input that is
     not a transcript at all."""
-    from .base import decode_text
-
     text = decode_text(data)
     lines = list(read_jsonl(split_lines(text)))
     plan = new_plan(subject=subject, source_key="")
@@ -314,7 +314,6 @@ def render(rows: Iterable, *, checkpoints=(), originals: Iterable[str] = (), ses
     for raw in originals:
         yield raw + "\n"
         try:
-            from .base import loads
             obj = loads(raw)
         except ValueError:
             continue

@@ -8,10 +8,13 @@ from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput
 from conversations.formats import FORMATS, claude_code
 from conversations.formats.base import (
+    Line,
     Plan,
     dumps,
     storable,
 )
+from conversations.frameworks import store as frameworks_store
+from conversations.frameworks.models import SessionSummary
 from conversations.models import Conversation
 
 from . import store, subagents
@@ -105,7 +108,6 @@ def _append_entries(*, format, namespace, external_id, entries, subject, actor, 
     if not fresh:
         result.unchanged = True
         return result
-    from conversations.formats.base import Line
 
     lines = [Line(number=source.entries + i + 1, text=dumps(e), obj=e) for i, e in enumerate(fresh)]
     plan = Plan(format=format, source_key=external_id)
@@ -119,9 +121,6 @@ def _append_entries(*, format, namespace, external_id, entries, subject, actor, 
     _name_stream(source, plan, fresh, subpath=subpath)
     saved = False
     if summary is not None:
-        from conversations.frameworks import store as frameworks_store
-        from conversations.frameworks.models import SessionSummary
-
         # A summary folded from this door's batches alone cannot describe entries that
         # another door stored before: then none is kept, and the SDK reads the session.
         if stored_before == 0 or SessionSummary.objects.filter(source_id=source.pk).exists():

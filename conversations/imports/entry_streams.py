@@ -15,6 +15,7 @@ from conversations import keyset
 from conversations.errors import InvalidInput, NotFound
 from conversations.frameworks.models import SessionSummary
 from conversations.models import Conversation
+from conversations.retention.erasure import MAX_EXTRA_IDS, execute_deletion
 
 from .models import ImportSource, SourceEntry
 
@@ -119,8 +120,6 @@ def delete_stream(*, format: str, namespace: str, key: str, actor: str):
     the deletion path: rows gone from the database files, checked, and one receipt.
     NotFound when nothing of it is stored; MaintenanceRunning (409) while a prune or
     another deletion runs."""
-    from conversations.retention.erasure import MAX_EXTRA_IDS, execute_deletion
-
     if not key:
         raise InvalidInput("external_id must not be blank", field="external_id")
     ids = session_conversation_ids(format=format, namespace=namespace, key=key)

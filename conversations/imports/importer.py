@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from conversations import params
 from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound
-from conversations.formats import check_format, claude_code, claude_code_placer, codex, detect, parse
+from conversations.formats import check_format, claude_code, claude_code_placer, codex, detect, journal, parse
 from conversations.formats.base import (
     ConvPlan,
     FormatError,
@@ -542,7 +542,6 @@ def _continue(source: ImportSource, lines, *, format: str, subject: str, dedup: 
     else:
         sub = codex.parse_lines(lines, "", subject=subject) if format == "codex" else None
         if format == "journal":
-            from conversations.formats import journal
             sub = journal.parse("\n".join(ln.text for ln in lines), subject=subject)
             for entry, ln in zip(sub.entries, lines, strict=False):
                 entry.line = ln.number
