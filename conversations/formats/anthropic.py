@@ -106,7 +106,8 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
             if text and text.strip():
                 parts.append({"type": "text", "text": text})
         elif btype == "tool_use" and role == "assistant":
-            if isinstance(block.get("id"), str) and block["id"] and isinstance(block.get("name"), str) and block["name"]:
+            if (isinstance(block.get("id"), str) and block["id"]
+                    and isinstance(block.get("name"), str) and block["name"]):
                 args = block.get("input")
                 calls.append({"id": block["id"], "name": block["name"],
                               "arguments": args if isinstance(args, (dict, str)) else {}})
@@ -114,22 +115,7 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
                 problems.append(Problem(entry.line, "tool_use without id or name; kept, not shown"))
         elif btype == "tool_result":
             flush()
-            call_id = block.get("tool_use_id")
-            if not isinstance(call_id, str) or not call_id:
-                problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
-                continue
-            result = block.get("content")
-            if isinstance(result, list):
-                result = [b for b in result if isinstance(b, dict) and isinstance(b.get("type"), str)
-                          and (b["type"] != "text" or (isinstance(b.get("text"), str) and b["text"].strip()))]
-            elif isinstance(result, str):
-                result = clean_text(result)
-            out = {"kind": "tool", "tool_call_id": call_id, "content": result or "(empty result)", "meta": meta}
-            if block.get("is_error") is True:
-                out["is_error"] = True
-            row = make_row(out, at, entry.seq, problems, entry.line)
-            if row:
-                conv.rows.append(row)
+            _tool_result_row(block, at, meta, entry, conv, problems)
         elif btype == "thinking":
             flush()
             text = clean_text(block.get("thinking"))
@@ -141,22 +127,47 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
             continue
         elif btype == "compaction":
             flush()
-            summary = _text_blocks(block.get("content")) or ""
-            if not summary.strip():
-                summary = "(compacted by the API; no readable summary)"
-            if conv.last_position < 0:
-                row = make_row({"kind": "system", "content": summary,
-                                "meta": {"anthropic": {"entry": entry.seq, "compaction": True}}},
-                               at, entry.seq, problems, entry.line)
-                if row:
-                    conv.rows.append(row)
-            if conv.last_position >= 0:
-                conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="anthropic"))
+            _compaction(block, at, entry, conv, problems)
         else:
             if btype not in BLOCKS:
                 problems.append(Problem(entry.line, f"unknown content block type {btype[:40]!r}; kept as a block"))
             parts.append(block)
     flush()
+
+
+def _tool_result_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list) -> None:
+    """A `tool_result` block: a `tool` row answering its call."""
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
+        return
+    result = block.get("content")
+    if isinstance(result, list):
+        result = [b for b in result if isinstance(b, dict) and isinstance(b.get("type"), str)
+                  and (b["type"] != "text" or (isinstance(b.get("text"), str) and b["text"].strip()))]
+    elif isinstance(result, str):
+        result = clean_text(result)
+    out = {"kind": "tool", "tool_call_id": call_id, "content": result or "(empty result)", "meta": meta}
+    if block.get("is_error") is True:
+        out["is_error"] = True
+    row = make_row(out, at, entry.seq, problems, entry.line)
+    if row:
+        conv.rows.append(row)
+
+
+def _compaction(block: dict, at, entry: Entry, conv: ConvPlan, problems: list) -> None:
+    """A `compaction` block: a fold after the rows so far (a `system` row when there are none)."""
+    summary = _text_blocks(block.get("content")) or ""
+    if not summary.strip():
+        summary = "(compacted by the API; no readable summary)"
+    if conv.last_position < 0:
+        row = make_row({"kind": "system", "content": summary,
+                        "meta": {"anthropic": {"entry": entry.seq, "compaction": True}}},
+                       at, entry.seq, problems, entry.line)
+        if row:
+            conv.rows.append(row)
+    if conv.last_position >= 0:
+        conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="anthropic"))
 
 
 def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:

@@ -464,6 +464,12 @@ class Placer:
                 parts.append(block)
         if not parts and not calls:
             return
+        self._add_to_reply(entry, obj, conv, group, message, parts=parts, calls=calls, generated=generated)
+
+    def _add_to_reply(self, entry: Entry, obj: dict, conv: ConvPlan, group: str | None, message: dict, *,
+                      parts: list, calls: list, generated: dict) -> None:
+        """Add a line's text and calls to the reply it is part of (opened here if it is the first)."""
+        problems = self.plan.problems
         reply = self.open.get(conv.key)
         if reply is None:
             meta = self._meta(entry, obj)
