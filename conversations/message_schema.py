@@ -1,4 +1,4 @@
-"""The message schema of DESIGN.md: one tagged union, discriminated by `kind`.
+"""The message schema of docs/DESIGN.md: one tagged union, discriminated by `kind`.
 
 A message is validated and encoded once, by `encode_message`; the encoded text
 is what the store keeps and what every read returns, byte for byte.

@@ -125,7 +125,7 @@ class Conversation(models.Model):
     # The time of the last row as the transcript has it (an import keeps its own dates).
     last_activity_at = models.DateTimeField(default=timezone.now)
     # When memoryui received the last row, by its own clock: what retention counts from
-    # (DESIGN invariant 14). The store sets it on every create, import, fork and append.
+    # (docs/DESIGN.md, invariant 14). The store sets it on every create, import, fork and append.
     received_at = models.DateTimeField(default=timezone.now)
     pinned = models.BooleanField(default=False)
     # The next position the store will assign; equals the number of messages.

@@ -1,4 +1,4 @@
-"""The three roles of DESIGN.md, as Django groups.
+"""The three roles of docs/DESIGN.md, as Django groups.
 
 Permissions are checked in views and API handlers through these helpers, never
 only in templates; pages declare theirs with one decorator, `role_required` (or one

@@ -265,7 +265,7 @@ def _write_rows(db, cid, rows: list[list], expected_position: int | None, stamps
 
 
 def write_lock(db):
-    """The process-wide SQLite writer queue (conversations/sqlite_backend.py), or no lock."""
+    """The process-wide SQLite writer queue (memoryui/sqlite/base.py), or no lock."""
     lock = getattr(db, "writer_queue", None)
     return lock() if lock is not None else nullcontext()
 

@@ -116,7 +116,7 @@ TEMPLATES = [
     },
 ]
 
-# SQLite is opened with the durability and reclaim settings DESIGN.md asks for.
+# SQLite is opened with the durability and reclaim settings docs/DESIGN.md asks for.
 # auto_vacuum only takes effect before the first table exists, so it comes first:
 # on a new file it is set before migrate creates anything.
 SQLITE_PRAGMAS = (
@@ -229,7 +229,7 @@ MEMORYUI_METRICS_TOKEN = os.environ.get("MEMORYUI_METRICS_TOKEN", "").strip()
 # a PEM (PKCS#8) private key file; unset, one is made on first start in the data folder (0600).
 MEMORYUI_SIGNING_KEY_FILE = os.environ.get("MEMORYUI_SIGNING_KEY_FILE", "").strip()
 
-# Largest encoded message the store accepts (DESIGN.md: 1 MiB by default).
+# Largest encoded message the store accepts (docs/DESIGN.md: 1 MiB by default).
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))
 # Days of inactivity after which `manage.py prune` removes an unpinned conversation.
 MEMORYUI_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RETENTION_DAYS", 90))

@@ -1,4 +1,4 @@
-"""Every active view renders as a request body OpenAI and Anthropic accept (DESIGN.md,
+"""Every active view renders as a request body OpenAI and Anthropic accept (docs/DESIGN.md,
 invariant 12): conversations written through the store with parallel calls, errors,
 journal rows, folds at every allowed position and forks; every demo conversation; and
 every conversation the importers make of the test fixtures. Each view is rendered by

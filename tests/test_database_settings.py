@@ -1,4 +1,4 @@
-"""The embedded SQLite database is opened with the durability and reclaim settings of DESIGN.md."""
+"""The embedded SQLite database is opened with the durability and reclaim settings of docs/DESIGN.md."""
 
 import sqlite3
 import subprocess

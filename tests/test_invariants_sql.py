@@ -1,4 +1,4 @@
-"""DESIGN.md's invariants, attacked with raw SQL: the database itself must refuse."""
+"""docs/DESIGN.md's invariants, attacked with raw SQL: the database itself must refuse."""
 
 import pytest
 from django.db import DatabaseError, connection, transaction

@@ -1,4 +1,4 @@
-"""Retention counts from receipt (DESIGN invariant 14): an archive imported today with last
+"""Retention counts from receipt (docs/DESIGN.md, invariant 14): an archive imported today with last
 year's dates is kept for the whole period; the import doors say which conversations are
 older than the policy by their own dates, and pin them on request."""
 

@@ -319,7 +319,7 @@ def test_the_migration_undone_indexes_every_copy_and_done_again_borrows_for_new_
 
 def test_before_its_source_goes_a_fork_is_indexed_a_batch_per_transaction(where):
     """Pruning and erasure first give a victim's forks their own index entries in small
-    transactions (DESIGN invariant 9); search stays right between the batches."""
+    transactions (docs/DESIGN.md, invariant 9); search stays right between the batches."""
     parent = conversation("parent", [f"needle {i}" for i in range(10)], where=where)
     child = fork(parent, 8)
     grandchild = fork(child, 8)

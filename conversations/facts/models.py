@@ -39,7 +39,7 @@ class FactQuerySet(models.QuerySet):
 
     def recallable(self, now=None):
         """Approved, valid now in the world, not expired, not superseded: the only facts
-        an agent is ever given (DESIGN.md invariant 8)."""
+        an agent is ever given (docs/DESIGN.md, invariant 8)."""
         now = now or timezone.now()
         return self.filter(
             Q(invalid_at__isnull=True) | Q(invalid_at__gt=now),

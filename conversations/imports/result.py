@@ -42,7 +42,7 @@ class ImportResult:
     def older_than_retention(self) -> list[dict]:
         """The conversations written whose own dates are older than the retention period. A
         prune counts from when memoryui received them, so none is taken for that period
-        (DESIGN invariant 14); after it they go unless pinned: the doors say so and offer to."""
+        (docs/DESIGN.md, invariant 14); after it they go unless pinned: the doors say so and offer to."""
         cutoff = timezone.now() - timedelta(days=default_retention_days())
         older = []
         for c in self.created + self.appended:

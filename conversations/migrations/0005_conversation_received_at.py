@@ -1,4 +1,4 @@
-"""When memoryui received a conversation's last row: what retention counts from (DESIGN invariant 14).
+"""When memoryui received a conversation's last row: what retention counts from (docs/DESIGN.md, invariant 14).
 
 `last_activity_at` keeps the transcript's own dates for an imported conversation, so an
 archive imported today with last year's dates looked a year old to the prune. The store

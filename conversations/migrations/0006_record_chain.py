@@ -1,4 +1,4 @@
-"""The record proves itself (DESIGN invariant 13, conversations/chain.py).
+"""The record proves itself (docs/DESIGN.md, invariant 13, conversations/chain.py).
 
 Messages, checkpoints and audit events get `salt`, `commitment` and `chain_hash`;
 a fork gets `forked_from_chain_hash`, its parent's chain hash at the fork position.

@@ -1,7 +1,8 @@
 """The bytes a signature covers: pure Python, no Django.
 
-The offline verifier (clients/python/src/memoryui_client/verify/encoding.py) has its own
-copy of these functions; tests/test_proofs_verify.py checks the two agree. Documented in
+The offline verifier's copy (clients/python/src/memoryui_verify/encoding.py) and this
+module (conversations/proofs/encoding.py) are the same bytes; tests/test_proofs_verify.py
+checks the two agree. Documented in
 README.md, "Proving the record".
 
 A signed head signs  b"memoryui signed head v1\\n" + canonical_json(payload)  where the

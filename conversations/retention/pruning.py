@@ -1,7 +1,7 @@
 """Age-based pruning that gives the disk back.
 
 A conversation is pruned when memoryui received its last row longer ago than the
-retention period (`received_at`, DESIGN invariant 14) and it is not pinned. An
+retention period (`received_at`, docs/DESIGN.md, invariant 14) and it is not pinned. An
 imported transcript keeps its own dates as its last activity, so an archive of last
 year imported today counts from today: a prune never takes what arrived within the
 period. Agents keep appending while a prune runs, so no

@@ -120,7 +120,7 @@ def adopt_ahead(conversation_ids, *, batch: int = ADOPT_BATCH, run=lambda step: 
 
     Marking does the same in its own transaction (search migration 0004's trigger),
     which for a fork of 200,000 rows would hold SQLite's write lock for seconds
-    (DESIGN invariant 9: maintenance never stalls writers past a second). Done here
+    (docs/DESIGN.md, invariant 9: maintenance never stalls writers past a second). Done here
     first, marking finds nothing left to do, unless a fork was made in between.
     Forks that are themselves in `conversation_ids` are left alone: their rows go too.
     `run` runs each batch's transaction (retention's `in_turn` waits for the write lock
