@@ -43,7 +43,7 @@ def test_it_lists_checkpoints_oldest_first(reader, convo):
 
 
 def test_a_conversation_without_checkpoints_lists_none(reader, convo):
-    assert reader.get(_path(convo)).json() == {"items": []}
+    assert reader.get(_path(convo)).json() == {"items": [], "next": None, "next_url": None}
 
 
 @pytest.mark.parametrize("position", [4, 99, 2**62])
