@@ -49,7 +49,7 @@ from .api_schemas import (
     merge_doc,
     message_schema,
 )
-from .apiauth import actor_of, require_scope
+from .apiauth import actor_of, scope
 from .errors import InvalidInput
 from .export import export_stream
 from .http import absolute_url, json_response
@@ -162,11 +162,11 @@ _ORDER_FIELDS = {"recent": "last_activity_at", "created": "created_at"}
                                             "conversation, unchanged (title, subject and meta sent are ignored)."}}},
     ),
 )
+@scope("write")
 def create_conversation(request):
     """Start a conversation; `title`, `subject`, `meta`, `namespace` and `external_id` are all optional.
     With an `external_id` this is a create-or-get: 201 when it was created, 200 with the existing
     conversation when the namespace already has that id. Needs `write`."""
-    require_scope(request, "write")
     body = read_body(request, CreateConversationIn)
     fields = dict(title=body.title or "", subject=body.subject or "", meta=body.meta,
                   namespace=body.namespace or "")
@@ -185,6 +185,7 @@ def create_conversation(request):
     openapi_extra=example_doc(200, {"items": [EXAMPLE_SUMMARY], "next": "WyJyZWNlbnQiLC4uLl0",
                                  "next_url": "http://127.0.0.1:8000/api/v1/conversations?cursor=WyJyZWNlbnQiLC4uLl0"}),
 )
+@scope("read")
 def list_conversations(
     request,
     cursor: str | None = Query(None, max_length=1000, description="The `next` value of the previous page."),
@@ -198,7 +199,6 @@ def list_conversations(
         "recent", description="`recent`: latest activity first; `created`: newest first."),
 ):
     """Newest first, in keyset pages (no OFFSET: every page costs what the first does). Needs `read`."""
-    require_scope(request, "read")
     params.check_query_text(subject, "subject")
     field = _ORDER_FIELDS[order]
     qs = Conversation.objects.live()
@@ -233,9 +233,9 @@ ConversationId = Path(..., description="The conversation's id (a UUID).", exampl
     response={200: ConversationOut, **errors_doc(404)},
     openapi_extra=example_doc(200, EXAMPLE_DETAIL),
 )
+@scope("read")
 def get_conversation(request, conversation_id: str = ConversationId):
     """Lineage, counts and the latest checkpoint. Needs `read`."""
-    require_scope(request, "read")
     return json_response(_detail(parse_conversation_id(conversation_id), request))
 
 
@@ -248,12 +248,12 @@ def get_conversation(request, conversation_id: str = ConversationId):
                                  "receipt_id": "5b0c8f3e-2f4e-4d36-9d8e-1f1d2c3b4a59", "verification": "verified",
                                  "receipt_url": "http://127.0.0.1:8000/api/v1/receipts/5b0c8f3e-2f4e-4d36-9d8e-1f1d2c3b4a59"}),
 )
+@scope("admin")
 def delete_conversation(request, conversation_id: str = ConversationId):
     """Remove the conversation with its messages, checkpoints and the rows that belong to it;
     its forks keep their own copies. The same path as a deletion request: the text is made
     gone from the database files, checked, and a receipt is kept (`receipt_url`). 409
     `maintenance_running` while a prune or another deletion runs. Needs `admin`."""
-    require_scope(request, "admin")
     receipt = hooks.delete_conversation(conversation_id=parse_conversation_id(conversation_id),
                                         actor=actor_of(request))
     return json_response({"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
@@ -279,6 +279,7 @@ def delete_conversation(request, conversation_id: str = ConversationId):
                                  "first; read the conversation again"}}),
     ),
 )
+@scope("write")
 def append_message(
     request,
     conversation_id: str = ConversationId,
@@ -288,7 +289,6 @@ def append_message(
     ),
 ):
     """Append after every settled step; the store assigns the position. Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     data = read_json(request)
     position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
@@ -314,6 +314,7 @@ def append_message(
                                  "message": "messages.1: invalid message: tool_call_id: Field required"}}),
     ),
 )
+@scope("write")
 def append_messages(
     request,
     conversation_id: str = ConversationId,
@@ -325,7 +326,6 @@ def append_messages(
     """A whole step (an assistant turn and its tool results) in one request and one transaction:
     contiguous positions, all or nothing; a bad message is named as `messages.<i>.<field>` and
     nothing is written. The whole body must fit the request size limit. Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     data = read_json(request)
     unknown = sorted(set(data) - {"messages"})
@@ -347,6 +347,7 @@ def append_messages(
     openapi_extra=example_doc(200, {"items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None,
                                  "next_position": 7}),
 )
+@scope("read")
 def list_messages(
     request,
     conversation_id: str = ConversationId,
@@ -357,7 +358,6 @@ def list_messages(
 ):
     """Every message in position order, in keyset pages. Rows that no longer decode are
     left out and their positions listed in `skipped`. Needs `read`."""
-    require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     page = reads.read_rows(conversation.pk, after=_start(cursor, "messages", after), limit=limit)
     return json_response(_page(request, page, "messages", next_position=conversation.next_position, limit=limit))
@@ -375,6 +375,7 @@ def list_messages(
         "items": EXAMPLE_MESSAGES, "skipped": [], "next": None, "next_url": None, "next_position": 7,
     }),
 )
+@scope("read")
 def get_active_view(
     request,
     conversation_id: str = ConversationId,
@@ -386,7 +387,6 @@ def get_active_view(
 ):
     """Send `handoff` (when there is a checkpoint) and then every `items[].message` to the model.
     Needs `read`."""
-    require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     view = reads.list_active(conversation.pk, after=_start(cursor, "active", after), limit=limit)
     cp = view.checkpoint
@@ -412,10 +412,10 @@ def get_active_view(
         example_doc(201, EXAMPLE_CHECKPOINT),
     ),
 )
+@scope("write")
 def create_checkpoint(request, conversation_id: str = ConversationId):
     """When the context window fills: the summary stands in for 0..position in the active view.
     Nothing is deleted; a checkpoint can only move the fold forward. Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = read_body(request, CheckpointIn)
     checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
@@ -430,9 +430,9 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     response={200: CheckpointList, **errors_doc(404)},
     openapi_extra=example_doc(200, {"items": [EXAMPLE_CHECKPOINT]}),
 )
+@scope("read")
 def list_checkpoints(request, conversation_id: str = ConversationId):
     """Needs `read`."""
-    require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     checkpoints = Checkpoint.objects.of(conversation.pk).order_by("message_position", "created_at", "id")
     # Not paged: a conversation has few checkpoints (each moves the fold forward).
@@ -452,10 +452,10 @@ def list_checkpoints(request, conversation_id: str = ConversationId):
                                                      "forked_from_position": None}]}),
     ),
 )
+@scope("write")
 def fork_conversation(request, conversation_id: str = ConversationId):
     """A new conversation holding copies of positions 0..position (same bytes and times)
     and the latest checkpoint at or before it; the parent is untouched. Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = read_body(request, ForkIn)
     child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title,
@@ -481,6 +481,7 @@ def fork_conversation(request, conversation_id: str = ConversationId):
         },
     }}},
 )
+@scope("read")
 def export_conversation(
     request,
     conversation_id: str = ConversationId,
@@ -491,7 +492,6 @@ def export_conversation(
 ):
     """Streamed in batches, so a long conversation exports in constant memory. Needs `read`.
     Recorded in the audit log, as exports from the pages are."""
-    require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     stream = export_stream(conversation.pk, format)
     store.record_audit(actor=actor_of(request), action="conversation.exported", target_type="conversation",

@@ -10,7 +10,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from conversations import idempotency
-from conversations.apiauth import ApiKeyAuth, ScopeError, SessionReadAuth
+from conversations.apiauth import ApiKeyAuth, ScopeError, SessionReadAuth, public
 from conversations.errors import StoreError
 from conversations.http import code_for, error_body, store_error_body
 
@@ -141,6 +141,7 @@ _fallback = Router()
 
 @_fallback.api_operation(["GET", "POST", "PUT", "PATCH", "DELETE"], "/{path:rest}", auth=None,
                          include_in_schema=False)
+@public
 def _no_such_endpoint(request, rest: str):
     return error_response(request, 404, "not_found", f"no API endpoint at {request.path[:200]!r}")
 

@@ -15,7 +15,7 @@ from pydantic import StrictInt, StrictStr
 
 from conversations import keyset, params
 from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
-from conversations.apiauth import actor_of, require_scope
+from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.jsonbody import Instant, StrictBody, read_body
 from conversations.models import ApiKey
@@ -136,8 +136,8 @@ def _get(fact_id: int) -> Fact:
              openapi_extra=json_body_doc(inline_schema(FactIn), {"proposal": {"summary": "A preference", "value": {
                  "subject": "customer:42", "text": "Prefers a replacement over a refund", "category": "preference",
                  "importance": 7}}}))
+@scope("facts:write")
 def propose(request):
-    require_scope(request, "facts:write")
     payload = read_body(request, FactIn)
     fact = store.propose_fact(created_by=actor_of(request), **payload.model_dump())
     return Status(201, fact_out(fact))
@@ -145,8 +145,8 @@ def propose(request):
 
 @router.get("/facts", response={200: FactListOut, **errors_doc(400, 422)},
             summary="A subject's facts, every state, newest first")
+@scope("facts:read")
 def list_facts(request, subject: str, status: str | None = None, limit: int = 200, cursor: str | None = None):
-    require_scope(request, "facts:read")
     subject = store.clean_subject(subject)
     if status is not None and status not in ("proposed", "approved", "rejected"):
         raise InvalidInput("status must be proposed, approved or rejected", field="status")
@@ -167,8 +167,8 @@ def list_facts(request, subject: str, status: str | None = None, limit: int = 20
 
 
 @router.get("/facts/recall", response=RecallOut, summary="The best facts about a subject for a query")
+@scope("facts:read")
 def recall(request, subject: str, query: str = "", limit: int = 10):
-    require_scope(request, "facts:read")
     params.check_text(query, "query")
     results = recall_facts(subject=subject, query=query, limit=limit, actor=actor_of(request))
     if _is_person(request):
@@ -178,8 +178,8 @@ def recall(request, subject: str, query: str = "", limit: int = 10):
 
 
 @router.get("/facts/{int:fact_id}", response=FactDetailOut, summary="One fact with its history")
+@scope("facts:read")
 def detail(request, fact_id: int):
-    require_scope(request, "facts:read")
     fact = _get(fact_id)
     if _is_person(request):
         store.record_access(actor=actor_of(request), subject=fact.subject, view=f"api fact {fact.pk}")
@@ -195,8 +195,8 @@ def detail(request, fact_id: int):
              openapi_extra=json_body_doc(inline_schema(InvalidateIn), {"moved": {
                  "summary": "The customer moved", "value": {"reason": "moved to Lyon",
                                                             "invalid_at": "2026-01-31T12:00:00Z"}}}))
+@scope("facts:write")
 def invalidate(request, fact_id: int):
-    require_scope(request, "facts:write")
     payload = read_body(request, InvalidateIn)
     fact = store.invalidate_fact(fact_id=fact_id, actor=actor_of(request), reason=payload.reason,
                                  invalid_at=payload.invalid_at)

@@ -32,7 +32,7 @@ import json
 from ninja import Query, Router
 
 from conversations import idempotency, keyset, params
-from conversations.apiauth import actor_of, require_scope
+from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
 from conversations.http import json_response
@@ -67,11 +67,11 @@ def _ids(**values) -> list[str]:
 
 @router.post("/imports", operation_id="import_transcript", summary="Import a transcript, or append entries",
              response={200: dict, 201: dict})
+@scope("write")
 def import_transcript(request):
     """Import a whole transcript (`content` or `document`) or append a batch of Claude Code
     `entries` to a session key. Needs `write`. Never a 500: bad input is a 4xx naming the
     field, and problems inside the transcript come back in `problems` with line numbers."""
-    require_scope(request, "write")
     body = read_json(request, allow_nul=True)
     answers = []
 
@@ -159,6 +159,7 @@ def _check_nul(**values) -> None:
 
 @router.get("/imports/entries", operation_id="load_entries", summary="The entries of one session key",
             response={200: dict})
+@scope("read")
 def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
                  external_id: str = Query(..., max_length=MAX_TEXT), format: str = Query("claude-code", max_length=40),
                  after: int = Query(-1, ge=-1),
@@ -167,7 +168,6 @@ def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     """What was appended under this key, in order, deep-equal (the SessionStore's `load`), as
     `items`; `next` is the cursor of the next page, null on the last. 404 for a key never
     written. Needs `read`."""
-    require_scope(request, "read")
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
     start = keyset.decode(cursor, "entries", int)
@@ -183,6 +183,7 @@ def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
 
 @router.delete("/imports/entries", operation_id="delete_entries", summary="Delete a session key's conversations",
                response={200: dict})
+@scope("admin")
 def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
                    external_id: str = Query(..., max_length=MAX_TEXT),
                    format: str = Query("claude-code", max_length=40)):
@@ -192,7 +193,6 @@ def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     files, checked, one receipt (`receipt_url`). 404 when nothing is stored under the
     key; 409 `maintenance_running` while a prune or another deletion runs (retry
     later). Needs `admin`."""
-    require_scope(request, "admin")
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
     receipt = entry_streams.delete_stream(format=format, namespace=namespace, key=external_id, actor=actor_of(request))
@@ -202,6 +202,7 @@ def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
 
 @router.get("/imports/sources", operation_id="list_sources", summary="Session keys of a namespace",
             response={200: dict})
+@scope("read")
 def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), format: str = Query("claude-code",
                  max_length=40), prefix: str = Query("", max_length=MAX_TEXT),
                  key: str | None = Query(None, max_length=MAX_TEXT), sessions: bool = Query(False)):
@@ -210,7 +211,6 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
     `summary` ({"data", "mtime"} or null). `prefix` "SESSION/" lists a session's
     subagent transcripts; `key` one stream; `sessions=true` only main sessions (keys
     without "/"). Needs `read`."""
-    require_scope(request, "read")
     _check_nul(format=format)
     namespace, prefix = _ids(namespace=namespace, prefix=prefix)
     items = entry_streams.list_streams(format=format, namespace=namespace, prefix=prefix,
@@ -232,13 +232,13 @@ def _session_body(request) -> tuple[str, str, int | None]:
 
 @router.get("/imports/sessions/items", operation_id="session_items", summary="A session's active view as items",
             response={200: dict})
+@scope("read")
 def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
                   session_id: str = Query(..., max_length=MAX_TEXT), limit: int | None = Query(None, ge=0)):
     """The OpenAI Agents SDK's `get_items`: the head conversation's active view as Responses
     items (with a checkpoint: its summary first, then the items after it), the latest
     `limit` of them when given; `stream` says which generation is the head and how many
     items it holds. Needs `read`."""
-    require_scope(request, "read")
     namespace, session_id = _ids(namespace=namespace, session_id=session_id)
     items, stream = sessions.active_items(namespace=namespace, session_id=session_id, limit=limit)
     # Not paged: the SDK asks for the whole view or its latest `limit` items.
@@ -247,13 +247,13 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
 
 @router.post("/imports/sessions/pop", operation_id="session_pop", summary="Take a session's last item back",
              response={200: dict})
+@scope("write")
 def session_pop(request):
     """The OpenAI Agents SDK's `pop_item`, destroying nothing: a retraction record joins the
     session's stream and a note "retracted by pop_item" its conversation; the session's
     items leave the item out. Answers the item (null when the session is empty). With
     `expected_entries`, only if the head still holds that many items (409 `entries_conflict`).
     Needs `write`."""
-    require_scope(request, "write")
     namespace, session_id, expected = _session_body(request)
     item, stream = sessions.pop_item(namespace=namespace, session_id=session_id, expected_entries=expected,
                                      actor=actor_of(request))
@@ -262,11 +262,11 @@ def session_pop(request):
 
 @router.post("/imports/sessions/clear", operation_id="session_clear", summary="Start a session's next conversation",
              response={200: dict})
+@scope("write")
 def session_clear(request):
     """The OpenAI Agents SDK's `clear_session`, destroying nothing: the session continues in a
     new, empty conversation, a child of the one it leaves (which keeps every row).
     Needs `write`."""
-    require_scope(request, "write")
     namespace, session_id, _ = _session_body(request)
     stream = sessions.clear_session(namespace=namespace, session_id=session_id, actor=actor_of(request))
     return json_response({"stream": stream.as_dict()})

@@ -14,7 +14,7 @@ from ninja import Router
 from pydantic import Field, StrictInt, StrictStr
 
 from conversations import keyset
-from conversations.apiauth import require_scope
+from conversations.apiauth import scope
 from conversations.errors import InvalidInput
 from conversations.http import json_response
 from conversations.jsonbody import StrictBody, read_body
@@ -99,11 +99,11 @@ def _b64(data) -> str:
 
 @router.post("/langgraph/checkpoints", operation_id="put_langgraph_checkpoint",
              summary="Keep a LangGraph checkpoint and project its messages")
+@scope("write")
 def put_checkpoint(request):
     """Store a checkpoint's serialised bytes as given; the new messages of its `messages`
     channel (mapped by the client) become rows of the thread's conversation, forked when
     the graph was replayed from an earlier checkpoint. Needs `write`."""
-    require_scope(request, "write")
     body = read_body(request, CheckpointIn)
     checkpoint, projected = store.put_checkpoint(
         thread_id=body.thread_id, checkpoint_ns=body.checkpoint_ns, checkpoint_id=body.checkpoint_id,
@@ -116,9 +116,9 @@ def put_checkpoint(request):
 
 
 @router.post("/langgraph/writes", operation_id="put_langgraph_writes", summary="Keep a task's pending writes")
+@scope("write")
 def put_writes(request):
     """Needs `write`."""
-    require_scope(request, "write")
     body = read_body(request, WritesIn)
     writes = [{"idx": w.idx, "channel": w.channel, "type": w.value.type, "data": _bytes(w.value, f"writes.{i}.value")}
               for i, w in enumerate(body.writes)]
@@ -130,11 +130,11 @@ def put_writes(request):
 
 @router.get("/langgraph/checkpoints", operation_id="list_langgraph_checkpoints",
             summary="LangGraph checkpoints, newest first, with their pending writes")
+@scope("read")
 def list_checkpoints(request):
     """Query: `thread_id`, `checkpoint_ns` (absent: every namespace), `checkpoint_id`,
     `before` (a checkpoint id), `filter` (a JSON object the metadata must match), `limit`.
     Needs `read`."""
-    require_scope(request, "read")
     q = request.GET
     found = LangGraphCheckpoint.objects.all()
     for name in ("thread_id", "checkpoint_ns", "checkpoint_id"):
@@ -185,31 +185,31 @@ def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
 
 @router.post("/langgraph/threads/delete", operation_id="delete_langgraph_thread",
              summary="Forget a thread's checkpoints (its conversations stay)")
+@scope("write")
 def delete_thread(request):
-    require_scope(request, "write")
     body = read_body(request, ThreadIn)
     return json_response({"deleted": store.delete_thread(thread_id=body.thread_id)})
 
 
 @router.post("/langgraph/runs/delete", operation_id="delete_langgraph_runs",
              summary="Forget the checkpoints of some runs")
+@scope("write")
 def delete_for_runs(request):
-    require_scope(request, "write")
     body = read_body(request, RunsIn)
     return json_response({"deleted": store.delete_for_runs(run_ids=body.run_ids)})
 
 
 @router.post("/langgraph/threads/copy", operation_id="copy_langgraph_thread", summary="Copy a thread's checkpoints")
+@scope("write")
 def copy_thread(request):
-    require_scope(request, "write")
     body = read_body(request, CopyIn)
     return json_response({"copied": store.copy_thread(source_thread_id=body.source_thread_id,
                                                  target_thread_id=body.target_thread_id)})
 
 
 @router.post("/langgraph/threads/prune", operation_id="prune_langgraph_threads", summary="Prune threads' checkpoints")
+@scope("write")
 def prune(request):
-    require_scope(request, "write")
     body = read_body(request, PruneIn)
     return json_response({"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)})
 
@@ -239,10 +239,10 @@ def _history_dict(current) -> dict:
 
 
 @router.get("/langchain/history", operation_id="get_langchain_history", summary="A LangChain chat history")
+@scope("read")
 def get_history(request):
     """Query: `session_id`, `namespace` (default "langchain"). The active view as LangChain
     message dicts; no history yet: none. Needs `read`."""
-    require_scope(request, "read")
     namespace, session_id = _history_key(request.GET.get("namespace", history.DEFAULT_NAMESPACE),
                                          request.GET.get("session_id", ""))
     return json_response(_history_dict(history.head(namespace=namespace, session_id=session_id)))
@@ -250,9 +250,9 @@ def get_history(request):
 
 @router.post("/langchain/history/messages", operation_id="add_langchain_messages",
              summary="Append to a LangChain chat history")
+@scope("write")
 def add_history_messages(request):
     """Each message becomes the row it maps to, with the original kept in its meta. Needs `write`."""
-    require_scope(request, "write")
     body = read_body(request, HistoryMessagesIn)
     namespace, session_id = _history_key(body.namespace, body.session_id)
     for i, message in enumerate(body.messages):
@@ -265,9 +265,9 @@ def add_history_messages(request):
 
 @router.post("/langchain/history/clear", operation_id="clear_langchain_history",
              summary="Start a LangChain chat history's next generation")
+@scope("write")
 def clear_history(request):
     """The history continues empty in a new conversation; the old one stays. Needs `write`."""
-    require_scope(request, "write")
     body = read_body(request, HistoryIn)
     namespace, session_id = _history_key(body.namespace, body.session_id)
     current = history.clear(namespace=namespace, session_id=session_id)

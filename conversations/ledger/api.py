@@ -15,7 +15,7 @@ from conversations import keyset, params
 from conversations import store as conversation_store
 from conversations.api import ConversationId
 from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
-from conversations.apiauth import actor_of, require_scope
+from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput
 from conversations.http import json_response
 from conversations.jsonbody import read_body
@@ -78,10 +78,10 @@ def _live(conversation_id) -> Conversation:
     response={200: StateOut, **errors_doc(404)},
     openapi_extra=example_doc(200, EXAMPLE_STATE_OUT),
 )
+@scope("read")
 def get_state(request, conversation_id: str = ConversationId):
     """The current version of the conversation's task state: what the work is about and what was
     decided. Version 0 and `{}` until it is first set. Needs `read`."""
-    require_scope(request, "read")
     conversation = _live(conversation_id)
     return json_response(state_dict(conversation.pk, TaskStateEvent.objects.current(conversation.pk)))
 
@@ -101,12 +101,12 @@ def get_state(request, conversation_id: str = ConversationId):
                                  "changed it; read it again and send your change with expected_version 2"}}),
     ),
 )
+@scope("write")
 def set_state(request, conversation_id: str = ConversationId):
     """Written by code after a tool returns, never by the model. `expected_version` is the version
     you read: if another writer moved it, 409 `version_conflict` and nothing is written. Each change
     is kept as a version (who, when, at which position, what changed); checkpoints never touch it.
     Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = read_body(request, StateIn)
     written = store.set_state(conversation_id=cid, state=body.state, expected_version=body.expected_version,
@@ -128,6 +128,7 @@ def set_state(request, conversation_id: str = ConversationId):
          "actor": "key:support-agent", "created_at": "2026-05-04T14:31:58Z"},
     ], "next": None, "next_url": None}),
 )
+@scope("read")
 def list_state_versions(
     request,
     conversation_id: str = ConversationId,
@@ -137,7 +138,6 @@ def list_state_versions(
                                description="The `next` value of the previous page (replaces `after`)."),
 ):
     """Oldest first, in keyset pages by version. Needs `read`."""
-    require_scope(request, "read")
     conversation = _live(conversation_id)
     history = TaskStateEvent.objects.history(conversation.pk, after_version=_after(cursor, "state", after))
     return json_response(_paged(request, history, limit, "state", lambda e: (e.version,), event_dict))
@@ -164,6 +164,7 @@ def list_state_versions(
         example_doc(200, {"status": "already_performed", "action": EXAMPLE_ACTION, "attempt": EXAMPLE_RETRY}),
     ),
 )
+@scope("write")
 def record_action(request, conversation_id: str = ConversationId):
     """Code records each side effect after the tool returns, from the tool's own response.
     The first `performed` entry for an `idempotency_key` (a business key: ticket, order, item,
@@ -172,7 +173,6 @@ def record_action(request, conversation_id: str = ConversationId):
     recorded too. Entries are never edited: a failed action is followed by another entry.
     The HTTP `Idempotency-Key` header, if sent, is a different thing (a retry of this request).
     Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = read_body(request, ActionIn)
     recorded = store.record_action(
@@ -190,6 +190,7 @@ def record_action(request, conversation_id: str = ConversationId):
     response={200: ActionPage, **errors_doc(400, 404, 422)},
     openapi_extra=example_doc(200, {"items": [EXAMPLE_ACTION, EXAMPLE_RETRY], "next": None, "next_url": None}),
 )
+@scope("read")
 def list_actions(
     request,
     conversation_id: str = ConversationId,
@@ -199,7 +200,6 @@ def list_actions(
                                description="The `next` value of the previous page (replaces `after`)."),
 ):
     """Keyset pages by id, including the entries a fork carried from its parent. Needs `read`."""
-    require_scope(request, "read")
     conversation = _live(conversation_id)
     actions = Action.objects.of(conversation.pk).filter(id__gt=_after(cursor, "actions", after)).order_by("id")
     return json_response(_paged(request, actions, limit, "actions", lambda a: (a.id,), action_dict))
@@ -213,6 +213,7 @@ def list_actions(
     openapi_extra=example_doc(200, {"namespace": "sundry", "idempotency_key": EXAMPLE_KEY, "performed": True,
                                  "action": EXAMPLE_ACTION, "entries": [EXAMPLE_ACTION, EXAMPLE_RETRY]}),
 )
+@scope("read")
 def find_action(
     request,
     idempotency_key: str = Query(..., min_length=1, max_length=store.KEY_MAX, example=EXAMPLE_KEY),
@@ -224,7 +225,6 @@ def find_action(
     """Answers "has this refund already gone out?" with one indexed lookup of the business key,
     across every conversation of the namespace (forks and resumed conversations included).
     Needs `read`."""
-    require_scope(request, "read")
     params.check_query_text(idempotency_key, "idempotency_key")
     params.check_query_text(namespace, "namespace")
     if conversation_id is not None:
@@ -269,6 +269,7 @@ def _instant(value: str | None, field: str) -> datetime | None:
         },
     }}},
 )
+@scope("read")
 def export_actions(
     request,
     format: Literal["csv", "jsonl"] = Query("csv", description="csv or jsonl"),
@@ -283,7 +284,6 @@ def export_actions(
 ):
     """For the people who check money against the ledger: read rows, not recollections.
     Streamed in batches. Needs `read`; recorded in the audit log."""
-    require_scope(request, "read")
     params.check_query_text(name, "name")
     params.check_query_text(namespace, "namespace")
     stream = reconciliation_stream(format, name=name, namespace=namespace, status=status,
@@ -314,13 +314,13 @@ def export_actions(
                                  f"{EXAMPLE_COMMIT}); snapshot records are never replaced"}}),
     ),
 )
+@scope("write")
 def record_snapshot(request, conversation_id: str = ConversationId):
     """The harness takes `git stash create` before a turn, stores it under
     `refs/memoryui/<conversation>/<position>` and records it here (the Python client's
     `snapshot_workspace` does all three). `position` may be the next one, the turn about to be
     appended. The same record again answers 200; another commit for that turn and repository is
     409 `snapshot_exists`. Needs `write`."""
-    require_scope(request, "write")
     cid = parse_conversation_id(conversation_id)
     body = read_body(request, SnapshotIn)
     written = store.record_snapshot(
@@ -338,9 +338,9 @@ def record_snapshot(request, conversation_id: str = ConversationId):
     response={200: SnapshotList, **errors_doc(404)},
     openapi_extra=example_doc(200, {"items": [EXAMPLE_SNAPSHOT]}),
 )
+@scope("read")
 def list_snapshots(request, conversation_id: str = ConversationId):
     """Needs `read`."""
-    require_scope(request, "read")
     conversation = _live(conversation_id)
     # Not paged: one snapshot per turn at most.
     return json_response(keyset.listing([snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)],

@@ -5,7 +5,7 @@ from ninja import Path, Query, Router, Schema
 
 from conversations import keyset
 from conversations.api_schemas import ListOut, errors_doc
-from conversations.apiauth import actor_of, require_scope
+from conversations.apiauth import actor_of, public, scope
 from conversations.http import json_response
 from conversations.models import Conversation, parse_conversation_id
 
@@ -47,6 +47,7 @@ class SignedHeadList(ListOut):
 
 @router.get("/signing-keys", operation_id="signing_keys", summary="The server's public signing keys", auth=None,
             response={200: SigningKeysOut})
+@public
 def signing_keys(request):
     """Every Ed25519 public key the server has signed heads with, the retired ones too, so that a
     head signed before a rotation still verifies. Public: no key needed. A key's id is the first
@@ -60,10 +61,10 @@ def _head_out(head: SignedHead, public: dict[str, str]) -> dict:
 
 @router.post("/conversations/{conversation_id}/signed-heads", operation_id="sign_head",
              summary="Sign the conversation's chain head now", response={201: SignedHeadOut, **errors_doc(404)})
+@scope("read")
 def sign_head(request, conversation_id: str = Path(..., description="The conversation's id (a UUID).")):
     """Signs (conversation id, last position, chain hash, time) with the server's current key and keeps
     the head. Needs `read`. Check it offline against an export of the same conversation."""
-    require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     head = heads.sign(conversation, reason="request")
     public = {k.key_id: k.public_key for k in heads.public_keys()}
@@ -72,9 +73,9 @@ def sign_head(request, conversation_id: str = Path(..., description="The convers
 
 @router.get("/conversations/{conversation_id}/signed-heads", operation_id="list_signed_heads",
             summary="The conversation's signed heads, newest first", response={200: SignedHeadList, **errors_doc(404)})
+@scope("read")
 def list_signed_heads(request, conversation_id: str = Path(..., description="The conversation's id (a UUID).")):
     """Up to 100 heads signed for this conversation (on request, with exports, by `sign_heads`). Needs `read`."""
-    require_scope(request, "read")
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     public = {k.key_id: k.public_key for k in heads.public_keys()}
     items = [_head_out(h, public) for h in SignedHead.objects.of(conversation.pk)[:HEAD_LIST_MAX]]
@@ -91,11 +92,11 @@ def list_signed_heads(request, conversation_id: str = Path(..., description="The
         "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
     }}},
 )
+@scope("admin")
 def export_subject(request, subject: str = Query(..., description="Whom the export is about; matched as a "
                                                                    "deletion request matches it (NFC, case-folded).")):
     """GDPR Art. 15 and 20. Needs `admin`. Recorded in the audit log and the access logs; the audit
     event names the subject by its SHA-256 only. Check the file offline with `memoryui-verify`."""
-    require_scope(request, "admin")
     export = bundle.prepare(subject)
     bundle.record_download(export, actor=actor_of(request), via="api")
     response = StreamingHttpResponse(export.chunks(), content_type="application/zip")

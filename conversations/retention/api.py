@@ -10,7 +10,7 @@ from pydantic import StrictBool, StrictInt, StrictStr
 
 from conversations import keyset, params
 from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
-from conversations.apiauth import actor_of, require_scope
+from conversations.apiauth import actor_of, scope
 from conversations.errors import NotFound
 from conversations.jsonbody import StrictBody, read_body
 from conversations.models import parse_conversation_id
@@ -75,8 +75,8 @@ class ReceiptListOut(ListOut):
              openapi_extra=json_body_doc(inline_schema(PruneIn), {
                  "preview": {"summary": "What a 90-day prune would remove", "value": {"older_than_days": 90,
                                                                                        "dry_run": True}}}))
+@scope("admin")
 def prune(request):
-    require_scope(request, "admin")
     payload = read_body(request, PruneIn)
     result = prune_older_than(days=payload.older_than_days, dry_run=payload.dry_run,
                               batch_size=payload.batch_size, actor=actor_of(request))
@@ -105,8 +105,8 @@ def _preview_out(preview: erasure.DeletionPreview) -> dict:
              openapi_extra=json_body_doc(inline_schema(DeletionIn), {
                  "preview": {"summary": "Preview what a subject's deletion removes",
                              "value": {"subject": "customer:42", "dry_run": True}}}))
+@scope("admin")
 def deletion_request(request):
-    require_scope(request, "admin")
     payload = read_body(request, DeletionIn)
     if payload.dry_run:
         return _preview_out(erasure.preview_deletion(subject=payload.subject,
@@ -121,8 +121,8 @@ def deletion_request(request):
 
 @router.get("/receipts", response={200: ReceiptListOut, **errors_doc(400, 422)},
             summary="Deletion receipts, newest first, in keyset pages")
+@scope("admin")
 def list_receipts(request, cursor: str | None = Query(None, max_length=params.CURSOR_MAX), limit: int = RECEIPT_PAGE):
-    require_scope(request, "admin")
     limit = max(1, min(limit, 200))
     qs = DeletionReceipt.objects.newest_first()
     after = keyset.decode(cursor, "receipts", datetime, uuid.UUID)
@@ -134,8 +134,8 @@ def list_receipts(request, cursor: str | None = Query(None, max_length=params.CU
 
 
 @router.get("/receipts/{request_id}", response=ReceiptOut, summary="One deletion receipt")
+@scope("admin")
 def get_receipt(request, request_id: str):
-    require_scope(request, "admin")
     try:
         rid = parse_conversation_id(request_id)
     except NotFound:

@@ -5,7 +5,7 @@ from ninja import Query, Router, Schema
 
 from conversations import keyset, params
 from conversations.api_schemas import ListOut, errors_doc, example_doc
-from conversations.apiauth import require_scope
+from conversations.apiauth import scope
 
 from . import ranked
 from .params import parse_search
@@ -88,6 +88,7 @@ def hit_json(request, hit) -> dict:
                         "page_url": "http://127.0.0.1:8000/conversations/a0c5e7d1-2b3f-4e8a-9c6d-1f2e3d4c5b6a/?at=12#p12"}]}],
     }),
 )
+@scope("read")
 def search(
     request,
     q: str = Query(..., max_length=300, description=(
@@ -109,7 +110,6 @@ def search(
     (plain text), the character spans of the matched words, and `conversations`: every
     conversation holding the row (the one that wrote it, then forks that copied it; a
     shared row is one hit). Needs `read`."""
-    require_scope(request, "read")
     if ranked.parse_order(order, default="newest") == "relevance":
         return _ranked(request, q, kind, subject, namespace, since, to, conversation, cursor)
     data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
