@@ -5,18 +5,20 @@ carrying the parent's chain hash, and `manage.py verify_log` in words and JSON."
 import hashlib
 import json
 import struct
+import threading
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
 from django.apps import apps as global_apps
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, connections, transaction
 
 from conversations import chain, proof, store
 from conversations.formats.base import Row
 from conversations.imports import store as import_store
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
+from tests.helpers import wait_until
 
 T = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=UTC)
 
@@ -192,3 +194,36 @@ def test_rows_written_before_the_chain_are_sealed_by_the_migration():
     with pytest.raises(Exception, match="append-only"):
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {table} SET salt = NULL")
+
+
+@pytest.mark.postgresql_only
+def test_an_append_that_waited_for_another_writer_chains_after_its_row(transactional_db):
+    # The UPDATE reserving the position waits for the conversation's row lock; the previous chain
+    # hash it returns (memoryui_chain_hash(), migration 0008) is read after that wait, so it is the
+    # hash of the row the other writer committed meanwhile, not of what its snapshot held.
+    conv = store.create_conversation()
+    store.append_message(conversation_id=conv.pk, message={"kind": "user", "content": "first"})
+    waited = {}
+
+    def waiter():
+        try:
+            waited["position"] = store.append_message(conversation_id=conv.pk,
+                                                      message={"kind": "user", "content": "waiter"})
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=waiter)
+    with transaction.atomic():
+        store.append_message(conversation_id=conv.pk, message={"kind": "user", "content": "holder"})
+        thread.start()
+
+        def blocked():
+            with connection.cursor() as cursor:  # pg_locks is read live, not from a snapshot
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                return cursor.fetchone()[0] > 0
+
+        wait_until(blocked, timeout=30, message="the second writer never waited for the row lock")
+    thread.join(timeout=30)
+    assert not thread.is_alive() and waited.get("position") == 2
+    state = proof.verify_conversation(Conversation.objects.get(pk=conv.pk))
+    assert (state.state, state.messages) == ("verified", 3), state
