@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from memoryui import metrics
 
-from . import calls, chain, params, rows
+from . import calls, chain, hooks, params, rows
 from .errors import (
     CheckpointBeforeLatest,
     CheckpointSplitsToolCall,
@@ -406,7 +406,7 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
     The rows are copied by the database (INSERT … SELECT) with the same bytes and
     timestamps; the latest checkpoint at or before `position` comes along, and the
     lineage is recorded. The parent is not touched. The task state, actions and
-    workspace snapshots as of `position` come along too (`ledger.copy_into_fork`).
+    workspace snapshots as of `position` come along too (`hooks.fork_copied`).
     With an `actor`, the audit event is written in the same transaction. The child
     is in the parent's namespace; it gets an `external_id` only when one is given
     (a framework's id for the branch), and `relation` says what it is to its parent
@@ -451,9 +451,8 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             add_checkpoint(conversation_id=child.pk, message_position=checkpoint.message_position,
                            summary=checkpoint.summary, created_at=checkpoint.created_at,
                            created_by=checkpoint.created_by)
-        from .ledger import store as ledger  # here, not at the top: the ledger's store imports this one
-
-        ledger.copy_into_fork(parent_id=parent.pk, child_id=child.pk, position=position)
+        # The apps that keep rows per conversation copy theirs as of the fork position (the ledger).
+        hooks.fork_copied.send(sender=Conversation, child_id=child.pk, parent_id=parent.pk, upto=position)
         if actor:
             record_audit(actor=actor, action="conversation.forked", target_type="conversation",
                          target_id=str(child.pk),

@@ -14,7 +14,7 @@ class LedgerConfig(AppConfig):
         # requests remove them with it, and verification samples their text.
         from conversations import export as core_export
 
-        from . import export, reads
+        from . import export, reads, store
         from .models import Action, TaskStateEvent, WorkspaceSnapshot
 
         register(TaskStateEvent, text_fields=("state", "changes"))
@@ -24,6 +24,8 @@ class LedgerConfig(AppConfig):
         hooks.ledger_panel.register(reads.panel)
         hooks.ledger_timeline.register(reads.with_timeline)
         hooks.ledger_mark.register(reads.live_mark)
+        # A fork gets the task state, actions and snapshots as of its fork position, in its transaction.
+        hooks.fork_copied.connect(store.on_fork_copied, dispatch_uid="ledger.copy_into_fork")
         # Every JSON, JSONL and Markdown export carries the ledger (the core imports no sub-app).
         core_export.register_section(core_export.ExportSection(
             header=export.conversation_ledger, jsonl=export.conversation_jsonl, markdown=export.conversation_markdown))

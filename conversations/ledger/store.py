@@ -301,6 +301,11 @@ def copy_into_fork(*, parent_id, child_id, position: int) -> dict:
     return {"task_state_events": versions, "actions": actions, "workspace_snapshots": snapshots}
 
 
+def on_fork_copied(sender, *, child_id, parent_id, upto, **kwargs) -> None:
+    """`conversations.hooks.fork_copied`'s receiver (connected in LedgerConfig.ready)."""
+    copy_into_fork(parent_id=parent_id, child_id=child_id, position=upto)
+
+
 def _create(model, record_type: str, conversation_id, **fields):
     """Insert a ledger row sealed into its conversation's chain for that table (conversations/chain.py)."""
     values = {name: fields[name] for name in chain.FIELDS[record_type]}
