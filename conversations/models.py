@@ -113,7 +113,8 @@ class Conversation(models.Model):
     subject_norm = models.CharField(max_length=1200, blank=True, default="", editable=False)
     # A framework's own id for this conversation: unique within its namespace, never changed once set.
     namespace = models.CharField(max_length=200, blank=True, default="")
-    external_id = models.CharField(max_length=200, null=True, blank=True)
+    # NULL when there is none, so the unique (namespace, external_id) constraint leaves those rows alone.
+    external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     meta = models.JSONField(default=dict, blank=True)
     # Lineage as plain values, not foreign keys: a fork outlives its parent.
     parent_id = models.UUIDField(null=True, blank=True, db_index=True)
@@ -274,6 +275,9 @@ class Checkpoint(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"checkpoint {self.id} of {self.conversation_id} at #{self.message_position}"
+
 
 class ApiKey(models.Model):
     """An agent's credential. Only a hash of the secret is kept; it is shown once."""
@@ -317,6 +321,9 @@ class AuditEvent(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor} at {self.at}"
 
 
 def key_lifetime() -> timedelta:

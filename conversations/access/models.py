@@ -34,6 +34,9 @@ class ConversationAccess(models.Model):
             models.Index(fields=["actor", "id"], name="access_actor_idx"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.actor} opened {self.conversation_id} via {self.via} at {self.at}"
+
     @property
     def via_label(self) -> str:
         return VIA.get(self.via, self.via)

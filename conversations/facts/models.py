@@ -194,6 +194,9 @@ class FactEvent(models.Model):
     class Meta:
         indexes = [models.Index(fields=["fact", "at"], name="factevent_fact_at_idx")]
 
+    def __str__(self) -> str:
+        return f"fact {self.fact_id}: {self.kind} by {self.actor}"
+
 
 class FactAccessQuerySet(models.QuerySet):
     def recent(self):
@@ -218,6 +221,9 @@ class FactAccess(models.Model):
             models.Index(fields=["-at", "-id"], name="factaccess_at_idx"),
             models.Index(fields=["subject_norm"], name="factaccess_subject_norm_idx"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.actor} read facts at {self.at} ({self.view or 'view'})"
 
     def save(self, *args, **kwargs):
         self.subject_norm = normalize_subject(self.subject)

@@ -51,9 +51,10 @@ class SourceEntry(models.Model):
     # The last position of that conversation once the entry was placed (-1: none yet).
     position = models.BigIntegerField(default=-1)
     line = models.BigIntegerField(null=True, blank=True)
-    uuid = models.CharField(max_length=200, null=True, blank=True)
-    parent_uuid = models.CharField(max_length=200, null=True, blank=True)
-    group = models.CharField(max_length=200, null=True, blank=True)
+    # NULL, not "", for a line without an id (DJ001 is about forms; these rows are never edited in one).
+    uuid = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    parent_uuid = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    group = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     real = models.BooleanField(default=False)
     # The original, exactly as it came in.
     raw = models.TextField()
@@ -64,6 +65,9 @@ class SourceEntry(models.Model):
             models.Index(fields=["source_id", "parent_uuid"], name="source_entry_parent_idx"),
             models.Index(fields=["conversation_id"], name="source_entry_conv_idx"),
         ]
+
+    def __str__(self) -> str:
+        return f"source {self.source_id} entry {self.seq} -> {self.conversation_id}#{self.position}"
 
 
 class ImportStage(models.Model):
@@ -87,3 +91,6 @@ class ImportStage(models.Model):
     source_key = models.CharField(max_length=300, blank=True, default="")
     started_at = models.DateTimeField(default=timezone.now)
     heartbeat_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"import of {self.conversation_id} held by {self.holder}"

@@ -50,6 +50,9 @@ class LangGraphCheckpoint(models.Model):
             models.Index(fields=["run_id"], name="langgraph_cp_run_idx"),
         ]
 
+    def __str__(self) -> str:
+        return f"checkpoint {self.checkpoint_id} of thread {self.thread_id}"
+
 
 class LangGraphWrite(models.Model):
     id = models.BigAutoField(primary_key=True)
@@ -73,6 +76,9 @@ class LangGraphWrite(models.Model):
         ]
         indexes = [models.Index(fields=["conversation_id"], name="langgraph_write_conv_idx")]
 
+    def __str__(self) -> str:
+        return f"write {self.idx} of task {self.task_id} at checkpoint {self.checkpoint_id}"
+
 
 class LangChainHistory(models.Model):
     """Where a LangChain chat history (`MemoryuiChatMessageHistory`) stands: the conversation
@@ -89,3 +95,6 @@ class LangChainHistory(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "session_id"], name="langchain_history_key")]
         indexes = [models.Index(fields=["conversation_id"], name="langchain_history_conv_idx")]
+
+    def __str__(self) -> str:
+        return f"history {self.namespace}/{self.session_id} -> {self.conversation_id}"

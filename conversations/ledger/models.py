@@ -76,6 +76,9 @@ class TaskStateEvent(models.Model):
             models.CheckConstraint(condition=models.Q(position__gte=-1), name="ledger_state_position_min"),
         ]
 
+    def __str__(self) -> str:
+        return f"task state v{self.version} of {self.conversation_id} at #{self.position}"
+
     @property
     def state_json(self) -> dict:
         return _loads(self.state)
@@ -169,6 +172,9 @@ class Action(models.Model):
             models.CheckConstraint(condition=models.Q(position__gte=-1), name="ledger_action_position_min"),
         ]
 
+    def __str__(self) -> str:
+        return f"action {self.name} of {self.conversation_id} at #{self.position}"
+
     @property
     def arguments_json(self):
         return _loads(self.arguments)
@@ -226,6 +232,9 @@ class WorkspaceSnapshot(models.Model):
                 name="ledger_snapshot_figures_min",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"workspace {self.commit_sha[:12]} of {self.conversation_id} at #{self.position}"
 
     @property
     def restore_command(self) -> str:

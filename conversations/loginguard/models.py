@@ -14,3 +14,6 @@ class LoginFailure(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["username_key", "at"]), models.Index(fields=["ip", "at"])]
+
+    def __str__(self) -> str:
+        return f"failed login at {self.at}"

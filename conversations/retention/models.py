@@ -40,6 +40,9 @@ class PruneRun(models.Model):
     class Meta:
         ordering = ["-started_at", "-id"]
 
+    def __str__(self) -> str:
+        return f"prune {self.id} by {self.actor} ({self.older_than_days} days)"
+
     @property
     def percent(self) -> int:
         if not self.total_rows:
@@ -78,6 +81,9 @@ class DeletionReceipt(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"deletion receipt {self.id} ({self.kind})"
+
     @property
     def verified(self) -> bool:
         return self.verification.get("status") == "verified"
@@ -111,6 +117,9 @@ class MaintenanceLease(models.Model):
     acquired_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
 
+    def __str__(self) -> str:
+        return f"{self.name} lease held by {self.holder} for {self.kind}"
+
 
 class ErasedRow(models.Model):
     """What a deletion request keeps of each row it erased: the row's commitment and chain
@@ -134,3 +143,6 @@ class ErasedRow(models.Model):
             models.UniqueConstraint(fields=["receipt_id", "conversation_ref", "record_type", "position"],
                                     name="erasedrow_uniq"),
         ]
+
+    def __str__(self) -> str:
+        return f"erased {self.record_type} #{self.position} of {self.conversation_ref}"
