@@ -104,7 +104,7 @@ def main():
 
             seconds = w8_http.in_threads(client, clients)
             after = cpu_seconds(pids), cpu_seconds(backends(name)), time.process_time()
-            spent = [(a - b) / seconds for a, b in zip(after, before)]
+            spent = [(a - b) / seconds for a, b in zip(after, before, strict=True)]
             return clients * args.appends / seconds, spent
 
         for clients in [int(c) for c in args.clients.split(",")]:

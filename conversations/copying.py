@@ -202,7 +202,7 @@ def _copy_table(model, batch: int):
     pending = []
     with target.cursor() as cursor:
         for row in rows:
-            pending.append([f.get_db_prep_save(v, connection=target) for f, v in zip(fields, row)])
+            pending.append([f.get_db_prep_save(v, connection=target) for f, v in zip(fields, row, strict=True)])
             if len(pending) >= batch:
                 cursor.executemany(sql, pending)
                 yield len(pending)

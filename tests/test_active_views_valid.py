@@ -59,7 +59,9 @@ def steps(draw):
             {"kind": "assistant", "tool_calls": [c]} for c in tool_calls]
     results = [{"kind": "tool", "tool_call_id": i, "content": "failed" if err else "ok",
                 **({"is_error": True} if err else {})}
-               for i, err in zip(draw(st.permutations(ids)), draw(st.lists(st.booleans(), min_size=3, max_size=3)))]
+               # the flags list has 3 items; a turn with fewer calls uses the first ones
+               for i, err in zip(draw(st.permutations(ids)), draw(st.lists(st.booleans(), min_size=3, max_size=3)),
+                                 strict=False)]
     rows = reply + results
     for _ in range(draw(st.integers(0, 2))):
         rows.insert(draw(st.integers(1, len(rows))), {"kind": draw(JOURNAL), "text": "written mid-step"})

@@ -105,7 +105,7 @@ def test_it_exports_jsonl_with_the_same_filters(client, admin):
     assert response["Content-Type"].startswith("application/x-ndjson")
     assert response["Content-Disposition"].startswith("attachment;")
     lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
-    assert [(l["actor"], l["action"]) for l in lines] == [("user:a", "fork.created"), ("user:a", "checkpoint.created")]
+    assert [(line["actor"], line["action"]) for line in lines] == [("user:a", "fork.created"), ("user:a", "checkpoint.created")]
     assert lines[0]["detail"] == {"count": 3} and set(lines[0]) == {
         "id", "at", "actor", "action", "target_type", "target_id", "detail"}
 

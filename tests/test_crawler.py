@@ -424,7 +424,7 @@ def fuzz_api_route(crawl: Crawl, route: Route, operations, covered_ops, values, 
     for method, op in methods.items():
         covered_ops.add((route.openapi_path, method))
 
-        def path():
+        def path(method=method):
             if method == "delete":
                 return fill(route, values, unknown, conversation_id=_throwaway_conversation())
             return fill(route, values, unknown)

@@ -127,7 +127,7 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
         receipts, answers, deleting = [], [], []
         for n, subject in enumerate(subjects):
             began = time.monotonic()
-            status, body = _until_not_busy(lambda: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
+            status, body = _until_not_busy(lambda subject=subject: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
             deleting.append((began, time.monotonic()))
             answers.append(status)
             if status == 201:
@@ -155,14 +155,14 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
     assert answers == [201, 201, 200, 201, 200, 201, 201], answers  # the prune and the DELETE answer 200
 
     acknowledged = present = 0
-    for c, (report, err) in zip(busy, reports):
+    for c, (report, err) in zip(busy, reports, strict=True):
         assert report is not None, err[-3000:]
         assert report["failures"] == [], report["failures"][:5]
         rows = list(Message.objects.of(c.pk).order_by("position").values_list("position", "content"))
         acked = sorted(report["acked"])
         # Every acknowledged position once, with its own text, and nothing else.
         assert [p for p, _ in rows] == [p for p, _ in acked] == list(range(len(acked)))
-        assert all(text in content for (_, text), (_, content) in zip(acked, rows))
+        assert all(text in content for (_, text), (_, content) in zip(acked, rows, strict=True))
         assert Conversation.objects.get(pk=c.pk).next_position == len(acked)
         acknowledged += len(acked)
         present += len(rows)
@@ -195,7 +195,7 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
     # The search index took every acknowledged row once, and nothing of what was deleted.
     indexed, stored_rows = rows_the_index_knows()
     assert indexed == stored_rows
-    for c, (report, _) in zip(busy, reports):
+    for c, (report, _) in zip(busy, reports, strict=True):
         found, cursor = [], None
         while True:
             page = search_messages("writer append", filters=Filters(conversation_id=c.pk), cursor=cursor, limit=100)

@@ -369,6 +369,6 @@ def test_the_database_score_agrees_with_the_reference_in_python(query):
         return
     in_sql = facts_recall._best_sqlite("cust:1", terms, now, 15, weights)
     assert [pk for _, pk, _ in in_sql] == [pk for _, pk, _ in reference]
-    for (s1, _, p1), (s2, _, p2) in zip(in_sql, reference):
+    for (s1, _, p1), (s2, _, p2) in zip(in_sql, reference, strict=True):
         assert s1 == pytest.approx(s2, abs=1e-9)
         assert tuple(p1) == pytest.approx(tuple(p2), abs=1e-9)

@@ -164,7 +164,7 @@ def cuts_of(n: int) -> list[tuple[int, ...]]:
 
 def batches_at(entries, cuts):
     bounds = [0, *cuts, len(entries)]
-    return [entries[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [entries[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def assert_continued(conversation_id, first_calls=0):

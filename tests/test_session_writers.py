@@ -193,7 +193,7 @@ def test_first_writes_of_a_new_session_sent_at_once_all_succeed_in_one_conversat
                                "entries": [entry]})
         barrier = threading.Barrier(writers)
 
-        def send(body):
+        def send(body, barrier=barrier):
             barrier.wait(timeout=60)
             return _post(port, key, body)
 

@@ -119,7 +119,7 @@ def to_rows(messages: list[ModelMessage], *, instructions: str | None = None) ->
     """memoryui messages for Pydantic AI messages, each original whole in its first row's meta."""
     out = []
     originals = _dump(messages)
-    for message, original in zip(messages, originals):
+    for message, original in zip(messages, originals, strict=True):
         rows, instructions = _rows_of(message, instructions)
         for i, row in enumerate(rows):
             marker = {"message": original} if i == 0 else {"part_of_previous": True}
