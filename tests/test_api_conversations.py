@@ -187,10 +187,10 @@ def _cursor(*parts):
 
 @pytest.mark.parametrize("cursor", [
     "garbage", "!!!", "W10", "WyJyZWNlbnQiXQ", "e30", "\u00e9t\u00e9",
-    _cursor("recent", "0001-01-01T00:00:00+14:00", uuid.uuid4().hex),
-    _cursor("recent", "2026-01-01T00:00:00", uuid.uuid4().hex),
+    _cursor("recent", "0001-01-01T00:00:00+14:00", "6f1d2c3b4a5948e7b6c5d4e3f2a1b0c9"),
+    _cursor("recent", "2026-01-01T00:00:00", "6f1d2c3b4a5948e7b6c5d4e3f2a1b0c9"),
     _cursor("recent", "2026-01-01T00:00:00+00:00", "not-a-uuid"),
-    _cursor("recent", 5, uuid.uuid4().hex),
+    _cursor("recent", 5, "6f1d2c3b4a5948e7b6c5d4e3f2a1b0c9"),
 ])
 def test_it_refuses_a_cursor_it_did_not_give_out_with_400(reader, cursor):
     response = reader.get("/conversations", {"cursor": cursor})

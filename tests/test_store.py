@@ -68,7 +68,8 @@ def test_expected_position_guards_against_a_concurrent_writer(conversation):
     assert Message.objects.filter(conversation=conversation).count() == 3
 
 
-@pytest.mark.parametrize("bad_id", ["nope", "", "123", "00000000-0000-0000-0000-00000000000g", None, str(uuid.uuid4())])
+@pytest.mark.parametrize("bad_id", ["nope", "", "123", "00000000-0000-0000-0000-00000000000g", None,
+                                    "0d6b8f0e-2c4a-4e1b-9f3d-7a5c1e8b2d46"])
 def test_unknown_or_malformed_ids_are_not_found(bad_id):
     with pytest.raises(NotFound):
         store.append_message(conversation_id=bad_id, message=note("x"))
@@ -198,7 +199,8 @@ def test_fork_at_any_kind_of_row(conversation):
     store.append_message(conversation_id=conversation.pk, message={"kind": "user", "content": "refund?"})
     store.append_message(conversation_id=conversation.pk, message={
         "kind": "assistant", "tool_calls": [{"id": "c", "name": "refund", "arguments": {}}]})
-    store.append_message(conversation_id=conversation.pk, message={"kind": "tool", "tool_call_id": "c", "content": "ok"})
+    store.append_message(conversation_id=conversation.pk,
+                         message={"kind": "tool", "tool_call_id": "c", "content": "ok"})
     for position in (1, 2):
         child = store.fork_conversation(conversation_id=conversation.pk, position=position)
         assert child.next_position == position + 1
