@@ -457,8 +457,8 @@ class Results:
         row = Row(workload=self.workload, **kw)
         self.rows.append(row)
         print(f"  {row.metric}: memoryui={fmt(row.memoryui)} raw={fmt(row.raw)} langgraph={fmt(row.langgraph)} "
-              f"{row.unit} {row.target} {fmt(row.ratio)} {'' if row.passed is None else ('PASS' if row.passed else 'MISS')}"
-              f" {row.note}", flush=True)
+              f"{row.unit} {row.target} {fmt(row.ratio)} "
+              f"{'' if row.passed is None else ('PASS' if row.passed else 'MISS')} {row.note}", flush=True)
         return row
 
     def write(self, path: Path):

@@ -155,7 +155,8 @@ def main(argv=None):
     ms = 1000
 
     res = common.Results("11 search")
-    res.sizes = {"messages": total, "conversations": conversations, "calls": calls, "appends": appends, "reps": reps, "build_seconds": round(build, 1), "plan": plan}
+    res.sizes = {"messages": total, "conversations": conversations, "calls": calls, "appends": appends, "reps": reps,
+                 "build_seconds": round(build, 1), "plan": plan}
     for label, q in queries.items():
         p50, p99 = percentile(samples[f"mu:{label}"], 50) * ms, percentile(samples[f"mu:{label}"], 99) * ms
         r50 = percentile(samples[f"raw:{label}"], 50) * ms

@@ -74,7 +74,8 @@ def generate(path: Path, lines: int) -> int:
                      "content": "Conversation compacted", "uuid": f"cb{n}", "sessionId": SESSION,
                      "timestamp": "2025-11-02T12:00:00.000Z", "compactMetadata": {"trigger": "auto"}})
                 parent = f"cb{n - 1}"
-                put(base("user", isCompactSummary=True, message={"role": "user", "content": "Summary: " + text(80, 200)}))
+                put(base("user", isCompactSummary=True,
+                         message={"role": "user", "content": "Summary: " + text(80, 200)}))
             put({"type": "file-history-snapshot", "messageId": f"m{n}", "snapshot": {"trackedFileBackups": {}}})
             put(base("user", message={"role": "user", "content": text(5, 60)}))
             mid = f"msg_{turn:07d}"
@@ -141,12 +142,13 @@ def main(argv=None):
     res = common.Results("12 import")
     res.sizes = {"lines": lines, "bytes": size, "reps": reps, "messages": last["messages"],
                  "conversations": last["conversations"], "checkpoints": last["checkpoints"]}
-    res.add(metric=f"import a {lines:,}-line Claude Code session ({size / 1e6:,.0f} MB)", memoryui=lines / t["memoryui"],
-            raw=lines / t["raw"], unit="lines/s", target="memoryui/json.loads ≥ 0.3", ratio=ratio,
-            passed=ratio >= 0.3,
+    res.add(metric=f"import a {lines:,}-line Claude Code session ({size / 1e6:,.0f} MB)",
+            memoryui=lines / t["memoryui"], raw=lines / t["raw"], unit="lines/s", target="memoryui/json.loads ≥ 0.3",
+            ratio=ratio, passed=ratio >= 0.3,
             note=f"{t['memoryui']:.1f} s vs {t['raw']:.1f} s for a bare json.loads loop; {last['messages']:,} rows, "
                  f"{last['checkpoints']} checkpoints, every line kept as an original entry; json.loads and keeping "
-                 f"each line in raw sqlite3 alone takes {t['stored']:.2f} s ({t['raw'] / t['stored']:.2f}×); the floor, "
+                 f"each line in raw sqlite3 alone takes {t['stored']:.2f} s ({t['raw'] / t['stored']:.2f}×); "
+                 f"the floor, "
                  f"json.loads and raw inserts of the same rows and lines through memoryui's schema and triggers, "
                  f"{t['floor']:.2f} s ({t['raw'] / t['floor']:.2f}×)")
     res.add(metric=f"import a {lines:,}-line Claude Code session: peak memory of the process", memoryui=mem,

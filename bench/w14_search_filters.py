@@ -121,7 +121,8 @@ def build(conversations: int, per: int) -> tuple[list, float]:
                     f"INSERT INTO {msg} (conversation_id, position, kind, content, created_at) "
                     f"SELECT %s, g, t.kind, t.head || (%s * {per} + g) || t.tail, "
                     f"%s::timestamptz + (g * {conversations} + %s) * interval '{step} seconds' "
-                    f"FROM generate_series(0, {per - 1}) g JOIN bench_template t ON t.i = (%s * {per} + g) %% {len(parts)}",
+                    f"FROM generate_series(0, {per - 1}) g "
+                    f"JOIN bench_template t ON t.i = (%s * {per} + g) %% {len(parts)}",
                     [cid, c, START, c, c])
             cursor.execute("DROP TABLE bench_template")
         else:

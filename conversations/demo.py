@@ -42,23 +42,30 @@ def _support_ticket():
         return ledger.set_state(conversation_id=cid, state=values, expected_version=version, actor=SUPPORT_AGENT)
 
     steps = [
-        {"kind": "system", "content": "You are the support agent for Kestrel Home. Refunds over 200 EUR need a supervisor. Be brief and kind."},
-        {"kind": "user", "content": "Hi, my order 48213 arrived today and the blender jug has a crack down the side. I'd like my money back please."},
+        {"kind": "system", "content": "You are the support agent for Kestrel Home. Refunds over 200 EUR need a "
+                                      "supervisor. Be brief and kind."},
+        {"kind": "user", "content": "Hi, my order 48213 arrived today and the blender jug has a crack down the side. "
+                                    "I'd like my money back please."},
         {"kind": "thought", "text": "Customer reports damage on arrival. Look the order up before promising anything."},
         {"kind": "assistant", "content": "I'm sorry it arrived damaged. Let me pull up your order.",
          "tool_calls": [{"id": "call_lookup_1", "name": "lookup_order", "arguments": {"order_id": "48213"}}],
          "meta": {"model": "claude-sonnet", "usage": {"input_tokens": 812, "output_tokens": 41}}},
         {"kind": "tool", "tool_call_id": "call_lookup_1", "name": "lookup_order",
-         "content": '{"order_id": "48213", "item": "ProBlend 900 blender", "price_eur": 149.0, "delivered": "2026-11-26", "customer_since": "2021-03-02", "previous_refunds": 0}'},
+         "content": '{"order_id": "48213", "item": "ProBlend 900 blender", "price_eur": 149.0, '
+                    '"delivered": "2026-11-26", "customer_since": "2021-03-02", "previous_refunds": 0}'},
         lambda: state(0, **order),
-        {"kind": "assistant", "content": "I can see the ProBlend 900, delivered on 26 November. Would you prefer a replacement or a refund to your card?"},
+        {"kind": "assistant", "content": "I can see the ProBlend 900, delivered on 26 November. Would you prefer a "
+                                         "replacement or a refund to your card?"},
         {"kind": "user", "content": "A refund please, I've already bought another one locally."},
         lambda: state(1, **order, decision="refund"),
         {"kind": "assistant", "content": "Understood, issuing the refund now.",
-         "tool_calls": [{"id": "call_refund_1", "name": "issue_refund", "arguments": {"order_id": "48213", "amount_eur": 149.0, "reason": "damaged_on_arrival"}}]},
+         "tool_calls": [{"id": "call_refund_1", "name": "issue_refund",
+                         "arguments": {"order_id": "48213", "amount_eur": 149.0, "reason": "damaged_on_arrival"}}]},
         {"kind": "tool", "tool_call_id": "call_refund_1", "name": "issue_refund", "is_error": True,
          "content": "PaymentGatewayError: card ending 4417 expired; refund must go to store credit or a new card"},
-        {"kind": "assistant", "content": "The refund couldn't go to the card ending 4417 because it has expired. I can refund you as store credit right away, or to another card if you send the details through the secure link. Which would you like?"},
+        {"kind": "assistant", "content": "The refund couldn't go to the card ending 4417 because it has expired. "
+                                         "I can refund you as store credit right away, or to another card if you "
+                                         "send the details through the secure link. Which would you like?"},
         {"kind": "user", "content": "Store credit is fine."},
         lambda: state(2, **order, decision="refund", method="store_credit"),
         {"kind": "assistant", "content": "Done in a moment.",
@@ -71,7 +78,8 @@ def _support_ticket():
                                      arguments=store_credit, result={"status": "ok", "credit_id": "SC-99120",
                                                                      "amount_eur": 149.0},
                                      status="performed", actor=SUPPORT_AGENT),
-        {"kind": "assistant", "content": "The payments service timed out. Retrying with the same key, so it cannot pay twice.",
+        {"kind": "assistant",
+         "content": "The payments service timed out. Retrying with the same key, so it cannot pay twice.",
          "tool_calls": [{"id": "call_refund_3", "name": "issue_refund", "arguments": store_credit}]},
         {"kind": "tool", "tool_call_id": "call_refund_3", "name": "issue_refund",
          "content": '{"status": "already_performed", "credit_id": "SC-99120", "amount_eur": 149.0}'},
@@ -80,8 +88,10 @@ def _support_ticket():
                                                                      "credit_id": "SC-99120", "amount_eur": 149.0},
                                      status="performed", actor=SUPPORT_AGENT),
         lambda: state(3, **order, decision="refund", method="store_credit", outcome="refunded: store credit SC-99120"),
-        {"kind": "assistant", "content": "You now have 149.00 EUR of store credit (reference SC-99120). No need to send the jug back. Sorry again for the trouble!"},
-        {"kind": "note", "text": "Customer preferred store credit once the card refund failed. Card on file is expired."},
+        {"kind": "assistant", "content": "You now have 149.00 EUR of store credit (reference SC-99120). No need to "
+                                         "send the jug back. Sorry again for the trouble!"},
+        {"kind": "note",
+         "text": "Customer preferred store credit once the card refund failed. Card on file is expired."},
     ]
     positions = []
     for step in steps:
@@ -112,7 +122,8 @@ def _coding_session(rng: random.Random, turns: int = 600, marks: dict | None = N
     )
     cid = conversation.pk
     marks["system"] = store.append_message(conversation_id=cid, message={
-        "kind": "system", "content": "You are a coding agent working in the kestrel/shop repository. Run the tests before every commit."})
+        "kind": "system",
+        "content": "You are a coding agent working in the kestrel/shop repository. Run the tests before every commit."})
     call = 0
     checkpoint_done = False
     for turn in range(turns):
@@ -124,19 +135,23 @@ def _coding_session(rng: random.Random, turns: int = 600, marks: dict | None = N
         call += 1
         store.append_message(conversation_id=cid, message={
             "kind": "assistant", "content": f"Reading {path} first.",
-            "tool_calls": [{"id": f"call_{call}", "name": "read_file", "arguments": {"path": path, "start": 1, "end": 120}}],
+            "tool_calls": [{"id": f"call_{call}", "name": "read_file",
+                            "arguments": {"path": path, "start": 1, "end": 120}}],
             "meta": {"model": "claude-sonnet", "usage": {"input_tokens": 2000 + 37 * turn, "output_tokens": 60}}})
         store.append_message(conversation_id=cid, message={
             "kind": "tool", "tool_call_id": f"call_{call}", "name": "read_file",
-            "content": f"# {path}\nfrom decimal import Decimal, ROUND_HALF_UP\n\ndef line_total(qty, unit):\n    return (Decimal(qty) * Decimal(unit)).quantize(Decimal('0.01'), ROUND_HALF_UP)\n"})
+            "content": f"# {path}\nfrom decimal import Decimal, ROUND_HALF_UP\n\ndef line_total(qty, unit):\n"
+                       "    return (Decimal(qty) * Decimal(unit)).quantize(Decimal('0.01'), ROUND_HALF_UP)\n"})
         call += 1
         failed = rng.random() < 0.3
         store.append_message(conversation_id=cid, message={
             "kind": "assistant", "content": "Running the billing tests.",
-            "tool_calls": [{"id": f"call_{call}", "name": "run_tests", "arguments": {"path": "billing/tests", "flags": ["-x", "-q"]}}]})
+            "tool_calls": [{"id": f"call_{call}", "name": "run_tests",
+                            "arguments": {"path": "billing/tests", "flags": ["-x", "-q"]}}]})
         store.append_message(conversation_id=cid, message={
             "kind": "tool", "tool_call_id": f"call_{call}", "name": "run_tests", "is_error": failed,
-            "content": ("FAILED billing/tests/test_invoice.py::test_vat_rounding - assert Decimal('20.01') == Decimal('20.00')"
+            "content": ("FAILED billing/tests/test_invoice.py::test_vat_rounding - "
+                        "assert Decimal('20.01') == Decimal('20.00')"
                         if failed else f"{40 + turn % 7} passed in {1 + rng.random():.2f}s")})
         position = store.append_message(conversation_id=cid, message={
             "kind": "assistant",
@@ -316,7 +331,8 @@ def load_demo(*, coding_turns: int = 600) -> list:
             conversation_id=ticket.pk, position=6, title="Order #48213: what if we offered a replacement?"
         )
         store.append_message(conversation_id=fork.pk, message={
-            "kind": "assistant", "content": "Before refunding: we have the ProBlend 900 in stock and could ship a new one tomorrow at no cost. Would that suit you better?"})
+            "kind": "assistant", "content": "Before refunding: we have the ProBlend 900 in stock and could ship a new "
+                                            "one tomorrow at no cost. Would that suit you better?"})
         # The fork carried the task state as of #6 (version 2) and goes its own way from it.
         ledger.set_state(conversation_id=fork.pk, expected_version=2, actor=SUPPORT_AGENT, state={
             "order": "48213", "item": "ProBlend 900 blender", "amount_eur": 149.0, "decision": "replacement offered"})

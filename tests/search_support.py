@@ -50,7 +50,8 @@ def index_bytes() -> bytes:
             cursor.execute("SELECT block FROM search_message_fts_data")
             return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)
         cursor.execute("CHECKPOINT")
-        cursor.execute("SELECT current_setting('data_directory') || '/' || pg_relation_filepath('search_message_tsv_idx')")
+        cursor.execute("SELECT current_setting('data_directory') || '/' "
+                       "|| pg_relation_filepath('search_message_tsv_idx')")
         path = cursor.fetchone()[0]
     with open(path, "rb") as f:
         return f.read()

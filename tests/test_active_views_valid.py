@@ -94,7 +94,8 @@ def test_every_active_view_of_a_generated_conversation_is_valid_for_both_provide
 def test_a_fold_is_refused_exactly_where_it_would_orphan_a_result():
     c = store.create_conversation()
     rows = [{"kind": "user", "content": "go"},
-            {"kind": "assistant", "content": "Both.", "tool_calls": [{"id": "a", "name": "n"}, {"id": "b", "name": "n"}]},
+            {"kind": "assistant", "content": "Both.",
+             "tool_calls": [{"id": "a", "name": "n"}, {"id": "b", "name": "n"}]},
             {"kind": "tool", "tool_call_id": "a", "content": "1"},
             {"kind": "did", "text": "half done"},
             {"kind": "tool", "tool_call_id": "b", "content": "2"},

@@ -63,7 +63,8 @@ def test_eight_agents_appending_at_once_get_every_position_once(live_server, tra
     assert not failures, failures[:5]
     positions = sorted(r[3]["position"] for r in results)
     assert positions == list(range(total))
-    rows = list(Message.objects.filter(conversation=conversation).order_by("position").values_list("position", "content"))
+    rows = list(Message.objects.filter(conversation=conversation).order_by("position")
+                .values_list("position", "content"))
     assert [p for p, _ in rows] == list(range(total))
     # Each agent's own steps landed in the order it sent them.
     by_position = {r[3]["position"]: (r[0], r[1]) for r in results}

@@ -32,7 +32,8 @@ def test_load_demo_fills_an_empty_database_with_its_conversations():
     coding = next(c for c in by_title.values() if c.title.startswith("Refactor billing"))
     assert Checkpoint.objects.filter(conversation=coding).exists()
     journal = next(c for c in by_title.values() if c.title.startswith("Night shift"))
-    assert {"note", "thought", "heard", "said", "did", "woke"} <= {i.kind for i in reads.list_messages(journal.pk).items}
+    assert {"note", "thought", "heard", "said", "did", "woke"} <= {
+        i.kind for i in reads.list_messages(journal.pk).items}
     fork = next(c for c in by_title.values() if c.parent_id and c.parent_relation == "fork")
     assert fork.parent_id == ticket.pk
 

@@ -44,7 +44,8 @@ def test_concurrent_writers_get_every_position_exactly_once(transactional_db):
     handed_out = sorted(pos for _, positions, _ in outcomes for pos in positions)
     total = WRITERS * APPENDS_EACH
     assert handed_out == list(range(total))
-    stored = list(Message.objects.filter(conversation=conversation).order_by("position").values_list("position", flat=True))
+    stored = list(Message.objects.filter(conversation=conversation).order_by("position")
+                  .values_list("position", flat=True))
     assert stored == list(range(total))
     conversation.refresh_from_db()
     assert conversation.next_position == total
@@ -74,7 +75,8 @@ def _install_failing_trigger(child_marker_position: int):
         else:
             cursor.execute(
                 "CREATE OR REPLACE FUNCTION pg_temp.fail_mid_fork() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                f"BEGIN IF NEW.position = {child_marker_position} AND (SELECT parent_id FROM conversations_conversation "
+                f"BEGIN IF NEW.position = {child_marker_position} "
+                "AND (SELECT parent_id FROM conversations_conversation "
                 "WHERE id = NEW.conversation_id) IS NOT NULL THEN "
                 "RAISE EXCEPTION 'injected failure halfway through the fork'; END IF; RETURN NEW; END $$"
             )

@@ -35,12 +35,15 @@ from conversations.ledger import store as ledger
 c = store.create_conversation(title="Refund for order 7", subject="customer:42", meta={"agent": "bot", "n": [1, 2]},
                               namespace="claude-agent", external_id="session-1")
 for i in range(30):
-    store.append_message(conversation_id=c.pk, message={"kind": "user" if i % 2 else "assistant", "content": f"step {i} é ✓ \u00a0"})
-store.append_messages(conversation_id=c.pk, messages=[{"kind": "note", "text": "n\u0001ul kept escaped", "meta": {"z": 1, "a": 2}},
-                                                      {"kind": "tool", "tool_call_id": "c1", "content": "ok", "is_error": True}])
+    store.append_message(conversation_id=c.pk,
+                         message={"kind": "user" if i % 2 else "assistant", "content": f"step {i} é ✓ \u00a0"})
+store.append_messages(conversation_id=c.pk, messages=[
+    {"kind": "note", "text": "n\u0001ul kept escaped", "meta": {"z": 1, "a": 2}},
+    {"kind": "tool", "tool_call_id": "c1", "content": "ok", "is_error": True}])
 store.checkpoint_at(conversation_id=c.pk, position=10, summary="first ten folded", actor="key:bot")
 store.checkpoint_at(conversation_id=c.pk, position=20, summary="twenty folded", actor="key:bot")
-child = store.fork_conversation(conversation_id=c.pk, position=15, title="branch", actor="user:alice", external_id="b-1")
+child = store.fork_conversation(conversation_id=c.pk, position=15, title="branch", actor="user:alice",
+                                external_id="b-1")
 store.append_message(conversation_id=child.pk, message={"kind": "did", "text": "branch step"})
 store.set_pinned(conversation_id=child.pk, pinned=True, actor="user:alice")
 fact = facts.propose_fact(subject="customer:42", text="Prefers email.", importance=3, created_by="key:bot",
@@ -71,7 +74,8 @@ from django.db import connection
 tables = set(connection.introspection.table_names())
 out = {m._meta.db_table: [m._base_manager.count(), _table_digest(m, "default")]
        for m in models_in_order() if m._meta.db_table in tables}
-out["conversations"] = {str(c): _conversation_digest(c, "default") for c in Conversation.objects.values_list("pk", flat=True)}
+out["conversations"] = {str(c): _conversation_digest(c, "default")
+                        for c in Conversation.objects.values_list("pk", flat=True)}
 print(json.dumps(out))
 """
 

@@ -53,7 +53,8 @@ import json, struct, sys, sqlean
 db = sqlean.connect({str(connection.settings_dict['NAME'])!r}, isolation_level=None, timeout=30)
 needle = bytes.fromhex(sys.argv[1])
 db.execute("BEGIN IMMEDIATE")
-for (pgno,) in db.execute("SELECT pageno FROM dbstat WHERE name = 'conversations_message' AND pagetype = 'leaf'").fetchall():
+for (pgno,) in db.execute("SELECT pageno FROM dbstat "
+                          "WHERE name = 'conversations_message' AND pagetype = 'leaf'").fetchall():
     page = bytearray(db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = ?", (pgno,)).fetchone()[0])
     h = 100 if pgno == 1 else 0
     cells = struct.unpack(">H", page[h + 3:h + 5])[0]
@@ -137,8 +138,10 @@ db.execute("COMMIT")
 db.execute("DELETE FROM m WHERE id % 3 = 0")
 db.execute("DELETE FROM w WHERE b % 5 = 0")
 pages = db.execute("PRAGMA page_count").fetchone()[0]
-first = [db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = ?", (p,)).fetchone()[0][0] for p in range(2, pages + 1)]
-dump = hashlib.sha256(repr([db.execute("SELECT * FROM m ORDER BY id").fetchall(), db.execute("SELECT * FROM w ORDER BY a, b").fetchall()]).encode()).hexdigest()
+first = [db.execute("SELECT data FROM sqlite_dbpage WHERE pgno = ?", (p,)).fetchone()[0][0]
+         for p in range(2, pages + 1)]
+dump = hashlib.sha256(repr([db.execute("SELECT * FROM m ORDER BY id").fetchall(),
+                            db.execute("SELECT * FROM w ORDER BY a, b").fetchall()]).encode()).hexdigest()
 print(json.dumps({"pages": pages, "first_bytes": first, "dump": dump}))
 """
 

@@ -43,7 +43,8 @@ APPEND_TIMEOUT = 60  # seconds an appender waits for an answer before it counts 
 
 APPENDER = r"""
 import http.client, json, os, sys, time
-port, key, cid, writer, stop, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
+port, key, cid, writer, stop = sys.argv[1:6]
+timeout = int(sys.argv[6])
 acked, failures, waits = [], [], []
 conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=timeout)
 i = 0
@@ -127,7 +128,8 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
         receipts, answers, deleting = [], [], []
         for n, subject in enumerate(subjects):
             began = time.monotonic()
-            status, body = _until_not_busy(lambda subject=subject: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
+            status, body = _until_not_busy(
+                lambda subject=subject: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
             deleting.append((began, time.monotonic()))
             answers.append(status)
             if status == 201:

@@ -158,7 +158,8 @@ def test_the_export_page_checks_roles_and_ids(client, conversation):
 
 
 HOSTILE_TEXT = ("<img src=x onerror=alert(1)> ![t](https://tracker.example/p.png) [click](javascript:alert(1))\n"
-                "# not a heading\n> not a quote\n- not a list\n1. not a list\n| a | b |\n    indented\n**bold** `tick` ``` fence")
+                "# not a heading\n> not a quote\n- not a list\n1. not a list\n| a | b |\n    indented\n"
+                "**bold** `tick` ``` fence")
 
 
 def test_markdown_quotes_hostile_text_as_text(db):

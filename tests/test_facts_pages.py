@@ -127,7 +127,8 @@ def test_without_javascript_it_goes_on_at_the_next_proposal_with_the_status_and_
     # The next proposal is the one after the decided one, not the first.
     assert r["Location"] == f"/facts/?reviewed={second.pk}#fact-{third.pk}"
     html = client.get(r["Location"]).content.decode()
-    assert f'id="fact-{third.pk}" tabindex="0" data-fact="{third.pk}" aria-labelledby="fact-{third.pk}-text" autofocus' in html
+    assert (f'id="fact-{third.pk}" tabindex="0" data-fact="{third.pk}" '
+            f'aria-labelledby="fact-{third.pk}-text" autofocus') in html
     assert f"Rejected fact {second.pk}." in html
     assert f'action="/facts/{second.pk}/undo"' in html
     # At the end of the queue it goes back to the one before.
@@ -153,7 +154,8 @@ def test_with_htmx_the_status_carries_the_undo_and_undo_brings_the_item_back(cli
     assert r.status_code == 200
     html = r.content.decode()
     assert html.index(f'id="fact-{first.pk}"') < html.index(f'id="fact-{second.pk}"')  # back in its place
-    assert f'id="fact-{first.pk}" tabindex="0" data-fact="{first.pk}" aria-labelledby="fact-{first.pk}-text" autofocus data-focus' in html
+    assert (f'id="fact-{first.pk}" tabindex="0" data-fact="{first.pk}" '
+            f'aria-labelledby="fact-{first.pk}-text" autofocus data-focus') in html
     assert 'id="queue-count" hx-swap-oob="true">2<' in html
     assert AuditEvent.objects.filter(action="fact.review_undone", actor=f"user:{reviewer.username}").exists()
 

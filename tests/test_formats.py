@@ -209,7 +209,8 @@ def test_claude_code_incremental_batches_map_like_a_whole_file():
     claude_code.feed_lines(plan, [Line(i + 1, x, o) for i, (x, o) in enumerate(zip(lines[:6], objs[:6], strict=True))],
                            whole=False)
     state = plan.state
-    claude_code.feed_lines(plan, [Line(i + 7, x, o) for i, (x, o) in enumerate(zip(lines[6:12], objs[6:12], strict=True))],
+    claude_code.feed_lines(plan,
+                           [Line(i + 7, x, o) for i, (x, o) in enumerate(zip(lines[6:12], objs[6:12], strict=True))],
                            whole=False, state=state, first_seq=6)
     assert [r.text for r in plan.conversation("main").rows] == [r.text for r in whole.conversation("main").rows]
 

@@ -30,13 +30,15 @@ def conversation():
 
 
 def contents(conversation):
-    return list(Message.objects.filter(conversation=conversation).order_by("position").values_list("content", flat=True))
+    return list(Message.objects.filter(conversation=conversation).order_by("position")
+                .values_list("content", flat=True))
 
 
 @pytest.mark.parametrize(
     "sql",
     [
-        "UPDATE conversations_message SET content = '{\"kind\":\"note\",\"text\":\"rewritten\"}' WHERE conversation_id = %s",
+        "UPDATE conversations_message SET content = '{\"kind\":\"note\",\"text\":\"rewritten\"}' "
+        "WHERE conversation_id = %s",
         "UPDATE conversations_message SET position = position + 10 WHERE conversation_id = %s",
         "UPDATE conversations_message SET kind = 'user' WHERE conversation_id = %s AND position = 0",
     ],
@@ -58,7 +60,8 @@ def test_a_message_row_cannot_be_deleted(conversation):
 
 def test_a_checkpoint_row_cannot_be_updated_or_deleted(conversation):
     with pytest.raises(DatabaseError, match="append-only"):
-        run_sql("UPDATE conversations_checkpoint SET summary = 'other' WHERE conversation_id = %s", [db_id(conversation)])
+        run_sql("UPDATE conversations_checkpoint SET summary = 'other' WHERE conversation_id = %s",
+                [db_id(conversation)])
     with pytest.raises(DatabaseError, match="append-only"):
         run_sql("UPDATE conversations_checkpoint SET message_position = 0")
     with pytest.raises(DatabaseError, match="append-only"):
@@ -116,7 +119,8 @@ def test_the_mark_does_not_open_other_conversations(conversation):
     store.append_message(conversation_id=other.pk, message={"kind": "note", "text": "keep me"})
     with pytest.raises(DatabaseError, match="append-only"):
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("UPDATE conversations_conversation SET deleting = %s WHERE id = %s", [True, db_id(conversation)])
+            cursor.execute("UPDATE conversations_conversation SET deleting = %s WHERE id = %s",
+                           [True, db_id(conversation)])
             cursor.execute("DELETE FROM conversations_message")
     assert Message.objects.filter(conversation=other).count() == 1
     assert Message.objects.filter(conversation=conversation).count() == 3
@@ -135,7 +139,8 @@ def test_a_position_is_taken_once_by_the_primary_key(conversation):
     # Belt and braces under the trigger: (conversation, position) is the table's key.
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, Message._meta.db_table)
-    assert any(c["primary_key"] and sorted(c["columns"]) == ["conversation_id", "position"] for c in constraints.values())
+    assert any(c["primary_key"] and sorted(c["columns"]) == ["conversation_id", "position"]
+               for c in constraints.values())
     if connection.vendor == "sqlite":
         # Clustered: a conversation's rows sit together in the file, so pruning it frees whole pages.
         with connection.cursor() as cursor:

@@ -22,20 +22,23 @@ from conversations.message_schema import (
 
 @pytest.mark.parametrize("kind", JOURNAL_KINDS)
 def test_it_accepts_every_journal_kind(kind):
-    assert encode_message({"kind": kind, "text": "woke up"}) == (kind, json.dumps({"kind": kind, "text": "woke up"}, separators=(",", ":")))
+    assert encode_message({"kind": kind, "text": "woke up"}) == (
+        kind, json.dumps({"kind": kind, "text": "woke up"}, separators=(",", ":")))
 
 
 def test_it_accepts_the_chat_kinds_with_their_shapes():
     assert encode_message({"kind": "user", "content": "hi"})[0] == "user"
     assert encode_message({"kind": "system", "content": "be kind"})[0] == "system"
-    assert encode_message({"kind": "user", "content": [{"type": "text", "text": "look"}, {"type": "image", "url": "x.png"}]})[0] == "user"
+    assert encode_message({"kind": "user", "content": [{"type": "text", "text": "look"},
+                                                        {"type": "image", "url": "x.png"}]})[0] == "user"
     kind, text = encode_message({
         "kind": "assistant",
         "tool_calls": [{"id": "c1", "name": "refund", "arguments": {"amount": 12.5}}],
     })
     assert kind == "assistant"
     assert json.loads(text)["tool_calls"][0]["arguments"] == {"amount": 12.5}
-    kind, text = encode_message({"kind": "tool", "tool_call_id": "c1", "name": "refund", "content": "ok", "is_error": False})
+    kind, text = encode_message({"kind": "tool", "tool_call_id": "c1", "name": "refund", "content": "ok",
+                                 "is_error": False})
     assert json.loads(text)["is_error"] is False
 
 

@@ -35,7 +35,8 @@ ORDER = ["u1", "a1", "a2", "a3", "a4", "r1", "r2", "r3", "a5"]
 
 def cc(uuid, parent, kind, content, mid=None, **extra) -> dict:
     obj = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/srv/ops", "sessionId": SESSION,
-           "version": "2.1.3", "type": kind, "uuid": uuid, "timestamp": f"2025-11-03T10:00:{ORDER.index(uuid) * 2:02d}.000Z"}
+           "version": "2.1.3", "type": kind, "uuid": uuid,
+           "timestamp": f"2025-11-03T10:00:{ORDER.index(uuid) * 2:02d}.000Z"}
     if kind == "user":
         obj["message"] = {"role": "user", "content": content}
     else:

@@ -110,7 +110,8 @@ def wait_for(port, status: int, deadline_s=60.0) -> dict:
 
 def test_readyz_answers_503_while_postgresql_is_down_and_recovers_by_itself(cluster, tmp_path):
     env = subprocess_env(DATABASE_URL=cluster.url, MEMORYUI_DATA_DIR=str(tmp_path))
-    done = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     port = free_port()
     server = start_gunicorn(port, tmp_path / "gunicorn.log", workers=2, DATABASE_URL=cluster.url,

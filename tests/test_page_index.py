@@ -149,7 +149,8 @@ def test_it_filters(client, auditor):
     assert _titles(client.get("/?older=30")) == ["old"]
 
 
-@pytest.mark.parametrize("query", ["?cursor=%%%", "?cursor=bm9wZQ", "?older=abc", "?older=0", "?older=99999999999999999999"])
+@pytest.mark.parametrize("query", ["?cursor=%%%", "?cursor=bm9wZQ", "?older=abc", "?older=0",
+                                   "?older=99999999999999999999"])
 def test_it_answers_bad_parameters_with_400(client, auditor, query):
     response = client.get("/" + query)
     assert response.status_code == 400

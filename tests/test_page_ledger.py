@@ -55,7 +55,8 @@ def test_an_auditor_sees_the_task_state_with_its_history(client, ticket):
     assert re.search(r"<dt>decision</dt><dd>refund</dd>", panel)
     assert re.search(r"<dt>amount_eur</dt><dd>149.0</dd>", panel)
     assert 'id="state-v1"' in panel and 'id="state-v2"' in panel
-    assert '<code class="path">/decision</code> <span class="op add">added</span> <span class="val">refund</span>' in panel
+    assert ('<code class="path">/decision</code> <span class="op add">added</span> '
+            '<span class="val">refund</span>') in panel
     assert "key:support-bot" in panel
 
 

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def convo():
     c = store.create_conversation(title="Blender <b>ticket</b>", subject="cust:7")
-    store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "I want a refund <img src=x onerror=alert(1)>"})
+    store.append_message(conversation_id=c.pk,
+                         message={"kind": "user", "content": "I want a refund <img src=x onerror=alert(1)>"})
     store.append_message(conversation_id=c.pk, message={"kind": "assistant", "content": "A refund is on its way."})
     return c
 
@@ -38,7 +39,8 @@ def test_it_lists_hits_with_escaped_marked_snippets(client, convo):
 def test_an_empty_form_shows_no_results_and_no_error(client, convo):
     login_as(client, "auditor")
     r = client.get("/search/")
-    assert r.status_code == 200 and 'class="hit ' not in r.content.decode() and "role=\"alert\"" not in r.content.decode()
+    assert r.status_code == 200
+    assert 'class="hit ' not in r.content.decode() and "role=\"alert\"" not in r.content.decode()
 
 
 def test_bad_syntax_is_a_400_page_with_the_message_in_the_form(client, convo):
@@ -76,7 +78,8 @@ def test_more_results_inside_one_conversation_arrive_by_cursor(client, convo):
     assert first.count('class="hit ') == 20 and 'id="search-more"' in first
     import re
     more = re.search(r'id="search-more" class="more-row"><a class="more" href="([^"]+)"', first).group(1)
-    rest = client.get("/search/" + more.replace("&amp;", "&"), headers={"HX-Request": "true", "HX-Target": "search-more"})
+    rest = client.get("/search/" + more.replace("&amp;", "&"),
+                      headers={"HX-Request": "true", "HX-Target": "search-more"})
     assert rest.content.decode().count('class="hit ') == 7
 
 

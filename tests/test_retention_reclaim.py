@@ -29,7 +29,8 @@ def spec(half: str) -> list[dict]:
     rng = random.Random(half)
     return [
         {"title": f"{half} {i}", "subject": f"cust:{half}-{i}",
-         "texts": [" ".join(rng.choice(WORDS) for _ in range(180)) + f" #{j}" for j in range(MESSAGES_PER_CONVERSATION)]}
+         "texts": [" ".join(rng.choice(WORDS) for _ in range(180)) + f" #{j}"
+                   for j in range(MESSAGES_PER_CONVERSATION)]}
         for i in range(CONVERSATIONS_PER_HALF)
     ]
 

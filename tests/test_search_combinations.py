@@ -48,13 +48,16 @@ def at(text: str) -> datetime:
 
 # label: (conversation, kind, written at, message)
 ROWS = {
-    "A0": ("A", "user", at("2020-01-01T09:00:00"), {"kind": "user", "content": "My cart total is wrong and I want a refund"}),
-    "A1": ("A", "assistant", at("2020-01-01T09:05:00"), {"kind": "assistant", "content": "The total in your cart is 40 EUR"}),
+    "A0": ("A", "user", at("2020-01-01T09:00:00"),
+           {"kind": "user", "content": "My cart total is wrong and I want a refund"}),
+    "A1": ("A", "assistant", at("2020-01-01T09:05:00"),
+           {"kind": "assistant", "content": "The total in your cart is 40 EUR"}),
     "A2": ("A", "tool", at("2020-01-02T10:00:00"),
            {"kind": "tool", "tool_call_id": "c1", "name": "lookup", "content": "cart total: 40; shipping: free"}),
     "A3": ("A", "note", at("2020-01-03T08:00:00"), {"kind": "note", "text": "Refunded the cart total"}),
     "B0": ("B", "user", at("2020-01-01T12:00:00"), {"kind": "user", "content": "Where is my shipping label?"}),
-    "B1": ("B", "assistant", at("2020-01-02T12:00:00"), {"kind": "assistant", "content": "Your cart total was refunded"}),
+    "B1": ("B", "assistant", at("2020-01-02T12:00:00"),
+           {"kind": "assistant", "content": "Your cart total was refunded"}),
     "B2": ("B", "user", at("2020-01-02T23:59:59"), {"kind": "user", "content": "total cart confusion"}),
 }
 CONVERSATIONS = {"A": {"title": "Order 7", "subject": "Customer:7", "namespace": "shop"},

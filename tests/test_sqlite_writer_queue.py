@@ -43,7 +43,8 @@ def test_writers_of_one_process_never_meet_in_the_busy_handler():
             for i in range(EACH):
                 if i % 3 == 0:  # Django's own transactions …
                     with transaction.atomic():
-                        store.append_message(conversation_id=conversation.pk, message={"kind": "did", "text": f"{n}.{i}"})
+                        store.append_message(conversation_id=conversation.pk,
+                                             message={"kind": "did", "text": f"{n}.{i}"})
                 elif i % 3 == 1:  # … the append hot path …
                     store.append_message(conversation_id=conversation.pk, message={"kind": "did", "text": f"{n}.{i}"})
                 else:  # … and a batch

@@ -84,7 +84,8 @@ def test_appends_round_robin_across_two_servers_are_gapless_and_none_is_lost_or_
         start.wait(60)
         try:
             for j in range(APPENDS):
-                # Every request to the other server than the last one, and the clients all over the same three conversations.
+                # Every request to the other server than the last one, and the clients all over the same
+                # three conversations.
                 server, cid = (i + j) % 2, cids[(i + j) % 3]
                 text = f"client {i} message {j}"
                 status, _, body = call(servers[server], "POST", f"/conversations/{cid}/messages",

@@ -76,7 +76,8 @@ def _parts(content):
     return blocks
 
 
-def item_rows(item, *, at, entry: Entry, problems: list, source: str, model: str | None = None) -> tuple[list, str | None]:
+def item_rows(item, *, at, entry: Entry, problems: list, source: str,
+              model: str | None = None) -> tuple[list, str | None]:
     """(rows, fold summary or None) for one item."""
     line = entry.line
     meta = {source: {"entry": entry.seq}}

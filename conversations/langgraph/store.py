@@ -2,7 +2,8 @@
 
 `put_checkpoint` keeps a checkpoint's blob and, in the same transaction, appends the new
 messages of its `messages` channel (LangChain message dicts, mapped by
-`conversations.formats.langchain`) to the thread's conversation, so the graph state and the readable record never disagree.
+`conversations.formats.langchain`) to the thread's conversation, so the graph state and the
+readable record never disagree.
 Which conversation: the one its parent checkpoint's rows are in, when the parent is
 where that conversation ends; otherwise the graph was replayed from an earlier
 checkpoint (time travel), and the conversation is forked at the parent's last row

@@ -18,7 +18,8 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--coding-turns", type=int_argument(minimum=0, maximum=1_000_000), default=600, help="size of the demo's coding session")
+        parser.add_argument("--coding-turns", type=int_argument(minimum=0, maximum=1_000_000), default=600,
+                            help="size of the demo's coding session")
 
     def handle(self, *args, coding_turns=600, **options):
         if not Conversation.objects.exists():
@@ -43,5 +44,6 @@ class Command(BaseCommand):
             self.stdout.write("Its password is the one in MEMORYUI_ADMIN_PASSWORD.")
         else:
             self.stdout.write(f"  Log in at {url} as {username!r} with password: {password}")
-            self.stdout.write("  This password is shown once. Change it with: .venv/bin/python manage.py changepassword admin")
+            self.stdout.write("  This password is shown once. "
+                              "Change it with: .venv/bin/python manage.py changepassword admin")
         self.stdout.write("")

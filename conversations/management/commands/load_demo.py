@@ -10,7 +10,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--force", action="store_true", help="load even when conversations exist")
-        parser.add_argument("--coding-turns", type=int_argument(minimum=0, maximum=1_000_000), default=600, help="size of the long coding session")
+        parser.add_argument("--coding-turns", type=int_argument(minimum=0, maximum=1_000_000), default=600,
+                            help="size of the long coding session")
 
     def handle(self, *args, force=False, coding_turns=600, **options):
         if Conversation.objects.exists() and not force:

@@ -27,7 +27,8 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"no API key with prefix or id {given!r}")
         if found.revoked_at is not None:
-            self.stdout.write(f"API key {found.name!r} ({found.prefix}) was already revoked at {found.revoked_at:%Y-%m-%d %H:%M} UTC.")
+            self.stdout.write(f"API key {found.name!r} ({found.prefix}) was already revoked "
+                              f"at {found.revoked_at:%Y-%m-%d %H:%M} UTC.")
             return
         api_keys.revoke_api_key(key_id=found.pk, revoked_by="command:revoke_api_key")
         self.stdout.write(f"Revoked API key {found.name!r} ({found.prefix}); requests with it now get 401.")

@@ -24,7 +24,8 @@ from .formats import to_anthropic_messages, to_openai_messages
 from .workspace import Snapshot, SnapshotError, restore_snapshot, take_snapshot
 
 __all__ = [
-    "AsyncMemoryui", "BadRequest", "Call", "CheckpointSplitsToolCall", "Conflict", "Forbidden", "IdempotencyKeyReused", "InvalidInput",
+    "AsyncMemoryui", "BadRequest", "Call", "CheckpointSplitsToolCall", "Conflict", "Forbidden", "IdempotencyKeyReused",
+    "InvalidInput",
     "Memoryui", "MemoryuiError", "NotFound", "PayloadTooLarge", "PositionConflict", "RateLimited", "Retries",
     "ServerError", "Snapshot", "SnapshotError", "TransportError", "Unauthenticated", "Unencodable",
     "UnsupportedMediaType",

@@ -14,7 +14,7 @@ Mapping:
 | handoff (the checkpoint summary) | first `system` message | start of `system` |
 | `system` | `system` message | appended to `system` |
 | `user` | `user` (text, or content parts) | `user` (text or blocks) |
-| `assistant` + `tool_calls` | `assistant` with `tool_calls` (arguments as a JSON string) | `assistant` with `text` and `tool_use` blocks (arguments as `input`) |
+| `assistant` + `tool_calls` | `assistant` + `tool_calls` (arguments as JSON text) | `assistant`, `tool_use` (`input`) |
 | `tool` | `tool` with `tool_call_id` | a `tool_result` block in a `user` message (`is_error` kept) |
 | journal: `note`, `thought`, `heard`, `said`, `did`, `woke` | dropped (default) | dropped (default) |
 
@@ -226,7 +226,8 @@ def to_openai_messages(view: dict, *, journal: str = "drop") -> list[dict]:
             message = {"role": "assistant", "content": _openai_text(m["content"]) or None}
             if m["tool_calls"]:
                 message["tool_calls"] = [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": _arguments_text(c)}}
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": _arguments_text(c)}}
                     for c in m["tool_calls"]]
             if message["content"] is not None or m["tool_calls"]:
                 out.append(message)

@@ -1,4 +1,5 @@
-"""manage.py export CONVERSATION_ID [--format memoryui|claude-code|openai-chat|anthropic|json|jsonl|markdown] [--output FILE]
+"""manage.py export CONVERSATION_ID [--output FILE]
+    [--format memoryui|claude-code|openai-chat|anthropic|json|jsonl|markdown]
 
 The third door of exports, beside the API's export endpoint and the conversation
 page's buttons: the same stream (conversations.export.export_stream), written to

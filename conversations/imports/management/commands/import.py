@@ -1,9 +1,10 @@
 """manage.py import PATH… [--format auto|claude-code|…] [--namespace N] [--subject S] [--dry-run]
 
 Imports transcript files (a folder: every .jsonl/.json file under it; a session file
-brings its subagents/ folder; a subagent links to its session whichever comes first), with a progress bar on a terminal (by file, and by
-line within a new Claude Code session) and a summary at the end. Importing a file again creates nothing; a session file that has grown
-appends only its new lines. Problems are listed with file and line number.
+brings its subagents/ folder; a subagent links to its session whichever comes first), with a
+progress bar on a terminal (by file, and by line within a new Claude Code session) and a summary
+at the end. Importing a file again creates nothing; a session file that has grown appends only
+its new lines. Problems are listed with file and line number.
 """
 
 import sys

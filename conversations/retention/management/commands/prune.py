@@ -50,10 +50,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--older-than-days", type=int_argument(minimum=1, maximum=MAX_DAYS), default=None,
-                            help=f"days since memoryui received their last row (default: MEMORYUI_RETENTION_DAYS, now {default_retention_days()})")
+                            help="days since memoryui received their last row "
+                                 f"(default: MEMORYUI_RETENTION_DAYS, now {default_retention_days()})")
         parser.add_argument("--dry-run", action="store_true", help="show what would go; change nothing")
-        parser.add_argument("--batch-size", type=int_argument(minimum=1, maximum=MAX_BATCH), default=5000, help="rows deleted per transaction (default 5000)")
-        parser.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not a terminal")
+        parser.add_argument("--batch-size", type=int_argument(minimum=1, maximum=MAX_BATCH), default=5000,
+                            help="rows deleted per transaction (default 5000)")
+        parser.add_argument("--progress", action="store_true",
+                            help="draw the progress bar even when stderr is not a terminal")
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
         parser.add_argument("--list", action="store_true", help="with --dry-run: list the conversation ids")
 
