@@ -42,20 +42,9 @@ def detect(data) -> str:
     if not stripped:
         raise FormatError("the file is empty", field="file")
     if stripped[0] == "[" or (stripped[0] == "{" and "\n{" not in stripped.rstrip()):
-        try:
-            doc = loads(stripped)
-        except (ValueError, RecursionError):
-            doc = None
-        if doc is not None:
-            for name, test in _DOC_DETECTORS:
-                if test(doc):
-                    return name
-            if isinstance(doc, dict):  # one line of a JSONL format
-                lines = list(read_jsonl(split_lines(stripped)))
-                for name, test in _LINE_DETECTORS:
-                    if test(lines):
-                        return name
-            raise _nothing_fits("a JSON document")
+        name = _detect_document(stripped)
+        if name is not None:
+            return name
     head = []
     for number, line, last in split_lines(stripped):
         head.append((number, line, last))
@@ -73,6 +62,25 @@ def detect(data) -> str:
         if test(objs):
             return name
     raise _nothing_fits("JSON lines")
+
+
+def _detect_document(stripped: str) -> str | None:
+    """The format of text that may be one JSON document; None when it does not parse as one."""
+    try:
+        doc = loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    if doc is None:
+        return None
+    for name, test in _DOC_DETECTORS:
+        if test(doc):
+            return name
+    if isinstance(doc, dict):  # one line of a JSONL format
+        lines = list(read_jsonl(split_lines(stripped)))
+        for name, test in _LINE_DETECTORS:
+            if test(lines):
+                return name
+    raise _nothing_fits("a JSON document")
 
 
 def _nothing_fits(what: str) -> FormatError:

@@ -91,6 +91,29 @@ def _orphan_text(message: dict) -> str:
     return f"[tool result {message.get('name') or message['tool_call_id']}] {_text_of(message['content'])}"
 
 
+def _close_block(state: dict, out: list, held: list) -> None:
+    """Ends the open call block: its results (a missing one answered as an error), then what was held."""
+    reply, results = state["reply"], state["results"]
+    if reply is not None and state["open"]:
+        results = results if results is not None else []
+        results += [{"kind": "tool", "tool_call_id": i, "content": NO_RESULT, "is_error": True}
+                    for i in state["open"]]
+    if results:
+        out.append(("results", results))
+    out.extend(held)
+    held.clear()
+    state.update(reply=None, open=[], results=None)
+
+
+def _aside(state: dict, out: list, held: list, tag: str, m: dict) -> None:
+    """A row outside the call block: held back while calls are open, else placed now."""
+    if state["open"]:
+        held.append((tag, m))
+    else:
+        _close_block(state, out, held)
+        out.append((tag, m))
+
+
 def settle(messages, *, journal: str = "drop") -> list[tuple[str, object]]:
     """The rows of a view as request turns, in the order the APIs accept:
     ("system" | "user", message), ("assistant", {"content": [blocks], "tool_calls": [...]}),
@@ -100,16 +123,10 @@ def settle(messages, *, journal: str = "drop") -> list[tuple[str, object]]:
     state = {"reply": None, "open": [], "results": None}
 
     def close() -> None:
-        reply, results = state["reply"], state["results"]
-        if reply is not None and state["open"]:
-            results = results if results is not None else []
-            results += [{"kind": "tool", "tool_call_id": i, "content": NO_RESULT, "is_error": True}
-                        for i in state["open"]]
-        if results:
-            out.append(("results", results))
-        out.extend(held)
-        held.clear()
-        state.update(reply=None, open=[], results=None)
+        _close_block(state, out, held)
+
+    def aside(tag: str, m: dict) -> None:
+        _aside(state, out, held, tag, m)
 
     for m in messages:
         kind = m.get("kind")
@@ -132,19 +149,11 @@ def settle(messages, *, journal: str = "drop") -> list[tuple[str, object]]:
                 state["results"] = (state["results"] or []) + [m]
                 if not state["open"]:
                     close()
-            elif state["open"]:
-                held.append(("orphan", m))
             else:
-                close()
-                out.append(("orphan", m))
+                aside("orphan", m)
         elif kind in JOURNAL_KINDS:
-            if journal != "text":
-                continue
-            if state["open"]:
-                held.append(("journal", m))
-            else:
-                close()
-                out.append(("journal", m))
+            if journal == "text":
+                aside("journal", m)
         elif kind in ("system", "user"):
             close()
             out.append((kind, m))
@@ -293,27 +302,11 @@ def anthropic_turns(settled, *, ids=None) -> list[dict]:
             add("user", _anthropic_blocks(m["content"], _ANTHROPIC_USER_BLOCKS))
         elif turn == "assistant":
             blocks = [b if b.get("type") == "text" else _placeholder(b) for b in _blocks(m["content"])]
-            for c in m["tool_calls"]:
-                arguments = c.get("arguments")
-                if isinstance(arguments, str):
-                    try:
-                        arguments = _loads(arguments)
-                    except (ValueError, RecursionError):
-                        arguments = {"arguments": arguments}
-                if not isinstance(arguments, dict):
-                    arguments = {"arguments": arguments}
-                blocks.append({"type": "tool_use", "id": ids(c["id"]), "name": c["name"], "input": arguments})
+            blocks += [{"type": "tool_use", "id": ids(c["id"]), "name": c["name"], "input": _tool_input(c)}
+                       for c in m["tool_calls"]]
             add("assistant", blocks)
         elif turn == "results":
-            blocks = []
-            for r in m:
-                content = r["content"] if isinstance(r["content"], str) else \
-                    _anthropic_blocks(r["content"], _ANTHROPIC_RESULT_BLOCKS)
-                result = {"type": "tool_result", "tool_use_id": ids(r["tool_call_id"]), "content": content}
-                if r.get("is_error"):
-                    result["is_error"] = True
-                blocks.append(result)
-            add("user", blocks)
+            add("user", [_tool_result_block(r, ids) for r in m])
         elif turn == "journal":
             add("user", [{"type": "text", "text": _journal_text(m)}])
         elif turn == "orphan":
@@ -321,14 +314,40 @@ def anthropic_turns(settled, *, ids=None) -> list[dict]:
     if turns and turns[0]["role"] == "assistant":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
     if turns and turns[-1]["role"] == "assistant":
-        last = turns[-1]["content"]
-        if last[-1].get("type") == "text":
-            text = last[-1]["text"].rstrip()
-            if text:
-                last[-1] = {**last[-1], "text": text}
-            elif len(last) > 1:
-                last.pop()
+        _trim_final_text(turns[-1]["content"])
     return turns
+
+
+def _tool_input(call: dict) -> dict:
+    """A call's arguments as a tool_use `input` object (JSON text parsed; anything else wrapped)."""
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = _loads(arguments)
+        except (ValueError, RecursionError):
+            arguments = {"arguments": arguments}
+    if not isinstance(arguments, dict):
+        arguments = {"arguments": arguments}
+    return arguments
+
+
+def _tool_result_block(result: dict, ids) -> dict:
+    content = result["content"] if isinstance(result["content"], str) else \
+        _anthropic_blocks(result["content"], _ANTHROPIC_RESULT_BLOCKS)
+    block = {"type": "tool_result", "tool_use_id": ids(result["tool_call_id"]), "content": content}
+    if result.get("is_error"):
+        block["is_error"] = True
+    return block
+
+
+def _trim_final_text(last: list[dict]) -> None:
+    """The Messages API refuses a final assistant turn ending in whitespace: trim it, or drop an empty block."""
+    if last[-1].get("type") == "text":
+        text = last[-1]["text"].rstrip()
+        if text:
+            last[-1] = {**last[-1], "text": text}
+        elif len(last) > 1:
+            last.pop()
 
 
 def to_anthropic_messages(view: dict, *, journal: str = "drop") -> dict:
