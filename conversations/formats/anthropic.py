@@ -83,18 +83,7 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
     def flush():
         nonlocal parts, calls
         if parts or calls:
-            out = {"kind": role, "meta": dict(meta)}
-            if parts:
-                out["content"] = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
-            if calls:
-                out["tool_calls"] = calls
-            if role == "assistant" and model:
-                out["meta"]["model"] = model
-            if role == "user" and calls:
-                out = {"kind": "user", "content": parts or "(tool calls)", "meta": meta}
-            row = make_row(out, at, entry.seq, problems, entry.line)
-            if row:
-                conv.rows.append(row)
+            _append(_content_row(role, meta, parts, calls, model), at, entry, conv, problems)
         parts, calls = [], []
 
     for block in content:
@@ -106,23 +95,13 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
             if text and text.strip():
                 parts.append({"type": "text", "text": text})
         elif btype == "tool_use" and role == "assistant":
-            if (isinstance(block.get("id"), str) and block["id"]
-                    and isinstance(block.get("name"), str) and block["name"]):
-                args = block.get("input")
-                calls.append({"id": block["id"], "name": block["name"],
-                              "arguments": args if isinstance(args, (dict, str)) else {}})
-            else:
-                problems.append(Problem(entry.line, "tool_use without id or name; kept, not shown"))
+            _tool_use(block, calls, entry, problems)
         elif btype == "tool_result":
             flush()
             _tool_result_row(block, at, meta, entry, conv, problems)
         elif btype == "thinking":
             flush()
-            text = clean_text(block.get("thinking"))
-            if text and text.strip():
-                row = make_row({"kind": "thought", "text": text, "meta": meta}, at, entry.seq, problems, entry.line)
-                if row:
-                    conv.rows.append(row)
+            _thinking_row(block, at, meta, entry, conv, problems)
         elif btype == "redacted_thinking":
             continue
         elif btype == "compaction":
@@ -133,6 +112,43 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
                 problems.append(Problem(entry.line, f"unknown content block type {btype[:40]!r}; kept as a block"))
             parts.append(block)
     flush()
+
+
+def _content_row(role, meta: dict, parts: list, calls: list, model: str | None) -> dict:
+    """The message a run of content blocks and calls makes (a user's calls are kept as a plain user row)."""
+    out = {"kind": role, "meta": dict(meta)}
+    if parts:
+        out["content"] = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+    if calls:
+        out["tool_calls"] = calls
+    if role == "assistant" and model:
+        out["meta"]["model"] = model
+    if role == "user" and calls:
+        out = {"kind": "user", "content": parts or "(tool calls)", "meta": meta}
+    return out
+
+
+def _append(message: dict, at, entry: Entry, conv: ConvPlan, problems: list) -> None:
+    row = make_row(message, at, entry.seq, problems, entry.line)
+    if row:
+        conv.rows.append(row)
+
+
+def _thinking_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list) -> None:
+    text = clean_text(block.get("thinking"))
+    if text and text.strip():
+        _append({"kind": "thought", "text": text, "meta": meta}, at, entry, conv, problems)
+
+
+def _tool_use(block: dict, calls: list, entry: Entry, problems: list) -> None:
+    """A `tool_use` block as a call of the assistant row (one without an id or name is a problem)."""
+    if (isinstance(block.get("id"), str) and block["id"]
+            and isinstance(block.get("name"), str) and block["name"]):
+        args = block.get("input")
+        calls.append({"id": block["id"], "name": block["name"],
+                      "arguments": args if isinstance(args, (dict, str)) else {}})
+    else:
+        problems.append(Problem(entry.line, "tool_use without id or name; kept, not shown"))
 
 
 def _tool_result_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list) -> None:

@@ -81,6 +81,25 @@ def _content(content):
     return blocks or None
 
 
+def _calls(m: dict, entry: Entry, problems: list) -> list:
+    """An assistant message's `tool_calls`, then its legacy `function_call`, as memoryui calls."""
+    calls = []
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict) and isinstance(call.get("id"), str) and call["id"] and isinstance(
+                fn.get("name"), str) and fn["name"]:
+            args = fn.get("arguments", {})
+            calls.append({"id": call["id"], "name": fn["name"],
+                          "arguments": args if isinstance(args, (str, dict)) else {}})
+        else:
+            problems.append(Problem(entry.line, "tool call without id or function name; kept, not shown"))
+    fc = m.get("function_call")
+    if isinstance(fc, dict) and isinstance(fc.get("name"), str) and fc["name"]:
+        calls.append({"id": f"function_call_{entry.seq}", "name": fc["name"],
+                      "arguments": fc.get("arguments") if isinstance(fc.get("arguments"), (str, dict)) else {}})
+    return calls
+
+
 def message_rows(m: dict, entry: Entry, problems: list) -> list:
     role = m.get("role")
     kind = ROLES.get(role)
@@ -94,20 +113,7 @@ def message_rows(m: dict, entry: Entry, problems: list) -> list:
         if content is not None:
             out = {"kind": kind, "content": content}
     elif kind == "assistant":
-        calls = []
-        for call in m.get("tool_calls") or []:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict) and isinstance(call.get("id"), str) and call["id"] and isinstance(
-                    fn.get("name"), str) and fn["name"]:
-                args = fn.get("arguments", {})
-                calls.append({"id": call["id"], "name": fn["name"],
-                              "arguments": args if isinstance(args, (str, dict)) else {}})
-            else:
-                problems.append(Problem(entry.line, "tool call without id or function name; kept, not shown"))
-        fc = m.get("function_call")
-        if isinstance(fc, dict) and isinstance(fc.get("name"), str) and fc["name"]:
-            calls.append({"id": f"function_call_{entry.seq}", "name": fc["name"],
-                          "arguments": fc.get("arguments") if isinstance(fc.get("arguments"), (str, dict)) else {}})
+        calls = _calls(m, entry, problems)
         if content is None and isinstance(m.get("refusal"), str) and m["refusal"].strip():
             content = clean_text(m["refusal"])
             meta["openai"]["refusal"] = True

@@ -76,6 +76,66 @@ def _parts(content):
     return blocks
 
 
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output",
+                "computer_call_output", "function_call_result")
+
+
+def _message_item(item: dict, meta: dict, line, problems: list, source: str, model: str | None) -> list:
+    kind = ROLE_KIND.get(item.get("role"))
+    content = _parts(item.get("content"))
+    if kind is None:
+        problems.append(Problem(line, f"message with unknown role {str(item.get('role'))[:40]!r}; kept, not shown"))
+    elif content is not None:
+        if item.get("role") == "developer":
+            meta[source]["role"] = "developer"
+        if kind == "assistant" and model:
+            meta["model"] = model
+        return [{"kind": kind, "content": content, "meta": meta}]
+    return []
+
+
+def _call_item(item: dict, itype: str, meta: dict, line, problems: list, model: str | None) -> list:
+    # OpenAI Agents JS writes its items in camelCase (`callId`) beside the Responses names.
+    call_id = item.get("call_id") or item.get("callId") or item.get("id")
+    name = item.get("name") or ("shell" if itype == "local_shell_call" else None)
+    # A function_call's string arguments are kept as the model wrote them: parsing could change them.
+    args = item.get("arguments", item.get("input", item.get("action", {})))
+    if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+        problems.append(Problem(line, f"{itype} without call_id or name; kept, not shown"))
+        return []
+    if model:
+        meta["model"] = model
+    return [{"kind": "assistant", "tool_calls": [
+        {"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}}],
+        "meta": meta}]
+
+
+def _output_item(item: dict, itype: str, meta: dict, line, problems: list, source: str) -> list:
+    call_id = item.get("call_id") or item.get("callId") or item.get("id")
+    output = item.get("output")
+    if itype == "function_call_result" and isinstance(output, dict) and output.get("type") == "text":
+        output = output.get("text")  # OpenAI Agents JS: {"type": "text", "text": …}
+    if isinstance(output, dict) and "content" in output:  # Codex's {content, success}
+        if output.get("success") is False:
+            meta[source]["success"] = False
+        output = output.get("content")
+    content = _parts(output) if not isinstance(output, str) else clean_text(output)
+    if not isinstance(call_id, str) or not call_id:
+        problems.append(Problem(line, f"{itype} without call_id; kept, not shown"))
+        return []
+    return [{"kind": "tool", "tool_call_id": call_id,
+             **({"name": item["name"]} if isinstance(item.get("name"), str) and item["name"] else {}),
+             "content": content if content and (not isinstance(content, str) or content.strip())
+             else "(empty result)", "meta": meta}]
+
+
+def _reasoning_item(item: dict, meta: dict) -> list:
+    texts = [s.get("text") for s in item.get("summary") or [] if isinstance(s, dict)]
+    texts += [c.get("text") for c in item.get("content") or [] if isinstance(c, dict)]
+    text = clean_text("\n\n".join(t for t in texts if isinstance(t, str) and t.strip()))
+    return [{"kind": "thought", "text": text, "meta": meta}] if text else []
+
+
 def item_rows(item, *, at, entry: Entry, problems: list, source: str,
               model: str | None = None) -> tuple[list, str | None]:
     """(rows, fold summary or None) for one item."""
@@ -86,61 +146,17 @@ def item_rows(item, *, at, entry: Entry, problems: list, source: str,
     itype = item.get("type", "message" if "role" in item else None)
     out = []
     if itype == "message":
-        kind = ROLE_KIND.get(item.get("role"))
-        content = _parts(item.get("content"))
-        if kind is None:
-            problems.append(Problem(line, f"message with unknown role {str(item.get('role'))[:40]!r}; kept, not shown"))
-        elif content is not None:
-            if item.get("role") == "developer":
-                meta[source]["role"] = "developer"
-            if kind == "assistant" and model:
-                meta["model"] = model
-            out.append({"kind": kind, "content": content, "meta": meta})
+        out = _message_item(item, meta, line, problems, source, model)
     elif itype in CALL_TYPES:
-        # OpenAI Agents JS writes its items in camelCase (`callId`) beside the Responses names.
-        call_id = item.get("call_id") or item.get("callId") or item.get("id")
-        name = item.get("name") or ("shell" if itype == "local_shell_call" else None)
-        args = item.get("arguments", item.get("input", item.get("action", {})))
-        if isinstance(args, str) and itype == "function_call":
-            pass  # kept as the string the model wrote: parsing it could change it
-        if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
-            problems.append(Problem(line, f"{itype} without call_id or name; kept, not shown"))
-        else:
-            if model:
-                meta["model"] = model
-            out.append({"kind": "assistant", "tool_calls": [
-                {"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}}],
-                "meta": meta})
-    elif itype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output",
-                   "computer_call_output", "function_call_result"):
-        call_id = item.get("call_id") or item.get("callId") or item.get("id")
-        output = item.get("output")
-        if itype == "function_call_result" and isinstance(output, dict) and output.get("type") == "text":
-            output = output.get("text")  # OpenAI Agents JS: {"type": "text", "text": …}
-        if isinstance(output, dict) and "content" in output:  # Codex's {content, success}
-            if output.get("success") is False:
-                meta[source]["success"] = False
-            output = output.get("content")
-        content = _parts(output) if not isinstance(output, str) else clean_text(output)
-        if not isinstance(call_id, str) or not call_id:
-            problems.append(Problem(line, f"{itype} without call_id; kept, not shown"))
-        else:
-            out.append({"kind": "tool", "tool_call_id": call_id,
-                        **({"name": item["name"]} if isinstance(item.get("name"), str) and item["name"] else {}),
-                        "content": content if content and (not isinstance(content, str) or content.strip())
-                        else "(empty result)", "meta": meta})
+        out = _call_item(item, itype, meta, line, problems, model)
+    elif itype in OUTPUT_TYPES:
+        out = _output_item(item, itype, meta, line, problems, source)
     elif itype == "reasoning":
-        texts = [s.get("text") for s in item.get("summary") or [] if isinstance(s, dict)]
-        texts += [c.get("text") for c in item.get("content") or [] if isinstance(c, dict)]
-        text = clean_text("\n\n".join(t for t in texts if isinstance(t, str) and t.strip()))
-        if text:
-            out.append({"kind": "thought", "text": text, "meta": meta})
+        out = _reasoning_item(item, meta)
     elif itype == "compaction":
         summary = clean_text(item.get("summary") or item.get("content") or "")
         return [], (summary if summary and summary.strip() else "(compacted by the API; the summary is encrypted)")
-    elif itype in ITEM_TYPES:
-        pass
-    else:
+    elif itype not in ITEM_TYPES:
         problems.append(Problem(line, f"unknown item type {str(itype)[:60]!r}; kept, not shown"))
     rows = []
     for message in out:
