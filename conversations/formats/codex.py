@@ -103,7 +103,6 @@ def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: in
     plan = Plan(format=NAME)
     conv = ConvPlan(key="main", subject=subject, meta={"codex": {}})
     plan.conversations["main"] = conv
-    info = conv.meta["codex"]
     model = None
     items_seen = 0
     for seq, ln in enumerate(lines):
@@ -116,21 +115,7 @@ def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: in
         kind, payload = _record(ln.obj)
         at = parse_time(ln.obj.get("timestamp")) if isinstance(ln.obj, dict) else None
         if kind == "session_meta" and isinstance(payload, dict):
-            if not plan.source_key and isinstance(payload.get("id"), str) and payload["id"]:
-                plan.source_key = payload["id"]
-                info["session_id"] = payload["id"]
-                for field in ("cwd", "cli_version", "originator", "model_provider"):
-                    if isinstance(payload.get(field), str):
-                        info[field] = payload[field]
-                if isinstance(payload.get("instructions"), str) and payload["instructions"].strip():
-                    info["has_instructions"] = True
-                parent, relation = lineage(payload)
-                if parent:
-                    info["forked_from_id"] = parent
-                    info["relation"] = relation
-                    conv.relation = relation
-            else:
-                info.setdefault("inherited_session_ids", []).append(payload.get("id"))
+            _session_meta(plan, conv, payload)
         elif kind == "turn_context" and isinstance(payload, dict):
             model = payload.get("model") if isinstance(payload.get("model"), str) else model
         elif kind == "response_item" and isinstance(payload, dict):
@@ -145,11 +130,7 @@ def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: in
                 if text_ and not text_.startswith("<"):
                     conv.title = text_
         elif kind == "compacted" and isinstance(payload, dict):
-            summary = _compacted_summary(payload)
-            if conv.last_position >= 0 and summary:
-                conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="codex"))
-            elif summary:
-                plan.problems.append(Problem(ln.number, "compacted record before any message; kept, not shown"))
+            _compacted(plan, conv, payload, at, ln.number)
         elif kind in ("event_msg", "state"):
             pass
         else:
@@ -165,6 +146,34 @@ def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: in
         conv.base = (parent_position + 1) if conv.copy_prefix else 0
     conv.title = conv.title or f"Codex session {plan.source_key[:8]}"
     return plan
+
+
+def _session_meta(plan: Plan, conv: ConvPlan, payload: dict) -> None:
+    """The first session_meta names the session; later ones (a fork's parents) are only listed."""
+    info = conv.meta["codex"]
+    if not plan.source_key and isinstance(payload.get("id"), str) and payload["id"]:
+        plan.source_key = payload["id"]
+        info["session_id"] = payload["id"]
+        for field in ("cwd", "cli_version", "originator", "model_provider"):
+            if isinstance(payload.get(field), str):
+                info[field] = payload[field]
+        if isinstance(payload.get("instructions"), str) and payload["instructions"].strip():
+            info["has_instructions"] = True
+        parent, relation = lineage(payload)
+        if parent:
+            info["forked_from_id"] = parent
+            info["relation"] = relation
+            conv.relation = relation
+    else:
+        info.setdefault("inherited_session_ids", []).append(payload.get("id"))
+
+
+def _compacted(plan: Plan, conv: ConvPlan, payload: dict, at, line: int) -> None:
+    summary = _compacted_summary(payload)
+    if conv.last_position >= 0 and summary:
+        conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="codex"))
+    elif summary:
+        plan.problems.append(Problem(line, "compacted record before any message; kept, not shown"))
 
 
 def _compacted_summary(payload: dict) -> str:

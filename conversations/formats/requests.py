@@ -251,14 +251,7 @@ def anthropic_messages(settled, *, lead: list[dict] | None = None) -> list[dict]
                        for c in m["tool_calls"]]
             add("assistant", blocks)
         elif turn == "results":
-            blocks = []
-            for r in m:
-                content = r["content"] if isinstance(r["content"], str) else _anthropic_blocks(r["content"])
-                result = {"type": "tool_result", "tool_use_id": ids(r["tool_call_id"]), "content": content}
-                if r.get("is_error"):
-                    result["is_error"] = True
-                blocks.append(result)
-            add("user", blocks)
+            add("user", [_tool_result_block(r, ids) for r in m])
         elif turn == "journal":
             add("user", [{"type": "text", "text": journal_text(m)}])
         elif turn == "orphan":
@@ -266,10 +259,22 @@ def anthropic_messages(settled, *, lead: list[dict] | None = None) -> list[dict]
     if turns and turns[0]["role"] == "assistant":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
     if turns and turns[-1]["role"] == "assistant":
-        last = turns[-1]["content"]
-        if last[-1].get("type") == "text" and last[-1]["text"] != last[-1]["text"].rstrip():
-            if last[-1]["text"].strip():
-                last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
-            elif len(last) > 1:
-                last.pop()
+        _trim_final_text(turns[-1]["content"])
     return turns
+
+
+def _tool_result_block(result: dict, ids) -> dict:
+    content = result["content"] if isinstance(result["content"], str) else _anthropic_blocks(result["content"])
+    block = {"type": "tool_result", "tool_use_id": ids(result["tool_call_id"]), "content": content}
+    if result.get("is_error"):
+        block["is_error"] = True
+    return block
+
+
+def _trim_final_text(last: list[dict]) -> None:
+    """The Messages API refuses a final assistant turn ending in whitespace: trim it, or drop an empty block."""
+    if last[-1].get("type") == "text" and last[-1]["text"] != last[-1]["text"].rstrip():
+        if last[-1]["text"].strip():
+            last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
+        elif len(last) > 1:
+            last.pop()
