@@ -121,19 +121,7 @@ def main_line(skeleton: list[Entry], objs_kind: dict[int, tuple]) -> set[int]:
     for u, e in nodes.items():
         p = e.parent_uuid if e.parent_uuid in nodes else None
         parent_of[u] = p
-    # Drop links that make a cycle (a logicalParentUuid pointing below its boundary): walk up
-    # from each node once; a walk that meets itself cuts the link that closed the loop.
-    done: set[str] = set()
-    for u in parent_of:
-        path, on_path, cur = [], set(), u
-        while cur is not None and cur not in done:
-            if cur in on_path:
-                parent_of[path[-1]] = None
-                break
-            path.append(cur)
-            on_path.add(cur)
-            cur = parent_of.get(cur)
-        done.update(path)
+    _cut_cycles(parent_of)
     root_of: dict[str, str] = {}
 
     def root(u):
@@ -162,16 +150,34 @@ def main_line(skeleton: list[Entry], objs_kind: dict[int, tuple]) -> set[int]:
     groups = {nodes[u].group for u in chain if nodes[u].group}
     for _ in range(3):
         for e in sorted(nodes.values(), key=lambda e: e.seq):
-            if e.uuid in line:
-                continue
-            p = parent_of.get(e.uuid)
-            if p is None or p not in line:
-                if p is None and root(e.uuid) not in leaf_of:
-                    line.add(e.uuid)  # a part with no message at all: notes only
-                continue
-            if not e.real or (e.group and e.group in groups):
+            if e.uuid not in line and _hangs_on(e, parent_of.get(e.uuid), line, groups,
+                                                lambda u: root(u) not in leaf_of):
                 line.add(e.uuid)
     return {nodes[u].seq for u in line}
+
+
+def _cut_cycles(parent_of: dict[str, str | None]) -> None:
+    """Drop links that make a cycle (a logicalParentUuid pointing below its boundary): walk up
+    from each node once; a walk that meets itself cuts the link that closed the loop."""
+    done: set[str] = set()
+    for u in parent_of:
+        path, on_path, cur = [], set(), u
+        while cur is not None and cur not in done:
+            if cur in on_path:
+                parent_of[path[-1]] = None
+                break
+            path.append(cur)
+            on_path.add(cur)
+            cur = parent_of.get(cur)
+        done.update(path)
+
+
+def _hangs_on(e: Entry, parent: str | None, line: set, groups: set, messageless) -> bool:
+    """Whether an entry off the chain joins the main line: a line of a part with no message at
+    all (notes only), or what hangs off the line (tool results, lines of the same response)."""
+    if parent is None or parent not in line:
+        return parent is None and messageless(e.uuid)
+    return bool(not e.real or (e.group and e.group in groups))
 
 
 def parse(data, *, subject: str = "", subagent_stream: bool = False) -> Plan:

@@ -380,29 +380,7 @@ class Placer:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_result":
-                call_id = block.get("tool_use_id")
-                meta = self._meta(entry, obj)
-                if not isinstance(call_id, str) or not call_id:
-                    waiting = self.unanswered.get(conv.key)
-                    if not waiting:
-                        problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
-                        continue
-                    # The result of a call that had no id either: the oldest such call not answered yet.
-                    call_id = waiting.pop(0)
-                    meta["claude_code"]["generated_id"] = True
-                elif call_id in self.unanswered.get(conv.key, ()):
-                    self.unanswered[conv.key].remove(call_id)
-                if not self.unanswered.get(conv.key):
-                    self.unanswered.pop(conv.key, None)
-                message = {"kind": "tool", "tool_call_id": call_id, "content": _result_content(block.get("content")),
-                           "meta": meta}
-                if self.tool_names.get(call_id):
-                    message["name"] = self.tool_names[call_id]
-                if block.get("is_error") is True:
-                    message["is_error"] = True
-                row = make_row(message, at, entry.seq, problems, entry.line)
-                if row:
-                    conv.rows.append(row)
+                self._tool_result_row(entry, obj, conv, at, block)
             elif block.get("type") == "text":
                 text = clean_text(block.get("text"))
                 if text and text.strip():
@@ -415,6 +393,34 @@ class Placer:
                            problems, entry.line)
             if row:
                 conv.rows.append(row)
+
+    def _tool_result_row(self, entry: Entry, obj: dict, conv: ConvPlan, at, block: dict) -> None:
+        """A tool_result block: a `tool` row answering its call (one without an id: the oldest
+        call that had no id either)."""
+        problems = self.plan.problems
+        call_id = block.get("tool_use_id")
+        meta = self._meta(entry, obj)
+        if not isinstance(call_id, str) or not call_id:
+            waiting = self.unanswered.get(conv.key)
+            if not waiting:
+                problems.append(Problem(entry.line, "tool_result without tool_use_id; kept, not shown"))
+                return
+            # The result of a call that had no id either: the oldest such call not answered yet.
+            call_id = waiting.pop(0)
+            meta["claude_code"]["generated_id"] = True
+        elif call_id in self.unanswered.get(conv.key, ()):
+            self.unanswered[conv.key].remove(call_id)
+        if not self.unanswered.get(conv.key):
+            self.unanswered.pop(conv.key, None)
+        message = {"kind": "tool", "tool_call_id": call_id, "content": _result_content(block.get("content")),
+                   "meta": meta}
+        if self.tool_names.get(call_id):
+            message["name"] = self.tool_names[call_id]
+        if block.get("is_error") is True:
+            message["is_error"] = True
+        row = make_row(message, at, entry.seq, problems, entry.line)
+        if row:
+            conv.rows.append(row)
 
     def _assistant_rows(self, entry: Entry, obj: dict, conv: ConvPlan, at) -> None:
         content = _blocks(obj)
@@ -447,24 +453,28 @@ class Placer:
                 if text and text.strip():
                     parts.append({"type": "text", "text": text})
             elif btype == "tool_use":
-                call_id, name = block.get("id"), block.get("name")
-                if not (isinstance(name, str) and name):
-                    problems.append(Problem(entry.line, "tool_use without a name; kept, not shown"))
-                    continue
-                if not (isinstance(call_id, str) and call_id):
-                    # Kept with an id made up from the line, the same every time it is imported.
-                    call_id = "toolu_mui_" + uuidlib.uuid5(uuidlib.NAMESPACE_URL,
-                                                          f"{entry.uuid or entry.seq}:{index}").hex[:24]
-                    generated[call_id] = "the transcript's tool_use block has no id"
-                    self.unanswered.setdefault(conv.key, []).append(call_id)
-                args = block.get("input")
-                calls.append({"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}})
-                self.tool_names[call_id] = name
+                self._tool_use(entry, conv, block, index, calls, generated)
             elif isinstance(btype, str) and btype.strip():
                 parts.append(block)
         if not parts and not calls:
             return
         self._add_to_reply(entry, obj, conv, group, message, parts=parts, calls=calls, generated=generated)
+
+    def _tool_use(self, entry: Entry, conv: ConvPlan, block: dict, index: int, calls: list, generated: dict) -> None:
+        """A tool_use block as a call of the reply (one without an id gets one made up from the line)."""
+        call_id, name = block.get("id"), block.get("name")
+        if not (isinstance(name, str) and name):
+            self.plan.problems.append(Problem(entry.line, "tool_use without a name; kept, not shown"))
+            return
+        if not (isinstance(call_id, str) and call_id):
+            # Kept with an id made up from the line, the same every time it is imported.
+            call_id = "toolu_mui_" + uuidlib.uuid5(uuidlib.NAMESPACE_URL,
+                                                  f"{entry.uuid or entry.seq}:{index}").hex[:24]
+            generated[call_id] = "the transcript's tool_use block has no id"
+            self.unanswered.setdefault(conv.key, []).append(call_id)
+        args = block.get("input")
+        calls.append({"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}})
+        self.tool_names[call_id] = name
 
     def _add_to_reply(self, entry: Entry, obj: dict, conv: ConvPlan, group: str | None, message: dict, *,
                       parts: list, calls: list, generated: dict) -> None:
