@@ -117,7 +117,7 @@ def answer_fails(monkeypatch):
     def fail(*args, **kwargs):
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
-    monkeypatch.setattr(imports_api, "_respond", fail)
+    monkeypatch.setattr(imports_api, "json_response", fail)
 
 
 @pytest.mark.parametrize("keyed", [False, True])
@@ -136,7 +136,7 @@ def test_a_new_file_whose_answer_fails_is_not_imported(writer, answer_fails, mon
 def test_a_grown_session_whose_answer_fails_appends_nothing(writer, monkeypatch):
     first = transcript(["hello", "fine"])
     assert writer.post("/imports", {"content": first}).status_code == 201
-    monkeypatch.setattr(imports_api, "_respond", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(imports_api, "json_response", lambda *a, **k: 1 / 0)
     response = writer.post("/imports", {"content": transcript(["hello", "fine", "more", "again"])})
     assert response.status_code == 500
     assert Message.objects.count() == 2 and SourceEntry.objects.count() == 2

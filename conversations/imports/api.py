@@ -80,25 +80,8 @@ def import_transcript(request):
         # and a keyed request's answer is kept with it (conversations/idempotency.py).
         answers.append(_answer(request, result))
 
-    known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
-             "expected_entries", "summary", "pin_older_than_retention"}
-    unknown = sorted(set(body) - known)
-    if unknown:
-        raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
-    format = _text(body, "format", default="auto")
-    if format not in CHOICES:
-        raise InvalidInput(f"unknown format {format[:40]!r}; expected one of {', '.join(CHOICES)}", field="format")
-    dry_run = body.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        raise InvalidInput("dry_run must be true or false", field="dry_run")
-    pin_old = body.get("pin_older_than_retention", False)
-    if not isinstance(pin_old, bool):
-        raise InvalidInput("pin_older_than_retention must be true or false", field="pin_older_than_retention")
+    format, dry_run, pin_old = _import_options(body)
     actor = actor_of(request)
-    given = [k for k in ("content", "document", "entries") if k in body]
-    if len(given) != 1:
-        raise InvalidInput("send exactly one of content (a file's text), document (its JSON) or entries (a batch "
-                           "for one session key)", field="content")
     if "entries" in body:
         if dry_run:
             raise InvalidInput("dry_run is for whole transcripts", field="dry_run")
@@ -143,6 +126,30 @@ def import_transcript(request):
                                       finish=finish, pin_older_than_retention=pin_old)
     # Nothing written (unchanged, a dry run): answered here; the middleware keeps a key's answer.
     return answers[0] if answers else _answer(request, result)
+
+
+def _import_options(body) -> tuple[str, bool, bool]:
+    """What every import names: its format, dry_run and pin_older_than_retention, and exactly one
+    of content, document or entries; any other field is refused."""
+    known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
+             "expected_entries", "summary", "pin_older_than_retention"}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
+    format = _text(body, "format", default="auto")
+    if format not in CHOICES:
+        raise InvalidInput(f"unknown format {format[:40]!r}; expected one of {', '.join(CHOICES)}", field="format")
+    dry_run = body.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InvalidInput("dry_run must be true or false", field="dry_run")
+    pin_old = body.get("pin_older_than_retention", False)
+    if not isinstance(pin_old, bool):
+        raise InvalidInput("pin_older_than_retention must be true or false", field="pin_older_than_retention")
+    given = [k for k in ("content", "document", "entries") if k in body]
+    if len(given) != 1:
+        raise InvalidInput("send exactly one of content (a file's text), document (its JSON) or entries (a batch "
+                           "for one session key)", field="content")
+    return format, dry_run, pin_old
 
 
 def _answer(request, result):
