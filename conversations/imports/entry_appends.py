@@ -19,7 +19,7 @@ from conversations.models import Conversation
 
 from . import store, subagents
 from .apply import apply_plan
-from .importer import existing_plans, locked_source, lookup, stored_uuid
+from .continuation import existing_plans, locked_source, lookup, stored_uuid
 from .models import ImportSource, SourceEntry
 from .result import ImportResult
 
