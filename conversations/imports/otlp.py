@@ -388,23 +388,39 @@ def _locked_source(namespace: str, key: str) -> ImportSource | None:
     return qs.first()
 
 
+def _new_source(key: str, group: list, *, namespace: str) -> ImportSource:
+    """The conversation of a key seen for the first time (titled by its first user message), and its source."""
+    first_user = next((r for _, _, (_, inputs, _) in group for m in inputs for r in _safe_rows(m)
+                       if r["kind"] == "user"), None)
+    title = first_text(first_user["content"]) if first_user else f"Trace {key[:40]}"
+    conversation, _ = conversation_store.get_or_create_conversation(
+        namespace=namespace, external_id=key, title=" ".join(storable(title).split())[:200],
+        meta={"otel": {"conversation_key": key}})
+    store.get_or_create_source(format=FORMAT, namespace=namespace, source_key=key,
+                               conversation_id=conversation.pk)
+    # Locked now, read again: a request that created it first has committed by here (the
+    # store's create-or-get waited for it), and its spans and counts must be seen.
+    return _locked_source(namespace, key)
+
+
+def _attach_meta(meta: dict, new: list, replies: list) -> None:
+    """A span's reply metadata goes on its assistant rows (else its first reply, else its last new row)."""
+    for r in replies:
+        if r["kind"] == "assistant":
+            r["meta"] = meta
+    if replies and not any(r["kind"] == "assistant" for r in replies):
+        replies[0]["meta"] = meta
+    if not replies and new:
+        new[-1]["meta"] = meta
+
+
 def _write_conversation(key: str, group: list, *, actor: str, namespace: str, result: Result) -> None:
     with transaction.atomic():
         source = _locked_source(namespace, key)
         if source is not None and not Conversation.objects.live().filter(pk=source.conversation_id).exists():
             raise InvalidInput("that conversation is being deleted", field="gen_ai.conversation.id")
         if source is None:
-            first_user = next((r for _, _, (_, inputs, _) in group for m in inputs for r in _safe_rows(m)
-                               if r["kind"] == "user"), None)
-            title = first_text(first_user["content"]) if first_user else f"Trace {key[:40]}"
-            conversation, _ = conversation_store.get_or_create_conversation(
-                namespace=namespace, external_id=key, title=" ".join(storable(title).split())[:200],
-                meta={"otel": {"conversation_key": key}})
-            store.get_or_create_source(format=FORMAT, namespace=namespace, source_key=key,
-                                       conversation_id=conversation.pk)
-            # Locked now, read again: a request that created it first has committed by here (the
-            # store's create-or-get waited for it), and its spans and counts must be seen.
-            source = _locked_source(namespace, key)
+            source = _new_source(key, group, namespace=namespace)
         cid = str(source.conversation_id)
         seen_ids = {span.get("spanId") for span, _, _ in group}
         stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=list(seen_ids))
@@ -436,14 +452,7 @@ def _write_conversation(key: str, group: list, *, actor: str, namespace: str, re
             except ValueError as exc:
                 result.rejected.append((span_id, str(exc)))
                 continue
-            meta = _reply_meta(span, attrs)
-            for r in replies:
-                if r["kind"] == "assistant":
-                    r["meta"] = meta
-            if replies and not any(r["kind"] == "assistant" for r in replies):
-                replies[0]["meta"] = meta
-            if not replies and new:
-                new[-1]["meta"] = meta
+            _attach_meta(_reply_meta(span, attrs), new, replies)
             for message in new + replies:
                 row = make_row(message, at, len(entries), problems, None)
                 if row is not None:
