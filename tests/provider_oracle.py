@@ -95,41 +95,16 @@ def check(value, hint, where: str = "body") -> list[str]:
     if origin is te.Annotated or origin is typing.Annotated or origin in _WRAPPERS and origin is not None:
         return check(value, te.get_args(hint)[0], where)
     if origin in (typing.Union, types.UnionType):
-        members = _discriminated(list(te.get_args(hint)), value)
-        failures = []
-        for member in members:
-            problems = check(value, member, where)
-            if not problems:
-                return []
-            failures.append(problems)
-        # The most telling refusal: one from inside a member that had the right shape.
-        return min(failures, key=lambda ps: (all(p.startswith(f"{where}: must be") for p in ps), len(ps)))
+        return _check_union(value, hint, where)
     if origin is typing.Literal:
         if any(value == a and type(value) is type(a) for a in te.get_args(hint)):
             return []
         return [f"{where}: {value!r} is not one of {te.get_args(hint)!r}"[:300]]
-    if hint is _NONE:
-        return [] if value is None else [f"{where}: must be null"]
-    if hint is str:
-        return [] if isinstance(value, str) else [f"{where}: must be a string, not {type(value).__name__}"]
-    if hint is bool:
-        return [] if isinstance(value, bool) else [f"{where}: must be a boolean"]
-    if hint is int:
-        return [] if isinstance(value, int) and not isinstance(value, bool) else [f"{where}: must be an integer"]
-    if hint is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return [] if ok else [f"{where}: must be a number"]
+    if hint in _SCALARS:
+        fits, what = _SCALARS[hint]
+        return [] if fits(value) else [f"{where}: must be {what(value)}"]
     if te.is_typeddict(hint):
-        if not isinstance(value, Mapping):
-            return [f"{where}: must be an object ({hint.__name__}), not {type(value).__name__}"]
-        fields = _fields(hint)
-        problems = [f"{where}: unknown key {k!r} in {hint.__name__}" for k in value if k not in fields]
-        problems += [f"{where}: missing required key {k!r} of {hint.__name__}" for k, (_, req) in fields.items()
-                     if req and k not in value]
-        for k, v in value.items():
-            if k in fields:
-                problems += check(v, fields[k][0], f"{where}.{k}")
-        return problems
+        return _check_typeddict(value, hint, where)
     if origin in _LISTS or hint in _LISTS or (origin is not None and getattr(origin, "__name__", "") ==
                                                "SequenceNotStr") or getattr(hint, "__name__", "") == "SequenceNotStr":
         if not isinstance(value, (list, tuple)):
@@ -148,6 +123,41 @@ def check(value, hint, where: str = "body") -> list[str]:
     if isinstance(hint, type):
         return [] if isinstance(value, hint) else [f"{where}: must be a {hint.__name__}"]
     return [f"{where}: the oracle does not know the type {hint!r}"]
+
+
+# A scalar hint: (does the value fit, what it must be).
+_SCALARS = {
+    _NONE: (lambda v: v is None, lambda v: "null"),
+    str: (lambda v: isinstance(v, str), lambda v: f"a string, not {type(v).__name__}"),
+    bool: (lambda v: isinstance(v, bool), lambda v: "a boolean"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), lambda v: "an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), lambda v: "a number"),
+}
+
+
+def _check_union(value, hint, where: str) -> list[str]:
+    members = _discriminated(list(te.get_args(hint)), value)
+    failures = []
+    for member in members:
+        problems = check(value, member, where)
+        if not problems:
+            return []
+        failures.append(problems)
+    # The most telling refusal: one from inside a member that had the right shape.
+    return min(failures, key=lambda ps: (all(p.startswith(f"{where}: must be") for p in ps), len(ps)))
+
+
+def _check_typeddict(value, hint, where: str) -> list[str]:
+    if not isinstance(value, Mapping):
+        return [f"{where}: must be an object ({hint.__name__}), not {type(value).__name__}"]
+    fields = _fields(hint)
+    problems = [f"{where}: unknown key {k!r} in {hint.__name__}" for k in value if k not in fields]
+    problems += [f"{where}: missing required key {k!r} of {hint.__name__}" for k, (_, req) in fields.items()
+                 if req and k not in value]
+    for k, v in value.items():
+        if k in fields:
+            problems += check(v, fields[k][0], f"{where}.{k}")
+    return problems
 
 
 def _blocks(content) -> list:
@@ -214,42 +224,53 @@ def anthropic_problems(body) -> list[str]:
         for j, b in enumerate(blocks):
             if b.get("type") == "text" and not b["text"].strip():
                 problems.append(f"{where}.content[{j}]: text blocks must contain non-whitespace text")
-        results = [b for b in blocks if b.get("type") == "tool_result"]
         if role == "assistant":
-            if results:
-                problems.append(f"{where}: tool_result blocks belong in user messages")
-            if pending:
-                problems.append(f"{where}: the tool_use ids {pending} are not answered by the next user message")
-            pending = [b["id"] for b in blocks if b.get("type") == "tool_use"]
-            if len(set(pending)) != len(pending):
-                problems.append(f"{where}: duplicate tool_use ids {pending}")
-            for tool_id in pending:
-                if not ANTHROPIC_ID.match(tool_id):
-                    problems.append(f"{where}: tool_use id {tool_id!r} does not match {ANTHROPIC_ID.pattern}")
-            if i == len(messages) - 1 and blocks and blocks[-1].get("type") == "text" and \
-                    blocks[-1]["text"] != blocks[-1]["text"].rstrip():
-                problems.append(f"{where}: the final assistant content must not end with white space")
-            continue
-        if any(b.get("type") == "tool_use" for b in blocks):
-            problems.append(f"{where}: tool_use blocks belong in assistant messages")
-        lead = 0
-        while lead < len(blocks) and blocks[lead].get("type") == "tool_result":
-            lead += 1
-        if len(results) != lead:
-            problems.append(f"{where}: tool_result blocks must come before any other block in the message")
-        answered = [b["tool_use_id"] for b in results]
-        for tool_id in answered:
-            if tool_id not in pending:
-                problems.append(f"{where}: tool_result {tool_id!r} answers no tool_use of the message just before")
-        if len(set(answered)) != len(answered):
-            problems.append(f"{where}: a tool_use is answered twice: {answered}")
-        missing = [t for t in pending if t not in answered]
-        if missing:
-            problems.append(f"{where}: the tool_use ids {missing} of the message before are not answered here")
-        pending = []
+            pending = _anthropic_assistant_problems(where, blocks, pending, problems, last=i == len(messages) - 1)
+        else:
+            _anthropic_user_problems(where, blocks, pending, problems)
+            pending = []
     if pending:
         problems.append(f"messages: the tool_use ids {pending} of the last assistant message are not answered")
     return problems
+
+
+def _anthropic_assistant_problems(where: str, blocks: list, pending: list, problems: list, *, last: bool) -> list:
+    """An assistant message's problems (added to `problems`); returns its tool_use ids, now pending."""
+    if any(b.get("type") == "tool_result" for b in blocks):
+        problems.append(f"{where}: tool_result blocks belong in user messages")
+    if pending:
+        problems.append(f"{where}: the tool_use ids {pending} are not answered by the next user message")
+    pending = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+    if len(set(pending)) != len(pending):
+        problems.append(f"{where}: duplicate tool_use ids {pending}")
+    for tool_id in pending:
+        if not ANTHROPIC_ID.match(tool_id):
+            problems.append(f"{where}: tool_use id {tool_id!r} does not match {ANTHROPIC_ID.pattern}")
+    if last and blocks and blocks[-1].get("type") == "text" and \
+            blocks[-1]["text"] != blocks[-1]["text"].rstrip():
+        problems.append(f"{where}: the final assistant content must not end with white space")
+    return pending
+
+
+def _anthropic_user_problems(where: str, blocks: list, pending: list, problems: list) -> None:
+    """A user message's problems (added to `problems`): its tool_results answer `pending`, first and once."""
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    if any(b.get("type") == "tool_use" for b in blocks):
+        problems.append(f"{where}: tool_use blocks belong in assistant messages")
+    lead = 0
+    while lead < len(blocks) and blocks[lead].get("type") == "tool_result":
+        lead += 1
+    if len(results) != lead:
+        problems.append(f"{where}: tool_result blocks must come before any other block in the message")
+    answered = [b["tool_use_id"] for b in results]
+    for tool_id in answered:
+        if tool_id not in pending:
+            problems.append(f"{where}: tool_result {tool_id!r} answers no tool_use of the message just before")
+    if len(set(answered)) != len(answered):
+        problems.append(f"{where}: a tool_use is answered twice: {answered}")
+    missing = [t for t in pending if t not in answered]
+    if missing:
+        problems.append(f"{where}: the tool_use ids {missing} of the message before are not answered here")
 
 
 def openai_body(messages: list, model: str = "gpt-4o") -> dict:

@@ -92,18 +92,7 @@ _TOKEN = re.compile(r'\s*(?:(-)?"([^"]*)("?)|(\S+))')
 
 def parse_query(raw) -> Query:
     """Parse the search box; raises InvalidQuery with a sentence a person can act on."""
-    if raw is None:
-        raw = ""
-    if not isinstance(raw, str):
-        raise InvalidQuery("q must be text")
-    if "\x00" in raw:
-        raise InvalidQuery("q must not contain NUL characters")
-    text = raw.strip()
-    if not text:
-        raise InvalidQuery("type something to search for")
-    if len(text) > MAX_QUERY:
-        raise InvalidQuery(f"the search is {len(text)} characters; at most {MAX_QUERY}")
-
+    text = _query_text(raw)
     clauses: list[list[Term]] = []
     excluded: list[Term] = []
     pending_or = False
@@ -131,16 +120,7 @@ def parse_query(raw) -> Query:
             negate_next = True
             continue
         else:
-            negate = negate_next
-            if word.startswith("-") and len(word) > 1:
-                negate, word = True, word[1:]
-            if '"' in word:
-                raise InvalidQuery('a quote is not closed: put a " after the phrase')
-            prefix = word.endswith("*")
-            body = word.rstrip("*") if prefix else word
-            if "*" in body:
-                raise InvalidQuery(f"* goes at the end of a word (as in refu*), not inside {word[:40]!r}")
-            term = _term(body, prefix=prefix)
+            term, negate = _word(word, negate_next)
         negate_next = False
         if negate:
             if pending_or:
@@ -156,6 +136,39 @@ def parse_query(raw) -> Query:
         raise InvalidQuery("OR needs a word on each side, as in: refund OR credit")
     if negate_next:
         raise InvalidQuery("NOT needs a word after it, as in: refund NOT voucher")
+    return _query(clauses, excluded)
+
+
+def _query_text(raw) -> str:
+    """The search box's text, stripped, once it is text of a searchable length."""
+    if raw is None:
+        raw = ""
+    if not isinstance(raw, str):
+        raise InvalidQuery("q must be text")
+    if "\x00" in raw:
+        raise InvalidQuery("q must not contain NUL characters")
+    text = raw.strip()
+    if not text:
+        raise InvalidQuery("type something to search for")
+    if len(text) > MAX_QUERY:
+        raise InvalidQuery(f"the search is {len(text)} characters; at most {MAX_QUERY}")
+    return text
+
+
+def _word(word: str, negate: bool) -> tuple[Term, bool]:
+    """A bare word (-word excludes it, word* is a prefix) and whether it is excluded."""
+    if word.startswith("-") and len(word) > 1:
+        negate, word = True, word[1:]
+    if '"' in word:
+        raise InvalidQuery('a quote is not closed: put a " after the phrase')
+    prefix = word.endswith("*")
+    body = word.rstrip("*") if prefix else word
+    if "*" in body:
+        raise InvalidQuery(f"* goes at the end of a word (as in refu*), not inside {word[:40]!r}")
+    return _term(body, prefix=prefix), negate
+
+
+def _query(clauses: list[list[Term]], excluded: list[Term]) -> Query:
     if not clauses:
         raise InvalidQuery("a search needs at least one word to look for, not only words to leave out")
     count = sum(len(c) for c in clauses) + len(excluded)
