@@ -14,12 +14,12 @@ from django.utils import timezone
 from . import rows
 from .errors import InvalidInput, NotFound
 from .models import ApiKey
-from .store import _clean_text, record_audit
+from .store import clean_text, record_audit
 
 
 def create_api_key(*, name: str, scopes, created_by: str = "") -> tuple[ApiKey, str]:
     """Create an API key; returns the row and the secret, which is never stored."""
-    name = _clean_text(name, field="name", max_length=200, required=True)
+    name = clean_text(name, field="name", max_length=200, required=True)
     if isinstance(scopes, str):
         scopes = scopes.replace(",", " ").split()
     scopes = sorted(set(scopes or []))
@@ -43,8 +43,7 @@ def create_api_key(*, name: str, scopes, created_by: str = "") -> tuple[ApiKey, 
 
 def revoke_api_key(*, key_id, revoked_by: str = "") -> ApiKey:
     with transaction.atomic():
-        qs = ApiKey.objects.filter(pk=key_id)
-        key = (qs if connection.vendor == "sqlite" else qs.select_for_update()).first()
+        key = ApiKey.objects.for_update().filter(pk=key_id).first()
         if key is None:
             raise NotFound(f"API key {key_id} not found", field="id")
         if key.revoked_at is None:

@@ -16,6 +16,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from . import params
+from .db import LockingQuerySet
 from .errors import NotFound
 from .subjects import normalize_subject
 
@@ -46,7 +47,7 @@ def parse_conversation_id(value) -> uuid.UUID:
         raise NotFound(f"conversation {str(value)[:80]!r} not found (not a conversation id)", field="id") from None
 
 
-class ConversationQuerySet(models.QuerySet):
+class ConversationQuerySet(LockingQuerySet):
     def live(self):
         """Conversations not being deleted (a half-finished prune hides its victims)."""
         return self.filter(deleting=False)
@@ -294,6 +295,8 @@ class ApiKey(models.Model):
     created_by = models.CharField(max_length=200, blank=True, default="")
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LockingQuerySet.as_manager()
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"

@@ -1,16 +1,19 @@
 """Every write to the conversation log, one transaction each.
 
 Views, API handlers and commands call these functions; nothing else writes
-messages or checkpoints. Each function validates first, writes in one
+conversations, messages or checkpoints. The other doors (imports, sessions, OTLP,
+the ledger) call the public primitives below and in `store_recorded.py`, built on
+the row primitives of `rows.py`. Each function validates first, writes in one
 transaction (`transaction.atomic()`; the SQLite append hot path issues its own
 BEGIN IMMEDIATE … COMMIT), returns model instances, and raises the domain errors
 of `conversations.errors`. The database backs the rules up (migration 0002): a
-message row can be inserted, never updated, and deleted only on the
-conversation-deletion path below.
+message row can be inserted, never updated, and deleted only with its whole
+conversation, by the one deletion path (`retention.pruning.delete_conversations_in_batches`,
+which age-based pruning and deletion requests both run). Transactions and locks:
+conversations/db.py.
 """
 
 import json
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
@@ -20,6 +23,7 @@ from django.utils import timezone
 from memoryui import metrics
 
 from . import calls, chain, hooks, params, rows
+from .db import advisory_lock, writer_queue
 from .errors import (
     CheckpointBeforeLatest,
     CheckpointSplitsToolCall,
@@ -30,7 +34,6 @@ from .errors import (
 )
 from .message_schema import encode_message, max_message_bytes
 from .models import AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
-from .owned import owned_tables
 from .params import check_text, check_tree
 from .rows import (  # the row primitives every door writes through (rows.py)
     _db_id,
@@ -72,7 +75,8 @@ def _db_datetime(value):
     return connection.ops.adapt_datetimefield_value(value)
 
 
-def _clean_text(value, *, field: str, max_length: int, required: bool = False) -> str:
+def clean_text(value, *, field: str, max_length: int, required: bool = False) -> str:
+    """A short text column (a title, a subject, a name) as stored: stripped, checked, bounded."""
     if value is None:
         value = ""
     if not isinstance(value, str):
@@ -86,7 +90,8 @@ def _clean_text(value, *, field: str, max_length: int, required: bool = False) -
     return value
 
 
-def _check_meta(meta) -> dict:
+def check_meta(meta) -> dict:
+    """A JSON object both databases store as it is (meta, an import's state); {} for None."""
     if meta is None:
         return {}
     if not isinstance(meta, dict):
@@ -98,18 +103,6 @@ def _check_meta(meta) -> dict:
     # PostgreSQL's jsonb refuses \u0000, and no database stores half a surrogate pair.
     check_tree(meta, where="meta")
     return meta
-
-
-def _lock_conversation(conversation_id) -> Conversation:
-    """The live conversation, locked for the rest of the transaction.
-
-    PostgreSQL takes a row lock; SQLite already holds the database write lock
-    (IMMEDIATE transactions), so the plain read is as good as a lock there.
-    """
-    qs = Conversation.objects
-    if connection.vendor != "sqlite":
-        qs = qs.select_for_update()
-    return qs.get_live(conversation_id)
 
 
 def _clean_external_id(namespace, external_id) -> tuple[str, str | None]:
@@ -155,10 +148,10 @@ def get_or_create_conversation(*, namespace: str = "", external_id: str, title: 
 
 def _create(*, title, subject, meta, namespace, external_id, get_existing: bool, parent_id=None,
             parent_relation: str = "", forked_from_position: int | None = None) -> tuple[Conversation, bool]:
-    title = _clean_text(title, field="title", max_length=TITLE_MAX)
-    subject = _clean_text(subject, field="subject", max_length=SUBJECT_MAX)
+    title = clean_text(title, field="title", max_length=TITLE_MAX)
+    subject = clean_text(subject, field="subject", max_length=SUBJECT_MAX)
     namespace, external_id = _clean_external_id(namespace, external_id)
-    meta = _check_meta(meta)
+    meta = check_meta(meta)
     if (parent_id is None) != (not parent_relation) or parent_relation not in ("", *PARENT_RELATIONS):
         raise InvalidInput("a parent needs its relation (fork or subagent), and a relation its parent",
                            field="parent_relation")
@@ -246,7 +239,7 @@ def _write_rows(db, cid, rows: list[list], expected_position: int | None, stamps
         # statements. Errors are still raised as Django's database errors.
         db.ensure_connection()
         raw = db.connection
-        with db.wrap_database_errors, write_lock(db):
+        with db.wrap_database_errors, writer_queue(db):
             raw.execute("BEGIN IMMEDIATE")
             try:
                 position = _bump_and_insert(db, cid, rows, expected_position, stamps)
@@ -262,12 +255,6 @@ def _write_rows(db, cid, rows: list[list], expected_position: int | None, stamps
         if db.vendor == "sqlite":
             db.begin_pending()  # _bump_and_insert runs on the sqlite3 connection itself
         return _bump_and_insert(db, cid, rows, expected_position, stamps)
-
-
-def write_lock(db):
-    """The process-wide SQLite writer queue (memoryui/sqlite/base.py), or no lock."""
-    lock = getattr(db, "writer_queue", None)
-    return lock() if lock is not None else nullcontext()
 
 
 def append_message(*, conversation_id, message, expected_position: int | None = None) -> int:
@@ -355,24 +342,29 @@ def checkpoint_at(*, conversation_id, position: int, summary: str, created_by: s
             f"summary is over the {max_message_bytes()}-byte message limit", field="summary"
         )
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
+        conversation = lock_conversation(conversation_id)
         _check_position(conversation, position)
-        latest = Checkpoint.objects.latest_for(conversation.pk)
-        if latest is not None and position < latest.message_position:
-            raise CheckpointBeforeLatest(
-                f"position {position} is before the latest checkpoint at position "
-                f"{latest.message_position}; a checkpoint can only move the fold forward",
-                field="position",
-            )
-        _check_fold_keeps_calls(conversation, position, floor=latest.message_position if latest else 0)
+        floor = fold_floor(conversation.pk, position)
+        _check_fold_keeps_calls(conversation, position, floor=floor)
         checkpoint = add_checkpoint(conversation_id=conversation.pk, message_position=position, summary=summary,
                                     created_by=str(created_by or actor or "")[:200])
-        Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=checkpoint.created_at,
-                                                               received_at=checkpoint.created_at)
+        touch_conversation(conversation.pk, at=checkpoint.created_at)
         if actor:
             record_audit(actor=actor, action="conversation.checkpointed", target_type="conversation",
                          target_id=str(conversation.pk), detail={"checkpoint_id": checkpoint.pk, "position": position})
     return checkpoint
+
+
+def fold_floor(conversation_id, position: int) -> int:
+    """The latest checkpoint's position (0 without one): a fold may not go back before it."""
+    latest = Checkpoint.objects.latest_for(conversation_id)
+    if latest is not None and position < latest.message_position:
+        raise CheckpointBeforeLatest(
+            f"position {position} is before the latest checkpoint at position "
+            f"{latest.message_position}; a checkpoint can only move the fold forward",
+            field="position",
+        )
+    return latest.message_position if latest else 0
 
 
 def _check_fold_keeps_calls(conversation: Conversation, position: int, *, floor: int) -> None:
@@ -415,7 +407,7 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
     if relation not in PARENT_RELATIONS:
         raise InvalidInput(f"relation must be one of {', '.join(PARENT_RELATIONS)}", field="relation")
     with transaction.atomic():
-        parent = _lock_conversation(conversation_id)
+        parent = lock_conversation(conversation_id)
         # The parent's namespace as stored (it may predate the identifier rules).
         namespace, external_id = parent.namespace, _clean_id(external_id)
         if external_id is not None and _by_external_id(namespace, external_id) is not None:
@@ -423,7 +415,7 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
         _check_position(parent, position)
         if title is None or not str(title).strip():
             title = f"{parent.title or 'Untitled'} (fork at {position})"[:TITLE_MAX]
-        title = _clean_text(title, field="title", max_length=TITLE_MAX)
+        title = clean_text(title, field="title", max_length=TITLE_MAX)
         now = timezone.now()
         child = Conversation.objects.create(
             title=title,
@@ -438,21 +430,12 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             created_at=now,
             last_activity_at=now,
             received_at=now,
-            next_position=position + 1,
             # The parent's chain hash at the fork position: the copied rows carry it too.
             forked_from_chain_hash=_prev_chain(connection, _db_uuid(parent.pk), position + 1),
         )
         fork_copying.send(sender=Conversation, child_id=child.pk, parent_id=parent.pk, upto=position)
-        copied = copy_prefix(child_id=child.pk, parent_id=parent.pk, start=0, count=position + 1)
-        if copied != position + 1:
-            raise Conflict(f"fork copied {copied} rows, expected {position + 1}; nothing was written")
-        checkpoint = Checkpoint.objects.latest_for(parent.pk, at_or_before=position)
-        if checkpoint is not None:
-            add_checkpoint(conversation_id=child.pk, message_position=checkpoint.message_position,
-                           summary=checkpoint.summary, created_at=checkpoint.created_at,
-                           created_by=checkpoint.created_by)
-        # The apps that keep rows per conversation copy theirs as of the fork position (the ledger).
-        hooks.fork_copied.send(sender=Conversation, child_id=child.pk, parent_id=parent.pk, upto=position)
+        copy_fork_rows(child_id=child.pk, parent_id=parent.pk, start=0, count=position + 1, upto=position)
+        child.next_position = position + 1
         if actor:
             record_audit(actor=actor, action="conversation.forked", target_type="conversation",
                          target_id=str(child.pk),
@@ -460,51 +443,57 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
     return child
 
 
-@dataclass(frozen=True)
-class Deleted:
-    conversation_id: str
-    messages: int
-    checkpoints: int
+# ---- the primitives of the other doors ---------------------------------------------------
+#
+# Imports, sessions, OTLP, the ledger and the framework stores write the core tables only
+# through these, the functions above and conversations/store_recorded.py (conversations as a
+# transcript recorded them). Each runs in the caller's transaction; the caller holds the
+# conversation: lock_conversation() in that transaction, or a staged import's hold (its
+# conversations are hidden and closed to every other writer until it publishes them).
 
 
-def delete_conversation(*, conversation_id) -> Deleted:
-    """Remove a conversation, its messages, its checkpoints and the rows registered as
-    belonging to it, in one transaction.
+def lock_conversation(conversation_id) -> Conversation:
+    """The live conversation, locked for the rest of the transaction (conversations/db.py).
 
-    Doors (pages, API) delete through retention/erasure.py, which also makes the text
-    gone from disk and keeps a receipt. Forks keep their own copies and survive; they
-    show their parent as removed.
+    PostgreSQL takes a row lock; SQLite already holds the database write lock
+    (IMMEDIATE transactions), so the plain read is as good as a lock there.
     """
-    cid = parse_conversation_id(conversation_id)
-    with transaction.atomic():
-        qs = Conversation.objects.filter(pk=cid)
-        if connection.vendor != "sqlite":
-            qs = qs.select_for_update()
-        if not qs.exists():
-            Conversation.objects.get_live(cid)  # raises NotFound
-        qs.update(deleting=True)
-        deleted = _delete_rows(cid)
-    return deleted
+    return Conversation.objects.for_update().get_live(conversation_id)
 
 
-def _delete_rows(cid) -> Deleted:
-    with connection.cursor() as cursor:
-        # Rows other apps keep per conversation (import sources, …) go first, while
-        # the conversation is still there and marked `deleting` (their guards check it).
-        for owned in owned_tables():
-            cursor.execute(f"DELETE FROM {owned.table} WHERE conversation_id = %s", [_db_uuid(cid)])
-        cursor.execute(f"DELETE FROM {_message_table} WHERE conversation_id = %s", [_db_uuid(cid)])
-        messages = cursor.rowcount
-        cursor.execute(f"DELETE FROM {_checkpoint_table} WHERE conversation_id = %s", [_db_uuid(cid)])
-        checkpoints = cursor.rowcount
-        cursor.execute(f"DELETE FROM {_conversation_table} WHERE id = %s AND deleting", [_db_uuid(cid)])
-    return Deleted(conversation_id=str(cid), messages=messages, checkpoints=checkpoints)
+def touch_conversation(conversation_id, *, at) -> None:
+    """Activity on a conversation at `at`: age-based pruning counts from its receipt, so a
+    conversation being worked on (a fold, a ledger entry) is not taken."""
+    Conversation.objects.filter(pk=conversation_id).update(last_activity_at=at, received_at=at)
+
+
+def copy_fork_rows(*, child_id, parent_id, start: int, count: int, upto: int, staged: bool = False) -> None:
+    """Copy the parent's rows start..start+count-1 into the fork `child_id`, at the positions
+    its counter hands out, with the same bytes, times, salts, commitments and chain hashes.
+    The step that reaches `upto` (the fork position) also brings the latest checkpoint at or
+    before it, and the rows other apps keep per conversation as of it (`hooks.fork_copied`:
+    the ledger's task state, actions and snapshots). A copy in several steps (a staged import's chunks) calls this
+    once per step."""
+    if reserve_positions(conversation_id=child_id, count=count, staged=staged) != start:
+        raise Conflict("the fork changed underneath the copy of its parent's rows", field="conversation")
+    copied = copy_prefix(child_id=child_id, parent_id=parent_id, start=start, count=count)
+    if copied != count:
+        raise Conflict(f"the fork copied {copied} rows of its parent, expected {count}; nothing was written")
+    if start + count != upto + 1:
+        return
+    checkpoint = Checkpoint.objects.latest_for(parent_id, at_or_before=upto)
+    if checkpoint is not None:
+        add_checkpoint(conversation_id=child_id, message_position=checkpoint.message_position,
+                       summary=checkpoint.summary, created_at=checkpoint.created_at,
+                       created_by=checkpoint.created_by)
+    # The apps that keep rows per conversation copy theirs as of the fork position (the ledger).
+    hooks.fork_copied.send(sender=Conversation, child_id=child_id, parent_id=parent_id, upto=upto)
 
 
 def set_pinned(*, conversation_id, pinned: bool, actor: str | None = None) -> Conversation:
     """Pin (age-based pruning never takes it) or unpin; audited when an actor is given."""
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
+        conversation = lock_conversation(conversation_id)
         Conversation.objects.filter(pk=conversation.pk).update(pinned=bool(pinned))
         conversation.pinned = bool(pinned)
         if actor:
@@ -524,9 +513,7 @@ def record_audit(*, actor: str, action: str, target_type: str = "", target_id: s
     detail = json.loads(chain.canonical_json(detail or {}))  # what is hashed is what is stored
     actor, target_id = str(actor)[:200], str(target_id)[:200]
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [AUDIT_CHAIN_LOCK])
+        advisory_lock(AUDIT_CHAIN_LOCK)
         prev = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
         at = timezone.now()
         body = chain.payload("audit", [at, actor, action, target_type, target_id, detail])

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.models import Conversation
+from conversations.retention import erasure
 from conversations.roles import assign_role
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,3 +106,10 @@ def sqlite_integrity_check(path=None) -> list[str]:
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)["result"]
+
+
+def delete_conversation(conversation_id, *, actor: str = "user:admin"):
+    """Delete a conversation the way people do, from its page's Delete button or with
+    DELETE /api/v1/conversations/{id}: retention/erasure.py, with its receipt (returned)
+    and its search of the database files. The one deletion path; the store has no other."""
+    return erasure.delete_one_conversation(conversation_id=conversation_id, actor=actor)

@@ -9,6 +9,7 @@ from conversations.models import Conversation
 from conversations.owned import owned_tables
 from conversations.retention import erasure, pruning
 from tests.api_support import login_as
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +67,7 @@ def test_rows_are_never_updated_and_only_deleted_with_their_conversation(convo):
         cursor.execute("UPDATE access_conversationaccess SET actor = 'user:mallory' WHERE id = %s", [row.pk])
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM access_conversationaccess WHERE id = %s", [row.pk])
-    store.delete_conversation(conversation_id=convo.pk)
+    delete_conversation(convo.pk)
     assert not ConversationAccess.objects.exists()
 
 

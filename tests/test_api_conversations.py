@@ -9,6 +9,7 @@ import pytest
 from conversations import store
 from conversations.models import Conversation
 from tests.api_support import error_of
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -255,7 +256,7 @@ def test_its_fork_count_leaves_out_subagent_transcripts_and_forks_being_deleted(
 
 def test_it_says_when_the_parent_is_gone(reader, convo):
     child = store.fork_conversation(conversation_id=convo.pk, position=1)
-    store.delete_conversation(conversation_id=convo.pk)
+    delete_conversation(convo.pk)
     body = reader.get(f"/conversations/{child.pk}").json()
     assert body["parent_missing"] is True and body["lineage"] == []
 

@@ -8,6 +8,7 @@ from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.models import AuditEvent
 from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +97,7 @@ def test_it_lists_the_queue_oldest_first(client, reviewer):
 
 
 def test_it_says_source_removed_when_the_conversation_is_gone(client, reviewer, proposal, source):
-    store.delete_conversation(conversation_id=source.pk)
+    delete_conversation(source.pk)
     html = client.get("/facts/").content.decode()
     assert "Source removed" in html
     assert Fact.objects.get(pk=proposal.pk).source_position == 1

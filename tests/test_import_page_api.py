@@ -12,6 +12,7 @@ from conversations.export import export_stream
 from conversations.imports import importer
 from conversations.models import Checkpoint, Conversation, Message
 from tests.api_support import Api, error_of, login_as, make_key
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 FIX = Path(__file__).parent / "fixtures" / "formats"
@@ -216,14 +217,14 @@ def test_memoryui_export_imports_back_exactly(rows, data):
     child = store.fork_conversation(conversation_id=parent.pk, position=at)
     store.append_message(conversation_id=child.pk, message={"kind": "note", "text": "after"})
     exported = _export(parent.pk, "memoryui") + _export(child.pk, "memoryui")
-    store.delete_conversation(conversation_id=child.pk)
-    store.delete_conversation(conversation_id=parent.pk)
+    delete_conversation(child.pk)
+    delete_conversation(parent.pk)
     importer.import_text(exported)
     assert _export(parent.pk, "memoryui") + _export(child.pk, "memoryui") == exported
     again = importer.import_text(exported)
     assert all(c.get("already_present") for c in again.created)
     for c in (child, parent):
-        store.delete_conversation(conversation_id=c.pk)
+        delete_conversation(c.pk)
     mine = [parent.pk, child.pk]
     assert not Message.objects.filter(conversation_id__in=mine).exists()
     assert not Checkpoint.objects.filter(conversation_id__in=mine).exists()

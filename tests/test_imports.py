@@ -15,6 +15,7 @@ from conversations.errors import StoreError
 from conversations.imports import entry_appends, entry_streams, importer
 from conversations.imports.models import ImportSource, SourceEntry
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 FIX = Path(__file__).parent / "fixtures" / "formats"
@@ -204,8 +205,8 @@ def test_a_hard_error_imports_nothing_of_that_conversation_and_the_others_are_ke
     dump = "".join(export_stream(good.pk, "memoryui").chunks)
     bad_dump = "".join(export_stream(bad.pk, "memoryui").chunks).splitlines(keepends=True)
     bad_dump[2] = bad_dump[2].replace('"position": 1', '"position": 5')  # a gap: positions would not be exact
-    store.delete_conversation(conversation_id=good.pk)
-    store.delete_conversation(conversation_id=bad.pk)
+    delete_conversation(good.pk)
+    delete_conversation(bad.pk)
     result = importer.import_text(dump + "".join(bad_dump), format="memoryui")
     assert [c["title"] for c in result.created] == ["good"]
     assert [f["title"] for f in result.failed] == ["bad"]
@@ -317,7 +318,7 @@ def test_original_entries_cannot_be_updated_or_deleted_by_raw_sql(imported):
 
 def test_deleting_the_conversation_removes_its_source_and_entries(imported):
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
-    store.delete_conversation(conversation_id=main.pk)
+    delete_conversation(main.pk)
     assert not ImportSource.objects.exists()
     assert not SourceEntry.objects.filter(conversation_id=main.pk).exists()
     assert entry_streams.load_entries(format="claude-code", namespace="proj", external_id=SESSION) is None

@@ -8,7 +8,7 @@ from conversations.ledger import store as ledger
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
 from conversations.retention import erasure, erasure_verify
 from conversations.retention.pruning import prune_older_than
-from tests.retention_support import age, conversation, raw_bytes_of_database
+from tests.retention_support import age, conversation, delete_conversation, raw_bytes_of_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_deleting_a_conversation_deletes_its_ledger_rows():
     doomed = with_ledger(conversation(title="doomed", messages=2))
     kept = conversation(title="kept", messages=2)
     ledger.record_action(conversation_id=kept.pk, idempotency_key="keep-me", name="n")
-    store.delete_conversation(conversation_id=doomed.pk)
+    delete_conversation(doomed.pk)
     assert ledger_rows(doomed) == (0, 0, 0)
     assert Action.objects.of(kept.pk).count() == 1
 
@@ -57,7 +57,7 @@ def test_pruning_takes_the_ledger_rows_of_the_conversations_it_prunes():
 def test_a_fork_keeps_its_copy_when_the_parent_is_deleted():
     parent = with_ledger(conversation(title="parent", messages=2))
     fork = store.fork_conversation(conversation_id=parent.pk, position=1)
-    store.delete_conversation(conversation_id=parent.pk)
+    delete_conversation(parent.pk)
     assert ledger_rows(fork) == (1, 2, 1)
     again = ledger.record_action(conversation_id=fork.pk, idempotency_key=REFUND_KEY, name="issue_refund")
     assert again.status == "already_performed"

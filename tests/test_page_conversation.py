@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations import store, views
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -247,7 +248,7 @@ def test_it_shows_lineage_and_the_fork_tree(client, auditor, convo):
 
 def test_it_says_parent_pruned(client, auditor, convo):
     child = store.fork_conversation(conversation_id=convo.pk, position=2, title="child")
-    store.delete_conversation(conversation_id=convo.pk)
+    delete_conversation(convo.pk)
     response = client.get(url(child))
     assert response.status_code == 200
     assert b"parent pruned" in response.content

@@ -14,6 +14,7 @@ from conversations.retention import pruning
 from conversations.search import highlight
 from conversations.search.query import InvalidQuery, parse_query
 from conversations.search.reads import BadSearch, Filters, search_messages
+from tests.retention_support import delete_conversation
 from tests.search_support import index_bytes, into_the_index, rows_the_index_knows, waiting_rows
 
 pytestmark = pytest.mark.django_db
@@ -229,7 +230,7 @@ def test_a_row_a_fork_copied_is_one_hit_with_both_conversations(ticket):
 
 def test_deleting_a_conversation_removes_its_rows_from_the_index(ticket, other):
     before = fts_rows()
-    store.delete_conversation(conversation_id=ticket.pk)
+    delete_conversation(ticket.pk)
     assert hits("refund") == [(str(other.pk), 1), (str(other.pk), 0)]
     assert fts_rows() == before - len(TICKET)
     if connection.vendor == "sqlite":
@@ -318,7 +319,7 @@ def test_deleting_a_waiting_row_never_touches_the_index(where):
     if where == "indexed":
         into_the_index()
     before = (waiting_rows(), indexed_rows())
-    store.delete_conversation(conversation_id=gone.pk)
+    delete_conversation(gone.pk)
     if connection.vendor == "sqlite":
         # Off the list if it was waiting, out of the index if it was in: never both.
         assert (waiting_rows(), indexed_rows()) == ((1, 0) if where == "waiting" else (0, 1))

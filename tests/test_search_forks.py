@@ -17,7 +17,7 @@ from conversations.search.models import BorrowedRows
 from conversations.search.reads import Filters, search_messages
 from tests.api_support import Api, login_as, make_key
 from tests.conftest import purge_sqlite_guarded_tables
-from tests.retention_support import age, raw_bytes_of_database
+from tests.retention_support import age, delete_conversation, raw_bytes_of_database
 from tests.search_support import index_bytes, into_the_index, rows_the_index_knows
 
 pytestmark = pytest.mark.django_db
@@ -194,14 +194,14 @@ def test_a_fork_of_a_fork_stays_findable_as_its_ancestors_go(where):
     append(child, "a voucher instead")
     grandchild = fork(child, 3)
 
-    store.delete_conversation(conversation_id=child.pk)
+    delete_conversation(child.pk)
     # The rows the child held itself are now the grandchild's; the rest still its parent's.
     assert hits("voucher") == [(grandchild.pk, 3)]
     assert holders("blender") == [[parent.pk, grandchild.pk]]
     assert BorrowedRows.objects.get(conversation_id=grandchild.pk).source_id == parent.pk
     assert_index_sound()
 
-    store.delete_conversation(conversation_id=parent.pk)
+    delete_conversation(parent.pk)
     assert hits("blender OR voucher OR parcel") == [(grandchild.pk, 3), (grandchild.pk, 2), (grandchild.pk, 0)]
     assert BorrowedRows.objects.count() == 0
     assert_index_sound()
@@ -213,7 +213,7 @@ def test_deleting_a_fork_leaves_its_source_in_the_index(where):
     child = fork(parent, 2)
     append(child, "a voucher instead")
 
-    store.delete_conversation(conversation_id=child.pk)
+    delete_conversation(child.pk)
 
     assert index_entries() == entries
     assert holders("blender") == [[parent.pk]]
@@ -341,8 +341,8 @@ def test_before_its_source_goes_a_fork_is_indexed_a_batch_per_transaction(where)
     assert [h.position for h in of_child] == list(range(8, -1, -1))
     assert all([c.id for c in h.conversations] == [child.pk, grandchild.pk] for h in of_child)
 
-    store.delete_conversation(conversation_id=copies_in.pk)
-    store.delete_conversation(conversation_id=parent.pk)
+    delete_conversation(copies_in.pk)
+    delete_conversation(parent.pk)
     assert found() == list(range(9))
     assert_index_sound()
 

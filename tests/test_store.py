@@ -16,6 +16,7 @@ from conversations.errors import (
     PositionOutOfRange,
 )
 from conversations.models import Checkpoint, Conversation, Message
+from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -218,8 +219,8 @@ def test_a_fork_outlives_its_parent(conversation):
     fill(conversation, 4)
     store.checkpoint_at(conversation_id=conversation.pk, position=1, summary="s")
     child = store.fork_conversation(conversation_id=conversation.pk, position=2)
-    deleted = store.delete_conversation(conversation_id=conversation.pk)
-    assert (deleted.messages, deleted.checkpoints) == (4, 1)
+    receipt = delete_conversation(conversation.pk)
+    assert (receipt.counts["messages"], receipt.counts["checkpoints"]) == (4, 1)
     assert not Conversation.objects.filter(pk=conversation.pk).exists()
     child.refresh_from_db()
     assert child.parent_missing
@@ -229,7 +230,7 @@ def test_a_fork_outlives_its_parent(conversation):
 
 def test_delete_of_an_unknown_conversation_is_not_found():
     with pytest.raises(NotFound):
-        store.delete_conversation(conversation_id=uuid.uuid4())
+        delete_conversation(uuid.uuid4())
 
 
 def test_lineage_walks_to_the_root(conversation):

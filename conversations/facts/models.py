@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from conversations.db import LockingQuerySet
 from conversations.subjects import normalize_subject
 
 CATEGORIES = ("preference", "observation", "decision", "profile", "other")
@@ -29,7 +30,7 @@ EVENT_KINDS = (
 )
 
 
-class FactQuerySet(models.QuerySet):
+class FactQuerySet(LockingQuerySet):
     def about(self, subject: str):
         return self.filter(subject=subject)
 

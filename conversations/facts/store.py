@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from conversations import params
@@ -119,10 +119,7 @@ def _locked_fact(fact_id) -> Fact:
         fact_id = params.parse_int(fact_id if isinstance(fact_id, int) else str(fact_id), minimum=1, maximum=MAX_ID)
     except ValueError:
         raise NotFound(f"fact {str(fact_id)[:40]!r} not found", field="id") from None
-    qs = Fact.objects.exclude(status="erasing")
-    if connection.vendor != "sqlite":
-        qs = qs.select_for_update()
-    fact = qs.filter(pk=fact_id).first()
+    fact = Fact.objects.for_update().exclude(status="erasing").filter(pk=fact_id).first()
     if fact is None:
         raise NotFound(f"fact {fact_id} not found", field="id")
     return fact

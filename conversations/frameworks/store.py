@@ -10,7 +10,7 @@ import json
 from django.db import transaction
 
 from conversations.errors import InvalidInput
-from conversations.store import _check_meta
+from conversations.store import check_meta
 
 from .models import SessionSummary
 
@@ -22,7 +22,7 @@ def save_summary(*, source, data: dict, at) -> SessionSummary:
     verbatim, stamped with `at`: the stream's own `updated_at`, one clock for both."""
     if not isinstance(data, dict):
         raise InvalidInput("summary must be a JSON object (the SDK's summary data)", field="summary")
-    data = _check_meta(data)
+    data = check_meta(data)
     if len(json.dumps(data, ensure_ascii=False).encode()) > DATA_MAX_BYTES:
         raise InvalidInput(f"summary is over {DATA_MAX_BYTES} bytes", field="summary")
     with transaction.atomic():

@@ -5,11 +5,11 @@ of the import's transaction, a new one through the chunked `Writer`."""
 from django.db import transaction
 
 from conversations import store as conversation_store
+from conversations import store_recorded
 from conversations.errors import ImportInProgress, InvalidInput, StoreError
 from conversations.formats.base import (
     ConvPlan,
     Plan,
-    storable,
 )
 from conversations.models import Conversation
 
@@ -171,10 +171,10 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
     elif conv.copy_prefix and parent_id is not None and conv.parent_position is not None:
         c = conversation_store.fork_conversation(conversation_id=parent_id, position=conv.parent_position,
                                                  title=conv.title or None)
-        fields = {"meta": store._check_meta(storable({**c.meta, **conv.meta}))}
+        fields = {"meta": {**c.meta, **conv.meta}}
         if first_at is not None:  # the branch began with its first own row, as the transcript has it
             fields.update(created_at=first_at, last_activity_at=last_at or first_at)
-        Conversation.objects.filter(pk=c.pk).update(**fields)
+        store_recorded.set_recorded(c.pk, **fields)
         cid = str(c.pk)
     else:
         external_id = plan.source_key[:200] if conv.key == "main" and not plan.source_key.startswith("sha256:") \
@@ -195,7 +195,7 @@ def _write_conversation(conv: ConvPlan, plan: Plan, ids: dict, *, namespace: str
                                   created_by=fold.created_by if plan.format == "memoryui" else
                                   (fold.created_by or plan.format))
     if plan.format == "memoryui" and conv.last_activity_at:
-        Conversation.objects.filter(pk=cid).update(last_activity_at=conv.last_activity_at)
+        store_recorded.set_recorded(cid, last_activity_at=conv.last_activity_at)
     store.record_import(actor=actor, conversation_id=cid, detail={
         "format": plan.format, "messages": len(conv.rows), "checkpoints": len(conv.folds),
         "appended": bool(conv.existing_id), "next_position": end})

@@ -4,8 +4,6 @@ grown file and for a batch of entries alike."""
 
 import uuid
 
-from django.db import connection
-
 from conversations.errors import NotFound
 from conversations.formats import claude_code, claude_code_placer, codex, journal
 from conversations.formats.base import (
@@ -102,7 +100,4 @@ def continue_plan(source: ImportSource, lines, *, format: str, subject: str, ded
 
 
 def locked_source(format, namespace, key) -> ImportSource | None:
-    qs = ImportSource.objects.filter(format=format, namespace=namespace, source_key=key[:300])
-    if connection.vendor != "sqlite":  # SQLite: the IMMEDIATE transaction already holds the write lock
-        qs = qs.select_for_update()
-    return qs.first()
+    return ImportSource.objects.for_update().filter(format=format, namespace=namespace, source_key=key[:300]).first()

@@ -16,6 +16,8 @@ deletion and deletion requests remove them with it.
 from django.db import models
 from django.utils import timezone
 
+from conversations.db import LockingQuerySet
+
 
 class ImportSource(models.Model):
     id = models.BigAutoField(primary_key=True)
@@ -33,6 +35,8 @@ class ImportSource(models.Model):
     consumed_hash = models.CharField(max_length=80, blank=True, default="")
     # What the format's placer resumes from (conversation keys → ids, pending folds, …).
     state = models.JSONField(default=dict, blank=True)
+
+    objects = LockingQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -91,6 +95,8 @@ class ImportStage(models.Model):
     source_key = models.CharField(max_length=300, blank=True, default="")
     started_at = models.DateTimeField(default=timezone.now)
     heartbeat_at = models.DateTimeField(default=timezone.now)
+
+    objects = LockingQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"import of {self.conversation_id} held by {self.holder}"

@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import store as conversation_store
@@ -382,10 +382,7 @@ def ingest(doc: dict, *, actor: str, limits: Limits | None = None, namespace: st
 
 
 def _locked_source(namespace: str, key: str) -> ImportSource | None:
-    qs = ImportSource.objects.filter(format=FORMAT, namespace=namespace, source_key=key)
-    if connection.vendor != "sqlite":  # SQLite: the IMMEDIATE transaction holds the write lock already
-        qs = qs.select_for_update()
-    return qs.first()
+    return ImportSource.objects.for_update().filter(format=FORMAT, namespace=namespace, source_key=key).first()
 
 
 def _new_source(key: str, group: list, *, namespace: str) -> ImportSource:

@@ -34,7 +34,7 @@ after the checkpoint; without one, every item. Retracted items are left out.
 import json
 from dataclasses import dataclass
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import store as conversation_store
@@ -88,8 +88,8 @@ def head(*, namespace: str, session_id: str, lock: bool = False) -> Stream:
     """The session's live generation with the highest number (no source: none yet)."""
     namespace, session_id = _check_session(namespace, session_id)
     qs = ImportSource.objects.filter(format=FORMAT, namespace=namespace, state__session=session_id)
-    if lock and connection.vendor != "sqlite":
-        qs = qs.select_for_update()
+    if lock:
+        qs = qs.for_update()
     sources = sorted(qs, key=lambda s: s.state.get("generation", 0), reverse=True)
     live = set(Conversation.objects.live().filter(pk__in=[s.conversation_id for s in sources])
                .values_list("pk", flat=True))

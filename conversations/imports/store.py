@@ -1,41 +1,30 @@
 """Writes of the importer: conversations with their original times, rows in bulk,
 checkpoints with their original times, and the original entries.
 
-These keep the rules of `conversations.store`: the store assigns positions (the
-counter is bumped with UPDATE … RETURNING before the rows are inserted, so the
-database's insert guard holds), a row is validated and encoded once (by
+The core tables (conversations, messages, checkpoints) are written only through the
+store's primitives (`conversations.store`, `conversations.store_recorded`), which keep
+its rules: the store assigns positions, a row is validated and encoded once (by
 `conversations.message_schema.encode_message`, in the parser: `formats.base.make_row`),
-checkpoints only move the fold forward, and each function runs in one
-transaction. The importer nests them in one transaction per conversation.
+checkpoints only move the fold forward. Each function here runs in one transaction;
+the importer nests them in one transaction per conversation. This module writes the
+import's own tables (sources, original entries, stage holds) itself.
 """
 
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import calls
-from conversations.errors import CheckpointBeforeLatest, Conflict, ImportInProgress, InvalidInput, StoreError
+from conversations import store_recorded
+from conversations.errors import ImportInProgress, InvalidInput, StoreError
 from conversations.formats.base import Entry, Row, storable
 from conversations.message_schema import KINDS, max_message_bytes
-from conversations.models import Checkpoint, Conversation, Message
-from conversations.store import (
-    SUBJECT_MAX,
-    TITLE_MAX,
-    _check_meta,
-    _clean_text,
-    _lock_conversation,
-    add_checkpoint,
-    copy_prefix,
-    insert_reserved,
-    record_audit,
-    reserve_positions,
-)
+from conversations.models import Checkpoint, Conversation
+from conversations.retention.lease import STALE_AFTER, process_gone
+from conversations.store import check_meta, copy_fork_rows, lock_conversation, record_audit
 
 from .models import ImportSource, ImportStage, SourceEntry
 
-_MSG = Message._meta.db_table
-_CONV = Conversation._meta.db_table
 _ENTRY = SourceEntry._meta.db_table
 BATCH = 1000
 
@@ -49,42 +38,16 @@ def _entry_text(value: str | None) -> str | None:
     return storable(value)[:200] if value else None
 
 
-def _conversation_fields(*, id, title, subject, meta, namespace, external_id, parent_id, parent_relation,
-                        forked_from_position, created_at, last_activity_at, pinned) -> dict:
-    """The checked columns of a conversation as the transcript had it: its times, its
-    lineage, its framework id."""
-    title = _clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
-                        max_length=TITLE_MAX)
-    subject = _clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
-    namespace = _clean_text(namespace, field="namespace", max_length=200)
-    if external_id is not None:
-        external_id = _clean_text(storable(external_id), field="external_id", max_length=200, required=True)
-    meta = _check_meta(storable(meta))
-    if parent_relation not in ("", "fork", "subagent"):
-        raise InvalidInput("parent_relation must be fork or subagent", field="parent_relation")
-    now = timezone.now()
-    fields = dict(title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
-                  parent_id=parent_id, parent_relation=parent_relation if parent_id else "",
-                  forked_from_position=forked_from_position if parent_id else None,
-                  created_at=created_at or now, last_activity_at=last_activity_at or created_at or now,
-                  # Never the transcript's: retention counts from when memoryui received it.
-                  received_at=now, pinned=bool(pinned))
-    if id is not None:
-        fields["id"] = id
-    return fields
-
-
 def create_imported_conversation(*, id=None, title: str = "", subject: str = "", meta: dict | None = None,
                                  namespace: str = "", external_id: str | None = None, parent_id=None,
                                  parent_relation: str = "", forked_from_position: int | None = None,
                                  created_at=None, last_activity_at=None, pinned: bool = False) -> Conversation:
     """A new conversation as the transcript had it: its times, its lineage, its framework id."""
-    fields = _conversation_fields(id=id, title=title, subject=subject, meta=meta, namespace=namespace,
-                                  external_id=external_id, parent_id=parent_id, parent_relation=parent_relation,
-                                  forked_from_position=forked_from_position, created_at=created_at,
-                                  last_activity_at=last_activity_at, pinned=pinned)
     with transaction.atomic():
-        return Conversation.objects.create(**fields)
+        return store_recorded.create_recorded_conversation(
+            id=id, title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
+            parent_id=parent_id, parent_relation=parent_relation, forked_from_position=forked_from_position,
+            created_at=created_at, last_activity_at=last_activity_at, pinned=pinned)
 
 
 def append_imported(*, conversation_id, rows: list[Row], expected_position: int) -> int:
@@ -102,20 +65,12 @@ def append_imported(*, conversation_id, rows: list[Row], expected_position: int)
         return expected_position
     now = timezone.now()
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
-        if conversation.next_position != expected_position:
-            raise Conflict(f"the conversation has {conversation.next_position} rows, the import expected "
-                           f"{expected_position}: another writer appended meanwhile; import again",
-                           code="position_conflict", field="conversation")
+        conversation = lock_conversation(conversation_id)
         last_at = max((row.at for row in rows if row.at is not None), default=now)
-        start = reserve_positions(conversation_id=conversation.pk, count=len(rows),
-                                  last_activity_at=max(last_at, conversation.last_activity_at), received_at=now)
-        if start is None:
-            Conversation.objects.get_live(conversation.pk)  # being deleted meanwhile: NotFound, nothing written
-        end = start + len(rows)
-        insert_reserved(conversation_id=conversation.pk, start=start,
-                        rows=[(row.kind, row.text, row.at or now) for row in rows])
-    return end
+        return store_recorded.append_rows(
+            conversation_id=conversation.pk, rows=[(row.kind, row.text, row.at or now) for row in rows],
+            expected_position=expected_position, last_activity_at=max(last_at, conversation.last_activity_at),
+            received_at=now)
 
 
 def checkpoint_imported(*, conversation_id, position: int, summary: str, created_at=None,
@@ -124,27 +79,19 @@ def checkpoint_imported(*, conversation_id, position: int, summary: str, created
     moves to the nearest position before (conversations/calls.py), unless `exact`."""
     if not isinstance(summary, str) or not summary.strip():
         raise InvalidInput("summary must not be blank", field="summary")
-    if "\x00" in summary:
-        summary = summary.replace("\x00", "\ufffd")
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
+        conversation = lock_conversation(conversation_id)
         if not 0 <= position < conversation.next_position:
             raise InvalidInput(f"checkpoint position {position} is out of range", field="position")
-        latest = Checkpoint.objects.latest_for(conversation.pk)
-        if latest is not None and position < latest.message_position:
-            raise CheckpointBeforeLatest(f"position {position} is before the latest checkpoint", field="position")
-        if not exact:
-            position, summary = calls.placed_fold(conversation.pk, position, summary,
-                                                  floor=latest.message_position if latest else 0)
-        return add_checkpoint(conversation_id=conversation.pk, message_position=position, summary=summary,
-                              created_at=created_at or timezone.now(), created_by=storable(str(created_by))[:200])
+        return store_recorded.add_recorded_checkpoint(conversation_id=conversation.pk, position=position,
+                                                      summary=summary, created_at=created_at,
+                                                      created_by=created_by, exact=exact)
 
 
 def retitle(*, conversation_id, title: str) -> None:
     """Name an imported stream's conversation (its placeholder title, or a title entry)."""
-    title = _clean_text(" ".join(storable(str(title)).split())[:TITLE_MAX], field="title", max_length=TITLE_MAX)
     with transaction.atomic():
-        Conversation.objects.filter(pk=conversation_id).update(title=title)
+        store_recorded.set_recorded(conversation_id, title=title)
 
 
 def get_or_create_source(*, format: str, namespace: str, source_key: str, conversation_id) -> tuple[ImportSource, bool]:
@@ -180,7 +127,7 @@ def save_source(*, source: ImportSource, entries: int, state: dict, consumed_cha
     if consumed_chars is not None:
         fields["consumed_chars"] = consumed_chars
         fields["consumed_hash"] = consumed_hash or ""
-    _check_meta(state)
+    check_meta(state)
     with transaction.atomic():
         ImportSource.objects.filter(pk=source.pk).update(**fields)
     for key, value in fields.items():
@@ -190,30 +137,6 @@ def save_source(*, source: ImportSource, entries: int, state: dict, consumed_cha
 def record_import(*, actor: str, conversation_id, detail: dict) -> None:
     record_audit(actor=actor or "system", action="conversation.imported", target_type="conversation",
                  target_id=str(conversation_id), detail=detail)
-
-
-def link_subagent(*, conversation_id, parent_id, position: int | None, actor: str) -> bool:
-    """Give a subagent that came before its session (or before its call) its link.
-
-    Lineage is append-only: only an empty column is filled (no parent → this parent;
-    this parent with no position → the position), never a link changed; the link is
-    recorded as its own audit event in the same transaction. True when something was filled."""
-    with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
-        if str(conversation.parent_id or "") not in ("", str(parent_id)) or str(conversation.pk) == str(parent_id):
-            return False
-        if conversation.parent_id is not None and (conversation.forked_from_position is not None or position is None):
-            return False
-        filled = Conversation.objects.filter(pk=conversation.pk, forked_from_position=None).filter(
-            models.Q(parent_id=None) | models.Q(parent_id=parent_id)).update(
-            parent_id=parent_id, parent_relation="subagent", forked_from_position=position)
-        if filled:
-            record_audit(actor=actor or "system", action="conversation.linked", target_type="conversation",
-                         target_id=str(conversation.pk),
-                         detail={"parent_id": str(parent_id), "parent_relation": "subagent",
-                                 "forked_from_position": position,
-                                 "filled": "position" if conversation.parent_id else "parent"})
-        return bool(filled)
 
 
 # ---- staged imports: short transactions, hidden until the last one -------------------------
@@ -235,9 +158,7 @@ class ImportInterrupted(StoreError):
 def _check_holds(holder: str, staged: list) -> None:
     if not staged:
         return
-    qs = ImportStage.objects.filter(conversation_id__in=staged, holder=holder)
-    if connection.vendor != "sqlite":  # SQLite: the IMMEDIATE transaction already holds the write lock
-        qs = qs.select_for_update()
+    qs = ImportStage.objects.for_update().filter(conversation_id__in=staged, holder=holder)
     held = len(list(qs.values_list("conversation_id", flat=True)))
     if held != len(staged):
         raise ImportInterrupted(
@@ -251,15 +172,13 @@ def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=No
                        forked_from_position: int | None = None, created_at=None, last_activity_at=None,
                        pinned: bool = False) -> Conversation:
     """A new conversation, hidden (marked `deleting`) until the import publishes it."""
-    fields = _conversation_fields(id=id, title=title, subject=subject, meta=meta, namespace=namespace,
-                                  external_id=external_id, parent_id=parent_id, parent_relation=parent_relation,
-                                  forked_from_position=forked_from_position, created_at=created_at,
-                                  last_activity_at=last_activity_at, pinned=pinned)
-    fields["deleting"] = True
     try:
         with transaction.atomic():
             _check_holds(holder, staged)
-            conversation = Conversation.objects.create(**fields)
+            conversation = store_recorded.create_recorded_conversation(
+                id=id, title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id,
+                parent_id=parent_id, parent_relation=parent_relation, forked_from_position=forked_from_position,
+                created_at=created_at, last_activity_at=last_activity_at, pinned=pinned, staged=True)
             ImportStage.objects.create(conversation_id=conversation.pk, holder=holder,
                                        source_key=storable(source_key)[:300])
     except IntegrityError:
@@ -277,20 +196,7 @@ def copy_prefix_staged(*, holder: str, staged: list, child_id, parent_id, start:
     checkpoint at or before `position` and the parent's ledger as of it."""
     with transaction.atomic():
         _check_holds(holder, staged)
-        if reserve_positions(conversation_id=child_id, count=count, staged=True) != start:
-            raise Conflict("the fork being imported changed underneath the import", field="source")
-        copied = copy_prefix(child_id=child_id, parent_id=parent_id, start=start, count=count)
-        if copied != count:
-            raise Conflict(f"the fork copied {copied} rows of its parent, expected {count}", field="source")
-        if start + count == position + 1:
-            checkpoint = Checkpoint.objects.latest_for(parent_id, at_or_before=position)
-            if checkpoint is not None:
-                add_checkpoint(conversation_id=child_id, message_position=checkpoint.message_position,
-                               summary=checkpoint.summary, created_at=checkpoint.created_at,
-                               created_by=checkpoint.created_by)
-            from conversations.ledger import store as ledger
-
-            ledger.copy_into_fork(parent_id=parent_id, child_id=child_id, position=position)
+        copy_fork_rows(child_id=child_id, parent_id=parent_id, start=start, count=count, upto=position, staged=True)
 
 
 @dataclass
@@ -316,31 +222,16 @@ def write_chunk(*, holder: str, staged: list, source_id: int | None, chunk: Chun
         for cid, expected, rows, is_staged in chunk.rows:
             if not rows:
                 continue
-            if is_staged:
-                start = reserve_positions(conversation_id=cid, count=len(rows), received_at=now, staged=True)
-            else:
-                conversation = _lock_conversation(cid)
-                last_at = max(chunk.last_at.get(cid) or now, conversation.last_activity_at)
-                start = reserve_positions(conversation_id=cid, count=len(rows), last_activity_at=last_at,
-                                          received_at=now)
-            if start != expected:
-                raise Conflict(f"the conversation has {start} rows, the import expected {expected}: another "
-                               "writer appended meanwhile; import again", code="position_conflict",
-                               field="conversation")
-            insert_reserved(conversation_id=cid, start=start,
-                            rows=[(row.kind, row.text, row.at if row.at is not None else now) for row in rows])
+            times = {"received_at": now}
+            if not is_staged:
+                conversation = lock_conversation(cid)
+                times["last_activity_at"] = max(chunk.last_at.get(cid) or now, conversation.last_activity_at)
+            store_recorded.append_rows(
+                conversation_id=cid, rows=[(row.kind, row.text, row.at if row.at is not None else now) for row in rows],
+                expected_position=expected, staged=is_staged, **times)
         for cid, fold, created_by in chunk.folds:
-            latest = Checkpoint.objects.latest_for(cid)
-            if latest is not None and fold.position < latest.message_position:
-                raise CheckpointBeforeLatest(f"position {fold.position} is before the latest checkpoint",
-                                             field="position")
-            summary = fold.summary.replace("\x00", "\ufffd") if "\x00" in fold.summary else fold.summary
-            position = fold.position
-            if not fold.exact:
-                position, summary = calls.placed_fold(cid, fold.position, summary,
-                                                      floor=latest.message_position if latest else 0)
-            add_checkpoint(conversation_id=cid, message_position=position, summary=summary,
-                           created_at=fold.at or now, created_by=storable(str(created_by))[:200])
+            store_recorded.add_recorded_checkpoint(conversation_id=cid, position=fold.position, summary=fold.summary,
+                                                   created_at=fold.at or now, created_by=created_by, exact=fold.exact)
         if chunk.entries:
             db_ids = {cid: _db_uuid(cid) for cid in {cid for _e, cid, _raw in chunk.entries}}
             cursor.executemany(
@@ -377,20 +268,14 @@ def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audit
     with transaction.atomic():
         _check_holds(holder, staged)
         for cid, values in finals.items():
-            if "meta" in values:
-                values["meta"] = _check_meta(storable(values["meta"]))
-            if "title" in values:
-                title = " ".join(storable(str(values["title"] or "")).split())[:TITLE_MAX]
-                values["title"] = _clean_text(title, field="title", max_length=TITLE_MAX)
-            Conversation.objects.filter(pk=cid).update(**values)
+            store_recorded.set_recorded(cid, **values)
         ImportStage.objects.filter(conversation_id__in=staged, holder=holder).delete()
-        # Received now: the import is complete and visible from this moment.
-        Conversation.objects.filter(pk__in=staged).update(deleting=False, received_at=timezone.now())
+        store_recorded.publish_staged_conversations(staged)
         for cid, detail in audits:
             record_import(actor=actor, conversation_id=cid, detail=detail)
         if source is not None and source_fields:
             if "state" in source_fields:
-                source_fields = {**source_fields, "state": _check_meta(storable(source_fields["state"]))}
+                source_fields = {**source_fields, "state": check_meta(storable(source_fields["state"]))}
             ImportSource.objects.filter(pk=source.pk).update(updated_at=timezone.now(), **source_fields)
         if before_commit is not None:
             before_commit()
@@ -409,12 +294,10 @@ def discard_staged(*, ids: list) -> None:
 def stale_stage(conversation_id) -> bool | None:
     """None: the conversation is not being imported; else whether its import is gone (its
     process is not alive, or it has not written for STALE_AFTER)."""
-    from conversations.retention.lease import STALE_AFTER, _process_gone
-
     stage = ImportStage.objects.filter(conversation_id=conversation_id).first()
     if stage is None:
         return None
-    return _process_gone(stage.holder) or stage.heartbeat_at < timezone.now() - STALE_AFTER
+    return process_gone(stage.holder) or stage.heartbeat_at < timezone.now() - STALE_AFTER
 
 
 def discard_abandoned(conversation_id) -> bool:

@@ -18,7 +18,7 @@ Order does not matter:
   calls `link_waiting`, which links every waiting subagent of that session.
 
 Lineage is append-only: a link made later fills the empty parent columns once
-(`store.link_subagent`: NULL → a value, never one value → another) and is recorded
+(`store_recorded.link_subagent`: NULL → a value, never one value → another) and is recorded
 as its own audit event, `conversation.linked`, with when and by which import. A
 parent found without its call (the session file is still partial) is linked with
 its position unknown; the position is filled, once, when the call arrives.
@@ -27,9 +27,9 @@ its position unknown; the position is filled, once, when the call arrives.
 import json
 from dataclasses import dataclass
 
+from conversations import store_recorded
 from conversations.models import Conversation, Message
 
-from . import store
 from .models import ImportSource, SourceEntry
 
 FORMAT = "claude-code"
@@ -185,7 +185,7 @@ def link_waiting(*, namespace: str, session: str, actor: str, dry_run: bool = Fa
                             prompt=_prompt_of(conversation.pk))
         if spawn is None:
             continue
-        if store.link_subagent(conversation_id=conversation.pk, parent_id=spawn.conversation_id,
+        if store_recorded.link_subagent(conversation_id=conversation.pk, parent_id=spawn.conversation_id,
                                position=spawn.position, actor=actor):
             made.append({"id": str(conversation.pk), "title": conversation.title,
                          "parent_id": spawn.conversation_id, "parent_position": spawn.position})

@@ -22,7 +22,7 @@ from conversations import chain, params
 from conversations.errors import Conflict, InvalidInput
 from conversations.message_schema import max_message_bytes
 from conversations.models import Conversation
-from conversations.store import _lock_conversation, sealed
+from conversations.store import lock_conversation, sealed, touch_conversation
 
 from .models import (
     ALREADY_PERFORMED,
@@ -86,7 +86,7 @@ def _whole(value, *, field: str, minimum: int = 0, maximum: int = params.MAX_BIG
 
 def _touch(conversation: Conversation, now) -> None:
     # Ledger activity is activity: age-based pruning must not take a ticket being worked on.
-    Conversation.objects.filter(pk=conversation.pk).update(last_activity_at=now, received_at=now)
+    touch_conversation(conversation.pk, at=now)
 
 
 # -- task state ---------------------------------------------------------------------
@@ -135,7 +135,7 @@ def set_state(*, conversation_id, state, expected_version, actor: str = "") -> S
     text = _encode_json(state, field="state")
     state = json.loads(text)  # compare what will be stored (e.g. 1.0 and 1 are one number)
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
+        conversation = lock_conversation(conversation_id)
         current = TaskStateEvent.objects.current(conversation.pk)
         version = current.version if current else 0
         if current is not None and not diff_state(current.state_json, state):
@@ -196,7 +196,7 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
     result_text = _encode_json(result, field="result")
     actor = str(actor)[:200]
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
+        conversation = lock_conversation(conversation_id)
         now = timezone.now()
         row = dict(position=conversation.next_position - 1,
                    namespace=conversation.namespace, idempotency_key=key, name=name, arguments=arguments_text,
@@ -258,7 +258,7 @@ def record_snapshot(*, conversation_id, position, repo, commit, ref=None, base="
     figures = {name: _whole(value, field=name, maximum=_MAX_FIGURE) for name, value in
                (("files_changed", files_changed), ("insertions", insertions), ("deletions", deletions))}
     with transaction.atomic():
-        conversation = _lock_conversation(conversation_id)
+        conversation = lock_conversation(conversation_id)
         if position > conversation.next_position:
             raise InvalidInput(
                 f"position {position} is out of range: a snapshot is taken for a turn up to the next position, "

@@ -68,7 +68,9 @@ def _holder() -> str:
     return f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
-def _process_gone(holder: str) -> bool:
+def process_gone(holder: str) -> bool:
+    """Whether the process a holder string names (host:pid:…) has ended on this host; a
+    holder of another host, or unreadable, is never taken for gone."""
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
     if host != socket.gethostname()[:30] or not pid.isascii() or not pid.isdigit():
@@ -84,7 +86,7 @@ def _process_gone(holder: str) -> bool:
 
 def is_stuck(lease: MaintenanceLease) -> bool:
     """Whether a held lease's run has died: the next run would take it over (/readyz reports it)."""
-    return lease.heartbeat_at <= timezone.now() - STALE_AFTER or _process_gone(lease.holder)
+    return lease.heartbeat_at <= timezone.now() - STALE_AFTER or process_gone(lease.holder)
 
 
 def _describe(lease: MaintenanceLease) -> str:
@@ -98,9 +100,7 @@ def acquire(*, kind: str, actor: str) -> Lease:
     now = timezone.now()
     try:
         with transaction.atomic():
-            qs = MaintenanceLease.objects.filter(name=NAME)
-            if connection.vendor != "sqlite":  # SQLite's IMMEDIATE transaction already serialises this
-                qs = qs.select_for_update()
+            qs = MaintenanceLease.objects.for_update().filter(name=NAME)
             current = qs.first()
             if current is not None:
                 if not is_stuck(current):

@@ -10,6 +10,8 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from conversations.db import LockingQuerySet
+
 
 class PruneRun(models.Model):
     RUNNING, FINISHED, FAILED = "running", "finished", "failed"
@@ -116,6 +118,8 @@ class MaintenanceLease(models.Model):
     actor = models.CharField(max_length=200)
     acquired_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
+
+    objects = LockingQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"{self.name} lease held by {self.holder} for {self.kind}"

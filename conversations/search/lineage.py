@@ -141,9 +141,7 @@ def adopt_ahead(conversation_ids, *, batch: int = ADOPT_BATCH, run=lambda step: 
 
 def _adopt_step(source: uuid.UUID, going: set, batch: int) -> int | None:
     """One batch of one borrower of `source`; None when no borrower outside `going` is left."""
-    borrowers = BorrowedRows.objects.filter(source_id=source).exclude(conversation_id__in=going)
-    if connection.vendor != "sqlite":
-        borrowers = borrowers.select_for_update()
+    borrowers = BorrowedRows.objects.for_update().filter(source_id=source).exclude(conversation_id__in=going)
     borrower = borrowers.order_by("conversation_id").first()
     if borrower is None:
         return None

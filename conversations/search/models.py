@@ -11,6 +11,8 @@ point at another conversation's row.
 
 from django.db import models
 
+from conversations.db import LockingQuerySet
+
 # Positions at or above this are not indexed (a conversation would need four
 # billion messages first); the index id would run into the next conversation's.
 POSITION_SPAN = 2**32
@@ -44,6 +46,8 @@ class BorrowedRows(models.Model):
     conversation_id = models.UUIDField(primary_key=True)
     source_id = models.UUIDField(db_index=True)
     upto = models.BigIntegerField()
+
+    objects = LockingQuerySet.as_manager()
 
     class Meta:
         db_table = "search_borrowed"
