@@ -26,7 +26,7 @@ first one that fits, and never a second lock where one already serialises the wr
    Use for: serialising writers that have no row to lock — the audit log's single chain
    (`store.AUDIT_CHAIN_LOCK`), the login throttle's reservations.
 
-4. **The write lock taken in turn** (`retention.pruning.in_turn` and `busy_timeout(ms)`,
+4. **The write lock taken in turn** (`retention.lease.in_turn` and `busy_timeout(ms)`,
    below). SQLite only: maintenance steps try for the write lock with no busy handler and
    poll every few milliseconds, instead of sleeping in SQLite's busy handler (up to 100 ms
    between tries) while agents take the lock back to back.

@@ -22,6 +22,7 @@ from datetime import timedelta
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from conversations.db import busy_timeout
 from conversations.errors import StoreError
 from memoryui import metrics
 
@@ -156,12 +157,8 @@ def in_turn(step):
     its transactions: maintenance waiting that way would wait for minutes."""
     if connection.vendor != "sqlite" or connection.in_atomic_block:
         return step()
-    connection.ensure_connection()
-    raw = connection.connection
-    previous = raw.execute("PRAGMA busy_timeout").fetchone()[0]
-    raw.execute("PRAGMA busy_timeout = 0")
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    try:
+    with busy_timeout(0):
         while True:
             try:
                 return step()
@@ -169,5 +166,3 @@ def in_turn(step):
                 if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
                     raise
             time.sleep(LOCK_POLL_SECONDS)
-    finally:
-        raw.execute(f"PRAGMA busy_timeout = {int(previous)}")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from django.db import connection, transaction
 
+from conversations.db import busy_timeout
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
 
@@ -136,9 +137,7 @@ def truncate_wal(*, beat: Callable[[], None] | None = None) -> bool:
 
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # most of the work, without blocking anyone
-        previous = cursor.execute("PRAGMA busy_timeout").fetchone()[0]
-        cursor.execute("PRAGMA busy_timeout = 0")
-        try:
+        with busy_timeout(0):
             deadline = time.monotonic() + TRUNCATE_WAIT_SECONDS
             last_beat = time.monotonic()
             while True:
@@ -156,8 +155,6 @@ def truncate_wal(*, beat: Callable[[], None] | None = None) -> bool:
                     beat()
                     last_beat = time.monotonic()
                 time.sleep(LOCK_POLL_SECONDS)
-        finally:
-            cursor.execute(f"PRAGMA busy_timeout = {int(previous)}")
 
 
 def incremental_vacuum(*, busy_ms: int | None = None, beat: Callable[[], None] | None = None,
@@ -170,14 +167,9 @@ def incremental_vacuum(*, busy_ms: int | None = None, beat: Callable[[], None] |
     """
     from django.db import OperationalError
 
-    raw = connection.connection if connection.connection is not None else None
-    if raw is None:
-        connection.ensure_connection()
-        raw = connection.connection
-    previous_timeout = raw.execute("PRAGMA busy_timeout").fetchone()[0]
-    if busy_ms is not None:
-        raw.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-    try:
+    connection.ensure_connection()
+    raw = connection.connection
+    with busy_timeout(busy_ms):
         previous, failures = None, 0
         while True:
             free = raw.execute("PRAGMA freelist_count").fetchone()[0]
@@ -201,5 +193,3 @@ def incremental_vacuum(*, busy_ms: int | None = None, beat: Callable[[], None] |
                 time.sleep(0.02 * failures)
             if beat:
                 beat()
-    finally:
-        raw.execute(f"PRAGMA busy_timeout = {int(previous_timeout)}")
