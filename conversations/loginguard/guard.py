@@ -26,8 +26,10 @@ import math
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
+
+from conversations.db import advisory_lock
 
 from .models import LoginFailure
 
@@ -65,9 +67,7 @@ def reserve_attempt(*, username: str, ip: str) -> int:
     per_user, per_ip, window = _limits()
     key = username_key(username)
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_RESERVATION_LOCK])
+        advisory_lock(_RESERVATION_LOCK)
         now = timezone.now()
         LoginFailure.objects.filter(at__lt=now - window).delete()
         recent = LoginFailure.objects.filter(at__gte=now - window)
