@@ -67,6 +67,57 @@ def percentile(values, p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def _leave_rows_waiting(flush_at: int) -> int:
+    """The worst case for a search: 63 rows waiting to enter the index (it takes them
+    in 64 at a time), which every search matches in memory besides the index. Returns
+    how many rows it appended."""
+    from django.db import connection
+
+    from conversations import store
+
+    def waiting_rows() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM search_message_pending")
+            return cursor.fetchone()[0]
+
+    waiting = store.create_conversation(title="search bench, waiting rows")
+    topping = (flush_at - 1 - waiting_rows()) % flush_at
+    for i in range(topping):
+        m = common.message_for(i)
+        key = "text" if "text" in m else "content"
+        m[key] = f"{m[key]} ticket W{i}"
+        store.append_message(conversation_id=waiting.pk, message=m)
+    assert waiting_rows() == flush_at - 1
+    return topping
+
+
+def _memoryui_search(search_messages, filters_class, q, **filters):
+    """A timed call of memoryui's search (seconds), which must find something."""
+    def run():
+        t0 = time.perf_counter()
+        page = search_messages(q, filters=filters_class(**filters), limit=20)
+        dt = time.perf_counter() - t0
+        assert page.hits, q
+        return dt
+    return run
+
+
+def _raw_search(raw, q):
+    """A timed bare FTS5 query (rowids only) for the same words, on the same file."""
+    from conversations.search.query import parse_query
+
+    expression = parse_query(q).fts5()
+
+    def run():
+        t0 = time.perf_counter()
+        rows = raw.execute("SELECT rowid FROM search_message_fts WHERE search_message_fts MATCH ? "
+                           "ORDER BY rowid DESC LIMIT 21", (expression,)).fetchall()
+        dt = time.perf_counter() - t0
+        assert rows
+        return dt
+    return run
+
+
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
     conversations, per = (10, 2_000) if args.quick else (100, 10_000)
@@ -92,21 +143,7 @@ def main(argv=None):
         conversation = store.create_conversation(title=f"search bench {c}")
         fill(conversation.pk, per, c * per)
         ids.append(conversation.pk)
-    # The worst case for a search: 63 rows waiting to enter the index (it takes them
-    # in 64 at a time), which every search matches in memory besides the index.
-    def waiting_rows() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM search_message_pending")
-            return cursor.fetchone()[0]
-
-    waiting = store.create_conversation(title="search bench, waiting rows")
-    topping = (FLUSH_AT - 1 - waiting_rows()) % FLUSH_AT
-    for i in range(topping):
-        m = common.message_for(i)
-        key = "text" if "text" in m else "content"
-        m[key] = f"{m[key]} ticket W{i}"
-        store.append_message(conversation_id=waiting.pk, message=m)
-    assert waiting_rows() == FLUSH_AT - 1
+    topping = _leave_rows_waiting(FLUSH_AT)
     common.wal_checkpoint(db)
     build = time.perf_counter() - t0
     total = conversations * per + topping
@@ -119,27 +156,10 @@ def main(argv=None):
         "ON k.seq = f.rowid >> 32 WHERE search_message_fts MATCH 'a' ORDER BY f.rowid DESC LIMIT 21").fetchall())
 
     def mu(q, **filters):
-        def run():
-            t0 = time.perf_counter()
-            page = search_messages(q, filters=Filters(**filters), limit=20)
-            dt = time.perf_counter() - t0
-            assert page.hits, q
-            return dt
-        return run
+        return _memoryui_search(search_messages, Filters, q, **filters)
 
     def rw(q):
-        from conversations.search.query import parse_query
-
-        expression = parse_query(q).fts5()
-
-        def run():
-            t0 = time.perf_counter()
-            rows = raw.execute("SELECT rowid FROM search_message_fts WHERE search_message_fts MATCH ? "
-                               "ORDER BY rowid DESC LIMIT 21", (expression,)).fetchall()
-            dt = time.perf_counter() - t0
-            assert rows
-            return dt
-        return run
+        return _raw_search(raw, q)
 
     queries = {label: q.format(rare=conversations * per * 7 // 9) for label, q in QUERIES.items()}
     runners = {}

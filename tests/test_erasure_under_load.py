@@ -99,6 +99,29 @@ def _until_not_busy(call) -> tuple[int, dict]:
     raise AssertionError("maintenance stayed busy for a minute")
 
 
+def _erase_while_appending(port, key, subjects, lonely):
+    """A deletion request per subject, a prune after the second and a conversation's DELETE
+    after the third: (receipts, answer statuses, (began, ended) of each deletion request)."""
+    receipts, answers, deleting = [], [], []
+    for n, subject in enumerate(subjects):
+        began = time.monotonic()
+        status, body = _until_not_busy(
+            lambda subject=subject: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
+        deleting.append((began, time.monotonic()))
+        answers.append(status)
+        if status == 201:
+            receipts.append(body["request_id"])
+        if n == 1:
+            status, body = _until_not_busy(lambda: _call(port, key, "POST", "/prune", {"older_than_days": 90}))
+            answers.append(status)
+        if n == 2:
+            status, body = _until_not_busy(lambda: _call(port, key, "DELETE", f"/conversations/{lonely.pk}"))
+            answers.append(status)
+            if status == 200:
+                receipts.append(body["receipt_id"])
+    return receipts, answers, deleting
+
+
 def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path):
     _, key = api_keys.create_api_key(name="load", scopes=["admin"], created_by="test")
     busy = [conversation(title=f"busy {i}", subject=f"cust:busy-{i}", messages=0) for i in range(APPENDERS)]
@@ -125,23 +148,7 @@ def test_no_acknowledged_append_is_lost_while_deletions_and_prunes_run(tmp_path)
             appenders.append(p)
         time.sleep(0.5)
 
-        receipts, answers, deleting = [], [], []
-        for n, subject in enumerate(subjects):
-            began = time.monotonic()
-            status, body = _until_not_busy(
-                lambda subject=subject: _call(port, key, "POST", "/deletion-requests", {"subject": subject}))
-            deleting.append((began, time.monotonic()))
-            answers.append(status)
-            if status == 201:
-                receipts.append(body["request_id"])
-            if n == 1:
-                status, body = _until_not_busy(lambda: _call(port, key, "POST", "/prune", {"older_than_days": 90}))
-                answers.append(status)
-            if n == 2:
-                status, body = _until_not_busy(lambda: _call(port, key, "DELETE", f"/conversations/{lonely.pk}"))
-                answers.append(status)
-                if status == 200:
-                    receipts.append(body["receipt_id"])
+        receipts, answers, deleting = _erase_while_appending(port, key, subjects, lonely)
         time.sleep(0.5)
     finally:
         stop.write_text("stop")
