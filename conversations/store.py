@@ -50,9 +50,6 @@ from .rows import (  # the row primitives every door writes through (rows.py)
 _db_now, db_datetime, insert_reserved, reserve_positions, sealed = (
     rows._db_now, rows.db_datetime, rows.insert_reserved, rows.reserve_positions, rows.sealed)
 
-# The old name, still called by retention/erasure.py.
-_check_storable = check_text
-
 
 TITLE_MAX = Conversation._meta.get_field("title").max_length
 SUBJECT_MAX = Conversation._meta.get_field("subject").max_length

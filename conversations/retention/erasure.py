@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from conversations import idempotency, store
+from conversations import idempotency, params, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.facts import erasure as facts_erasure
 from conversations.message_schema import decode_message, message_text
@@ -135,7 +135,7 @@ def clean_request(subject, conversation_ids) -> tuple[str, list[uuid.UUID]]:
     subject = subject.strip()
     if len(subject) > SUBJECT_MAX:
         raise InvalidInput(f"subject is {len(subject)} characters; at most {SUBJECT_MAX}", field="subject")
-    store._check_storable(subject, "subject")
+    params.check_text(subject, "subject")
     if isinstance(conversation_ids, str):
         conversation_ids = conversation_ids.replace(",", " ").split()
     if not isinstance(conversation_ids, (list, tuple)) and conversation_ids is not None:
