@@ -10,7 +10,6 @@
 
 import ast
 import configparser
-import re
 from pathlib import Path
 
 import pytest
@@ -26,19 +25,6 @@ COMPOSERS = {"conversations.demo"}
 # gunicorn's config file, run by the gunicorn master before any Django: it reads the data folder
 # from settings only when a hook needs it, so that loading the config creates nothing.
 RUN_BEFORE_DJANGO = {"memoryui/gunicorn_conf.py"}
-# Left to issue 22's point 1 (one write path: the store's primitives made public, imports/store.py
-# rewritten on them), on its own branch while this landed. Only these may remain; the list only shrinks.
-PENDING = {
-    "conversations/frameworks/store.py takes _check_meta from conversations.store",
-    "conversations/imports/store.py takes _check_meta from conversations.store",
-    "conversations/imports/store.py takes _clean_text from conversations.store",
-    "conversations/imports/store.py takes _lock_conversation from conversations.store",
-    "conversations/imports/store.py takes _process_gone from conversations.retention.lease",
-    "conversations/ledger/store.py takes _lock_conversation from conversations.store",
-    "conversations/imports/store.py imports conversations.ledger inside copy_prefix_staged()",
-    "conversations/imports/store.py imports conversations.retention.pruning inside discard_staged()",
-    "conversations/imports/store.py imports conversations.retention.lease inside stale_stage()",
-}
 
 
 def _modules():
@@ -87,16 +73,12 @@ def _sub_app(module: str) -> str | None:
     return parts[1] if parts[0] == "conversations" and len(parts) > 2 and parts[1] in SUB_APPS else None
 
 
-def _unexpected(found: list[str]) -> list[str]:
-    return [f for f in found if re.sub(r":\d+ ", " ", f) not in PENDING]
-
-
 def test_sub_apps_take_no_private_name_from_another_module():
     found = []
     for module, path in _modules():
         if _sub_app(module):
             found += _private_names_taken(module, path, ast.parse(path.read_text()))
-    assert not _unexpected(found), "\n".join(_unexpected(found))
+    assert not found, "\n".join(found)
 
 
 def test_it_finds_a_private_name_taken_across_modules():
@@ -112,7 +94,7 @@ def test_no_project_import_hides_inside_a_function():
     for _, path in _modules():
         if str(path.relative_to(ROOT)) not in RUN_BEFORE_DJANGO:
             found += _imports_inside_functions(path, ast.parse(path.read_text()))
-    assert not _unexpected(found), "\n".join(_unexpected(found))
+    assert not found, "\n".join(found)
 
 
 def test_it_finds_an_import_inside_a_function_but_not_in_ready():

@@ -21,6 +21,7 @@ from conversations.formats.base import Entry, Row, storable
 from conversations.message_schema import KINDS, max_message_bytes
 from conversations.models import Checkpoint, Conversation
 from conversations.retention.lease import STALE_AFTER, process_gone
+from conversations.retention.pruning import delete_conversations_in_batches
 from conversations.store import check_meta, copy_fork_rows, lock_conversation, record_audit
 
 from .models import ImportSource, ImportStage, SourceEntry
@@ -284,8 +285,6 @@ def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audit
 def discard_staged(*, ids: list) -> None:
     """Remove what an import staged and could not finish, in short transactions (its
     conversations are hidden already; a crash here leaves them to the next prune)."""
-    from conversations.retention.pruning import delete_conversations_in_batches
-
     ids = [i for i in ids if i is not None]
     if ids:
         delete_conversations_in_batches(ids, batch_size=5000).finish()
