@@ -2,7 +2,8 @@
 logged in through the real login form, an API client holding a key of given scopes, and
 `wait_until`, the one way a test waits for something to happen.
 
-Registered from tests/conftest.py through `pytest_plugins`, as tests/api_support.py is, so a
+Registered from tests/conftest.py through `pytest_plugins` (with tests/api_support.py, which
+holds `api_client` and the other API fixtures), so a
 test names a fixture as an argument and never imports it (an imported fixture needs a
 `noqa: F401` and hides where it comes from).
 """
@@ -14,7 +15,6 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from conversations.roles import assign_role
-from tests.api_support import Api, make_key
 
 # Every test user has this password: the login form needs one, and hashing it is cheap
 # (tests/conftest.py sets the MD5 hasher).
@@ -89,16 +89,6 @@ def logged_in_page(browser, live_server, db):
         context.close()
 
 
-@pytest.fixture
-def api_client(client, db):
-    """`api_client(scopes, name="test-agent")`: a JSON client for /api/v1 holding a new key of those scopes."""
-
-    def make(scopes, name="test-agent"):
-        return Api(client, make_key(list(scopes), name=name))
-
-    return make
-
-
 # ---- live follow: waiting on its polls instead of sleeping through them ----------------------
 
 
@@ -124,3 +114,20 @@ def count_polls(page) -> None:
 
 def polls_sent(page) -> int:
     return page.evaluate("window.__statePolls")
+
+
+def watch_refused_submit(page, required: str) -> str:
+    """Listen for the browser refusing to submit a form because the field `required` is
+    empty (its `invalid` event, fired at the click); returns the expression that turns true
+    once it did, for `page.wait_for_function`."""
+    page.evaluate("""(selector) => { window.__refused = false;
+        document.querySelector(selector).addEventListener('invalid', () => { window.__refused = true; }); }""",
+                  required)
+    return "() => window.__refused"
+
+
+def settle(page) -> None:
+    """Wait until the page has drawn two frames (so what a scroll brought into view has been
+    observed and its htmx requests sent) and no htmx request is still in flight."""
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")

@@ -8,25 +8,18 @@ from conversations import api_keys, store
 from conversations.facts import store as facts
 from conversations.models import Conversation
 from conversations.retention import erasure
-from tests.retention_support import conversation, make_user
+from conversations.roles import ADMIN
+from tests.helpers import watch_refused_submit
+from tests.retention_support import conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-admin-browser-27182"
 VIEWPORTS = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
-def _admin_page(browser, live_server, viewport):
-    make_user("root", "admin", password=PASSWORD)
-    context = browser.new_context(viewport=VIEWPORTS[viewport])
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.goto(live_server.url + "/admin/")
-    page.fill("input[name=username]", "root")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/admin/")
-    return context, page
+def _admin_page(logged_in_page, viewport):
+    page = logged_in_page(ADMIN, "/admin/", username="root", viewport=VIEWPORTS[viewport])
+    return page.context, page
 
 
 def _no_sideways_scroll(page):
@@ -35,9 +28,9 @@ def _no_sideways_scroll(page):
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_prune_asks_to_confirm_the_preview_counts(live_server, browser, viewport):
+def test_prune_asks_to_confirm_the_preview_counts(live_server, logged_in_page, viewport):
     old = [conversation(title=f"Stale {i}", messages=3, age_days=120) for i in range(2)]
-    context, page = _admin_page(browser, live_server, viewport)
+    context, page = _admin_page(logged_in_page, viewport)
     page.goto(live_server.url + "/admin/prune/?older_than_days=90")
     box = page.locator("label.confirm-box")
     assert page.locator("#confirm-conversations").inner_text() == "2"
@@ -46,8 +39,9 @@ def test_prune_asks_to_confirm_the_preview_counts(live_server, browser, viewport
     assert "cannot be undone" in box.inner_text()
     _no_sideways_scroll(page)
     button = page.get_by_role("button", name="Prune 2 conversations now")
+    refused = watch_refused_submit(page, "label.confirm-box input[type=checkbox]")
     button.click()  # not confirmed: the browser keeps the form, nothing runs
-    page.wait_for_timeout(300)
+    page.wait_for_function(refused)
     assert Conversation.objects.filter(pk__in=[c.pk for c in old]).count() == 2
 
     # Another conversation ages in while the admin reads: the run shows the new counts.
@@ -67,7 +61,7 @@ def test_prune_asks_to_confirm_the_preview_counts(live_server, browser, viewport
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_the_audit_log_links_its_targets_and_reads_on_a_phone(live_server, browser, viewport):
+def test_the_audit_log_links_its_targets_and_reads_on_a_phone(live_server, logged_in_page, viewport):
     kept = store.create_conversation(title="Kept ticket")
     store.append_message(conversation_id=kept.pk, message={"kind": "user", "content": "hello"})
     store.checkpoint_at(conversation_id=kept.pk, position=0, summary="greeting", actor="user:root")
@@ -77,7 +71,7 @@ def test_the_audit_log_links_its_targets_and_reads_on_a_phone(live_server, brows
                                   created_by="user:root")
     doomed = store.create_conversation(title="Doomed")
     receipt = erasure.delete_one_conversation(conversation_id=doomed.pk, actor="user:root")
-    context, page = _admin_page(browser, live_server, viewport)
+    context, page = _admin_page(logged_in_page, viewport)
     page.goto(live_server.url + "/admin/audit/")
     _no_sideways_scroll(page)
     table = page.locator("table.audit")

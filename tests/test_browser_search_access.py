@@ -8,24 +8,16 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.access.models import ConversationAccess
-from tests.retention_support import make_user
+from conversations.roles import ADMIN, AUDITOR
 from tests.test_browser_search_follow import VIEWPORTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-search-access-2236"
 
 
-def _open(browser, live_server, viewport, username):
-    context = browser.new_context(viewport=VIEWPORTS[viewport], accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
-    return context, page
+def _open(logged_in_page, viewport, username):
+    page = logged_in_page(None, username=username, viewport=VIEWPORTS[viewport])
+    return page.context, page
 
 
 def _hits(page):
@@ -35,8 +27,8 @@ def _hits(page):
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_search_filters_narrow_the_hits_and_more_arrive_once(live_server, browser, viewport):
-    make_user("sol", "auditor", password=PASSWORD)
+def test_search_filters_narrow_the_hits_and_more_arrive_once(live_server, user, logged_in_page, viewport):
+    user(AUDITOR, "sol")
     shop = store.create_conversation(title="Shop ticket", subject="cust:shop", namespace="support")
     bank = store.create_conversation(title="Bank ticket", subject="cust:bank", namespace="billing")
     for c in (shop, bank):
@@ -45,7 +37,7 @@ def test_search_filters_narrow_the_hits_and_more_arrive_once(live_server, browse
             "kind": "tool", "tool_call_id": "t1", "name": "issue_refund", "content": "refund issued"})
     for i in range(45):  # more than a page (20) of hits
         store.append_message(conversation_id=shop.pk, message={"kind": "note", "text": f"refund follow-up {i}"})
-    context, page = _open(browser, live_server, viewport, "sol")
+    context, page = _open(logged_in_page, viewport, "sol")
 
     def search(**fields):
         page.goto(live_server.url + "/search/")
@@ -83,14 +75,14 @@ def test_search_filters_narrow_the_hits_and_more_arrive_once(live_server, browse
 
 
 @pytest.mark.parametrize("viewport", ["wide", "phone"])
-def test_opening_a_conversation_is_in_the_access_log_an_admin_reads(live_server, browser, viewport):
-    make_user("ann", "auditor", password=PASSWORD)
-    make_user("root", "admin", password=PASSWORD)
+def test_opening_a_conversation_is_in_the_access_log_an_admin_reads(live_server, user, logged_in_page, viewport):
+    user(AUDITOR, "ann")
+    user(ADMIN, "root")
     c = store.create_conversation(title="Order 48213", subject="cust:48213")
     for i in range(4):
         store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"row {i}"})
 
-    context, page = _open(browser, live_server, viewport, "ann")
+    context, page = _open(logged_in_page, viewport, "ann")
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     if viewport == "phone":  # the exports fold behind a button on a phone (issue 24.6)
         page.locator("button.phone-toggle", has_text="Export").click()
@@ -103,7 +95,7 @@ def test_opening_a_conversation_is_in_the_access_log_an_admin_reads(live_server,
     assert list(ConversationAccess.objects.order_by("id").values_list("actor", "via", "detail")) == [
         ("user:ann", "page", ""), ("user:ann", "export", "jsonl"), ("user:ann", "model_saw", "#3")]
 
-    context, page = _open(browser, live_server, viewport, "root")
+    context, page = _open(logged_in_page, viewport, "root")
     page.goto(live_server.url + "/admin/access/")
     rows = page.locator("table tbody tr")
     assert rows.count() == 3

@@ -11,12 +11,11 @@ from django.db import connection
 from conversations import store
 from conversations.models import Message
 from conversations.retention import erasure
-from tests.retention_support import make_user
+from conversations.roles import ADMIN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-verification-3141"
 MSG = Message._meta.db_table
 
 
@@ -38,7 +37,7 @@ def edit_behind_the_triggers(conversation_id, position: int, content: str) -> No
             cursor.execute(trigger_sql)
 
 
-def test_the_verification_page_shows_a_tampered_and_an_erased_conversation(live_server, page):
+def test_the_verification_page_shows_a_tampered_and_an_erased_conversation(live_server, logged_in_page):
     fine = store.create_conversation(title="Order 1182: refund approved")
     store.append_messages(conversation_id=fine.pk, messages=[
         {"kind": "user", "content": "Where is my refund?"}, {"kind": "assistant", "content": "It was approved."}])
@@ -52,12 +51,7 @@ def test_the_verification_page_shows_a_tampered_and_an_erased_conversation(live_
     receipt = erasure.execute_deletion(subject="ann@example.com", actor="user:boss")
     edit_behind_the_triggers(edited.pk, 1, '{"kind":"assistant","content":"No replacement is due."}')
 
-    make_user("boss", "admin", password=PASSWORD)
-    page.goto(live_server.url + "/admin/verification/")
-    page.fill("input[name=username]", "boss")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/admin/verification/")
+    page = logged_in_page(ADMIN, "/admin/verification/", username="boss")
     tampered = page.locator("tr[data-state=tampered]")
     tampered.wait_for()
     assert "Order 2291" in tampered.inner_text() and "tampered at #1" in tampered.inner_text()

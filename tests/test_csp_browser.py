@@ -10,15 +10,14 @@ parts that swap content in.
 """
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import demo
-from conversations.roles import ADMIN, assign_role
+from conversations.roles import ADMIN
+from tests.helpers import settle
 from tests.test_crawler import fill, routes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-browser-csp-31415"
 RECORD_VIOLATIONS = """
 window.__csp = [];
 document.addEventListener("securitypolicyviolation", function (e) {
@@ -40,10 +39,8 @@ def page_urls(values) -> list[str]:
 
 
 @pytest.mark.same_on_every_database
-def test_no_page_breaks_the_content_security_policy(live_server, page):
+def test_no_page_breaks_the_content_security_policy(live_server, logged_in_page):
     ticket = demo.load_demo(coding_turns=12)[0]
-    user = get_user_model().objects.create_user("csp-admin", password=PASSWORD)
-    assign_role(user, ADMIN)
     from conversations import api_keys, store
     from conversations.facts.models import Fact
     from conversations.retention import erasure
@@ -55,16 +52,11 @@ def test_no_page_breaks_the_content_security_policy(live_server, page):
     values = {"conversation_id": str(ticket.pk), "position": "3", "fact_id": str(Fact.objects.first().pk),
               "key_id": str(key.pk), "request_id": str(receipt.pk), "run_id": "1", "rest": "x"}
 
+    page = logged_in_page(ADMIN, username="csp-admin")  # the login page itself is among the pages checked
     console = []
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if "Content Security Policy" in m.text
             else None)
     page.add_init_script(RECORD_VIOLATIONS)
-
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", "csp-admin")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
 
     violations, visited = [], []
     for url in page_urls(values):
@@ -74,8 +66,7 @@ def test_no_page_breaks_the_content_security_policy(live_server, page):
         page.goto(live_server.url + url)
         page.wait_for_load_state("networkidle")
         page.mouse.wheel(0, 20000)  # lazy pages load their next part (htmx, intersect)
-        page.wait_for_timeout(250)
-        page.wait_for_load_state("networkidle")
+        settle(page)
         visited.append(url)
         violations += page.evaluate("window.__csp")
 
@@ -97,6 +88,5 @@ def test_no_page_breaks_the_content_security_policy(live_server, page):
     # The listeners do hear a violation: an inline script is refused and reported.
     page.evaluate("""() => { const s = document.createElement('script'); s.textContent = 'window.ran = 1';
                              document.body.appendChild(s); }""")
-    page.wait_for_timeout(200)
+    page.wait_for_function("() => window.__csp.some(v => v.includes('script-src'))")
     assert page.evaluate("window.ran") is None
-    assert any("script-src" in v for v in page.evaluate("window.__csp"))

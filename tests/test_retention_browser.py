@@ -6,28 +6,21 @@ from conversations.demo import SUPPORT_SUBJECT, load_demo
 from conversations.facts.models import Fact
 from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt
-from tests.retention_support import conversation, make_user, raw_bytes_of_database
+from conversations.roles import ADMIN
+from tests.helpers import watch_refused_submit
+from tests.retention_support import conversation, raw_bytes_of_database
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-retention-browser-31415"
+def _log_in_as_admin(logged_in_page):
+    return logged_in_page(ADMIN, "/admin/", username="root")
 
 
-def _log_in_as_admin(page, live_server):
-    make_user("root", "admin", password=PASSWORD)
-    page.goto(live_server.url + "/admin/")
-    assert "/login/" in page.url
-    page.fill("input[name=username]", "root")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/admin/")
-
-
-def test_an_admin_previews_and_runs_a_prune(live_server, page):
+def test_an_admin_previews_and_runs_a_prune(live_server, logged_in_page):
     old = [conversation(title=f"Stale ticket {i}", messages=4, age_days=120) for i in range(3)]
     pinned = conversation(title="Pinned forever", messages=2, age_days=500, pinned=True)
     fresh = conversation(title="Fresh ticket", messages=2)
-    _log_in_as_admin(page, live_server)
+    page = _log_in_as_admin(logged_in_page)
 
     page.get_by_role("link", name="Prune", exact=True).first.click()
     page.wait_for_url("**/admin/prune/")
@@ -43,8 +36,9 @@ def test_an_admin_previews_and_runs_a_prune(live_server, page):
     confirm = page.locator("label.confirm-box")
     assert "Delete 3 conversations with 12 messages" in confirm.inner_text()
     assert page.locator("#confirm-bytes").inner_text().strip() != ""
+    refused = watch_refused_submit(page, "#prune-form input[name=confirm]")
     page.get_by_role("button", name="Prune 3 conversations now").click()
-    page.wait_for_timeout(300)
+    page.wait_for_function(refused)  # the browser kept the form: it said the box is required
     assert "/admin/prune/?older_than_days=90" in page.url
     assert page.evaluate("document.querySelector('#prune-form input[name=confirm]').validity.valueMissing")
     assert Conversation.objects.filter(pk__in=[c.pk for c in old]).count() == 3
@@ -62,11 +56,11 @@ def test_an_admin_previews_and_runs_a_prune(live_server, page):
     assert page.get_by_text("prune.finished").first.is_visible()
 
 
-def test_an_admin_carries_out_a_deletion_request_to_its_receipt(live_server, page):
+def test_an_admin_carries_out_a_deletion_request_to_its_receipt(live_server, logged_in_page):
     about = conversation(title="Refund for Wilhelmina", subject="cust:wilhelmina-9", messages=3,
                          text="Wilhelmina Ashcombe-Vries message {i} about her parcel")
     kept = conversation(title="Someone else", subject="cust:other", messages=1)
-    _log_in_as_admin(page, live_server)
+    page = _log_in_as_admin(logged_in_page)
 
     page.get_by_role("link", name="Deletion requests").first.click()
     page.wait_for_url("**/admin/deletion-requests/")
@@ -99,10 +93,10 @@ def test_an_admin_carries_out_a_deletion_request_to_its_receipt(live_server, pag
     assert b"Wilhelmina Ashcombe-Vries" not in raw_bytes_of_database()
 
 
-def test_a_mistyped_subject_is_offered_the_stored_one_and_files_nothing_by_accident(live_server, page):
+def test_a_mistyped_subject_is_offered_the_stored_one_and_files_nothing_by_accident(live_server, logged_in_page):
     load_demo(coding_turns=12)
     held = Fact.objects.filter(subject=SUPPORT_SUBJECT).count()
-    _log_in_as_admin(page, live_server)
+    page = _log_in_as_admin(logged_in_page)
     page.get_by_role("link", name="Deletion requests").first.click()
     page.fill("input[name=subject]", "customer:maria.keller")
     page.get_by_role("button", name="Preview").click()
@@ -123,8 +117,8 @@ def test_a_mistyped_subject_is_offered_the_stored_one_and_files_nothing_by_accid
     assert DeletionReceipt.objects.count() == 0
 
 
-def test_a_receipt_that_nothing_is_stored_is_an_explicit_choice(live_server, page):
-    _log_in_as_admin(page, live_server)
+def test_a_receipt_that_nothing_is_stored_is_an_explicit_choice(live_server, logged_in_page):
+    page = _log_in_as_admin(logged_in_page)
     page.get_by_role("link", name="Deletion requests").first.click()
     page.fill("input[name=subject]", "cust:never-seen")
     page.get_by_role("button", name="Preview").click()

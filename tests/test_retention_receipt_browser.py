@@ -9,22 +9,17 @@ import pytest
 from django.utils import timezone
 
 from conversations.models import Conversation
-from tests.retention_support import conversation, make_user
+from conversations.roles import ADMIN
+from tests.retention_support import conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SESSION_FILE = Path(__file__).parent / "fixtures" / "formats" / "claude_code_session.jsonl"
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-PASSWORD = "pw-receipt-browser-2718"
 
 
-def _log_in(page, live_server, path):
-    make_user("auditor", "admin", password=PASSWORD)
-    page.goto(live_server.url + path)
-    page.fill("input[name=username]", "auditor")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**" + path)
+def _log_in(logged_in_page, path):
+    return logged_in_page(ADMIN, path, username="auditor")
 
 
 def _upload(page):
@@ -34,10 +29,10 @@ def _upload(page):
     page.locator("#import-result h2", has_text="Preview").wait_for()
 
 
-def test_the_import_page_says_the_archive_is_older_than_the_policy_and_pins_it(live_server, page):
+def test_the_import_page_says_the_archive_is_older_than_the_policy_and_pins_it(live_server, logged_in_page):
     from playwright.sync_api import expect
 
-    _log_in(page, live_server, "/admin/import/")
+    page = _log_in(logged_in_page, "/admin/import/")
     _upload(page)
     notice = page.locator("#older-than-retention")
     expect(notice).to_contain_text("3 of these conversations are older, by their own dates, than the 90-day "
@@ -61,11 +56,11 @@ def test_the_import_page_says_the_archive_is_older_than_the_policy_and_pins_it(l
     expect(page.locator(".badge.pinned").first).to_be_visible()
 
 
-def test_the_prune_preview_shows_both_dates_and_takes_nothing_just_imported(live_server, page):
+def test_the_prune_preview_shows_both_dates_and_takes_nothing_just_imported(live_server, logged_in_page):
     from playwright.sync_api import expect
 
     stale = conversation(title="Received long ago", messages=2, age_days=120)
-    _log_in(page, live_server, "/admin/import/")
+    page = _log_in(logged_in_page, "/admin/import/")
     _upload(page)
     page.get_by_role("button", name="Import 3 conversations now").click()  # no pin
     page.locator("#import-result h2", has_text="Imported").wait_for()
