@@ -8,10 +8,12 @@ are imported.
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 
 from conversations import api_keys, store
-from conversations.roles import assign_role
+from conversations.models import Conversation
+from tests.helpers import make_user
 
 BASE = "/api/v1"
 
@@ -57,6 +59,16 @@ def error_of(response) -> dict:
 
 
 @pytest.fixture
+def api_client(client, db):
+    """`api_client(scopes, name="test-agent")`: a JSON client for /api/v1 holding a new key of those scopes."""
+
+    def make(scopes, name="test-agent"):
+        return Api(client, make_key(list(scopes), name=name))
+
+    return make
+
+
+@pytest.fixture
 def reader(client):
     return Api(client, make_key(["read"], name="reader"))
 
@@ -92,10 +104,48 @@ def convo():
     return c
 
 
-def login_as(client, role: str, username: str | None = None):
-    # No password: force_login needs none, and hashing one costs a second per test.
-    user = get_user_model().objects.create(username=username or role)
-    if role != "none":
-        assign_role(user, role)
+def login_as(client, role: str | None, username: str | None = None):
+    """The Django test client signed in (force_login, no form) as a new user with that role
+    (None or "none" for no role), named after the role unless named."""
+    role = None if role == "none" else role
+    user = make_user(role, username or role or "nobody", password=None)
     client.force_login(user)
     return user
+
+
+# ---- schemathesis (tests/test_*schemathesis.py) ------------------------------------------------
+
+
+@pytest.fixture
+def keep_the_test_connection():
+    """For an app called in this thread, inside the test's transaction (schemathesis' WSGI
+    calls): Django would close that connection around each request (its own test client
+    prevents that the same way)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def agent_key(db):
+    return make_key(["admin"], name="schemathesis")
+
+
+@pytest.fixture
+def sample_conversation(db):
+    """A conversation with a few messages and a checkpoint; a new one once deleted."""
+    made = []
+
+    def get(fresh: bool = False):
+        if made and not fresh and Conversation.objects.live().filter(pk=made[-1].pk).exists():
+            return made[-1]
+        c = store.create_conversation(title="fuzzed", subject="customer:1")
+        for text in ("one", "two", "three"):
+            store.append_message(conversation_id=c.pk, message={"kind": "note", "text": text})
+        store.checkpoint_at(conversation_id=c.pk, position=0, summary="folded")
+        made.append(c)
+        return c
+
+    return get

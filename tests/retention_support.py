@@ -7,24 +7,20 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
 from conversations import store
 from conversations.models import Conversation
 from conversations.retention import erasure
-from conversations.roles import assign_role
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_user(username: str, role: str | None, *, password: str | None = None):
-    """A user with a role; without a password (hashing is slow) unless a login form needs one."""
-    user = get_user_model().objects.create_user(username, password=password)
-    if role:
-        assign_role(user, role)
-    return user
+    """A user with a role, named first (the shared factory is tests.helpers.make_user)."""
+    return helpers.make_user(role, username, password=password)
 
 
 def conversation(*, title="c", subject="", messages=3, text="message {i} of {title}", age_days=0, pinned=False):

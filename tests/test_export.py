@@ -2,14 +2,14 @@ import json
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations import export, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.models import AuditEvent, Message
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
+from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db
 
@@ -129,9 +129,7 @@ def test_it_exports_a_broken_row_as_a_marked_hole(conversation):
 
 
 def test_it_streams_from_the_page_with_a_filename(client, conversation):
-    user = get_user_model().objects.create_user("aud")
-    assign_role(user, AUDITOR)
-    client.force_login(user)
+    login_as(client, AUDITOR, "aud")
     for fmt, ext in [("json", "json"), ("jsonl", "jsonl"), ("markdown", "md")]:
         response = client.get(f"/conversations/{conversation.pk}/export.{fmt}")
         assert response.status_code == 200
@@ -147,11 +145,9 @@ def test_it_streams_from_the_page_with_a_filename(client, conversation):
 
 def test_the_export_page_checks_roles_and_ids(client, conversation):
     assert client.get(f"/conversations/{conversation.pk}/export.json").status_code == 302  # log in first
-    client.force_login(get_user_model().objects.create_user("nobody"))
+    login_as(client, None, "nobody")
     assert client.get(f"/conversations/{conversation.pk}/export.json").status_code == 403
-    user = get_user_model().objects.create_user("aud2")
-    assign_role(user, AUDITOR)
-    client.force_login(user)
+    login_as(client, AUDITOR, "aud2")
     assert client.get(f"/conversations/{uuid.uuid4()}/export.json").status_code == 404
     assert client.get("/conversations/nope/export.json").status_code == 404
     assert not AuditEvent.objects.filter(action="conversation.exported").exists()

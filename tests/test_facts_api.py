@@ -1,10 +1,10 @@
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import api_keys, store
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db
 
@@ -149,10 +149,7 @@ def test_it_lists_and_shows_a_subjects_facts(client, reader):
 
 
 def _login(client, role):
-    user = get_user_model().objects.create_user(role, password="pw-" + role + "-123456")
-    assign_role(user, role)
-    client.force_login(user)
-    return user
+    return login_as(client, role)
 
 
 def test_it_forbids_auditors_every_facts_endpoint(client):

@@ -1,5 +1,4 @@
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from conversations import store
@@ -7,7 +6,8 @@ from conversations.facts import recall as facts_recall
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.models import AuditEvent
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.api_support import login_as
 from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
@@ -15,18 +15,8 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # Hashing with the production hasher costs a second per user on this machine.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def login(client, role=None, name=None):
-    user = get_user_model().objects.create_user(name or role or "nobody", password="pw-123456-x")
-    if role:
-        assign_role(user, role)
-    client.force_login(user)
-    return user
+    return login_as(client, role, name or role or "nobody")
 
 
 @pytest.fixture

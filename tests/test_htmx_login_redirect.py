@@ -16,10 +16,6 @@ def test_a_plain_request_still_gets_the_redirect(client):
     assert response["Location"].startswith("/login/")
 
 
-def test_pages_answer_head_like_get(client, django_user_model):
-    from conversations.roles import assign_role
-
-    user = django_user_model.objects.create_user("a", password="pw-123456789")
-    assign_role(user, "auditor")
-    client.force_login(user)
+def test_pages_answer_head_like_get(client, user):
+    client.force_login(user("auditor"))
     assert client.head("/").status_code == 200

@@ -1,21 +1,18 @@
 """Checkpoint here: admins only, POST with CSRF, the new fold shows at once."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from conversations import store
 from conversations.models import AuditEvent, Checkpoint
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.helpers import make_user
 
 pytestmark = pytest.mark.django_db
 
 
 def _user(role):
-    user = get_user_model().objects.create_user(f"u-{role}")
-    if role:
-        assign_role(user, role)
-    return user
+    return make_user(role, f"u-{role}", password=None)
 
 
 @pytest.fixture

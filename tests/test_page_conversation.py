@@ -4,24 +4,20 @@ import re
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations import store, views
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.api_support import login_as
 from tests.retention_support import delete_conversation
 
 pytestmark = pytest.mark.django_db
 
 
 def _login(client, role, name=None):
-    user = get_user_model().objects.create_user(name or f"u-{role}")
-    if role:
-        assign_role(user, role)
-    client.force_login(user)
-    return user
+    return login_as(client, role, name or f"u-{role}")
 
 
 @pytest.fixture

@@ -3,21 +3,18 @@
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from conversations import store
 from conversations.models import AuditEvent, Conversation, Message
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.helpers import make_user
 
 pytestmark = pytest.mark.django_db
 
 
 def _user(role, name=None):
-    user = get_user_model().objects.create_user(name or f"u-{role}")
-    if role:
-        assign_role(user, role)
-    return user
+    return make_user(role, name or f"u-{role}", password=None)
 
 
 @pytest.fixture

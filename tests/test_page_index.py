@@ -3,24 +3,20 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations import store, views
 from conversations.models import Conversation
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db
 
 
 def _login(client, role):
-    user = get_user_model().objects.create_user(f"u-{role}")
-    if role:
-        assign_role(user, role)
-    client.force_login(user)
-    return user
+    return login_as(client, role, f"u-{role}")
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ import re
 import pytest
 
 from conversations import store, views
-from tests.test_page_conversation import _login, auditor, url  # noqa: F401 (fixtures)
+from conversations.roles import AUDITOR
+from tests.api_support import login_as
+from tests.test_page_conversation import url
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +28,11 @@ ROWS = [
     {"kind": "tool", "tool_call_id": "call_d", "name": "issue_refund", "content": "card expired", "is_error": True},
     {"kind": "user", "content": "Thanks"},
 ]
+
+
+@pytest.fixture
+def auditor(client):
+    return login_as(client, AUDITOR, "u-auditor")
 
 
 @pytest.fixture

@@ -3,20 +3,17 @@
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store, views
-from conversations.roles import AUDITOR, assign_role
+from conversations.roles import AUDITOR
+from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def auditor(client):
-    user = get_user_model().objects.create_user("aud")
-    assign_role(user, AUDITOR)
-    client.force_login(user)
-    return user
+    return login_as(client, AUDITOR, "aud")
 
 
 @pytest.fixture
@@ -88,7 +85,7 @@ def test_it_answers_404_for_unknown_rows(client, auditor, convo, path):
 
 
 def test_it_refuses_a_user_without_a_role(client, convo):
-    client.force_login(get_user_model().objects.create_user("nobody"))
+    login_as(client, None, "nobody")
     assert client.get(url(convo, 1)).status_code == 403
 
 

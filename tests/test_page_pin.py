@@ -1,9 +1,9 @@
 import pytest
-from django.contrib.auth import get_user_model
 
 from conversations import store
 from conversations.models import AuditEvent, Conversation
-from conversations.roles import ADMIN, AUDITOR, REVIEWER, assign_role
+from conversations.roles import ADMIN, AUDITOR, REVIEWER
+from tests.api_support import login_as
 
 pytestmark = pytest.mark.django_db
 
@@ -14,10 +14,7 @@ def convo():
 
 
 def login(client, role):
-    user = get_user_model().objects.create_user(f"u-{role}", password="pw-123456789")
-    assign_role(user, role)
-    client.force_login(user)
-    return user
+    return login_as(client, role, f"u-{role}")
 
 
 def test_an_admin_pins_and_unpins(client, convo):
