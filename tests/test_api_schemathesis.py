@@ -9,80 +9,15 @@ input must be refused. Every other operation of the API is checked for 5xx.
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import (
-    content_type_conformance,
-    negative_data_rejection,
-    not_a_server_error,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
+from schemathesis.checks import not_a_server_error
 from schemathesis.core.parameters import ParameterLocation
 
-from conversations import store
-from conversations.models import Conversation
 from memoryui.wsgi import application
 from tests.api_support import make_key
+from tests.schemathesis_support import CHECKS
 
-
-# Not positive_data_acceptance: a request can match the schema and still be
-# refused for a reason no schema can state (a position past the end of this
-# conversation, a cursor this API never gave out), and that 4xx is correct.
-def negative_data_rejected(ctx, response, case):
-    """schemathesis' negative_data_rejection, with 413 and 414 counted as rejections: a
-    query string past the server's address limit (an overlong cursor) is refused before
-    any parameter is read, which is a rejection too."""
-    if response.status_code in (413, 414):
-        return None
-    return negative_data_rejection(ctx, response, case)
-
-
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    negative_data_rejected,
-]
-
-
-@pytest.fixture(autouse=True)
-def _keep_the_test_connection():
-    # The app runs in this thread, inside the test's transaction; Django would
-    # close that connection around each request (its own test client prevents
-    # that the same way).
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
-
-
-@pytest.fixture
-def agent_key(db):
-    return make_key(["admin"], name="schemathesis")
-
-
-@pytest.fixture
-def sample_conversation(db):
-    """A conversation with a few messages and a checkpoint; a new one once deleted."""
-    made = []
-
-    def get(fresh: bool = False):
-        if made and not fresh and Conversation.objects.live().filter(pk=made[-1].pk).exists():
-            return made[-1]
-        c = store.create_conversation(title="fuzzed", subject="customer:1")
-        for text in ("one", "two", "three"):
-            store.append_message(conversation_id=c.pk, message={"kind": "note", "text": text})
-        store.checkpoint_at(conversation_id=c.pk, position=0, summary="folded")
-        made.append(c)
-        return c
-
-    return get
+pytestmark = pytest.mark.usefixtures("keep_the_test_connection")
 
 
 # Loaded when the module is collected (pytest-django has set Django up by then);

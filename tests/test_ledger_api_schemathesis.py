@@ -4,12 +4,15 @@ The same checks as tests/test_api_schemathesis.py applies to the conversations A
 over the operations tagged "task state and actions".
 """
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.core.parameters import ParameterLocation
 
 from memoryui.wsgi import application
-from tests.test_api_schemathesis import CHECKS, _keep_the_test_connection, agent_key, sample_conversation  # noqa: F401
+from tests.schemathesis_support import CHECKS
+
+pytestmark = pytest.mark.usefixtures("keep_the_test_connection")
 
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application).include(tag="task state and actions")
 
