@@ -69,18 +69,18 @@ def api_client(client, db):
 
 
 @pytest.fixture
-def reader(client):
-    return Api(client, make_key(["read"], name="reader"))
+def reader(api_client):
+    return api_client(["read"], name="reader")
 
 
 @pytest.fixture
-def writer(client):
-    return Api(client, make_key(["read", "write"], name="writer"))
+def writer(api_client):
+    return api_client(["read", "write"], name="writer")
 
 
 @pytest.fixture
-def admin_key(client):
-    return Api(client, make_key(["admin"], name="janitor"))
+def admin_key(api_client):
+    return api_client(["admin"], name="janitor")
 
 
 @pytest.fixture

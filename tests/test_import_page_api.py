@@ -19,11 +19,6 @@ FIX = Path(__file__).parent / "fixtures" / "formats"
 SESSION = "5f0c7a3e-1b2d-4c8e-9f10-aa11bb22cc33"
 
 
-@pytest.fixture
-def writer(client):
-    return Api(client, make_key(["read", "write"], name="writer"))
-
-
 # ---- the admin page -----------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from django.core.management import call_command
 from conversations.frameworks.samples import AGENT_ID, claude_agent_session
 from conversations.imports import importer
 from conversations.models import AuditEvent, Conversation, Message
-from tests.api_support import Api, login_as, make_key
+from tests.api_support import login_as
 from tests.claude_sdk_support import write_session_files
 
 pytestmark = pytest.mark.django_db
@@ -40,11 +40,6 @@ def files(tmp_path, sample):
     """(session file, subagent file) under tmp_path/projects/<project>/."""
     main = write_session_files(tmp_path, sample)
     return main, main.with_suffix("") / f"{SUBPATH}.jsonl"
-
-
-@pytest.fixture
-def writer(client):
-    return Api(client, make_key(["read", "write"], name="writer"))
 
 
 def task_position(conversation) -> int:
