@@ -10,6 +10,7 @@ import pytest
 from conversations.imports import importer, writer
 from conversations.imports import store as import_store
 from conversations.models import Conversation, Message
+from tests.helpers import wait_until
 from tests.retention_support import ROOT, conversation, database_url, subprocess_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -69,15 +70,6 @@ def write_session(path, turns: int) -> int:
     return len(lines)
 
 
-def _wait_for(condition, what: str, timeout: float = 60.0):
-    # Polls a condition the other process brings about; the deadline only guards a hang.
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.005)
-
-
 def test_appends_from_another_process_keep_succeeding_while_a_large_import_runs(tmp_path, monkeypatch):
     path = tmp_path / "session.jsonl"
     lines = write_session(path, 1500)
@@ -94,11 +86,11 @@ def test_appends_from_another_process_keep_succeeding_while_a_large_import_runs(
         nonlocal chunks, between
         real_write(**kw)
         chunks += 1
-        if between < 5:
-            seen = Message.objects.filter(conversation_id=busy.pk).count()
-            # Between two of the import's transactions, the other process gets its append in.
-            _wait_for(lambda: Message.objects.filter(conversation_id=busy.pk).count() > seen, "an append")
-            between += 1
+        seen = Message.objects.filter(conversation_id=busy.pk).count()
+        # Between every two of the import's transactions, the other process gets its append in.
+        wait_until(lambda: Message.objects.filter(conversation_id=busy.pk).count() > seen, timeout=60,
+                   interval=0.005, message="an append between two of the import's transactions")
+        between += 1
 
     monkeypatch.setattr(import_store, "write_chunk", write_then_let_an_append_in)
     try:
@@ -114,16 +106,16 @@ def test_appends_from_another_process_keep_succeeding_while_a_large_import_runs(
     # Never one transaction: at most CHUNK_ROWS rows per transaction whatever the machine's speed
     # (a fast machine grows the chunks to that cap, a slow one shrinks them).
     rows = 1500 * 6  # seven lines a turn; the two tool_use lines of one message.id are one reply row
-    assert between == 5 and chunks >= -(-rows // writer.CHUNK_ROWS)
+    assert between == chunks >= -(-rows // writer.CHUNK_ROWS)
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
     assert main.next_position == result.messages == rows and not main.deleting
     # The busy conversation's positions are still 0..n-1, one per append.
     positions = list(Message.objects.filter(conversation_id=busy.pk).order_by("position")
                      .values_list("position", flat=True))
     assert positions == list(range(1 + report["appends"]))
-    # No append waited for the whole import, nor anywhere near it: the lock is held a chunk at a time.
+    # No append waited for the whole import: the lock is held a chunk at a time, and an append got in
+    # after every chunk (above). How long one waits is the machine's speed: bench/w12_import.py measures it.
     summary = (f"{lines} lines imported in {seconds:.1f} s in {result.transactions} transactions (the longest "
                f"{result.longest_transaction:.3f} s); {report['appends']} appends meanwhile, the longest waited "
                f"{report['max_wait']:.3f} s")
     print(summary)
-    assert report["max_wait"] < 1.0, summary

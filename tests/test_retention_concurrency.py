@@ -3,12 +3,12 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from conversations.models import Conversation, Message
 from conversations.retention.pruning import prune_older_than
+from tests.helpers import wait_until
 from tests.retention_support import ROOT, age, conversation, database_url, subprocess_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -31,15 +31,6 @@ while not os.path.exists(stop) and len(latencies) < 1_000_000:
     latencies.append(time.monotonic() - started)
 print(json.dumps({"appends": len(latencies), "errors": errors, "max_wait": max(latencies, default=0)}))
 """
-
-
-def _wait_for(condition, what: str, timeout: float = 60.0):
-    # Polls a condition the other process brings about; the deadline only guards a hang.
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.005)
 
 
 def test_appends_from_another_process_succeed_while_a_prune_runs(tmp_path):
@@ -69,7 +60,8 @@ def test_appends_from_another_process_succeed_while_a_prune_runs(tmp_path):
             if batches_with_an_append_between < 5:
                 seen = Message.objects.of(busy.pk).count()
                 # Between two of our batches, the other process gets its append in.
-                _wait_for(lambda: Message.objects.of(busy.pk).count() > seen, "an append between batches")
+                wait_until(lambda: Message.objects.of(busy.pk).count() > seen, timeout=60, interval=0.005,
+                           message="an append between batches")
                 batches_with_an_append_between += 1
 
         result = prune_older_than(days=90, batch_size=10, progress=after_each_batch)

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import threading
-import time
 import uuid
 from urllib.parse import urlencode
 
@@ -24,6 +23,7 @@ from conversations import store
 from conversations.models import Conversation, Message
 from conversations.retention.models import MaintenanceLease
 from tests.api_support import make_key
+from tests.helpers import wait_until
 from tests.retention_support import conversation, make_user
 from tests.server_support import free_port, start_gunicorn
 
@@ -147,10 +147,8 @@ def test_a_prune_on_one_server_and_a_deletion_request_on_the_other_never_both_ru
         Conversation.objects.select_for_update().get(pk=old.pk)
         runner = threading.Thread(target=prune)
         runner.start()
-        deadline = time.monotonic() + 60
-        while not MaintenanceLease.objects.filter(kind="prune").exists():
-            assert time.monotonic() < deadline, "the prune never took the maintenance lease"
-            time.sleep(0.05)
+        wait_until(lambda: MaintenanceLease.objects.filter(kind="prune").exists(), timeout=60,
+                   message="the prune never took the maintenance lease")
         refused = call(servers[1], "POST", "/deletion-requests", {"conversation_ids": [str(kept.pk)]}, key=key)
     runner.join(120)
     assert not runner.is_alive(), "the prune never finished"
