@@ -16,7 +16,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # first all the same, so the tests always run against the client beside them.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "python" / "src"))
 
-pytest_plugins = ["tests.helpers", "tests.api_support"]  # shared fixtures: tests name them, never import them
+# Shared fixtures: tests name them as arguments, never import them.
+pytest_plugins = ["tests.helpers", "tests.api_support", "tests.crawl_support"]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CHROMIUM = os.environ.get("MEMORYUI_CHROMIUM", "/usr/bin/chromium")

@@ -21,7 +21,7 @@ import pytest
 from django.test import Client
 
 from tests.conftest import skip_or_fail
-from tests.test_crawler import fill, routes, world  # noqa: F401  (world is a fixture)
+from tests.test_crawler import fill, routes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -175,7 +175,7 @@ def walk(browser, live_server, admin, paths, viewport, *, check_width: bool):
 
 
 @pytest.mark.same_on_every_database
-def test_every_page_fits_a_phone_and_has_no_serious_axe_violation(world, browser, live_server, capsys):  # noqa: F811
+def test_every_page_fits_a_phone_and_has_no_serious_axe_violation(world, browser, live_server, capsys):
     client = Client()
     client.force_login(world["admin"])
     paths = page_paths(world["values"], client)
