@@ -23,17 +23,19 @@ PASSWORD = "pw-test-user-27182818"
 DESKTOP = {"width": 1400, "height": 900}
 
 
-def wait_until(predicate, timeout: float = 15.0, interval: float = 0.02, message: str = ""):
+def wait_until(predicate, timeout: float = 15.0, interval: float = 0.02, message=""):
     """Call `predicate` until it returns something true and return that; fail the test
-    when `timeout` seconds pass first. The interval only paces the polling: the test
-    goes on as soon as the condition holds, however fast or slow the machine is."""
+    when `timeout` seconds pass first, with `message` (or what a callable `message`
+    returns then). The interval only paces the polling: the test goes on as soon as the
+    condition holds, however fast or slow the machine is."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(message or f"{getattr(predicate, '__name__', 'the condition')} did not hold within {timeout} s")
+            said = message() if callable(message) else message
+            pytest.fail(said or f"{getattr(predicate, '__name__', 'the condition')} did not hold within {timeout} s")
         time.sleep(interval)
 
 

@@ -106,12 +106,14 @@ def _until_not_busy(call) -> tuple[int, dict]:
 def _appends_flow(busy, since: dict[str, int] | None = None, rows: int = 3) -> dict[str, int]:
     """Wait until every busy conversation has `rows` more messages than `since` (none when
     None): its appender is writing. Returns the counts then."""
-    def counts():
-        return {c.pk: Message.objects.of(c.pk).count() for c in busy}
+    seen = {}
 
-    wait_until(lambda: all(n >= (since or {}).get(pk, 0) + rows for pk, n in counts().items()), timeout=60,
-               message="an appender stopped writing")
-    return counts()
+    def flowing():
+        seen.update({c.pk: Message.objects.of(c.pk).count() for c in busy})
+        return all(n >= (since or {}).get(pk, 0) + rows for pk, n in seen.items())
+
+    wait_until(flowing, timeout=120, message=lambda: f"an appender stopped writing: {seen} rows, since {since}")
+    return dict(seen)
 
 
 def _every_acknowledged_append_is_stored(busy, reports) -> tuple[int, int]:
