@@ -4,18 +4,20 @@ Handlers parse, check the caller's scope, make one store call or read, and
 answer. Request bodies are read by `conversations.jsonbody` rather than by ninja
 so that every kind of bad body gets its own clear 4xx (wrong content type 415,
 not JSON 400, too big 413, wrong shape 422) and so that a message reaches the
-store exactly as the agent sent it: the store validates and encodes it once, and
-every read returns that stored text decoded. Responses are built here as plain JSON for the same
-reason; `api_schemas` documents them (schemathesis checks that the two agree).
+store exactly as the agent sent it: the store validates and encodes it once. Answers
+are serialized by ninja from the `api_schemas` `*Out` models; a message goes out as its
+stored bytes (`rawjson.RawJson`), never parsed and re-encoded
+(tests/test_api_raw_messages.py checks the bytes).
 """
 
+import json
 import uuid
 from datetime import datetime
 from typing import Literal
 
 from django.db.models import Q
 from django.http import StreamingHttpResponse
-from ninja import Path, Query, Router
+from ninja import Path, Query, Router, Status
 
 from . import hooks, keyset, params, reads, store
 from .api_schemas import (
@@ -52,10 +54,11 @@ from .api_schemas import (
 from .apiauth import actor_of, scope
 from .errors import InvalidInput
 from .export import export_stream
-from .http import absolute_url, json_response
+from .http import absolute_url
 from .jsonbody import read_body, read_json
 from .models import Checkpoint, Conversation, parse_conversation_id
 from .params import iso as _iso
+from .rawjson import RawJson
 
 router = Router(tags=["conversations"])
 
@@ -118,8 +121,8 @@ def _item(item: reads.StoredMessage) -> dict:
     return {
         "position": item.position,
         "kind": item.kind,
-        "message": item.as_json(),
-        "created_at": _iso(item.created_at),
+        "message": RawJson(item.raw),  # the stored bytes, never parsed and re-encoded
+        "created_at": item.created_at,
     }
 
 
@@ -174,7 +177,7 @@ def create_conversation(request):
         conversation, created = store.create_conversation(**fields), True
     else:
         conversation, created = store.get_or_create_conversation(external_id=body.external_id, **fields)
-    return json_response(_detail(conversation.pk, request), 201 if created else 200)
+    return Status(201 if created else 200, _detail(conversation.pk, request))
 
 
 @router.get(
@@ -220,7 +223,7 @@ def list_conversations(
     next_url = keyset.next_url(request, next_cursor, [
         ("limit", limit), ("order", order), ("subject", subject), ("namespace", namespace),
         ("external_id", external_id)])
-    return json_response(keyset.listing([_summary(c, request) for c in rows], next_cursor, next_url))
+    return keyset.listing([_summary(c, request) for c in rows], next_cursor, next_url)
 
 
 ConversationId = Path(..., description="The conversation's id (a UUID).", example=EXAMPLE_ID)
@@ -236,7 +239,7 @@ ConversationId = Path(..., description="The conversation's id (a UUID).", exampl
 @scope("read")
 def get_conversation(request, conversation_id: str = ConversationId):
     """Lineage, counts and the latest checkpoint. Needs `read`."""
-    return json_response(_detail(parse_conversation_id(conversation_id), request))
+    return _detail(parse_conversation_id(conversation_id), request)
 
 
 @router.delete(
@@ -256,10 +259,10 @@ def delete_conversation(request, conversation_id: str = ConversationId):
     `maintenance_running` while a prune or another deletion runs. Needs `admin`."""
     receipt = hooks.delete_conversation(conversation_id=parse_conversation_id(conversation_id),
                                         actor=actor_of(request))
-    return json_response({"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
-                     "checkpoints": receipt.counts.get("checkpoints", 0), "receipt_id": str(receipt.pk),
-                     "verification": receipt.verification.get("status"),
-                     "receipt_url": absolute_url(request, f"/api/v1/receipts/{receipt.pk}")})
+    return {"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
+            "checkpoints": receipt.counts.get("checkpoints", 0), "receipt_id": str(receipt.pk),
+            "verification": receipt.verification.get("status"),
+            "receipt_url": absolute_url(request, f"/api/v1/receipts/{receipt.pk}")}
 
 
 # -- messages -------------------------------------------------------------------------
@@ -292,7 +295,7 @@ def append_message(
     cid = parse_conversation_id(conversation_id)
     data = read_json(request)
     position = store.append_message(conversation_id=cid, message=data, expected_position=expected_position)
-    return json_response({"position": position, "kind": data["kind"]}, 201)
+    return Status(201, {"position": position, "kind": data["kind"]})
 
 
 @router.post(
@@ -335,8 +338,8 @@ def append_messages(
         raise InvalidInput("messages is required: a list of 1 to 1,000 messages", field="messages")
     appended = store.append_messages(conversation_id=cid, messages=data["messages"],
                                      expected_position=expected_position)
-    return json_response({"first_position": appended.first_position, "last_position": appended.last_position,
-                     "count": appended.count}, 201)
+    return Status(201, {"first_position": appended.first_position, "last_position": appended.last_position,
+                        "count": appended.count})
 
 
 @router.get(
@@ -360,7 +363,7 @@ def list_messages(
     left out and their positions listed in `skipped`. Needs `read`."""
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     page = reads.read_rows(conversation.pk, after=_start(cursor, "messages", after), limit=limit)
-    return json_response(_page(request, page, "messages", next_position=conversation.next_position, limit=limit))
+    return _page(request, page, "messages", next_position=conversation.next_position, limit=limit)
 
 
 @router.get(
@@ -390,12 +393,14 @@ def get_active_view(
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     view = reads.list_active(conversation.pk, after=_start(cursor, "active", after), limit=limit)
     cp = view.checkpoint
-    return json_response({
+    return {
         "checkpoint": {"position": cp.message_position, "summary": cp.summary, "created_at": _iso(cp.created_at)}
         if cp else None,
-        "handoff": view.handoff,
+        # Built here, not stored: encoded once, compactly, as the store encodes messages.
+        "handoff": RawJson(json.dumps(view.handoff, ensure_ascii=False, separators=(",", ":")))
+        if view.handoff is not None else None,
         **_page(request, view.page, "active", next_position=conversation.next_position, limit=limit),
-    })
+    }
 
 
 # -- checkpoints and forks ------------------------------------------------------------
@@ -420,7 +425,7 @@ def create_checkpoint(request, conversation_id: str = ConversationId):
     body = read_body(request, CheckpointIn)
     checkpoint = store.checkpoint_at(conversation_id=cid, position=body.position, summary=body.summary,
                                      actor=actor_of(request))
-    return json_response(_checkpoint(checkpoint), 201)
+    return Status(201, _checkpoint(checkpoint))
 
 
 @router.get(
@@ -436,7 +441,7 @@ def list_checkpoints(request, conversation_id: str = ConversationId):
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     checkpoints = Checkpoint.objects.of(conversation.pk).order_by("message_position", "created_at", "id")
     # Not paged: a conversation has few checkpoints (each moves the fold forward).
-    return json_response(keyset.listing([_checkpoint(cp) for cp in checkpoints], None))
+    return keyset.listing([_checkpoint(cp) for cp in checkpoints], None)
 
 
 @router.post(
@@ -460,7 +465,7 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     body = read_body(request, ForkIn)
     child = store.fork_conversation(conversation_id=cid, position=body.position, title=body.title,
                                     actor=actor_of(request), external_id=body.external_id)
-    return json_response(_detail(child.pk, request), 201)
+    return Status(201, _detail(child.pk, request))
 
 
 # -- export ---------------------------------------------------------------------------

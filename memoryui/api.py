@@ -13,9 +13,14 @@ from conversations import idempotency
 from conversations.apiauth import ApiKeyAuth, ScopeError, SessionReadAuth, public
 from conversations.errors import StoreError
 from conversations.http import code_for, error_body, store_error_body
+from conversations.rawjson import JsonRenderer
 
 
 class MemoryuiAPI(NinjaAPI):
+    def get_content_type(self) -> str:
+        # JSON is UTF-8 by definition (RFC 8259): no charset, as Django's JsonResponse answers.
+        return self.renderer.media_type
+
     def get_openapi_schema(self, **kwargs):
         # Every POST takes an Idempotency-Key (conversations/idempotency.py, a middleware).
         return _document_transport_errors(idempotency.document(super().get_openapi_schema(**kwargs)))
@@ -49,6 +54,7 @@ api = MemoryuiAPI(
     auth=[ApiKeyAuth(), SessionReadAuth()],
     docs_url="/docs",
     openapi_url="/openapi.json",
+    renderer=JsonRenderer(),
 )
 
 
