@@ -37,7 +37,8 @@ run: migrate
 	@echo "Serving memoryui on http://$(HOST):$(PORT)/ (Ctrl-C stops it)"
 	$(BIN)/gunicorn memoryui.wsgi -c memoryui/gunicorn_conf.py --bind $(HOST):$(PORT) --access-logfile - --log-level warning
 
-test: $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed
+# The lint comes first: a change that breaks ruff or the import contracts fails the tests too.
+test: lint $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff (ruff.toml) and the import contracts (.importlinter: the core imports no sub-app, no
