@@ -176,10 +176,11 @@ def _ms(at) -> int:
 
 
 def _stream_conversation(*, namespace, external_id, session, subpath, subject, title, entries=()) -> Conversation:
-    existing = Conversation.objects.live().filter(namespace=namespace, external_id=external_id).first()
-    if existing is not None:
-        return existing
+    # One look: a first batch of the same session that commits between two looks (one for
+    # live conversations, one for hidden ones) would otherwise pass for an import.
     hidden = Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
+    if hidden is not None and not hidden.deleting:
+        return hidden
     if hidden is not None:
         staged = store.stale_stage(hidden.pk)
         if staged is None and not Conversation.objects.filter(pk=hidden.pk, deleting=True).exists():
