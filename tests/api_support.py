@@ -13,6 +13,7 @@ from django.db import close_old_connections
 
 from conversations import api_keys, store
 from conversations.models import Conversation
+from tests.answer_shapes import Recorder
 from tests.helpers import make_user
 
 BASE = "/api/v1"
@@ -149,3 +150,17 @@ def sample_conversation(db):
         return c
 
     return get
+
+
+# ---- answer shapes (tests/answer_shapes.py) ----------------------------------------------------
+
+
+@pytest.fixture
+def answer_shapes(monkeypatch):
+    """Use it in a module (`pytest.mark.usefixtures("answer_shapes")`): each test fails when a 2xx
+    answer it got had fields other than its OpenAPI schema's."""
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    yield recorder
+    problems = recorder.problems()
+    assert not problems, "answers and their schemas differ:\n" + "\n".join(problems[:20])

@@ -11,7 +11,7 @@ from conversations.models import Conversation
 from tests.api_support import error_of
 from tests.retention_support import delete_conversation
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 
 # -- create ---------------------------------------------------------------------------

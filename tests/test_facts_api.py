@@ -6,7 +6,7 @@ from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.roles import ADMIN, AUDITOR, REVIEWER
 from tests.api_support import login_as
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 
 def bearer(*scopes):
