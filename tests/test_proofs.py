@@ -25,7 +25,7 @@ from conversations.proofs.models import SignedHead, SigningKey
 from conversations.retention.models import DeletionReceipt
 from tests.api_support import Api, error_of, login_as, make_key
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 
 @pytest.fixture(autouse=True)

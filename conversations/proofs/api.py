@@ -1,12 +1,13 @@
 """Proofs over JSON: the public signing keys, signed heads on request, the subject access export."""
 
+from typing import Any
+
 from django.http import StreamingHttpResponse
-from ninja import Path, Query, Router, Schema
+from ninja import Field, Path, Query, Router, Schema, Status
 
 from conversations import keyset
 from conversations.api_schemas import ListOut, errors_doc
 from conversations.apiauth import actor_of, public, scope
-from conversations.http import json_response
 from conversations.models import Conversation, parse_conversation_id
 
 from . import bundle, heads
@@ -35,6 +36,11 @@ class SignedHeadOut(Schema):
     conversation_id: str
     position: int
     chain_hash: str
+    checkpoints: int = Field(..., description="How many checkpoints the checkpoint chain covers.")
+    checkpoint_chain_hash: str = Field(..., description="The checkpoint chain's last hash (empty: none).")
+    ledger_chains: dict[str, Any] | None = Field(
+        ..., description='The ledger chains: {"state"|"action"|"snapshot": {"rows": n, "chain_hash": hex}}.')
+    # Text, not a datetime: it is signed as written (microseconds always present).
     signed_at: str
     key_id: str
     signature: str
@@ -52,7 +58,7 @@ def signing_keys(request):
     """Every Ed25519 public key the server has signed heads with, the retired ones too, so that a
     head signed before a rotation still verifies. Public: no key needed. A key's id is the first
     16 hex digits of SHA-256 over its 32 raw bytes (the base64 `public_key`)."""
-    return json_response(heads.keys_document())
+    return heads.keys_document()
 
 
 def _head_out(head: SignedHead, public: dict[str, str]) -> dict:
@@ -68,7 +74,7 @@ def sign_head(request, conversation_id: str = Path(..., description="The convers
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     head = heads.sign(conversation, reason="request")
     public = {k.key_id: k.public_key for k in heads.public_keys()}
-    return json_response(_head_out(head, public), 201)
+    return Status(201, _head_out(head, public))
 
 
 @router.get("/conversations/{conversation_id}/signed-heads", operation_id="list_signed_heads",
@@ -80,7 +86,7 @@ def list_signed_heads(request, conversation_id: str = Path(..., description="The
     public = {k.key_id: k.public_key for k in heads.public_keys()}
     items = [_head_out(h, public) for h in SignedHead.objects.of(conversation.pk)[:HEAD_LIST_MAX]]
     # Not paged: the newest HEAD_LIST_MAX heads.
-    return json_response(keyset.listing(items, None))
+    return keyset.listing(items, None)
 
 
 @router.get(

@@ -2027,6 +2027,23 @@ export interface components {
             position: number;
             /** Chain Hash */
             chain_hash: string;
+            /**
+             * Checkpoints
+             * @description How many checkpoints the checkpoint chain covers.
+             */
+            checkpoints: number;
+            /**
+             * Checkpoint Chain Hash
+             * @description The checkpoint chain's last hash (empty: none).
+             */
+            checkpoint_chain_hash: string;
+            /**
+             * Ledger Chains
+             * @description The ledger chains: {"state"|"action"|"snapshot": {"rows": n, "chain_hash": hex}}.
+             */
+            ledger_chains: {
+                [key: string]: unknown;
+            } | null;
             /** Signed At */
             signed_at: string;
             /** Key Id */
