@@ -9,6 +9,7 @@ docs/BENCHMARKS.md.
 """
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -16,6 +17,7 @@ import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,22 +78,12 @@ def setup_django(db_path: Path, data_dir: Path | None = None):
     """
     data_dir = data_dir or db_path.parent / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    os.environ["MEMORYUI_DATA_DIR"] = str(data_dir)
-    os.environ["DATABASE_URL"] = f"sqlite:///{db_path}"
-    os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
-    os.environ.setdefault("MEMORYUI_LOG_LEVEL", "ERROR")
     # A migrated empty file made once per run (bench/run.py names it): copying it is
     # much quicker than running every migration's DDL with an fsync each.
     template = os.environ.get("MEMORYUI_BENCH_TEMPLATE")
     if template and Path(template).exists() and not db_path.exists():
         shutil.copyfile(template, db_path)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    migrate_database(f"sqlite:///{db_path}", data_dir)
     # The server never writes through the connection that migrated (`make run` migrates
     # in a process of its own), and that connection is not a fair one to measure: on
     # SQLite, after running the migrations' DDL, every append it makes costs ~1.7×
@@ -100,6 +92,56 @@ def setup_django(db_path: Path, data_dir: Path | None = None):
     if template and not Path(template).exists():
         wal_checkpoint(db_path)
         shutil.copyfile(db_path, template)
+
+
+def migrate_database(url: str, data_dir: Path):
+    """Configure Django for the database at `url` (through the same settings code as
+    production), set it up and migrate it; the connection stays open."""
+    os.environ["MEMORYUI_DATA_DIR"] = str(data_dir)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
+    os.environ.setdefault("MEMORYUI_LOG_LEVEL", "ERROR")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def postgres_reachable() -> bool:
+    """Whether `psql -d postgres` connects: the PostgreSQL workloads run only then."""
+    try:
+        return subprocess.run(["psql", "-d", "postgres", "-Atc", "SELECT 1"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def database_child(argv) -> tuple[list[str], str | None]:
+    """Workloads that measure each database in a child process of their own (Django is
+    set up once per process) mark the child with `--database NAME`: the arguments
+    without it, and NAME (None in the parent)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--database" not in argv:
+        return argv, None
+    i = argv.index("--database")
+    only = argv[i + 1]
+    del argv[i:i + 2]
+    return argv, only
+
+
+def rows_per_database(script: str, tag: str, databases: list[str], args, extra: list[str] = ()) -> list[dict]:
+    """Run `script` once per database as a child process (see database_child), in turn;
+    the rows each child wrote to `<its workdir>/<tag>-<database>.json`, in order."""
+    rows = []
+    for database in databases:
+        child = [sys.executable, script, "--database", database, "--out", str(args.out),
+                 "--workdir", str(args.workdir / database)] + (["--quick"] if args.quick else []) + list(extra)
+        subprocess.run(child, check=True)
+        rows += json.loads((args.workdir / database / f"{tag}-{database}.json").read_text())
+    return rows
 
 
 def close_django():
@@ -134,6 +176,20 @@ def message_for(i: int, rng: random.Random | None = None) -> dict:
     if turn == 2:
         return {"kind": "tool", "tool_call_id": f"call_{i}", "name": "lookup", "content": text}
     return {"kind": "assistant", "content": text}
+
+
+def encoded_for(i: int) -> tuple[str, str]:
+    """(kind, stored text) of message_for(i % 4096), encoded once: the generator repeats
+    after a while, and encoding every one of a million messages would make set-up
+    dominate the run."""
+    return _encoded_key(i % 4096)
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded_key(key: int) -> tuple[str, str]:
+    from conversations.message_schema import encode_message
+
+    return encode_message(message_for(key))
 
 
 def messages(n: int, start: int = 0) -> list[dict]:
@@ -468,6 +524,16 @@ class Results:
         path.write_text(json.dumps(data, indent=2))
 
 
+def finish(res: Results, args, started: float, *connections):
+    """A workload's last step: close its own connections and Django's, record how long
+    it ran since `started` (a perf_counter reading) and write its rows to --out."""
+    for conn in connections:
+        conn.close()
+    close_django()
+    res.seconds = time.perf_counter() - started
+    res.write(args.out)
+
+
 def fmt(value) -> str:
     if value is None:
         return "—"
@@ -488,6 +554,40 @@ def machine_line() -> str:
     return (f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlean.dbapi2.sqlite_version} "
             f"(memoryui, sqlean) and {sqlite3.sqlite_version} (raw sqlite3 and LangGraph, Python's own), "
             f"{platform.system()} {platform.machine()}")
+
+
+def append_until(conversation_id, stop: str) -> list[list]:
+    """An appender process's loop (workloads 13 and 15): append one message at a time
+    through the store, as fast as it can, until the file `stop` exists. One mark per
+    append: [start time, seconds it took, the error or None]."""
+    from conversations import store
+
+    marks, i = [], 0
+    while not os.path.exists(stop):
+        started = time.time()
+        try:
+            store.append_message(conversation_id=conversation_id,
+                                 message={"kind": "note", "text": f"still writing {i}"})
+            marks.append([started, time.time() - started, None])
+        except Exception as exc:
+            marks.append([started, time.time() - started, f"{type(exc).__name__}: {exc}"[:200]])
+        i += 1
+    return marks
+
+
+def stop_appender(appender, stop: Path, *, timeout: float) -> list[list]:
+    """Tell an appender process (append_until) to stop; its marks, once it has ended."""
+    stop.write_text("stop")
+    out, _ = appender.communicate(timeout=timeout)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def appends_in(marks: list[list], window: tuple[float, float]) -> tuple[list[float], list[str]]:
+    """Of the appends that overlap `window` (an append that overlaps it waited on what ran
+    in it): the milliseconds of those that succeeded, and the errors of those that failed."""
+    lo, hi = window
+    inside = [m for m in marks if m[0] < hi and m[0] + m[1] > lo]
+    return [m[1] * 1000 for m in inside if m[2] is None], [m[2] for m in inside if m[2]]
 
 
 def days_ago(days: float):

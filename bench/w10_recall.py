@@ -163,10 +163,7 @@ def main(argv=None):
                 note=f"recall / plain indexed select of the same {per_subject:,} candidates: {ms / t['raw']:.1f}×; "
                      + ("recall also ranks them by full text, and " if key == "mu-query" else "recall ")
                      + "commits its reinforcement (10 updates, 10 events, one fsync)")
-    raw.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, raw)
 
 
 if __name__ == "__main__":

@@ -241,11 +241,7 @@ def main(argv=None):
             ratio=with_index / raw_rate, passed=with_index / raw_rate >= 0.5,
             note=f"without the index trigger: {without:,.0f} msg/s (the index costs "
                  f"{(1 / with_index - 1 / without) * 1e6:.0f} µs per append)")
-    raw_conn.close()
-    raw.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, raw_conn, raw)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Rows: p50, p99 and max latency of one append in each phase, failed appends, and
 the erasure's own duration. Target: max stall during erasure ≤ 1 s, no failed append.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -33,23 +32,12 @@ TURN = 4
 HERE = Path(__file__).resolve().parent
 
 APPENDER = r"""
-import json, os, sys, time
+import json, sys
 sys.path.insert(0, sys.argv[4])
 import common
 common.setup_django(__import__("pathlib").Path(sys.argv[1]))
-from conversations import store
-cid, stop, marks = sys.argv[2], sys.argv[3], []
 print("ready", flush=True)
-i = 0
-while not os.path.exists(stop):
-    started = time.time()
-    try:
-        store.append_message(conversation_id=cid, message={"kind": "note", "text": f"still writing {i}"})
-        marks.append([started, time.time() - started, None])
-    except Exception as exc:
-        marks.append([started, time.time() - started, f"{type(exc).__name__}: {exc}"[:200]])
-    i += 1
-print(json.dumps(marks))
+print(json.dumps(common.append_until(sys.argv[2], sys.argv[3])))
 """
 
 
@@ -96,14 +84,6 @@ def _build(db, count, per, built):
     from conversations.message_schema import encode_message
     from conversations.models import Conversation
 
-    cache = {}
-
-    def encode(i):
-        key = i % 4096
-        if key not in cache:
-            cache[key] = encode_message(common.message_for(key))
-        return cache[key]
-
     convs, subjects = [], {}
     for i in range(count):
         subject = f"cust:{i // (2 * GROUP)}-{(i % GROUP) // 2}" if i % 2 else ""
@@ -124,7 +104,7 @@ def _build(db, count, per, built):
                     + common.message_for(i % 4096).get("content", "") if isinstance(
                         common.message_for(i % 4096).get("content"), str) else f"{about[cid]} detail {i}")})
             else:
-                kind, text = encode(i)
+                kind, text = common.encoded_for(i)
             yield (cid, i, kind, text, now)
 
     sql = ("INSERT INTO conversations_message (conversation_id, position, kind, content, created_at) "
@@ -187,17 +167,9 @@ def _measure(args, db, busy, size, build_s, count, per, subjects_deleted, starte
     windows["vacuum"] = (w0, time.time())
     time.sleep(1)
 
-    stop.write_text("stop")
-    out, err = appender.communicate(timeout=300)
-    marks = json.loads(out.strip().splitlines()[-1])
+    marks = common.stop_appender(appender, stop, timeout=300)
 
-    def phase(name):
-        lo, hi = windows[name]
-        # An append that overlaps the window counts: it waited on what ran in it.
-        inside = [m for m in marks if m[0] < hi and m[0] + m[1] > lo]
-        return [m[1] * 1000 for m in inside if m[2] is None], [m[2] for m in inside if m[2]]
-
-    idle, idle_fail = phase("idle")
+    idle, idle_fail = common.appends_in(marks, windows["idle"])
     # Where the slowest appends of the erasure window fell: which request, which of its
     # steps (they run in order: delete, scrub, verify), and how far into it.
     lo, hi = windows["erasure"]
@@ -211,8 +183,8 @@ def _measure(args, db, busy, size, build_s, count, per, subjects_deleted, starte
             at -= took
         print(f"  slow append: {m[1] * 1000:,.0f} ms, {at:.2f} s into the {step} step of request {began - lo:.1f} s "
               f"into the window", flush=True)
-    erase, erase_fail = phase("erasure")
-    vac, vac_fail = phase("vacuum")
+    erase, erase_fail = common.appends_in(marks, windows["erasure"])
+    vac, vac_fail = common.appends_in(marks, windows["vacuum"])
     res = common.Results("13 erasure stall")
     res.sizes = {"conversations": count, "messages_per_conversation": per, "bytes": size,
                  "subjects_deleted": subjects_deleted, "messages_per_subject": 2 * per,

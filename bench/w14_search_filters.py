@@ -31,7 +31,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import common
@@ -197,17 +196,7 @@ def measure(database: str, args) -> list[dict]:
         if not KEEP:
             subprocess.run(["dropdb", "--if-exists", name], check=True, capture_output=True)
         subprocess.run(["createdb", name], capture_output=True)
-        os.environ["DATABASE_URL"] = f"postgres:///{name}"
-        os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
-        os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
-        os.environ["MEMORYUI_DATA_DIR"] = str(args.workdir / "data-pg")
-        os.environ.setdefault("MEMORYUI_LOG_LEVEL", "ERROR")
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0, interactive=False)
+        common.migrate_database(f"postgres:///{name}", args.workdir / "data-pg")
         common.close_django()
     from django.db import DatabaseError, connection
 
@@ -279,34 +268,16 @@ def measure(database: str, args) -> list[dict]:
     return rows
 
 
-def postgres_reachable() -> bool:
-    try:
-        return subprocess.run(["psql", "-d", "postgres", "-Atc", "SELECT 1"], capture_output=True,
-                              timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    only = None
-    if "--database" in argv:  # a child process measuring one database (Django set up once per process)
-        i = argv.index("--database")
-        only = argv[i + 1]
-        del argv[i:i + 2]
+    argv, only = common.database_child(argv)
     args = common.parse_args(__doc__.splitlines()[0], argv)
     if only:
         rows = measure(only, args)
         (args.workdir / f"w14-{only}.json").write_text(json.dumps(rows))
         return 0
     started = time.perf_counter()
-    databases = ["sqlite"] + (["postgresql"] if postgres_reachable() else [])
-    rows = []
-    for database in databases:
-        child = [sys.executable, __file__, "--database", database, "--out", str(args.out),
-                 "--workdir", str(args.workdir / database)] + (["--quick"] if args.quick else [])
-        subprocess.run(child, check=True)
-        rows += json.loads((args.workdir / database / f"w14-{database}.json").read_text())
+    databases = ["sqlite"] + (["postgresql"] if common.postgres_reachable() else [])
+    rows = common.rows_per_database(__file__, "w14", databases, args)
 
     res = common.Results("14 search filters")
     res.sizes = {"messages": rows[0]["messages"] if rows else 0, "databases": databases, "quick": args.quick,

@@ -23,12 +23,10 @@ the workload reports nothing. MEMORYUI_BENCH_W15_KEEP=1 keeps the built database
 for a re-run.
 """
 
-import json
 import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import common
@@ -40,40 +38,24 @@ KEEP = os.environ.get("MEMORYUI_BENCH_W15_KEEP") == "1"
 SUBJECTS_DELETED = 4
 
 APPENDER = r"""
-import json, os, sys, time
+import json, os, sys
 os.environ["DATABASE_URL"] = sys.argv[1]
 os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
 sys.path.insert(0, sys.argv[4])
+import common  # puts the repository on sys.path
 import django
 django.setup()
 from conversations import store
-cid, stop, marks = sys.argv[2], sys.argv[3], []
+cid = sys.argv[2]
 store.append_message(conversation_id=cid, message={"kind": "note", "text": "warm up"})
 print("ready", flush=True)
-i = 0
-while not os.path.exists(stop):
-    started = time.time()
-    try:
-        store.append_message(conversation_id=cid, message={"kind": "note", "text": f"still writing {i}"})
-        marks.append([started, time.time() - started, None])
-    except Exception as exc:
-        marks.append([started, time.time() - started, f"{type(exc).__name__}: {exc}"[:200]])
-    i += 1
-print(json.dumps(marks))
+print(json.dumps(common.append_until(cid, sys.argv[3])))
 """
-
-
-def postgres_reachable() -> bool:
-    try:
-        return subprocess.run(["psql", "-d", "postgres", "-Atc", "SELECT 1"], capture_output=True,
-                              timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    if not postgres_reachable():
+    if not common.postgres_reachable():
         print("  PostgreSQL is not reachable: workload 15 not run", flush=True)
         return common.NOT_RUN
     count, per = (16, 40) if args.quick else (1000, 1000)
@@ -85,17 +67,7 @@ def main(argv=None):
     if fresh:
         subprocess.run(["dropdb", "--if-exists", name], check=True, capture_output=True)
         subprocess.run(["createdb", name], check=True, capture_output=True)
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
-    os.environ["MEMORYUI_DATA_DIR"] = str(args.workdir / "data-pg15")
-    os.environ.setdefault("MEMORYUI_LOG_LEVEL", "ERROR")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    common.migrate_database(url, args.workdir / "data-pg15")
     t0 = time.perf_counter()
     if fresh:
         _build(count, per)
@@ -171,7 +143,7 @@ def _measure(args, url, busy, heap, total, build_s, count, per, subjects_deleted
 
     stop = args.workdir / "stop15"
     stop.unlink(missing_ok=True)
-    appender = subprocess.Popen([sys.executable, "-c", APPENDER, url, str(busy), str(stop), str(HERE.parent)],
+    appender = subprocess.Popen([sys.executable, "-c", APPENDER, url, str(busy), str(stop), str(HERE)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HERE.parent))
     assert appender.stdout.readline().strip() == "ready", appender.stderr.read()
     idle_s = 3 if args.quick else 10
@@ -203,18 +175,11 @@ def _measure(args, url, busy, heap, total, build_s, count, per, subjects_deleted
     time.sleep(1)
     common.close_django()
 
-    stop.write_text("stop")
-    out, err = appender.communicate(timeout=600)
-    marks = json.loads(out.strip().splitlines()[-1])
+    marks = common.stop_appender(appender, stop, timeout=600)
 
-    def phase(label):
-        lo, hi = windows[label]
-        inside = [m for m in marks if m[0] < hi and m[0] + m[1] > lo]
-        return [m[1] * 1000 for m in inside if m[2] is None], [m[2] for m in inside if m[2]]
-
-    idle, _ = phase("idle")
-    erase, erase_fail = phase("erasure")
-    vac, vac_fail = phase("vacuum")
+    idle, _ = common.appends_in(marks, windows["idle"])
+    erase, erase_fail = common.appends_in(marks, windows["erasure"])
+    vac, vac_fail = common.appends_in(marks, windows["vacuum"])
     res = common.Results("15 erasure stall on PostgreSQL")
     res.sizes = {"conversations": count, "messages_per_conversation": per, "message_table_bytes": heap,
                  "with_indexes_bytes": total, "subjects_deleted": subjects_deleted,

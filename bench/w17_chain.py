@@ -175,9 +175,7 @@ def main(argv=None):
             unit="s", target="memoryui < 60 s", ratio=verify_s / scan_s, passed=verify_s < 60,
             note=f"raw column: scanning the same rows without hashing; ratio verify/scan. Filled in "
                  f"{fill_seconds:.0f} s through append_messages ({m // BATCH:,} batches of {BATCH:,})")
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started)
 
 
 if __name__ == "__main__":

@@ -112,11 +112,7 @@ def main(argv=None):
             passed=growth <= 1.2,
             note=f"raw {atn['raw'] / at100['raw']:.2f}×, LangGraph {atn['langgraph'] / at100['langgraph']:.0f}× "
                  f"its @100")
-    lg.close()
-    raw.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, lg, raw)
 
 
 if __name__ == "__main__":

@@ -78,11 +78,7 @@ def main(argv=None):
                 ratio=ratio, passed=ratio <= 2.0,
                 note=f"raw {pm['raw'] / text_bytes[n]:.2f}×, LangGraph {pm['langgraph'] / text_bytes[n]:,.0f}× "
                      f"the text{est}")
-    lg.close()
-    raw.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, lg, raw)
 
 
 if __name__ == "__main__":

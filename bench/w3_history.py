@@ -62,11 +62,7 @@ def main(argv=None):
             unit="ms", ratio=t["memoryui"] / t["raw"], target="memoryui/raw (no target)",
             note="memoryui validates every row into its message model; raw only json.loads; "
                  "LangGraph deserializes one checkpoint")
-    raw.close()
-    lg.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, raw, lg)
 
 
 if __name__ == "__main__":

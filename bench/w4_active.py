@@ -67,10 +67,7 @@ def main(argv=None):
             target=f"memoryui @{big:,} / @{small:,} ≤ 1.5", ratio=ratio, passed=ratio <= 1.5,
             note=f"raw {t['raw-big'] / t['raw-small']:.2f}×; memoryui/raw at {big:,}: "
                  f"{t['mu-big'] / t['raw-big']:.1f}×")
-    raw.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, raw)
 
 
 if __name__ == "__main__":

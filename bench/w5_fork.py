@@ -79,10 +79,7 @@ def main(argv=None):
             memoryui=indexed_after, raw=indexed_before, unit="rows", target="after / before = 1 (no row added)",
             ratio=indexed_after / indexed_before, passed=indexed_after == indexed_before,
             note="a fork's copies are found through the rows they were copied from (search migration 0004)")
-    raw.close()
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started, raw)
 
 
 if __name__ == "__main__":

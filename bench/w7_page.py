@@ -73,9 +73,7 @@ def main(argv=None):
             ratio = ms / base
         res.add(metric=f"{label} at {n:,} messages", memoryui=ms, unit="ms", target=target, ratio=ratio,
                 passed=passed, note=f"{queries[(which, n)]} SQL queries")
-    common.close_django()
-    res.seconds = time.perf_counter() - started
-    res.write(args.out)
+    common.finish(res, args, started)
 
 
 if __name__ == "__main__":

@@ -294,36 +294,17 @@ def measure(database: str, args) -> list[dict]:
     return rows
 
 
-def postgres_reachable() -> bool:
-    try:
-        return subprocess.run(["psql", "-d", "postgres", "-Atc", "SELECT 1"], capture_output=True,
-                              timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    only = None
-    if "--database" in argv:  # a child process measuring one database
-        i = argv.index("--database")
-        only = argv[i + 1]
-        del argv[i:i + 2]
+    argv, only = common.database_child(argv)
     args = common.parse_args(__doc__.splitlines()[0], argv)
     if only:
         rows = measure(only, args)
         (args.workdir / f"w8-{only}.json").write_text(json.dumps(rows))
         return 0
     started = time.perf_counter()
-    databases = ["sqlite"] + (["postgres"] if postgres_reachable() else [])
-    rows = []
-    for database in databases:
-        child = [sys.executable, __file__, "--database", database, "--out", str(args.out),
-                 "--workdir", str(args.workdir / database)] + (["--quick"] if args.quick else [])
-        if args.reps:
-            child += ["--reps", str(args.reps)]
-        subprocess.run(child, check=True)
-        rows += json.loads((args.workdir / database / f"w8-{database}.json").read_text())
+    databases = ["sqlite"] + (["postgres"] if common.postgres_reachable() else [])
+    reps = ["--reps", str(args.reps)] if args.reps else []
+    rows = common.rows_per_database(__file__, "w8", databases, args, reps)
 
     res = common.Results("8 HTTP append")
     res.sizes = {"clients": list(CLIENTS), "batch": BATCH, "databases": databases, "quick": args.quick}

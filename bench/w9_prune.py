@@ -55,17 +55,8 @@ def main(argv=None):
     from django.db import connection, transaction
 
     from conversations import store
-    from conversations.message_schema import encode_message
     from conversations.models import Conversation, Message
     from conversations.retention.pruning import prune_older_than
-
-    cache = {}
-
-    def encode(i):
-        key = i % 4096
-        if key not in cache:
-            cache[key] = encode_message(common.message_for(key))
-        return cache[key]
 
     tc, tm = Conversation._meta.db_table, Message._meta.db_table
     old_when = connection.ops.adapt_datetimefield_value(common.days_ago(60))
@@ -78,7 +69,7 @@ def main(argv=None):
     old = [cid for cid in ids if when[cid] == old_when]
     survivors = [cid for cid in ids if when[cid] == new_when]
     with transaction.atomic(), connection.cursor() as cursor:
-        fill(ids, per, when, table_conv=tc, table_msg=tm, cursor=cursor, encode=encode)
+        fill(ids, per, when, table_conv=tc, table_msg=tm, cursor=cursor, encode=common.encoded_for)
         for cid in ids:
             # Retention counts from when memoryui received the rows (received_at): both dates go back.
             cursor.execute(f"UPDATE {tc} SET last_activity_at = %s, received_at = %s WHERE id = %s",
@@ -128,7 +119,7 @@ def main(argv=None):
     fresh_convs = [db_id(store.create_conversation(title=f"bench fresh {i}").pk) for i in range(len(survivors))]
     with transaction.atomic(), connection.cursor() as cursor:
         fill(fresh_convs, per, {c: new_when for c in fresh_convs}, table_conv=tc, table_msg=tm, cursor=cursor,
-             encode=encode)
+             encode=common.encoded_for)
     connections.close_all()
     fresh = common.bytes_on_disk(fresh_db)
 
