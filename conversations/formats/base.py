@@ -235,9 +235,12 @@ def split_lines(text: str) -> Iterator[tuple[int, str, bool]]:
             yield number, line, last
 
 
-def read_jsonl(lines: Iterable[tuple[int, str, bool]]) -> Iterator[Line]:
-    """Parse each line as JSON; a line that is not JSON comes back with `error` set."""
+def read_jsonl(lines: Iterable[tuple[int, str, bool]], *, keep_text: bool = True) -> Iterator[Line]:
+    """Parse each line as JSON; a line that is not JSON comes back with `error` set.
+    With keep_text=False each Line's `text` is "" (a reader that keeps only what it
+    parsed does not hold the file's text twice)."""
     for number, text, last in lines:
+        kept = text if keep_text else ""
         try:
             obj = loads(text)
         except UnpairedSurrogate as exc:
@@ -246,9 +249,23 @@ def read_jsonl(lines: Iterable[tuple[int, str, bool]]) -> Iterator[Line]:
             reason = f"not JSON: {exc}"
             if last:
                 reason = f"torn last line (the file ends in the middle of a JSON object): {exc}"
-            yield Line(number, text, None, reason)
+            yield Line(number, kept, None, reason)
             continue
-        yield Line(number, text, obj)
+        yield Line(number, kept, obj)
+
+
+def parse_document_or_lines(data, parse_document, *, subject: str = "") -> Plan:
+    """One JSON document, or else JSON Lines: the lines that are JSON, as a list, go to
+    `parse_document(items, text, subject=…)` and each line that is not is a problem."""
+    text = decode_text(data)
+    try:
+        doc = loads(text)
+    except ValueError:
+        lines = list(read_jsonl(split_lines(text)))
+        plan = parse_document([ln.obj for ln in lines if not ln.error], text, subject=subject)
+        plan.problems.extend(Problem(ln.number, ln.error) for ln in lines if ln.error)
+        return plan
+    return parse_document(doc, text, subject=subject)
 
 
 def content_hash(text: str) -> str:

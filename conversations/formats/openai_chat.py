@@ -25,16 +25,13 @@ from .base import (
     Problem,
     clean_text,
     content_hash,
-    decode_text,
     dumps,
     first_text,
-    loads,
     make_row,
     messages_and_envelope,
+    parse_document_or_lines,
     parse_time,
-    read_jsonl,
     render_messages_document,
-    split_lines,
 )
 
 NAME = "openai-chat"
@@ -165,15 +162,7 @@ def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
 
 
 def parse(data, *, subject: str = "") -> Plan:
-    text = decode_text(data)
-    try:
-        doc = loads(text)
-    except ValueError:
-        lines = list(read_jsonl(split_lines(text)))
-        plan = parse_document([ln.obj for ln in lines if not ln.error], text, subject=subject)
-        plan.problems.extend(Problem(ln.number, ln.error) for ln in lines if ln.error)
-        return plan
-    return parse_document(doc, text, subject=subject)
+    return parse_document_or_lines(data, parse_document, subject=subject)
 
 
 # ---- rendering -----------------------------------------------------------------------

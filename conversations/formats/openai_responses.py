@@ -30,15 +30,12 @@ from .base import (
     Row,
     clean_text,
     content_hash,
-    decode_text,
     dumps,
     first_text,
-    loads,
     make_row,
     merge_row,
+    parse_document_or_lines,
     parse_time,
-    read_jsonl,
-    split_lines,
 )
 
 NAME = "openai-responses"
@@ -272,18 +269,7 @@ def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
 
 
 def parse(data, *, subject: str = "") -> Plan:
-    text = decode_text(data)
-    try:
-        doc = loads(text)
-    except ValueError:
-        lines = list(read_jsonl(split_lines(text)))
-        bad = [ln for ln in lines if ln.error]
-        doc = [ln.obj for ln in lines if not ln.error]
-        plan = parse_document(doc, text, subject=subject)
-        for ln in bad:
-            plan.problems.append(Problem(ln.number, ln.error))
-        return plan
-    return parse_document(doc, text, subject=subject)
+    return parse_document_or_lines(data, parse_document, subject=subject)
 
 
 # ---- rendering -------------------------------------------------------------------------

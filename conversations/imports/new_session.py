@@ -18,7 +18,7 @@ incremental path instead.
 """
 
 from conversations.formats import claude_code, claude_code_placer
-from conversations.formats.base import Line, UnpairedSurrogate, loads, on_line, storable
+from conversations.formats.base import UnpairedSurrogate, loads, on_line, read_jsonl, storable
 
 from . import subagents
 from .writer import Writer
@@ -41,21 +41,6 @@ def session_key(text) -> str | None:
     return None
 
 
-def _parsed(text):
-    for number, line, last in text.lines():
-        try:
-            obj = loads(line)
-        except UnpairedSurrogate as exc:
-            raise on_line(exc, number) from None
-        except (ValueError, RecursionError) as exc:
-            reason = f"not JSON: {exc}"
-            if last:
-                reason = f"torn last line (the file ends in the middle of a JSON object): {exc}"
-            yield Line(number, "", None, reason)
-            continue
-        yield Line(number, "", obj)
-
-
 def _object(line: str):
     try:
         return loads(line)
@@ -73,7 +58,7 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     `finish(result)` inside the last transaction (importer.import_text); `meta` is added
     to the main conversation's `claude_code` meta. A subagent's own transcript is created
     under the call that spawned it when its session is here (subagents.py)."""
-    skel = claude_code.skeleton_of(_parsed(text), keep_raw=False)
+    skel = claude_code.skeleton_of(read_jsonl(text.lines(), keep_text=False), keep_raw=False)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
     order, on_line, problems = claude_code.placement(skel) if skel.entries else ([], set(), [])
