@@ -75,3 +75,21 @@ class ImportInProgress(Conflict):
 class InvalidInput(StoreError):
     code = "invalid_input"
     status = 422
+
+
+# What is wrong with a request body as a whole (jsonbody.read_json raises them).
+
+
+class BadRequest(StoreError):
+    code = "bad_request"
+    status = 400
+
+
+class BodyTooLarge(StoreError):
+    code = "body_too_large"
+    status = 413
+
+
+class UnsupportedMediaType(StoreError):
+    code = "unsupported_media_type"
+    status = 415

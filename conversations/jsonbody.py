@@ -16,25 +16,10 @@ from django.http.request import RawPostDataException
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, WithJsonSchema
 
 from . import params
-from .errors import InvalidInput, StoreError
+from .errors import BadRequest, BodyTooLarge, InvalidInput, UnsupportedMediaType
 from .message_schema import describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class BadRequest(StoreError):
-    code = "bad_request"
-    status = 400
-
-
-class BodyTooLarge(StoreError):
-    code = "body_too_large"
-    status = 413
-
-
-class UnsupportedMediaType(StoreError):
-    code = "unsupported_media_type"
-    status = 415
 
 
 class StrictBody(BaseModel):

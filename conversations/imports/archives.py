@@ -21,8 +21,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from conversations.errors import BodyTooLarge as ArchiveTooLarge  # 413 body_too_large: one code for "too big"
 from conversations.errors import InvalidInput
-from conversations.jsonbody import BodyTooLarge as ArchiveTooLarge  # 413 body_too_large: one code for "too big"
 
 MAX_MEMBERS = 2000
 READ_BLOCK = 1024 * 1024
