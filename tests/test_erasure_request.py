@@ -15,7 +15,7 @@ from conversations.retention import erasure, erasure_scrub, erasure_verify
 from conversations.retention.models import DeletionReceipt
 from tests.retention_support import conversation, raw_bytes_of_database
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 SUBJECT = "cust:erasure-7f3a9c"
 TEXTS = [

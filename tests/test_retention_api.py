@@ -9,7 +9,7 @@ from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt
 from tests.retention_support import conversation, make_user
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 
 def key(*scopes):

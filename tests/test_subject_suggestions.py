@@ -18,7 +18,7 @@ from conversations.retention.models import DeletionReceipt
 from conversations.retention.suggestions import suggest_subjects
 from tests.retention_support import conversation, make_user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 
 @pytest.fixture

@@ -2,10 +2,10 @@
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
-from django.http import JsonResponse
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 from pydantic import StrictBool, StrictInt, StrictStr
 
 from conversations import keyset, params
@@ -43,6 +43,7 @@ class PruneOut(Schema):
     estimated_bytes: int
     conversation_ids: list[str]
     run_id: int | None
+    uploads_removed: int = Field(..., description="Expired import uploads removed (a dry run removes none).")
     seconds: float
     notes: list[str]
 
@@ -53,6 +54,35 @@ class DeletionIn(StrictBody):
     dry_run: StrictBool = False
     # Filing a receipt that nothing is held is a choice: without it, nothing stored is a 404.
     allow_empty: StrictBool = False
+
+
+class PreviewConversationOut(Schema):
+    id: str
+    title: str
+    messages: int
+    checkpoints: int
+    pinned: bool
+    about_subject: bool = Field(..., description="False for a conversation named only by its id.")
+
+
+class SuggestionOut(Schema):
+    subject: str
+    conversations: int
+    facts: int
+    why: str = Field(..., description="`edit_distance`, `local_part` or `prefix`.")
+
+
+class DeletionPreviewOut(Schema):
+    dry_run: bool
+    subject_sha256: str | None
+    conversations: list[PreviewConversationOut]
+    missing_conversation_ids: list[str]
+    counts: dict[str, Any] = Field(..., description="Rows a deletion would remove, by kind (with the facts "
+                                   "store: its counts and `sample_texts`).")
+    facts_available: bool
+    nothing_stored: bool
+    suggestions: list[SuggestionOut] = Field(..., description="With `nothing_stored`: the stored subjects "
+                                             "close to the one sent.")
 
 
 class ReceiptOut(Schema):
@@ -80,7 +110,7 @@ def prune(request):
     payload = read_body(request, PruneIn)
     result = prune_older_than(days=payload.older_than_days, dry_run=payload.dry_run,
                               batch_size=payload.batch_size, actor=actor_of(request))
-    return result.as_dict()
+    return result.as_dict() | {"cutoff": result.cutoff}
 
 
 def _preview_out(preview: erasure.DeletionPreview) -> dict:
@@ -100,7 +130,8 @@ def _preview_out(preview: erasure.DeletionPreview) -> dict:
     }
 
 
-@router.post("/deletion-requests", response={200: dict, 201: ReceiptOut, **errors_doc(400, 404, 413, 415, 422)},
+@router.post("/deletion-requests",
+             response={200: DeletionPreviewOut, 201: ReceiptOut, **errors_doc(400, 404, 413, 415, 422)},
              summary="Preview (dry_run) or carry out a deletion request; returns the receipt",
              openapi_extra=json_body_doc(inline_schema(DeletionIn), {
                  "preview": {"summary": "Preview what a subject's deletion removes",
@@ -116,7 +147,12 @@ def deletion_request(request):
                                                           conversation_ids=payload.conversation_ids))
     receipt = erasure.execute_deletion(subject=payload.subject, conversation_ids=payload.conversation_ids,
                                        actor=actor_of(request))
-    return JsonResponse(receipt.as_document(), status=201)
+    return Status(201, _receipt_out(receipt))
+
+
+def _receipt_out(receipt: DeletionReceipt) -> dict:
+    # The moment as every answer writes it (params.iso), where the downloaded document keeps isoformat.
+    return receipt.as_document() | {"created_at": receipt.created_at}
 
 
 @router.get("/receipts", response={200: ReceiptListOut, **errors_doc(400, 422)},
@@ -129,7 +165,7 @@ def list_receipts(request, cursor: str | None = Query(None, max_length=params.CU
     if after:
         qs = qs.filter(Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]))
     rows, next_cursor = keyset.page(qs, limit, "receipts", lambda r: (r.created_at, r.pk))
-    return keyset.listing([r.as_document() for r in rows], next_cursor,
+    return keyset.listing([_receipt_out(r) for r in rows], next_cursor,
                           keyset.next_url(request, next_cursor, [("limit", limit)]))
 
 
@@ -143,4 +179,4 @@ def get_receipt(request, request_id: str):
     receipt = DeletionReceipt.objects.filter(pk=rid).first()
     if receipt is None:
         raise NotFound(f"receipt {rid} not found", field="request_id")
-    return receipt.as_document()
+    return _receipt_out(receipt)

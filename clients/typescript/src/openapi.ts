@@ -1892,10 +1892,74 @@ export interface components {
             conversation_ids: string[];
             /** Run Id */
             run_id: number | null;
+            /**
+             * Uploads Removed
+             * @description Expired import uploads removed (a dry run removes none).
+             */
+            uploads_removed: number;
             /** Seconds */
             seconds: number;
             /** Notes */
             notes: string[];
+        };
+        /** DeletionPreviewOut */
+        DeletionPreviewOut: {
+            /** Dry Run */
+            dry_run: boolean;
+            /** Subject Sha256 */
+            subject_sha256: string | null;
+            /** Conversations */
+            conversations: components["schemas"]["PreviewConversationOut"][];
+            /** Missing Conversation Ids */
+            missing_conversation_ids: string[];
+            /**
+             * Counts
+             * @description Rows a deletion would remove, by kind (with the facts store: its counts and `sample_texts`).
+             */
+            counts: {
+                [key: string]: unknown;
+            };
+            /** Facts Available */
+            facts_available: boolean;
+            /** Nothing Stored */
+            nothing_stored: boolean;
+            /**
+             * Suggestions
+             * @description With `nothing_stored`: the stored subjects close to the one sent.
+             */
+            suggestions: components["schemas"]["SuggestionOut"][];
+        };
+        /** PreviewConversationOut */
+        PreviewConversationOut: {
+            /** Id */
+            id: string;
+            /** Title */
+            title: string;
+            /** Messages */
+            messages: number;
+            /** Checkpoints */
+            checkpoints: number;
+            /** Pinned */
+            pinned: boolean;
+            /**
+             * About Subject
+             * @description False for a conversation named only by its id.
+             */
+            about_subject: boolean;
+        };
+        /** SuggestionOut */
+        SuggestionOut: {
+            /** Subject */
+            subject: string;
+            /** Conversations */
+            conversations: number;
+            /** Facts */
+            facts: number;
+            /**
+             * Why
+             * @description `edit_distance`, `local_part` or `prefix`.
+             */
+            why: string;
         };
         /** ReceiptOut */
         ReceiptOut: {
@@ -5346,9 +5410,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["DeletionPreviewOut"];
                 };
             };
             /** @description Created */
