@@ -47,6 +47,18 @@ def parse_conversation_id(value) -> uuid.UUID:
         raise NotFound(f"conversation {str(value)[:80]!r} not found (not a conversation id)", field="id") from None
 
 
+class ChainedRow(models.Model):
+    """A row with its place in a chain (conversations/chain.py): the store sets these in
+    the insert's transaction, for messages, checkpoints, audit events and the ledger's rows."""
+
+    salt = models.BinaryField(null=True, editable=False)
+    commitment = models.BinaryField(null=True, editable=False)
+    chain_hash = models.BinaryField(null=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
 class ConversationQuerySet(LockingQuerySet):
     def live(self):
         """Conversations not being deleted (a half-finished prune hides its victims)."""
@@ -206,7 +218,7 @@ class MessageQuerySet(models.QuerySet):
         return qs[:limit] if limit is not None else qs
 
 
-class Message(models.Model):
+class Message(ChainedRow):
     # Keyed by (conversation, position): on SQLite the table is WITHOUT ROWID, so a
     # conversation's rows sit together in the file, in order. Reads by position are
     # one range scan, there is no second index to keep, and pruning a conversation
@@ -220,10 +232,6 @@ class Message(models.Model):
     # The message exactly as first encoded; reads return these bytes.
     content = models.TextField()
     created_at = models.DateTimeField()
-    # The row's place in its chain (conversations/chain.py), set by the store in the insert's transaction.
-    salt = models.BinaryField(null=True, editable=False)
-    commitment = models.BinaryField(null=True, editable=False)
-    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = MessageQuerySet.as_manager()
 
@@ -249,7 +257,7 @@ class CheckpointQuerySet(models.QuerySet):
         return qs.order_by("-message_position", "-id").first()
 
 
-class Checkpoint(models.Model):
+class Checkpoint(ChainedRow):
     id = models.BigAutoField(primary_key=True)
     conversation = models.ForeignKey(
         Conversation, on_delete=models.DO_NOTHING, related_name="checkpoints", db_index=False
@@ -259,10 +267,6 @@ class Checkpoint(models.Model):
     summary = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.CharField(max_length=200, blank=True, default="")
-    # The row's place in its chain (conversations/chain.py), set by the store in the insert's transaction.
-    salt = models.BinaryField(null=True, editable=False)
-    commitment = models.BinaryField(null=True, editable=False)
-    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -306,7 +310,7 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
-class AuditEvent(models.Model):
+class AuditEvent(ChainedRow):
     """What people and keys did. Append-only in the database; holds ids, counts and
     hashes, never message or fact text."""
 
@@ -317,10 +321,6 @@ class AuditEvent(models.Model):
     target_type = models.CharField(max_length=64, blank=True, default="")
     target_id = models.CharField(max_length=200, blank=True, default="")
     detail = models.JSONField(default=dict, blank=True)
-    # The row's place in its chain (conversations/chain.py), set by the store in the insert's transaction.
-    salt = models.BinaryField(null=True, editable=False)
-    commitment = models.BinaryField(null=True, editable=False)
-    chain_hash = models.BinaryField(null=True, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]

@@ -23,7 +23,7 @@ import shlex
 from django.db import models
 from django.utils import timezone
 
-from conversations.models import Conversation
+from conversations.models import ChainedRow, Conversation
 
 PERFORMED, FAILED, ALREADY_PERFORMED = "performed", "failed", "already_performed"
 ACTION_STATUSES = (PERFORMED, FAILED, ALREADY_PERFORMED)
@@ -48,7 +48,7 @@ class TaskStateQuerySet(models.QuerySet):
         return qs[:limit] if limit is not None else qs
 
 
-class TaskStateEvent(models.Model):
+class TaskStateEvent(ChainedRow):
     """One version of a conversation's task state: the whole state after the
     change, and what changed from the version before."""
 
@@ -61,11 +61,6 @@ class TaskStateEvent(models.Model):
     changes = models.TextField()
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
-
-    # The row's place in its conversation's chain for this table (conversations/chain.py).
-    salt = models.BinaryField(null=True, editable=False)
-    commitment = models.BinaryField(null=True, editable=False)
-    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = TaskStateQuerySet.as_manager()
 
@@ -115,7 +110,7 @@ class ActionQuerySet(models.QuerySet):
         )
 
 
-class Action(models.Model):
+class Action(ChainedRow):
     """One attempt at a side effect, written by code after the tool returned.
 
     `idempotency_key` is the business key (ticket, order, item, amount …), unique
@@ -141,11 +136,6 @@ class Action(models.Model):
     inherited_from = models.BigIntegerField(null=True, blank=True)
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
-
-    # The row's place in its conversation's chain for this table (conversations/chain.py).
-    salt = models.BinaryField(null=True, editable=False)
-    commitment = models.BinaryField(null=True, editable=False)
-    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = ActionQuerySet.as_manager()
 
@@ -197,7 +187,7 @@ class SnapshotQuerySet(models.QuerySet):
         return self.of(conversation_id).order_by("position", "repo", "id")
 
 
-class WorkspaceSnapshot(models.Model):
+class WorkspaceSnapshot(ChainedRow):
     """The files at a turn: a git commit object the harness stored under
     `refs/memoryui/<conversation>/<position>` in its own repository, with the
     size of the change against the commit it was taken on (`base_sha`)."""
@@ -215,11 +205,6 @@ class WorkspaceSnapshot(models.Model):
     deletions = models.IntegerField()
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
-
-    # The row's place in its conversation's chain for this table (conversations/chain.py).
-    salt = models.BinaryField(null=True, editable=False)
-    commitment = models.BinaryField(null=True, editable=False)
-    chain_hash = models.BinaryField(null=True, editable=False)
 
     objects = SnapshotQuerySet.as_manager()
 
