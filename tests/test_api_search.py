@@ -5,7 +5,7 @@ import pytest
 from conversations import store
 from tests.api_support import Api, error_of, login_as, make_key
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 
 def test_it_finds_rows_with_snippets_and_links(reader, convo):

@@ -27,7 +27,7 @@ from conversations.search.params import parse_search
 from conversations.search.reads import search_messages
 from tests.api_support import Api, error_of, login_as, make_key
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 

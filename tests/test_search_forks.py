@@ -20,7 +20,7 @@ from tests.conftest import purge_sqlite_guarded_tables
 from tests.retention_support import age, delete_conversation, raw_bytes_of_database
 from tests.search_support import index_bytes, into_the_index, rows_the_index_knows
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 
 @pytest.fixture(params=["waiting", "indexed"])

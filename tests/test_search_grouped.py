@@ -13,7 +13,7 @@ from conversations.search.params import parse_search
 from tests.api_support import Api, error_of, login_as, make_key
 from tests.search_support import into_the_index
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 FILLER = "the customer wrote again about the order, the parcel, the courier and the weather in town"
 

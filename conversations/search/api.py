@@ -1,6 +1,5 @@
 """GET /api/v1/search: message content across every conversation, in keyset pages."""
 
-from django.http import JsonResponse
 from ninja import Query, Router, Schema
 
 from conversations import keyset, params
@@ -117,9 +116,8 @@ def search(
     parsed = parse_search(data, kinds=kind or [])
     page = search_messages(parsed.query, filters=parsed.filters, cursor=parsed.cursor, limit=parsed.limit)
     next_url = keyset.next_url(request, page.next_cursor, keyset.same_query(request))
-    body = keyset.listing([hit_json(request, h) for h in page.hits], page.next_cursor, next_url,
+    return keyset.listing([hit_json(request, h) for h in page.hits], page.next_cursor, next_url,
                           query=parsed.raw_query, total=None, total_is_lower_bound=None)
-    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
 
 
 RANKED_CURSOR = "search-ranked"
@@ -139,6 +137,5 @@ def _ranked(request, q, kind, subject, namespace, since, to, conversation, curso
     results = ranked.search_grouped(parsed.query, filters=parsed.filters, page=page)
     items = [hit_json(request, h) for g in results.groups for h in g.hits]
     next_cursor = keyset.cursor_of(RANKED_CURSOR, results.next_page) if results.next_page else None
-    body = keyset.listing(items, next_cursor, keyset.next_url(request, next_cursor, keyset.same_query(request)),
+    return keyset.listing(items, next_cursor, keyset.next_url(request, next_cursor, keyset.same_query(request)),
                           query=parsed.raw_query, total=results.total, total_is_lower_bound=results.capped)
-    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
