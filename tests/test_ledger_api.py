@@ -10,7 +10,7 @@ from conversations import store
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
 from tests.api_support import Api, error_of, login_as, make_key
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
 KEY = "refund:T-40219:SU-88421:oak-shelf:11800"
 COMMIT = "9f2c4e1b7a0d3c5e8f6a2b4d1c3e5f7a9b0c2d4e"

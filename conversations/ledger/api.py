@@ -1,15 +1,15 @@
 """The ledger's part of the agent API: task state, actions, workspace snapshots.
 
 Handlers parse, check the caller's scope (reads `read`, writes `write`), make one
-store call or read, and answer in the API's JSON and error shapes, as
-`conversations.api` does.
+store call or read, and return data that ninja serializes through the `api_schemas`
+models, as `conversations.api` does.
 """
 
 from datetime import datetime
 from typing import Literal
 
 from django.http import StreamingHttpResponse
-from ninja import Query, Router
+from ninja import Query, Router, Status
 
 from conversations import keyset, params
 from conversations import store as conversation_store
@@ -17,7 +17,6 @@ from conversations.api import ConversationId
 from conversations.api_schemas import errors_doc, example_doc, inline_schema, json_body_doc, merge_doc
 from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput
-from conversations.http import json_response
 from conversations.jsonbody import read_body
 from conversations.models import Conversation, parse_conversation_id
 
@@ -83,7 +82,7 @@ def get_state(request, conversation_id: str = ConversationId):
     """The current version of the conversation's task state: what the work is about and what was
     decided. Version 0 and `{}` until it is first set. Needs `read`."""
     conversation = _live(conversation_id)
-    return json_response(state_dict(conversation.pk, TaskStateEvent.objects.current(conversation.pk)))
+    return state_dict(conversation.pk, TaskStateEvent.objects.current(conversation.pk))
 
 
 @router.put(
@@ -111,8 +110,8 @@ def set_state(request, conversation_id: str = ConversationId):
     body = read_body(request, StateIn)
     written = store.set_state(conversation_id=cid, state=body.state, expected_version=body.expected_version,
                               actor=actor_of(request))
-    return json_response({**state_dict(cid, written.event), "changed": written.changed,
-                     "changes": written.event.changes_json if written.changed else []})
+    return {**state_dict(cid, written.event), "changed": written.changed,
+            "changes": written.event.changes_json if written.changed else []}
 
 
 @router.get(
@@ -140,7 +139,7 @@ def list_state_versions(
     """Oldest first, in keyset pages by version. Needs `read`."""
     conversation = _live(conversation_id)
     history = TaskStateEvent.objects.history(conversation.pk, after_version=_after(cursor, "state", after))
-    return json_response(_paged(request, history, limit, "state", lambda e: (e.version,), event_dict))
+    return _paged(request, history, limit, "state", lambda e: (e.version,), event_dict)
 
 
 # -- actions --------------------------------------------------------------------------
@@ -179,8 +178,8 @@ def record_action(request, conversation_id: str = ConversationId):
         conversation_id=cid, idempotency_key=body.idempotency_key, name=body.name, arguments=body.arguments,
         result=body.result, status=body.status, actor=actor_of(request),
     )
-    return json_response({"status": recorded.status, "action": action_dict(recorded.action),
-                     "attempt": action_dict(recorded.attempt)}, 201 if recorded.first_time else 200)
+    return Status(201 if recorded.first_time else 200, {
+        "status": recorded.status, "action": action_dict(recorded.action), "attempt": action_dict(recorded.attempt)})
 
 
 @router.get(
@@ -202,7 +201,7 @@ def list_actions(
     """Keyset pages by id, including the entries a fork carried from its parent. Needs `read`."""
     conversation = _live(conversation_id)
     actions = Action.objects.of(conversation.pk).filter(id__gt=_after(cursor, "actions", after)).order_by("id")
-    return json_response(_paged(request, actions, limit, "actions", lambda a: (a.id,), action_dict))
+    return _paged(request, actions, limit, "actions", lambda a: (a.id,), action_dict)
 
 
 @router.get(
@@ -239,8 +238,8 @@ def find_action(
     performed = [a for a in entries if a.status == "performed"]
     # The original when it still exists, else the oldest copy a fork carried.
     done = min(performed, key=lambda a: (a.inherited_from is not None, a.id)) if performed else None
-    return json_response({"namespace": namespace, "idempotency_key": idempotency_key, "performed": done is not None,
-                     "action": action_dict(done) if done else None, "entries": [action_dict(a) for a in entries]})
+    return {"namespace": namespace, "idempotency_key": idempotency_key, "performed": done is not None,
+            "action": action_dict(done) if done else None, "entries": [action_dict(a) for a in entries]}
 
 
 def _instant(value: str | None, field: str) -> datetime | None:
@@ -328,7 +327,7 @@ def record_snapshot(request, conversation_id: str = ConversationId):
         base=body.base or "", files_changed=body.files_changed, insertions=body.insertions,
         deletions=body.deletions, actor=actor_of(request),
     )
-    return json_response(snapshot_dict(written.snapshot), 201 if written.created else 200)
+    return Status(201 if written.created else 200, snapshot_dict(written.snapshot))
 
 
 @router.get(
@@ -343,5 +342,4 @@ def list_snapshots(request, conversation_id: str = ConversationId):
     """Needs `read`."""
     conversation = _live(conversation_id)
     # Not paged: one snapshot per turn at most.
-    return json_response(keyset.listing([snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)],
-                                   None))
+    return keyset.listing([snapshot_dict(s) for s in WorkspaceSnapshot.objects.timeline(conversation.pk)], None)

@@ -1,7 +1,7 @@
 """What the ledger's API documents: response shapes, request bodies, examples.
 
-As in `conversations.api_schemas`, handlers build their JSON themselves and
-these models describe it; the request-body models are strict and are what the
+As in `conversations.api_schemas`, handlers return data that ninja serializes
+through these models; the request-body models are strict and are what the
 handlers validate with.
 """
 
@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Field, Schema
-from pydantic import StrictInt, StrictStr
+from pydantic import StrictInt, StrictStr, model_serializer
 
 from conversations.api_schemas import EXAMPLE_ID, EXAMPLE_TIME, MAX_POSITION, ListOut  # noqa: F401 (re-exported)
 from conversations.jsonbody import StrictBody
@@ -30,6 +30,11 @@ class Change(Schema):
     path: str = Field(..., description="JSON Pointer to the changed value, e.g. `/decision`.")
     old: Any = Field(None, description="The value before (remove, replace).")
     new: Any = Field(None, description="The value after (add, replace).")
+
+    @model_serializer(mode="wrap")
+    def _as_stored(self, serialize):
+        # An add has no `old` and a remove no `new`: left out, as stored, not written as null.
+        return {k: v for k, v in serialize(self).items() if k in self.model_fields_set}
 
 
 class StateOut(Schema):
