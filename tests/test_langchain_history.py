@@ -15,7 +15,7 @@ from memoryui_client.integrations.langchain import MemoryuiChatMessageHistory
 from tests.api_support import make_key
 from tests.provider_oracle import invalid_renderings
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 FAST = Retries(attempts=4, backoff=0.01, max_backoff=0.05)
 

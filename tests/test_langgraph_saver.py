@@ -23,7 +23,7 @@ from tests.api_support import make_key
 from tests.claude_sdk_support import run_async
 from tests.provider_oracle import invalid_renderings
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 FAST = Retries(attempts=4, backoff=0.01, max_backoff=0.05)
 

@@ -8,15 +8,16 @@ pruning forget checkpoints, never messages, so they need `write` too.
 import base64
 import binascii
 import json
+import uuid
 from typing import Any
 
-from ninja import Router
+from ninja import Router, Schema, Status
 from pydantic import Field, StrictInt, StrictStr
 
 from conversations import keyset
+from conversations.api_schemas import ListOut
 from conversations.apiauth import scope
 from conversations.errors import InvalidInput
-from conversations.http import json_response
 from conversations.jsonbody import StrictBody, read_body
 from conversations.params import BadParameter, identifier, int_param
 
@@ -83,6 +84,54 @@ class PruneIn(StrictBody):
     strategy: StrictStr = "keep_latest"
 
 
+class BlobOut(Schema):
+    type: str
+    data: str = Field(..., description="base64 of the stored bytes")
+
+
+class CheckpointPutOut(Schema):
+    checkpoint_id: str
+    conversation_id: uuid.UUID = Field(..., description="The conversation holding the thread's messages.")
+    rows: int = Field(..., description="How many rows that conversation had as of this checkpoint.")
+    forked: bool = Field(..., description="The graph was replayed from an earlier checkpoint: a fork took the rows.")
+
+
+class WritesOut(Schema):
+    stored: int
+
+
+class PendingWriteOut(Schema):
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: BlobOut
+
+
+class StoredCheckpointOut(Schema):
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    checkpoint: BlobOut
+    metadata: BlobOut
+    conversation_id: uuid.UUID
+    rows: int
+    pending_writes: list[PendingWriteOut]
+
+
+class StoredCheckpointList(ListOut):
+    items: list[StoredCheckpointOut]
+
+
+class DeletedOut(Schema):
+    deleted: int = Field(..., description="Checkpoints forgotten (their conversations stay).")
+
+
+class CopiedOut(Schema):
+    copied: int
+
+
 def _bytes(blob: Blob, field: str) -> bytes:
     try:
         data = base64.b64decode(blob.data, validate=True)
@@ -98,7 +147,7 @@ def _b64(data) -> str:
 
 
 @router.post("/langgraph/checkpoints", operation_id="put_langgraph_checkpoint",
-             summary="Keep a LangGraph checkpoint and project its messages")
+             summary="Keep a LangGraph checkpoint and project its messages", response={201: CheckpointPutOut})
 @scope("write")
 def put_checkpoint(request):
     """Store a checkpoint's serialised bytes as given; the new messages of its `messages`
@@ -111,11 +160,12 @@ def put_checkpoint(request):
         data=_bytes(body.checkpoint, "checkpoint"), metadata_type=body.metadata.type,
         metadata_data=_bytes(body.metadata, "metadata"), metadata=body.metadata_json,
         messages=None if body.messages is None else [m.model_dump() for m in body.messages])
-    return json_response({"checkpoint_id": checkpoint.checkpoint_id, "conversation_id": str(projected.conversation_id),
-                     "rows": projected.rows, "forked": projected.forked}, status=201)
+    return Status(201, {"checkpoint_id": checkpoint.checkpoint_id, "conversation_id": str(projected.conversation_id),
+                        "rows": projected.rows, "forked": projected.forked})
 
 
-@router.post("/langgraph/writes", operation_id="put_langgraph_writes", summary="Keep a task's pending writes")
+@router.post("/langgraph/writes", operation_id="put_langgraph_writes", summary="Keep a task's pending writes",
+             response={201: WritesOut})
 @scope("write")
 def put_writes(request):
     """Needs `write`."""
@@ -125,11 +175,12 @@ def put_writes(request):
     stored = store.put_writes(thread_id=body.thread_id, checkpoint_ns=body.checkpoint_ns,
                               checkpoint_id=body.checkpoint_id, task_id=body.task_id, task_path=body.task_path,
                               writes=writes)
-    return json_response({"stored": stored}, status=201)
+    return Status(201, {"stored": stored})
 
 
 @router.get("/langgraph/checkpoints", operation_id="list_langgraph_checkpoints",
-            summary="LangGraph checkpoints, newest first, with their pending writes")
+            summary="LangGraph checkpoints, newest first, with their pending writes",
+            response=StoredCheckpointList)
 @scope("read")
 def list_checkpoints(request):
     """Query: `thread_id`, `checkpoint_ns` (absent: every namespace), `checkpoint_id`,
@@ -165,9 +216,9 @@ def list_checkpoints(request):
                                                checkpoint_id__in={cp.checkpoint_id for cp in picked}):
             writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), []).append(w)
     # LangGraph's own list protocol pages with `before` and `limit`: `next` is always null.
-    return json_response(keyset.listing([
+    return keyset.listing([
         _checkpoint_dict(cp, writes.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])) for cp in picked],
-        None))
+        None)
 
 
 def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
@@ -184,34 +235,36 @@ def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
 
 
 @router.post("/langgraph/threads/delete", operation_id="delete_langgraph_thread",
-             summary="Forget a thread's checkpoints (its conversations stay)")
+             summary="Forget a thread's checkpoints (its conversations stay)", response=DeletedOut)
 @scope("write")
 def delete_thread(request):
     body = read_body(request, ThreadIn)
-    return json_response({"deleted": store.delete_thread(thread_id=body.thread_id)})
+    return {"deleted": store.delete_thread(thread_id=body.thread_id)}
 
 
 @router.post("/langgraph/runs/delete", operation_id="delete_langgraph_runs",
-             summary="Forget the checkpoints of some runs")
+             summary="Forget the checkpoints of some runs", response=DeletedOut)
 @scope("write")
 def delete_for_runs(request):
     body = read_body(request, RunsIn)
-    return json_response({"deleted": store.delete_for_runs(run_ids=body.run_ids)})
+    return {"deleted": store.delete_for_runs(run_ids=body.run_ids)}
 
 
-@router.post("/langgraph/threads/copy", operation_id="copy_langgraph_thread", summary="Copy a thread's checkpoints")
+@router.post("/langgraph/threads/copy", operation_id="copy_langgraph_thread", summary="Copy a thread's checkpoints",
+             response=CopiedOut)
 @scope("write")
 def copy_thread(request):
     body = read_body(request, CopyIn)
-    return json_response({"copied": store.copy_thread(source_thread_id=body.source_thread_id,
-                                                 target_thread_id=body.target_thread_id)})
+    return {"copied": store.copy_thread(source_thread_id=body.source_thread_id,
+                                        target_thread_id=body.target_thread_id)}
 
 
-@router.post("/langgraph/threads/prune", operation_id="prune_langgraph_threads", summary="Prune threads' checkpoints")
+@router.post("/langgraph/threads/prune", operation_id="prune_langgraph_threads", summary="Prune threads' checkpoints",
+             response=DeletedOut)
 @scope("write")
 def prune(request):
     body = read_body(request, PruneIn)
-    return json_response({"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)})
+    return {"deleted": store.prune(thread_ids=body.thread_ids, strategy=body.strategy)}
 
 
 # -- LangChain chat history (MemoryuiChatMessageHistory) ------------------------------
@@ -227,6 +280,15 @@ class HistoryMessagesIn(HistoryIn):
                                            description="LangChain messages as `model_dump()` JSON (with `type`)")
 
 
+class HistoryHeadOut(Schema):
+    conversation_id: uuid.UUID | None = Field(..., description="The current generation's conversation (or null).")
+    generation: int = Field(..., description="0, then one more each time the history is cleared.")
+
+
+class HistoryOut(HistoryHeadOut):
+    messages: list[dict[str, Any]] = Field(..., description="The active view as LangChain message dicts.")
+
+
 def _history_key(namespace, session_id) -> tuple[str, str]:
     return (identifier(namespace, "namespace", max_length=200, required=True),
             identifier(session_id, "session_id", max_length=KEY_MAX - 12, required=True))
@@ -238,18 +300,19 @@ def _history_dict(current) -> dict:
             "messages": history.active_messages(current) if current else []}
 
 
-@router.get("/langchain/history", operation_id="get_langchain_history", summary="A LangChain chat history")
+@router.get("/langchain/history", operation_id="get_langchain_history", summary="A LangChain chat history",
+            response=HistoryOut)
 @scope("read")
 def get_history(request):
     """Query: `session_id`, `namespace` (default "langchain"). The active view as LangChain
     message dicts; no history yet: none. Needs `read`."""
     namespace, session_id = _history_key(request.GET.get("namespace", history.DEFAULT_NAMESPACE),
                                          request.GET.get("session_id", ""))
-    return json_response(_history_dict(history.head(namespace=namespace, session_id=session_id)))
+    return _history_dict(history.head(namespace=namespace, session_id=session_id))
 
 
 @router.post("/langchain/history/messages", operation_id="add_langchain_messages",
-             summary="Append to a LangChain chat history")
+             summary="Append to a LangChain chat history", response={201: HistoryHeadOut})
 @scope("write")
 def add_history_messages(request):
     """Each message becomes the row it maps to, with the original kept in its meta. Needs `write`."""
@@ -259,17 +322,16 @@ def add_history_messages(request):
         if not isinstance(message.get("type"), str):
             raise InvalidInput("a LangChain message needs its type", field=f"messages.{i}.type")
     current = history.add_messages(namespace=namespace, session_id=session_id, messages=body.messages)
-    return json_response({"conversation_id": str(current.conversation_id), "generation": current.generation},
-                         status=201)
+    return Status(201, {"conversation_id": str(current.conversation_id), "generation": current.generation})
 
 
 @router.post("/langchain/history/clear", operation_id="clear_langchain_history",
-             summary="Start a LangChain chat history's next generation")
+             summary="Start a LangChain chat history's next generation", response=HistoryHeadOut)
 @scope("write")
 def clear_history(request):
     """The history continues empty in a new conversation; the old one stays. Needs `write`."""
     body = read_body(request, HistoryIn)
     namespace, session_id = _history_key(body.namespace, body.session_id)
     current = history.clear(namespace=namespace, session_id=session_id)
-    return json_response({"conversation_id": str(current.conversation_id) if current else None,
-                     "generation": current.generation if current else 0})
+    return {"conversation_id": str(current.conversation_id) if current else None,
+            "generation": current.generation if current else 0}

@@ -1114,22 +1114,9 @@ export interface components {
         DeletedOut: {
             /**
              * Deleted
-             * Format: uuid
+             * @description Checkpoints forgotten (their conversations stay).
              */
-            deleted: string;
-            /** Messages */
-            messages: number;
-            /** Checkpoints */
-            checkpoints: number;
-            /**
-             * Receipt Id
-             * Format: uuid
-             */
-            receipt_id: string;
-            /** Verification */
-            verification: string;
-            /** Receipt Url */
-            receipt_url: string;
+            deleted: number;
         };
         /** AppendOut */
         AppendOut: {
@@ -2058,6 +2045,129 @@ export interface components {
             total?: number | null;
             /** Total Is Lower Bound */
             total_is_lower_bound?: boolean | null;
+        };
+        /** CheckpointPutOut */
+        CheckpointPutOut: {
+            /** Checkpoint Id */
+            checkpoint_id: string;
+            /**
+             * Conversation Id
+             * Format: uuid
+             * @description The conversation holding the thread's messages.
+             */
+            conversation_id: string;
+            /**
+             * Rows
+             * @description How many rows that conversation had as of this checkpoint.
+             */
+            rows: number;
+            /**
+             * Forked
+             * @description The graph was replayed from an earlier checkpoint: a fork took the rows.
+             */
+            forked: boolean;
+        };
+        /** BlobOut */
+        BlobOut: {
+            /** Type */
+            type: string;
+            /**
+             * Data
+             * @description base64 of the stored bytes
+             */
+            data: string;
+        };
+        /** PendingWriteOut */
+        PendingWriteOut: {
+            /** Task Id */
+            task_id: string;
+            /** Task Path */
+            task_path: string;
+            /** Idx */
+            idx: number;
+            /** Channel */
+            channel: string;
+            value: components["schemas"]["BlobOut"];
+        };
+        /** StoredCheckpointList */
+        StoredCheckpointList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: components["schemas"]["StoredCheckpointOut"][];
+        };
+        /** StoredCheckpointOut */
+        StoredCheckpointOut: {
+            /** Thread Id */
+            thread_id: string;
+            /** Checkpoint Ns */
+            checkpoint_ns: string;
+            /** Checkpoint Id */
+            checkpoint_id: string;
+            /** Parent Checkpoint Id */
+            parent_checkpoint_id: string | null;
+            checkpoint: components["schemas"]["BlobOut"];
+            metadata: components["schemas"]["BlobOut"];
+            /**
+             * Conversation Id
+             * Format: uuid
+             */
+            conversation_id: string;
+            /** Rows */
+            rows: number;
+            /** Pending Writes */
+            pending_writes: components["schemas"]["PendingWriteOut"][];
+        };
+        /** WritesOut */
+        WritesOut: {
+            /** Stored */
+            stored: number;
+        };
+        /** CopiedOut */
+        CopiedOut: {
+            /** Copied */
+            copied: number;
+        };
+        /** HistoryOut */
+        HistoryOut: {
+            /**
+             * Conversation Id
+             * @description The current generation's conversation (or null).
+             */
+            conversation_id: string | null;
+            /**
+             * Generation
+             * @description 0, then one more each time the history is cleared.
+             */
+            generation: number;
+            /**
+             * Messages
+             * @description The active view as LangChain message dicts.
+             */
+            messages: {
+                [key: string]: unknown;
+            }[];
+        };
+        /** HistoryHeadOut */
+        HistoryHeadOut: {
+            /**
+             * Conversation Id
+             * @description The current generation's conversation (or null).
+             */
+            conversation_id: string | null;
+            /**
+             * Generation
+             * @description 0, then one more each time the history is cleared.
+             */
+            generation: number;
         };
         /** SigningKeyOut */
         SigningKeyOut: {
@@ -6030,7 +6140,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["StoredCheckpointList"];
+                };
             };
             /** @description The address is longer than the server accepts. */
             414: {
@@ -6058,14 +6170,16 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
-            200: {
+            /** @description Created */
+            201: {
                 headers: {
                     /** @description `true` when this is the stored answer to an earlier request with the same key. */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["CheckpointPutOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6102,14 +6216,16 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
-            200: {
+            /** @description Created */
+            201: {
                 headers: {
                     /** @description `true` when this is the stored answer to an earlier request with the same key. */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["WritesOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6153,7 +6269,9 @@ export interface operations {
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["DeletedOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6197,7 +6315,9 @@ export interface operations {
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["DeletedOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6241,7 +6361,9 @@ export interface operations {
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["CopiedOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6285,7 +6407,9 @@ export interface operations {
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["DeletedOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6321,7 +6445,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["HistoryOut"];
+                };
             };
             /** @description The address is longer than the server accepts. */
             414: {
@@ -6349,14 +6475,16 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
-            200: {
+            /** @description Created */
+            201: {
                 headers: {
                     /** @description `true` when this is the stored answer to an earlier request with the same key. */
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["HistoryHeadOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
@@ -6400,7 +6528,9 @@ export interface operations {
                     "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["HistoryHeadOut"];
+                };
             };
             /** @description The request body is larger than the server accepts. */
             413: {
