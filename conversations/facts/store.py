@@ -32,7 +32,7 @@ from django.utils import timezone
 from conversations import params
 from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOfRange
 from conversations.models import Conversation
-from conversations.store import record_audit
+from conversations.store import clean_text, record_audit
 
 from .models import APPROVED, CATEGORIES, PROPOSED, REJECTED, Fact, FactAccess, FactEvent
 
@@ -49,17 +49,8 @@ MAX_RETENTION_DAYS = 36500
 
 
 def _clean_text(value, *, field: str, max_length: int, required: bool = True) -> str:
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string", field=field)
-    params.check_text(value, field)
-    value = value.strip()
-    if required and not value:
-        raise InvalidInput(f"{field} must not be blank", field=field)
-    if len(value) > max_length:
-        raise InvalidInput(f"{field} is {len(value)} characters; at most {max_length}", field=field)
-    return value
+    """The store's clean_text, but a fact's texts are required unless said otherwise."""
+    return clean_text(value, field=field, max_length=max_length, required=required)
 
 
 def clean_subject(value) -> str:
