@@ -166,10 +166,17 @@ def _request_fields(request):
     return request.POST.get("subject", ""), request.POST.get("conversation_ids", "")
 
 
-def _check_request(subject, ids):
+def _preview(subject, ids):
     # Text no database can store is refused before erasure looks anything up with it.
     params.check_text(subject, "subject")
     params.check_text(ids, "conversation_ids")
+    return erasure.preview_deletion(subject=subject, conversation_ids=ids)
+
+
+def _form_error(request, subject, ids, exc: StoreError):
+    """The deletion form again, with what was sent and what is wrong with it."""
+    return render(request, "retention/deletion_form.html",
+                  {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
 
 
 @require_safe
@@ -216,11 +223,9 @@ def deletion_preview(request):
     # POST, not GET: the subject is personal data and must not land in URLs or access logs.
     subject, ids = _request_fields(request)
     try:
-        _check_request(subject, ids)
-        preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
+        preview = _preview(subject, ids)
     except StoreError as exc:
-        return render(request, "retention/deletion_form.html",
-                      {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+        return _form_error(request, subject, ids, exc)
     return _deletion_page(request, preview)
 
 
@@ -231,11 +236,9 @@ def deletion_execute(request):
     only when `allow_empty` says so too (sent straight at the URL, it is refused)."""
     subject, ids = _request_fields(request)
     try:
-        _check_request(subject, ids)
-        preview = erasure.preview_deletion(subject=subject, conversation_ids=ids)
+        preview = _preview(subject, ids)
     except StoreError as exc:
-        return render(request, "retention/deletion_form.html",
-                      {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+        return _form_error(request, subject, ids, exc)
     if not confirmed(request):
         return _deletion_page(request, preview, status=NOT_CONFIRMED,
                               error="Tick the confirmation box to carry out the deletion.")
@@ -246,8 +249,7 @@ def deletion_execute(request):
     try:
         receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request))
     except StoreError as exc:
-        return render(request, "retention/deletion_form.html",
-                      {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+        return _form_error(request, subject, ids, exc)
     return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
 
 
