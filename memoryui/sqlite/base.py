@@ -144,12 +144,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         code about to run statements on the sqlite3 connection itself calls this first."""
         if self._begin_pending:
             self._begin_pending = False
-            self._acquire_writer_queue()
-            try:
-                super()._start_transaction_under_autocommit()
-            except BaseException:
-                self._release_writer_queue()
-                raise
+            self._begin_in_writer_queue()
 
     def _cursor(self, name=None):
         self.begin_pending()
@@ -160,6 +155,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._defer_next_begin = False
             self._begin_pending = True
             return
+        self._begin_in_writer_queue()
+
+    def _begin_in_writer_queue(self):
+        """BEGIN IMMEDIATE in the writer queue, which is left again if BEGIN fails."""
         self._acquire_writer_queue()
         try:
             super()._start_transaction_under_autocommit()
@@ -168,20 +167,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
             raise
 
     def _commit(self):
-        if self._begin_pending:  # the transaction never ran a statement: nothing to commit
-            self._begin_pending = False
-            return None
-        try:
-            return super()._commit()
-        finally:
-            self._release_writer_queue()
+        return self._end_transaction(super()._commit)
 
     def _rollback(self):
-        if self._begin_pending:
+        return self._end_transaction(super()._rollback)
+
+    def _end_transaction(self, end):
+        """Commit or roll back through `end`, then leave the writer queue."""
+        if self._begin_pending:  # the transaction never ran a statement: nothing to end
             self._begin_pending = False
             return None
         try:
-            return super()._rollback()
+            return end()
         finally:
             self._release_writer_queue()
 
