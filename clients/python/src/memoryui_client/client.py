@@ -48,6 +48,14 @@ def _retry_wait(retries: Retries, attempt: int, response: httpx.Response, waited
 class _Operations:
     """The methods both clients have; `_run` sends a Call (and is a coroutine in AsyncMemoryui)."""
 
+    def _connect(self, client_class, url: str | None, *, api_key, retries, timeout, transport, sleep):
+        """Open the httpx client to `url` (or MEMORYUI_URL) with the key (or MEMORYUI_API_KEY)."""
+        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
+        self.retries = retries or Retries()
+        self._sleep = sleep
+        self._http = client_class(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
+            "MEMORYUI_API_KEY")), timeout=timeout, transport=transport)
+
     def _run(self, call: Call):  # pragma: no cover - implemented by each client
         raise NotImplementedError
 
@@ -144,11 +152,8 @@ class Memoryui(_Operations):
 
     def __init__(self, url: str | None = None, *, api_key: str | None = None, retries: Retries | None = None,
                  timeout=DEFAULT_TIMEOUT, transport: httpx.BaseTransport | None = None, sleep=time.sleep):
-        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
-        self.retries = retries or Retries()
-        self._sleep = sleep
-        self._http = httpx.Client(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
-            "MEMORYUI_API_KEY")), timeout=timeout, transport=transport)
+        self._connect(httpx.Client, url, api_key=api_key, retries=retries, timeout=timeout, transport=transport,
+                      sleep=sleep)
 
     def __enter__(self):
         return self
@@ -253,11 +258,8 @@ class AsyncMemoryui(_Operations):
 
     def __init__(self, url: str | None = None, *, api_key: str | None = None, retries: Retries | None = None,
                  timeout=DEFAULT_TIMEOUT, transport: httpx.AsyncBaseTransport | None = None, sleep=asyncio.sleep):
-        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
-        self.retries = retries or Retries()
-        self._sleep = sleep
-        self._http = httpx.AsyncClient(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
-            "MEMORYUI_API_KEY")), timeout=timeout, transport=transport)
+        self._connect(httpx.AsyncClient, url, api_key=api_key, retries=retries, timeout=timeout, transport=transport,
+                      sleep=sleep)
 
     async def __aenter__(self):
         return self
