@@ -10,7 +10,7 @@ from conversations.models import Conversation
 from conversations.retention.models import DeletionReceipt
 from tests.api_support import Api, error_of, make_key
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from memoryui_client.integrations.claude import MemoryuiSessionStore, namespace_
 from tests.api_support import make_key
 from tests.claude_sdk_support import Stores, run_async, write_session_files
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 OPTIONAL = ("list_sessions", "list_session_summaries", "delete", "list_subkeys")
 

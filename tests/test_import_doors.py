@@ -26,7 +26,7 @@ from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from tests.api_support import Api, login_as, make_key
 from tests.retention_support import delete_conversation
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 FIX = Path(__file__).parent / "fixtures" / "formats"
 NAMESPACE = "doors"
 

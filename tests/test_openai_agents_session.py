@@ -23,7 +23,7 @@ from memoryui_client.integrations.openai_agents import MemoryuiSession
 from tests.api_support import login_as, make_key
 from tests.claude_sdk_support import run_async
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("answer_shapes")]
 
 FAST = Retries(attempts=4, backoff=0.01, max_backoff=0.05)
 TEMPERATURES = {"Paris": 14, "Oslo": 3}

@@ -28,10 +28,13 @@
 """
 
 import json
+import uuid
+from typing import Any
 
-from ninja import Query, Router
+from ninja import Field, Query, Router, Schema
 
 from conversations import idempotency, keyset, params
+from conversations.api_schemas import ListOut
 from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
@@ -42,6 +45,68 @@ from . import entry_appends, entry_streams, importer, sessions
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
+
+
+class StreamOut(Schema):
+    key: str | None = Field(..., description="The stream's key (null: the session has none yet).")
+    generation: int
+    conversation_id: uuid.UUID | None
+    entries: int
+    items: int
+
+
+class EntryPage(ListOut):
+    items: list[Any] = Field(..., description="The entries, in the order appended, as they were sent.")
+    conversation_id: uuid.UUID
+
+
+class EntriesDeletedOut(Schema):
+    # The deletion receipt as the document a person downloads, with where to read it again.
+    request_id: str
+    created_at: str
+    actor: str
+    kind: str
+    subject_sha256: str | None
+    conversation_ids: list[str]
+    counts: dict[str, Any]
+    verification: dict[str, Any]
+    receipt_id: str
+    receipt_url: str
+
+
+class SummaryOut(Schema):
+    data: Any
+    mtime: int = Field(..., description="Epoch milliseconds.")
+
+
+class SourceOut(Schema):
+    format: str
+    namespace: str
+    key: str
+    conversation_id: uuid.UUID
+    entries: int
+    created_at: str
+    updated_at: str
+    updated_ms: int = Field(..., description="Epoch milliseconds of its last stored batch.")
+    summary: SummaryOut | None
+
+
+class SourceList(ListOut):
+    items: list[SourceOut]
+
+
+class SessionItems(ListOut):
+    items: list[dict[str, Any]]
+    stream: StreamOut
+
+
+class PoppedOut(Schema):
+    item: dict[str, Any] | None = Field(..., description="The item taken back (null: the session was empty).")
+    stream: StreamOut
+
+
+class ClearedOut(Schema):
+    stream: StreamOut
 
 
 def _text(body: dict, name: str, *, default: str = "") -> str:
@@ -165,7 +230,7 @@ def _check_nul(**values) -> None:
 
 
 @router.get("/imports/entries", operation_id="load_entries", summary="The entries of one session key",
-            response={200: dict})
+            response={200: EntryPage})
 @scope("read")
 def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
                  external_id: str = Query(..., max_length=MAX_TEXT), format: str = Query("claude-code", max_length=40),
@@ -183,13 +248,12 @@ def load_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     if page is None:
         raise NotFound(f"no entries stored under {namespace!r} / {external_id[:80]!r}", field="external_id")
     next_cursor = keyset.cursor_of("entries", page.next) if page.next is not None else None
-    return json_response(keyset.listing(page.entries, next_cursor,
-                                   keyset.next_url(request, next_cursor, keyset.same_query(request)),
-                                   conversation_id=page.conversation_id))
+    return keyset.listing(page.entries, next_cursor, keyset.next_url(request, next_cursor, keyset.same_query(request)),
+                          conversation_id=page.conversation_id)
 
 
 @router.delete("/imports/entries", operation_id="delete_entries", summary="Delete a session key's conversations",
-               response={200: dict})
+               response={200: EntriesDeletedOut})
 @scope("admin")
 def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
                    external_id: str = Query(..., max_length=MAX_TEXT),
@@ -203,12 +267,12 @@ def delete_entries(request, namespace: str = Query("", max_length=MAX_TEXT),
     _check_nul(format=format)
     namespace, external_id = _ids(namespace=namespace, external_id=external_id)
     receipt = entry_streams.delete_stream(format=format, namespace=namespace, key=external_id, actor=actor_of(request))
-    return json_response({**receipt.as_document(), "receipt_id": str(receipt.pk),
-                     "receipt_url": request.build_absolute_uri(f"/api/v1/receipts/{receipt.pk}")})
+    return {**receipt.as_document(), "receipt_id": str(receipt.pk),
+            "receipt_url": request.build_absolute_uri(f"/api/v1/receipts/{receipt.pk}")}
 
 
 @router.get("/imports/sources", operation_id="list_sources", summary="Session keys of a namespace",
-            response={200: dict})
+            response={200: SourceList})
 @scope("read")
 def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), format: str = Query("claude-code",
                  max_length=40), prefix: str = Query("", max_length=MAX_TEXT),
@@ -223,7 +287,7 @@ def list_sources(request, namespace: str = Query("", max_length=MAX_TEXT), forma
     items = entry_streams.list_streams(format=format, namespace=namespace, prefix=prefix,
                                        key=_ids(key=key)[0] if key is not None else None, sessions_only=sessions)
     # Not paged: at most entry_streams.LIST_MAX streams, narrowed by `prefix` or `key`.
-    return json_response(keyset.listing(items, None))
+    return keyset.listing(items, None)
 
 
 def _session_body(request) -> tuple[str, str, int | None]:
@@ -238,7 +302,7 @@ def _session_body(request) -> tuple[str, str, int | None]:
 
 
 @router.get("/imports/sessions/items", operation_id="session_items", summary="A session's active view as items",
-            response={200: dict})
+            response={200: SessionItems})
 @scope("read")
 def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
                   session_id: str = Query(..., max_length=MAX_TEXT), limit: int | None = Query(None, ge=0)):
@@ -249,11 +313,11 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
     namespace, session_id = _ids(namespace=namespace, session_id=session_id)
     items, stream = sessions.active_items(namespace=namespace, session_id=session_id, limit=limit)
     # Not paged: the SDK asks for the whole view or its latest `limit` items.
-    return json_response(keyset.listing(items, None, stream=stream.as_dict()))
+    return keyset.listing(items, None, stream=stream.as_dict())
 
 
 @router.post("/imports/sessions/pop", operation_id="session_pop", summary="Take a session's last item back",
-             response={200: dict})
+             response={200: PoppedOut})
 @scope("write")
 def session_pop(request):
     """The OpenAI Agents SDK's `pop_item`, destroying nothing: a retraction record joins the
@@ -264,11 +328,11 @@ def session_pop(request):
     namespace, session_id, expected = _session_body(request)
     item, stream = sessions.pop_item(namespace=namespace, session_id=session_id, expected_entries=expected,
                                      actor=actor_of(request))
-    return json_response({"item": item, "stream": stream.as_dict()})
+    return {"item": item, "stream": stream.as_dict()}
 
 
 @router.post("/imports/sessions/clear", operation_id="session_clear", summary="Start a session's next conversation",
-             response={200: dict})
+             response={200: ClearedOut})
 @scope("write")
 def session_clear(request):
     """The OpenAI Agents SDK's `clear_session`, destroying nothing: the session continues in a
@@ -276,4 +340,4 @@ def session_clear(request):
     Needs `write`."""
     namespace, session_id, _ = _session_body(request)
     stream = sessions.clear_session(namespace=namespace, session_id=session_id, actor=actor_of(request))
-    return json_response({"stream": stream.as_dict()})
+    return {"stream": stream.as_dict()}

@@ -1454,10 +1454,29 @@ export interface components {
         };
         /** SourceOut */
         SourceOut: {
-            /** Conversation Id */
+            /** Format */
+            format: string;
+            /** Namespace */
+            namespace: string;
+            /** Key */
+            key: string;
+            /**
+             * Conversation Id
+             * Format: uuid
+             */
             conversation_id: string;
-            /** Position */
-            position: number;
+            /** Entries */
+            entries: number;
+            /** Created At */
+            created_at: string;
+            /** Updated At */
+            updated_at: string;
+            /**
+             * Updated Ms
+             * @description Epoch milliseconds of its last stored batch.
+             */
+            updated_ms: number;
+            summary: components["schemas"]["SummaryOut"] | null;
         };
         /** FactListOut */
         FactListOut: {
@@ -2045,6 +2064,130 @@ export interface components {
             total?: number | null;
             /** Total Is Lower Bound */
             total_is_lower_bound?: boolean | null;
+        };
+        /** EntryPage */
+        EntryPage: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /**
+             * Items
+             * @description The entries, in the order appended, as they were sent.
+             */
+            items: unknown[];
+            /**
+             * Conversation Id
+             * Format: uuid
+             */
+            conversation_id: string;
+        };
+        /** EntriesDeletedOut */
+        EntriesDeletedOut: {
+            /** Request Id */
+            request_id: string;
+            /** Created At */
+            created_at: string;
+            /** Actor */
+            actor: string;
+            /** Kind */
+            kind: string;
+            /** Subject Sha256 */
+            subject_sha256: string | null;
+            /** Conversation Ids */
+            conversation_ids: string[];
+            /** Counts */
+            counts: {
+                [key: string]: unknown;
+            };
+            /** Verification */
+            verification: {
+                [key: string]: unknown;
+            };
+            /** Receipt Id */
+            receipt_id: string;
+            /** Receipt Url */
+            receipt_url: string;
+        };
+        /** SourceList */
+        SourceList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: components["schemas"]["SourceOut"][];
+        };
+        /** SummaryOut */
+        SummaryOut: {
+            /** Data */
+            data: unknown;
+            /**
+             * Mtime
+             * @description Epoch milliseconds.
+             */
+            mtime: number;
+        };
+        /** SessionItems */
+        SessionItems: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: {
+                [key: string]: unknown;
+            }[];
+            stream: components["schemas"]["StreamOut"];
+        };
+        /** StreamOut */
+        StreamOut: {
+            /**
+             * Key
+             * @description The stream's key (null: the session has none yet).
+             */
+            key: string | null;
+            /** Generation */
+            generation: number;
+            /** Conversation Id */
+            conversation_id: string | null;
+            /** Entries */
+            entries: number;
+            /** Items */
+            items: number;
+        };
+        /** PoppedOut */
+        PoppedOut: {
+            /**
+             * Item
+             * @description The item taken back (null: the session was empty).
+             */
+            item: {
+                [key: string]: unknown;
+            } | null;
+            stream: components["schemas"]["StreamOut"];
+        };
+        /** ClearedOut */
+        ClearedOut: {
+            stream: components["schemas"]["StreamOut"];
         };
         /** CheckpointPutOut */
         CheckpointPutOut: {
@@ -5907,9 +6050,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["EntryPage"];
                 };
             };
             /** @description The address is longer than the server accepts. */
@@ -5942,9 +6083,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["EntriesDeletedOut"];
                 };
             };
             /** @description The address is longer than the server accepts. */
@@ -5979,9 +6118,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["SourceList"];
                 };
             };
             /** @description The address is longer than the server accepts. */
@@ -6014,9 +6151,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["SessionItems"];
                 };
             };
             /** @description The address is longer than the server accepts. */
@@ -6053,9 +6188,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["PoppedOut"];
                 };
             };
             /** @description The request body is larger than the server accepts. */
@@ -6101,9 +6234,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["ClearedOut"];
                 };
             };
             /** @description The request body is larger than the server accepts. */
