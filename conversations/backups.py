@@ -158,13 +158,15 @@ def _pg_tool(name: str) -> str:
     return found
 
 
-def _pg_env() -> dict:
+def pg_client_env() -> dict:
+    """The environment for a PostgreSQL client program (pg_dump, psql, pg_repack) to
+    reach the database Django is connected to: this process's own, plus PG* variables."""
     s = connection.settings_dict
     env = dict(os.environ)
     for key, var in (("HOST", "PGHOST"), ("PORT", "PGPORT"), ("USER", "PGUSER"), ("PASSWORD", "PGPASSWORD")):
         if s.get(key):
             env[var] = str(s[key])
-    env["PGDATABASE"] = s["NAME"]
+    env["PGDATABASE"] = str(s["NAME"])
     return env
 
 
@@ -179,7 +181,7 @@ def _backup_postgres(target: Path) -> dict:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.close(fd)
         done = subprocess.run([pg_dump, "-Fc", "--no-owner", "--no-privileges", f"--snapshot={snapshot}",
-                               "-f", str(target)], env=_pg_env(), capture_output=True, text=True)
+                               "-f", str(target)], env=pg_client_env(), capture_output=True, text=True)
         if done.returncode != 0:
             raise BackupError(f"pg_dump failed: {done.stderr.strip()[-2000:]}")
         described = _describe(DEFAULT_DB_ALIAS)
@@ -244,7 +246,7 @@ def _restore_postgres(path: Path) -> None:
     """pg_restore's script through psql in one transaction, with the search path the schema expects."""
     pg_restore, psql = _pg_tool("pg_restore"), _pg_tool("psql")
     connection.close()
-    env = _pg_env()
+    env = pg_client_env()
     # Errors to files, not pipes: a full pipe nobody reads would stall the tool writing it.
     with tempfile.TemporaryFile() as script_err, tempfile.TemporaryFile() as loader_err:
         script = subprocess.Popen([pg_restore, "--no-owner", "--no-privileges", "-f", "-", str(path)], env=env,

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from conversations.backups import pg_client_env
+
 from .lease import Lease
 
 # pg_repack gives up on a table whose exclusive lock it could not get for this long
@@ -72,12 +74,7 @@ def repack_problem() -> str | None:
 
 
 def _client_environment() -> dict:
-    db = connection.settings_dict
-    env = dict(os.environ)
-    for key, name in (("HOST", "PGHOST"), ("PORT", "PGPORT"), ("USER", "PGUSER"), ("PASSWORD", "PGPASSWORD")):
-        if db.get(key):
-            env[name] = str(db[key])
-    env["PGDATABASE"] = str(db["NAME"])
+    env = pg_client_env()
     env["PGOPTIONS"] = f"-c maintenance_work_mem={REPACK_MAINTENANCE_WORK_MEM}"
     return env
 
