@@ -84,12 +84,7 @@ def read(convo: Conversation, checkpoints=None) -> tuple[Chart, Totals]:
         cumulative.append(running)
         if kind != "assistant":
             continue
-        usage = None
-        if content:
-            try:
-                usage = usage_of(json.loads(content).get("meta"))
-            except (ValueError, AttributeError):
-                usage = None
+        usage = _stored_usage(content) if content else None
         if usage is not None:
             totals.add(usage)
             chart.calls.append(Call(position, usage.context, False, usage))
@@ -107,6 +102,14 @@ def read(convo: Conversation, checkpoints=None) -> tuple[Chart, Totals]:
     return chart, totals
 
 
+def _stored_usage(content: str):
+    """The usage a stored reply's meta reports, or None (none, or not a JSON object)."""
+    try:
+        return usage_of(json.loads(content).get("meta"))
+    except (ValueError, AttributeError):
+        return None
+
+
 def fork_totals(convo: Conversation, children) -> list[dict]:
     """Each direct child's own replies (after the position it was forked at): what it added."""
     out = []
@@ -117,10 +120,7 @@ def fork_totals(convo: Conversation, children) -> list[dict]:
                                                    content__contains='"usage"')
                 .values_list("content", flat=True))
         for content in rows.iterator(chunk_size=500):
-            try:
-                usage = usage_of(json.loads(content).get("meta"))
-            except (ValueError, AttributeError):
-                usage = None
+            usage = _stored_usage(content)
             if usage is not None:
                 totals.add(usage)
         out.append({"conversation": child, "totals": totals})
