@@ -219,13 +219,9 @@ def _common_filters(filters: Filters, kinds, params: list) -> list[str]:
     if filters.namespace is not None:
         where.append("c.namespace = %s")
         params.append(filters.namespace)
-    if filters.since is not None:
-        where.append("m.created_at >= %s")
-        params.append(connection.ops.adapt_datetimefield_value(filters.since))
-    if filters.before is not None:
-        where.append("m.created_at < %s")
-        params.append(connection.ops.adapt_datetimefield_value(filters.before))
-    return where
+    dates, date_params = _date_conditions(filters, "m.created_at")
+    params += date_params
+    return where + dates
 
 
 _COLUMNS = "c.id, c.title, c.subject, c.namespace, m.kind, m.created_at, m.content"
@@ -296,7 +292,8 @@ def _few_rows_in_dates(filters: Filters) -> bool:
     the stretch of each conversation they lie in. PostgreSQL: see `_postgres_rows`."""
     if filters.since is None and filters.before is None:
         return False
-    where, params = _date_conditions(filters)
+    conditions, params = _date_conditions(filters)
+    where = " AND ".join(conditions)
     with connection.cursor() as cursor:
         table = _DATES if connection.vendor == "sqlite" else _MSG
         cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} "
@@ -304,15 +301,16 @@ def _few_rows_in_dates(filters: Filters) -> bool:
         return cursor.fetchone()[0] < DATES_FIRST_BELOW
 
 
-def _date_conditions(filters: Filters) -> tuple[str, list]:
+def _date_conditions(filters: Filters, column: str = "created_at") -> tuple[list[str], list]:
+    """The conditions on `column` that the date filters ask for, and their parameters."""
     where, params = [], []
     if filters.since is not None:
-        where.append("created_at >= %s")
+        where.append(f"{column} >= %s")
         params.append(connection.ops.adapt_datetimefield_value(filters.since))
     if filters.before is not None:
-        where.append("created_at < %s")
+        where.append(f"{column} < %s")
         params.append(connection.ops.adapt_datetimefield_value(filters.before))
-    return " AND ".join(where), params
+    return where, params
 
 
 def _sqlite_dates_first(match, filters, kinds, seq, after, limit):
@@ -322,8 +320,7 @@ def _sqlite_dates_first(match, filters, kinds, seq, after, limit):
     hit of a phrase reads its words' whole doclists: 130 ms at 1,000,000 rows), then
     the filters over those hits in one statement."""
     span = POSITION_SPAN
-    dates, params = _date_conditions(filters)
-    where = [dates]
+    where, params = _date_conditions(filters)
     if seq is not None:
         where.append("d.id BETWEEN %s AND %s")
         params += [seq * span, seq * span + span - 1]
@@ -403,7 +400,7 @@ def _postgres_rows(query, filters, kinds, seq, after, limit):
         # newest first and, for each, intersects the range with the conversation's rows
         # (60 ms at 1,000,000 messages for a day's tool rows, 3 ms fenced).
         dates, date_params = _date_conditions(filters)
-        source = f"(SELECT * FROM {_MSG} WHERE {dates} OFFSET 0) m"
+        source = f"(SELECT * FROM {_MSG} WHERE {' AND '.join(dates)} OFFSET 0) m"
         params = date_params + params
     sql = (
         f"SELECT k.seq, m.position, {_COLUMNS} FROM {source} "
