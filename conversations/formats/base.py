@@ -301,6 +301,23 @@ def first_text(content, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def content_blocks(parts: list, *, text_types=("text",)) -> list[dict]:
+    """Content parts as memoryui blocks: a part of one of `text_types` becomes a text
+    block (its text made storable; dropped when blank), a part of any other type stays
+    as it is, and a part with no type is dropped."""
+    blocks = []
+    for part in parts:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str) or not part["type"].strip():
+            continue
+        if part["type"] in text_types:
+            text = clean_text(part.get("text"))
+            if text and text.strip():
+                blocks.append({"type": "text", "text": text})
+        else:
+            blocks.append(part)
+    return blocks
+
+
 def clean_text(value) -> str | None:
     """A string the databases can store, or None (NUL and lone surrogates are not storable)."""
     if not isinstance(value, str):

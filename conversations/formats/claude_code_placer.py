@@ -14,6 +14,7 @@ from .base import (
     Plan,
     Problem,
     clean_text,
+    content_blocks,
     first_text,
     make_row,
     parse_time,
@@ -538,16 +539,7 @@ def _result_content(content):
         text = clean_text(content)
         return text if text and text.strip() else "(empty result)"
     if isinstance(content, list):
-        blocks = []
-        for block in content:
-            if not isinstance(block, dict) or not isinstance(block.get("type"), str) or not block["type"].strip():
-                continue
-            if block["type"] == "text":
-                text = clean_text(block.get("text"))
-                if text and text.strip():
-                    blocks.append({"type": "text", "text": text})
-            else:
-                blocks.append(block)
+        blocks = content_blocks(content)
         if blocks:
             return blocks
     return "(empty result)"

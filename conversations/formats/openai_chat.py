@@ -24,6 +24,7 @@ from .base import (
     Plan,
     Problem,
     clean_text,
+    content_blocks,
     content_hash,
     dumps,
     first_text,
@@ -65,17 +66,7 @@ def _content(content):
         return text if text and text.strip() else None
     if not isinstance(content, list):
         return None
-    blocks = []
-    for part in content:
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str) or not part["type"].strip():
-            continue
-        if part["type"] == "text":
-            text = clean_text(part.get("text"))
-            if text and text.strip():
-                blocks.append({"type": "text", "text": text})
-        else:
-            blocks.append(part)
-    return blocks or None
+    return content_blocks(content) or None
 
 
 def _calls(m: dict, entry: Entry, problems: list) -> list:

@@ -29,6 +29,7 @@ from .base import (
     Problem,
     Row,
     clean_text,
+    content_blocks,
     content_hash,
     dumps,
     first_text,
@@ -56,16 +57,7 @@ def _parts(content):
         return clean_text(content)
     if not isinstance(content, list):
         return None
-    blocks = []
-    for part in content:
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str) or not part["type"].strip():
-            continue
-        if part["type"] in ("input_text", "output_text", "text", "summary_text"):
-            text = clean_text(part.get("text"))
-            if text and text.strip():
-                blocks.append({"type": "text", "text": text})
-        else:
-            blocks.append(part)
+    blocks = content_blocks(content, text_types=("input_text", "output_text", "text", "summary_text"))
     if not blocks:
         return None
     if len(blocks) == 1 and blocks[0]["type"] == "text":
