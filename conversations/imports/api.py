@@ -32,6 +32,7 @@ import uuid
 from typing import Any
 
 from ninja import Field, Query, Router, Schema
+from pydantic import BaseModel
 
 from conversations import idempotency, keyset, params
 from conversations.api_schemas import ListOut
@@ -74,12 +75,14 @@ class EntriesDeletedOut(Schema):
     receipt_url: str
 
 
-class SummaryOut(Schema):
+# A source is a plain pydantic model (not a ninja Schema): a list of many serializes without an
+# attribute look-up per field, as conversations.api_schemas does.
+class SummaryOut(BaseModel):
     data: Any
     mtime: int = Field(..., description="Epoch milliseconds.")
 
 
-class SourceOut(Schema):
+class SourceOut(BaseModel):
     format: str
     namespace: str
     key: str

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from ninja import Router, Schema, Status
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import BaseModel, Field, StrictInt, StrictStr
 
 from conversations import keyset
 from conversations.api_schemas import ListOut
@@ -84,7 +84,9 @@ class PruneIn(StrictBody):
     strategy: StrictStr = "keep_latest"
 
 
-class BlobOut(Schema):
+# Answers: the list items are plain pydantic models (not ninja Schemas), which a page of 1,000 serializes
+# without an attribute look-up per field, as conversations.api_schemas does.
+class BlobOut(BaseModel):
     type: str
     data: str = Field(..., description="base64 of the stored bytes")
 
@@ -100,7 +102,7 @@ class WritesOut(Schema):
     stored: int
 
 
-class PendingWriteOut(Schema):
+class PendingWriteOut(BaseModel):
     task_id: str
     task_path: str
     idx: int
@@ -108,7 +110,7 @@ class PendingWriteOut(Schema):
     value: BlobOut
 
 
-class StoredCheckpointOut(Schema):
+class StoredCheckpointOut(BaseModel):
     thread_id: str
     checkpoint_ns: str
     checkpoint_id: str
