@@ -1,8 +1,9 @@
 """What the agent API documents: response shapes, request bodies, examples.
 
-The handlers in `conversations.api` build their JSON themselves (so messages go
-out exactly as stored); these models describe it in the OpenAPI schema, and
-schemathesis checks that the two agree. The request-body models are also what
+The handlers in `conversations.api` return data that ninja serializes through
+these models (a message as its stored bytes: `rawjson.RawJson`); tests check
+each answer against its schema (tests/answer_shapes.py), and schemathesis
+checks the API against the document. The request-body models are also what
 the handlers validate bodies with: strict, so a typo or a wrong type is an
 error, never coerced.
 """

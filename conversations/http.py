@@ -11,8 +11,9 @@ becomes an answer, for every door:
   `StoreErrorPageMiddleware`): 404 for what does not exist, 409 for a conflict, 400
   for anything else the person sent, with `Vary` set here once.
 
-Sub-apps build their JSON answers with `json_response` and `absolute_url` rather
-than with helpers of another module.
+Handlers return data that ninja serializes through their `*Out` schemas; `json_response`
+is for an answer that must exist before its handler returns (an import records it with its
+last write: imports/api.py). `absolute_url` builds the addresses answers carry.
 """
 
 from django.http import Http404, JsonResponse
