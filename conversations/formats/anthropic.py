@@ -189,8 +189,7 @@ def _compaction(block: dict, at, entry: Entry, conv: ConvPlan, problems: list) -
 def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
     messages, envelope = _messages(data)
     plan = Plan(format=NAME, source_key=content_hash(raw_text))
-    conv = ConvPlan(key="main", subject=subject, meta={})
-    plan.conversations["main"] = conv
+    conv = plan.add_main(subject=subject, meta={})
     seq = 0
     model = None
     if envelope is not None:

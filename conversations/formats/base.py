@@ -136,6 +136,12 @@ class Plan:
     def conversation(self, key: str) -> ConvPlan:
         return self.conversations[key]
 
+    def add_main(self, *, subject: str, **fields) -> ConvPlan:
+        """The one conversation of a file that holds one ("main"), added to the plan."""
+        conv = ConvPlan(key="main", subject=subject, **fields)
+        self.conversations["main"] = conv
+        return conv
+
     @property
     def rows(self) -> int:
         return sum(len(c.rows) for c in self.conversations.values())

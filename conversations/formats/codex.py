@@ -101,8 +101,7 @@ def parse(data, *, subject: str = "", replayed: int = 0, parent_id: str | None =
 def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: int = 0, parent_id=None,
                 parent_position=None) -> Plan:
     plan = Plan(format=NAME)
-    conv = ConvPlan(key="main", subject=subject, meta={"codex": {}})
-    plan.conversations["main"] = conv
+    conv = plan.add_main(subject=subject, meta={"codex": {}})
     model = None
     items_seen = 0
     for seq, ln in enumerate(lines):

@@ -8,7 +8,6 @@ import json
 
 from ..message_schema import JOURNAL_KINDS
 from .base import (
-    ConvPlan,
     Entry,
     Line,
     Plan,
@@ -33,8 +32,7 @@ def detect(lines: list[Line]) -> bool:
 def parse(data, *, subject: str = "") -> Plan:
     text = decode_text(data)
     plan = Plan(format=NAME, source_key=content_hash(text))
-    conv = ConvPlan(key="main", subject=subject, title="Journal")
-    plan.conversations["main"] = conv
+    conv = plan.add_main(subject=subject, title="Journal")
     for seq, ln in enumerate(read_jsonl(split_lines(text))):
         entry = Entry(seq=seq, line=ln.number, raw=ln.text, conv="main")
         plan.entries.append(entry)

@@ -18,7 +18,6 @@ import json
 
 from . import requests
 from .base import (
-    ConvPlan,
     Entry,
     FormatError,
     Plan,
@@ -131,8 +130,7 @@ def message_rows(m: dict, entry: Entry, problems: list) -> list:
 def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
     messages, envelope = _messages(data)
     plan = Plan(format=NAME, source_key=content_hash(raw_text))
-    conv = ConvPlan(key="main", subject=subject, meta={})
-    plan.conversations["main"] = conv
+    conv = plan.add_main(subject=subject, meta={})
     seq = 0
     if envelope is not None:
         plan.entries.append(Entry(seq=0, line=None, raw=dumps({"envelope": envelope}), conv="main"))

@@ -239,8 +239,7 @@ def detect_document(data) -> bool:
 def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
     items, envelope, key = _items(data)
     plan = Plan(format=NAME, source_key=content_hash(raw_text))
-    conv = ConvPlan(key="main", subject=subject, meta={"openai_responses": {"envelope_key": key}})
-    plan.conversations["main"] = conv
+    conv = plan.add_main(subject=subject, meta={"openai_responses": {"envelope_key": key}})
     seq = 0
     if envelope is not None:
         plan.entries.append(Entry(seq=0, line=None, raw=dumps({"envelope": envelope, "key": key}), conv="main"))
