@@ -82,7 +82,7 @@ class SummaryOut(BaseModel):
     mtime: int = Field(..., description="Epoch milliseconds.")
 
 
-class SourceOut(BaseModel):
+class ImportSourceOut(BaseModel):
     format: str
     namespace: str
     key: str
@@ -95,7 +95,7 @@ class SourceOut(BaseModel):
 
 
 class SourceList(ListOut):
-    items: list[SourceOut]
+    items: list[ImportSourceOut]
 
 
 class SessionItems(ListOut):

@@ -126,7 +126,7 @@ class StoredCheckpointList(ListOut):
     items: list[StoredCheckpointOut]
 
 
-class DeletedOut(Schema):
+class CheckpointsDeletedOut(Schema):
     deleted: int = Field(..., description="Checkpoints forgotten (their conversations stay).")
 
 
@@ -237,7 +237,7 @@ def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
 
 
 @router.post("/langgraph/threads/delete", operation_id="delete_langgraph_thread",
-             summary="Forget a thread's checkpoints (its conversations stay)", response=DeletedOut)
+             summary="Forget a thread's checkpoints (its conversations stay)", response=CheckpointsDeletedOut)
 @scope("write")
 def delete_thread(request):
     body = read_body(request, ThreadIn)
@@ -245,7 +245,7 @@ def delete_thread(request):
 
 
 @router.post("/langgraph/runs/delete", operation_id="delete_langgraph_runs",
-             summary="Forget the checkpoints of some runs", response=DeletedOut)
+             summary="Forget the checkpoints of some runs", response=CheckpointsDeletedOut)
 @scope("write")
 def delete_for_runs(request):
     body = read_body(request, RunsIn)
@@ -262,7 +262,7 @@ def copy_thread(request):
 
 
 @router.post("/langgraph/threads/prune", operation_id="prune_langgraph_threads", summary="Prune threads' checkpoints",
-             response=DeletedOut)
+             response=CheckpointsDeletedOut)
 @scope("write")
 def prune(request):
     body = read_body(request, PruneIn)

@@ -1114,9 +1114,22 @@ export interface components {
         DeletedOut: {
             /**
              * Deleted
-             * @description Checkpoints forgotten (their conversations stay).
+             * Format: uuid
              */
-            deleted: number;
+            deleted: string;
+            /** Messages */
+            messages: number;
+            /** Checkpoints */
+            checkpoints: number;
+            /**
+             * Receipt Id
+             * Format: uuid
+             */
+            receipt_id: string;
+            /** Verification */
+            verification: string;
+            /** Receipt Url */
+            receipt_url: string;
         };
         /** AppendOut */
         AppendOut: {
@@ -1454,29 +1467,10 @@ export interface components {
         };
         /** SourceOut */
         SourceOut: {
-            /** Format */
-            format: string;
-            /** Namespace */
-            namespace: string;
-            /** Key */
-            key: string;
-            /**
-             * Conversation Id
-             * Format: uuid
-             */
+            /** Conversation Id */
             conversation_id: string;
-            /** Entries */
-            entries: number;
-            /** Created At */
-            created_at: string;
-            /** Updated At */
-            updated_at: string;
-            /**
-             * Updated Ms
-             * @description Epoch milliseconds of its last stored batch.
-             */
-            updated_ms: number;
-            summary: components["schemas"]["SummaryOut"] | null;
+            /** Position */
+            position: number;
         };
         /** FactListOut */
         FactListOut: {
@@ -2115,6 +2109,32 @@ export interface components {
             /** Receipt Url */
             receipt_url: string;
         };
+        /** ImportSourceOut */
+        ImportSourceOut: {
+            /** Format */
+            format: string;
+            /** Namespace */
+            namespace: string;
+            /** Key */
+            key: string;
+            /**
+             * Conversation Id
+             * Format: uuid
+             */
+            conversation_id: string;
+            /** Entries */
+            entries: number;
+            /** Created At */
+            created_at: string;
+            /** Updated At */
+            updated_at: string;
+            /**
+             * Updated Ms
+             * @description Epoch milliseconds of its last stored batch.
+             */
+            updated_ms: number;
+            summary: components["schemas"]["SummaryOut"] | null;
+        };
         /** SourceList */
         SourceList: {
             /**
@@ -2128,7 +2148,7 @@ export interface components {
              */
             next_url: string | null;
             /** Items */
-            items: components["schemas"]["SourceOut"][];
+            items: components["schemas"]["ImportSourceOut"][];
         };
         /** SummaryOut */
         SummaryOut: {
@@ -2273,6 +2293,14 @@ export interface components {
         WritesOut: {
             /** Stored */
             stored: number;
+        };
+        /** CheckpointsDeletedOut */
+        CheckpointsDeletedOut: {
+            /**
+             * Deleted
+             * @description Checkpoints forgotten (their conversations stay).
+             */
+            deleted: number;
         };
         /** CopiedOut */
         CopiedOut: {
@@ -6401,7 +6429,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DeletedOut"];
+                    "application/json": components["schemas"]["CheckpointsDeletedOut"];
                 };
             };
             /** @description The request body is larger than the server accepts. */
@@ -6447,7 +6475,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DeletedOut"];
+                    "application/json": components["schemas"]["CheckpointsDeletedOut"];
                 };
             };
             /** @description The request body is larger than the server accepts. */
@@ -6539,7 +6567,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DeletedOut"];
+                    "application/json": components["schemas"]["CheckpointsDeletedOut"];
                 };
             };
             /** @description The request body is larger than the server accepts. */
