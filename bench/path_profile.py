@@ -1,0 +1,140 @@
+"""The request path's own CPU per request, in process (issue 27.8; not a workload of run.py).
+
+Calls the WSGI application (every middleware, ninja, the store) with hand-built
+requests, as gunicorn would, on a throw-away SQLite file with `PRAGMA synchronous=OFF`
+so that no fsync is timed: what is left is what the path itself costs. Modes:
+
+- append: a keyed POST …/messages (an `Idempotency-Key` each, as memoryui_client sends);
+- unkeyed: the same POST without an `Idempotency-Key` (what the key costs);
+- floor: the same POST without a key (401 before any database work);
+- get: an authenticated GET of the conversation;
+- store: store.append_message alone (no HTTP, no key, no middleware).
+
+    .venv/bin/python bench/path_profile.py                 # CPU ms per request, rounds alternating
+    .venv/bin/python bench/path_profile.py --profile append # cProfile of one mode, by own time
+"""
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import common
+
+MODES = ("append", "unkeyed", "floor", "get", "store")
+
+
+def _environ(method: str, path: str, body: bytes, headers: dict) -> dict:
+    environ = {
+        "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SCRIPT_NAME": "",
+        "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False,
+        "wsgi.run_once": False, "wsgi.version": (1, 0), "CONTENT_LENGTH": str(len(body)),
+    }
+    if body:
+        environ["CONTENT_TYPE"] = "application/json"
+    for name, value in headers.items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    return environ
+
+
+def setup(workdir: Path):
+    common.setup_django(workdir / "memoryui.sqlite3")
+    from django.db.backends.signals import connection_created
+
+    def no_fsync(sender, connection, **kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA synchronous=OFF")
+
+    connection_created.connect(no_fsync, weak=False)
+    from conversations import api_keys, store
+    from memoryui.wsgi import application
+
+    _, secret = api_keys.create_api_key(name="profile", scopes=["read", "write"])
+    cid = store.create_conversation(title="profile").pk
+    return application, secret, cid
+
+
+def runner(mode: str, application, secret: str, cid):
+    from conversations import store
+
+    bearer = {"Authorization": f"Bearer {secret}"}
+    body = json.dumps({"kind": "user", "content": "What is the status of order 7?"}).encode()
+    path = f"/api/v1/conversations/{cid}/messages"
+    expected = {"append": "201", "unkeyed": "201", "floor": "401", "get": "200"}.get(mode)
+
+    def start_response(status, headers, exc_info=None):
+        if not status.startswith(expected):
+            raise RuntimeError(f"{mode}: {status}")
+
+    def one():
+        if mode == "store":
+            store.append_message(conversation_id=cid, message={"kind": "user", "content": "x"})
+            return
+        if mode == "append":
+            environ = _environ("POST", path, body, {**bearer, "Idempotency-Key": uuid.uuid4().hex})
+        elif mode == "unkeyed":
+            environ = _environ("POST", path, body, bearer)
+        elif mode == "floor":
+            environ = _environ("POST", path, body, {})
+        else:
+            environ = _environ("GET", f"/api/v1/conversations/{cid}", b"", bearer)
+        response = application(environ, start_response)
+        b"".join(response)
+        response.close()
+
+    return one
+
+
+def cpu_ms(one, count: int) -> float:
+    started = time.process_time()
+    for _ in range(count):
+        one()
+    return (time.process_time() - started) * 1000 / count
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=MODES, help="print a cProfile of this mode instead")
+    parser.add_argument("--count", type=int, default=800, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--top", type=int, default=35)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="memoryui-path-") as work:
+        application, secret, cid = setup(Path(work))
+        runners = {mode: runner(mode, application, secret, cid) for mode in MODES}
+        for one in runners.values():  # warm: imports, caches, the connection
+            for _ in range(50):
+                one()
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(args.count):
+                runners[args.profile]()
+            profile.disable()
+            stats = pstats.Stats(profile).sort_stats("tottime")
+            stats.print_stats(args.top)
+            stats.sort_stats("cumulative").print_stats(args.top)
+            return 0
+        figures = {mode: [] for mode in MODES}
+        for _ in range(args.rounds):
+            for mode, one in runners.items():
+                figures[mode].append(cpu_ms(one, args.count))
+        for mode in MODES:
+            values = figures[mode]
+            print(f"{mode:7s} CPU ms/request: median {statistics.median(values):.3f} "
+                  f"({', '.join(f'{v:.3f}' for v in values)})")
+        common.close_django()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
