@@ -91,6 +91,13 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
 def strict_json(text):
     """Strict JSON (str or bytes): no NaN/Infinity, no numbers that overflow to infinity.
     Raises ValueError (or RecursionError for absurd nesting)."""
+    if type(text) is bytes and text[:1] == b"{" and text[-1:] == b"}":
+        # A request body. Braces at both ends rule out UTF-16 and UTF-32, so this is the
+        # decoding json.loads would pick; bytes it would read with 'surrogatepass' go to it.
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
     if type(text) is str and text[:1] == "{" and text[-1:] == "}":
         try:
             obj, end = _DECODER.raw_decode(text)
