@@ -46,8 +46,28 @@ def _environ(method: str, path: str, body: bytes, headers: dict) -> dict:
     return environ
 
 
-def setup(workdir: Path):
+# What a cookieless API request passes through if the page-only middleware were left out
+# (--api-middleware): what that would save, measured rather than guessed.
+API_ONLY_MIDDLEWARE = [
+    "memoryui.requestlog.RequestObservationMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "conversations.middleware.SecurityHeadersMiddleware",
+    "conversations.middleware.ApiErrorShapeMiddleware",
+    # The API admits a logged-in person by their session (apiauth.SessionReadAuth).
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "conversations.idempotency.IdempotencyMiddleware",
+]
+
+
+def setup(workdir: Path, *, api_only_middleware: bool = False):
     common.setup_django(workdir / "memoryui.sqlite3")
+    if api_only_middleware:
+        from django.conf import settings
+
+        settings.MIDDLEWARE = API_ONLY_MIDDLEWARE
     from django.db.backends.signals import connection_created
 
     def no_fsync(sender, connection, **kwargs):
@@ -107,9 +127,11 @@ def main(argv=None):
     parser.add_argument("--count", type=int, default=800, help="requests per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--top", type=int, default=35)
+    parser.add_argument("--api-middleware", action="store_true",
+                        help="leave out the page-only middleware (static files, CSRF, messages, htmx, error pages)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memoryui-path-") as work:
-        application, secret, cid = setup(Path(work))
+        application, secret, cid = setup(Path(work), api_only_middleware=args.api_middleware)
         runners = {mode: runner(mode, application, secret, cid) for mode in MODES}
         for one in runners.values():  # warm: imports, caches, the connection
             for _ in range(50):
