@@ -129,34 +129,32 @@ def _coding_session(rng: random.Random, turns: int = 600, marks: dict | None = N
     for turn in range(turns):
         task = TASKS[turn % len(TASKS)]
         path = rng.choice(FILES)
-        position = store.append_message(conversation_id=cid, message={
-            "kind": "user", "content": f"Next: look at {task}. Start from {path}."})
-        marks.setdefault(f"task:{turn % len(TASKS)}", position)
-        call += 1
-        store.append_message(conversation_id=cid, message={
-            "kind": "assistant", "content": f"Reading {path} first.",
-            "tool_calls": [{"id": f"call_{call}", "name": "read_file",
-                            "arguments": {"path": path, "start": 1, "end": 120}}],
-            "meta": {"model": "claude-sonnet", "usage": {"input_tokens": 2000 + 37 * turn, "output_tokens": 60}}})
-        store.append_message(conversation_id=cid, message={
-            "kind": "tool", "tool_call_id": f"call_{call}", "name": "read_file",
-            "content": f"# {path}\nfrom decimal import Decimal, ROUND_HALF_UP\n\ndef line_total(qty, unit):\n"
-                       "    return (Decimal(qty) * Decimal(unit)).quantize(Decimal('0.01'), ROUND_HALF_UP)\n"})
-        call += 1
+        call += 2
         failed = rng.random() < 0.3
-        store.append_message(conversation_id=cid, message={
-            "kind": "assistant", "content": "Running the billing tests.",
-            "tool_calls": [{"id": f"call_{call}", "name": "run_tests",
-                            "arguments": {"path": "billing/tests", "flags": ["-x", "-q"]}}]})
-        store.append_message(conversation_id=cid, message={
-            "kind": "tool", "tool_call_id": f"call_{call}", "name": "run_tests", "is_error": failed,
-            "content": ("FAILED billing/tests/test_invoice.py::test_vat_rounding - "
-                        "assert Decimal('20.01') == Decimal('20.00')"
-                        if failed else f"{40 + turn % 7} passed in {1 + rng.random():.2f}s")})
-        position = store.append_message(conversation_id=cid, message={
-            "kind": "assistant",
-            "content": ("The VAT is rounded per line, then summed; it should be summed, then rounded once. Fixing."
-                        if failed else f"Tests pass. {task.capitalize()} is handled; committing.")})
+        # One turn, one batch (one counter bump): on PostgreSQL, bumping one conversation's row
+        # thousands of times in the demo's single transaction made each append slower than the last.
+        turn_rows = store.append_messages(conversation_id=cid, messages=[
+            {"kind": "user", "content": f"Next: look at {task}. Start from {path}."},
+            {"kind": "assistant", "content": f"Reading {path} first.",
+             "tool_calls": [{"id": f"call_{call - 1}", "name": "read_file",
+                             "arguments": {"path": path, "start": 1, "end": 120}}],
+             "meta": {"model": "claude-sonnet", "usage": {"input_tokens": 2000 + 37 * turn, "output_tokens": 60}}},
+            {"kind": "tool", "tool_call_id": f"call_{call - 1}", "name": "read_file",
+             "content": f"# {path}\nfrom decimal import Decimal, ROUND_HALF_UP\n\ndef line_total(qty, unit):\n"
+                        "    return (Decimal(qty) * Decimal(unit)).quantize(Decimal('0.01'), ROUND_HALF_UP)\n"},
+            {"kind": "assistant", "content": "Running the billing tests.",
+             "tool_calls": [{"id": f"call_{call}", "name": "run_tests",
+                             "arguments": {"path": "billing/tests", "flags": ["-x", "-q"]}}]},
+            {"kind": "tool", "tool_call_id": f"call_{call}", "name": "run_tests", "is_error": failed,
+             "content": ("FAILED billing/tests/test_invoice.py::test_vat_rounding - "
+                         "assert Decimal('20.01') == Decimal('20.00')"
+                         if failed else f"{40 + turn % 7} passed in {1 + rng.random():.2f}s")},
+            {"kind": "assistant",
+             "content": ("The VAT is rounded per line, then summed; it should be summed, then rounded once. Fixing."
+                         if failed else f"Tests pass. {task.capitalize()} is handled; committing.")},
+        ])
+        marks.setdefault(f"task:{turn % len(TASKS)}", turn_rows.first_position)
+        position = turn_rows.last_position
         if failed:
             marks.setdefault("vat_fix", position)
         if not checkpoint_done and turn == turns // 2:
