@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+# Files smaller than this are searched in this process, larger ones by grep.
+GREP_MIN_BYTES = 4 * 1024 * 1024
 READ_CHUNK = 8 * 1024 * 1024
 MAX_OFFSETS_PER_NEEDLE = 10_000
 WAL_HEADER = 32
@@ -59,7 +61,10 @@ def _scan_file(spec: dict, needles: list[bytes], page_size: int) -> dict:
         # grep -F looks for all needles in one pass (Aho-Corasick), tens of times faster
         # than one search per needle; it reads patterns a line each, so a needle holding
         # a newline (or NUL, which -z splits on) is searched here instead.
-        by_grep = [i for i, n in enumerate(needles) if n and b"\n" not in n and b"\0" not in n]
+        # A small file (most of a database's relation files, a few pages each) is searched here:
+        # starting grep for each cost more than the search.
+        by_grep = [i for i, n in enumerate(needles) if n and b"\n" not in n and b"\0" not in n] \
+            if size >= GREP_MIN_BYTES else []
         offsets = {} if by_grep and shutil.which("grep") else None
         for group in _apart(needles, by_grep) if offsets is not None else ():
             found = _grep(path, needles, group)
