@@ -8,13 +8,18 @@ from . import hooks
 from .models import Checkpoint, Conversation
 
 
-def state_of(convo: Conversation) -> dict:
-    latest = Checkpoint.objects.latest_for(convo.pk)
+def state_of(convo: Conversation, *, latest=..., checkpoints: int | None = None) -> dict:
+    """The figures; `latest` (the latest checkpoint, or None) and `checkpoints` (their count)
+    are read here unless the caller (the conversation page) has read them already."""
+    if latest is ...:
+        latest = Checkpoint.objects.latest_for(convo.pk)
+    if checkpoints is None:
+        checkpoints = Checkpoint.objects.of(convo.pk).count()
     return {
         "next_position": convo.next_position,
         "checkpoint": latest.pk if latest else None,
         "fold": latest.message_position if latest else -1,
-        "checkpoints": Checkpoint.objects.of(convo.pk).count(),
+        "checkpoints": checkpoints,
         "ledger": hooks.ledger_mark(convo.pk),
     }
 

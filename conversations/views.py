@@ -27,7 +27,7 @@ from .http import conversation_or_404, position_or_404
 from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, Message, parse_conversation_id
-from .reads import StoredMessage, active_before, list_active, read_rows
+from .reads import ActiveView, StoredMessage, active_before, read_rows
 from .roles import actor_of, is_admin, reader_required
 from .templatetags.conversation_ui import turns
 
@@ -331,8 +331,10 @@ def _active_part(convo, context, *, target, active_after, active_until, last, fo
     size = ROW_PAGE * MORE_FACTOR if target in ("active-more", "active-chunk") else ROW_PAGE
     if target != "active-chunk":
         active_until = None
-    view = list_active(convo.pk, after=active_after, until=active_until, limit=size, kinds=kinds,
-                       include_broken=True, **row_filters)
+    # list_active's read, with the conversation and its latest checkpoint the page has read already.
+    start = fold if active_after is None else max(active_after, fold)
+    view = ActiveView(context["latest"], read_rows(convo.pk, after=start, until=active_until, limit=size,
+                                                   kinds=kinds, include_broken=True, **row_filters))
     context["active"] = view
     context["active_turns"] = turns(view.page.items)
     context["last_position"] = last
@@ -359,7 +361,7 @@ def _whole_page_part(request, convo, context) -> None:
     context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
     context["subagent_count"] = len(children) - context["fork_count"]
     context["ledger"] = hooks.ledger_panel(convo)
-    context["live_state"] = state_of(convo)
+    context["live_state"] = state_of(convo, latest=context["latest"], checkpoints=context["checkpoint_count"])
     context["live_etag"] = etag_of(context["live_state"])
     _opened(request, convo, "page")
 
