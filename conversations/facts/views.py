@@ -173,14 +173,17 @@ def _after_review(request, fact: Fact):
 
 def _review_failed(request, fact: Fact, error: StoreError, form=None):
     """Re-render the item with the error next to the field; nothing was written."""
-    item = _queue_item(fact, error=error, form=form)
     if request.htmx:
+        item = _queue_item(fact, error=error, form=form)
         response = render(request, "facts/queue.html#queue_item", {"item": item, "categories": CATEGORIES},
                           status=422)
         return _vary(response)
     context = _queue_context(request)
+    # The queue's own item for the fact, when it shows it: its source and duplicates are read once.
+    shown = next((i for i in context["items"] if i["fact"].pk == fact.pk), None)
+    item = {**shown, "error": error, "form": form or {}} if shown else _queue_item(fact, error=error, form=form)
     context["items"] = [item if i["fact"].pk == fact.pk else i for i in context["items"]]
-    if all(i["fact"].pk != fact.pk for i in context["items"]):
+    if shown is None:
         context["items"].insert(0, item)
     context["page_error"] = error
     return _vary(render(request, "facts/queue.html", context, status=422 if error.status == 422 else error.status))
