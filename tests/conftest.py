@@ -71,7 +71,7 @@ def purge_sqlite_guarded_tables():
         isolation.purge()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def chromium_path():
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
         skip_or_fail("Chromium is not installed (apt-get install -y chromium)")
@@ -91,7 +91,9 @@ def _playwright():
         yield p
 
 
-@pytest.fixture
+# One Chromium per module (starting one costs about a second); each test gets its own
+# context (cookies, storage, cache), closed after it, so no test sees another's state.
+@pytest.fixture(scope="module")
 def browser(_playwright, chromium_path):
     browser = _playwright.chromium.launch(
         executable_path=chromium_path,
