@@ -146,7 +146,8 @@ def _measure(args, url, busy, heap, total, build_s, count, per, subjects_deleted
     appender = subprocess.Popen([sys.executable, "-c", APPENDER, url, str(busy), str(stop), str(HERE)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HERE.parent))
     assert appender.stdout.readline().strip() == "ready", appender.stderr.read()
-    idle_s = 3 if args.quick else 10
+    # A smoke run (--quick) only needs some appends in each window, not a baseline worth reading.
+    idle_s, settle_s = (1, 0.2) if args.quick else (10, 1)
     time.sleep(idle_s)
     windows = {"idle": (time.time() - idle_s, time.time())}
 
@@ -164,7 +165,7 @@ def _measure(args, url, busy, heap, total, build_s, count, per, subjects_deleted
               f"wal={v.get('wal', {}).get('status')} switches={v.get('wal', {}).get('segment_switches')} "
               f"rewrite={methods[-1]} notes={v['notes']}", flush=True)
     windows["erasure"] = (w0, time.time())
-    time.sleep(1)
+    time.sleep(settle_s)
     w0 = time.time()
     v0 = time.perf_counter()
     with connection.cursor() as cursor:
@@ -172,7 +173,7 @@ def _measure(args, url, busy, heap, total, build_s, count, per, subjects_deleted
     vacuum_s = time.perf_counter() - v0
     windows["vacuum"] = (w0, time.time())
     print(f"  VACUUM FULL of the message table: {vacuum_s:.1f} s", flush=True)
-    time.sleep(1)
+    time.sleep(settle_s)
     common.close_django()
 
     marks = common.stop_appender(appender, stop, timeout=600)
