@@ -107,10 +107,13 @@ def generate(path: Path, lines: int) -> int:
     return size
 
 
-def child(mode: str, path: Path, db: Path, *extra) -> dict:
+def child(mode: str, path: Path, db: Path, *extra, quick: bool = False) -> dict:
     # Each run writes a few hundred MB; the next one starts once the kernel has written
     # them out, instead of paying for the previous run's writeback in its own fsyncs.
-    os.sync()
+    # A smoke run (--quick) writes a few MB and measures nothing worth it: the sync would
+    # wait on whatever else the machine is writing.
+    if not quick:
+        os.sync()
     out = subprocess.run([sys.executable, str(HERE / "import_child.py"), mode, str(path), str(db), *map(str, extra)],
                          capture_output=True, text=True, cwd=HERE)
     if out.returncode != 0:
@@ -121,7 +124,7 @@ def child(mode: str, path: Path, db: Path, *extra) -> dict:
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
     reps = args.reps or (1 if args.quick else 2)
-    lines = 5_000 if args.quick else 100_000
+    lines = 2_000 if args.quick else 100_000
     started = time.perf_counter()
     path = args.workdir / "session.jsonl"
     size = generate(path, lines)
@@ -132,9 +135,9 @@ def main(argv=None):
         for mode in ("raw", "stored", "memoryui", "floor"):
             db = args.workdir / f"import-{mode}-{rep}.sqlite3"
             runs[mode].append(child(mode, path, db, *([args.workdir / f"import-memoryui-{rep}.sqlite3"]
-                                                      if mode == "floor" else [])))
-    base = child("baseline", path, args.workdir / "baseline.sqlite3")
-    during = child("concurrent", path, args.workdir / "import-concurrent.sqlite3")
+                                                      if mode == "floor" else []), quick=args.quick))
+    base = child("baseline", path, args.workdir / "baseline.sqlite3", quick=args.quick)
+    during = child("concurrent", path, args.workdir / "import-concurrent.sqlite3", quick=args.quick)
     t = {k: common.median([r["seconds"] for r in v]) for k, v in runs.items()}
     mem = max(r["peak_mb"] for r in runs["memoryui"])
     ratio = t["raw"] / t["memoryui"]
