@@ -120,9 +120,9 @@ def _raw_search(raw, q):
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    conversations, per = (10, 2_000) if args.quick else (100, 10_000)
-    calls = 30 if args.quick else 200
-    appends = 300 if args.quick else 3_000
+    conversations, per = (10, 1_000) if args.quick else (100, 10_000)
+    calls = 10 if args.quick else 200
+    appends = 100 if args.quick else 3_000
     reps = args.reps or (1 if args.quick else 3)
     started = time.perf_counter()
 
