@@ -50,7 +50,7 @@ def percentile(values, p):
 
 def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
-    count, per = (48, 200) if args.quick else (1400, 800)
+    count, per = (48, 100) if args.quick else (1400, 800)
     subjects_deleted = 1 if args.quick else 4
     started = time.perf_counter()
     db = args.workdir / "memoryui.sqlite3"
