@@ -70,13 +70,14 @@ def subject_url(fact: Fact) -> str:
 # ---- the review queue --------------------------------------------------------
 
 
-def source_context(fact: Fact) -> dict | None:
-    """The messages around a fact's source position, or a note that the source is gone."""
+def source_context(fact: Fact, *, live: set | None = None) -> dict | None:
+    """The messages around a fact's source position, or a note that the source is gone.
+    `live`: the ids of the source conversations still there, when the caller read them at once."""
     if fact.source_conversation_id is None:
         return None
     cid, pos = fact.source_conversation_id, fact.source_position
     link = reverse("conversation", args=[cid]) + f"?at={pos}#p{pos}"
-    if not Conversation.objects.live().filter(pk=cid).exists():
+    if cid not in live if live is not None else not Conversation.objects.live().filter(pk=cid).exists():
         return {"removed": True, "conversation_id": cid, "position": pos}
     page = read_rows(cid, after=max(-1, pos - CONTEXT_BEFORE - 1), until=pos + CONTEXT_AFTER,
                      include_broken=True)
@@ -88,18 +89,22 @@ def source_context(fact: Fact) -> dict | None:
     return {"removed": False, "conversation_id": cid, "position": pos, "link": link, "rows": rows}
 
 
-def _queue_item(fact: Fact, *, error=None, form=None, beside=None) -> dict:
+def _queue_item(fact: Fact, *, error=None, form=None, beside=None, live=None) -> dict:
     if beside is None:
         beside = duplicates.beside([fact]).get(fact.pk)
-    return {"fact": fact, "source": source_context(fact), "error": error, "form": form or {}, "known": beside}
+    return {"fact": fact, "source": source_context(fact, live=live), "error": error, "form": form or {},
+            "known": beside}
 
 
 def _queue_context(request, *, reviewed: Fact | None = None):
     pending = Fact.objects.pending()
     facts = list(pending[:QUEUE_PAGE])
     known = duplicates.beside(facts)
+    # Which source conversations are still there: one query for the page, not one per proposal.
+    sources = {f.source_conversation_id for f in facts if f.source_conversation_id is not None}
+    live = set(Conversation.objects.live().filter(pk__in=sources).values_list("pk", flat=True)) if sources else set()
     context = {
-        "items": [_queue_item(f, beside=known.get(f.pk)) for f in facts],
+        "items": [_queue_item(f, beside=known.get(f.pk), live=live) for f in facts],
         "queue_count": pending.count(),
         "categories": CATEGORIES,
     }
