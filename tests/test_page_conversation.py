@@ -240,6 +240,7 @@ def test_it_shows_lineage_and_the_fork_tree(client, auditor, convo):
     crumbs = page[page.index('class="crumbs"'):page.index("</nav>", page.index('class="crumbs"'))]
     assert crumbs.index(str(convo.pk)) < crumbs.index(str(child.pk))
     assert "at #5" in crumbs and "at #2" in crumbs and "grandchild" in crumbs
+    assert "parent pruned" not in crumbs  # its parent is there
 
 
 def test_it_says_parent_pruned(client, auditor, convo):
