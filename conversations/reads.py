@@ -136,10 +136,16 @@ def list_active(conversation_id, *, after: int | None = None, limit: int | None 
     """What the model receives next turn: the latest checkpoint's summary as one
     handoff message, then the rows after its position. No checkpoint: everything."""
     conversation = Conversation.objects.get_live(conversation_id)
-    checkpoint = Checkpoint.objects.latest_for(conversation.pk)
+    return active_from(conversation.pk, Checkpoint.objects.latest_for(conversation.pk), after=after, limit=limit,
+                       **kw)
+
+
+def active_from(conversation_id, checkpoint, *, after: int | None = None, **kw) -> ActiveView:
+    """The active view over `checkpoint` (the latest that counts, or None), read by the
+    caller: its summary, then the rows after its fold (or after `after`, if later)."""
     fold = checkpoint.message_position if checkpoint else -1
     start = fold if after is None else max(after, fold)
-    return ActiveView(checkpoint, read_rows(conversation.pk, after=start, limit=limit, **kw))
+    return ActiveView(checkpoint, read_rows(conversation_id, after=start, **kw))
 
 
 def active_before(conversation_id, position: int, *, limit: int | None = None, after: int | None = None,
@@ -153,7 +159,4 @@ def active_before(conversation_id, position: int, *, limit: int | None = None, a
     checkpoint = Checkpoint.objects.latest_for(
         conversation.pk, at_or_before=position - 1, created_before=row["created_at"]
     )
-    fold = checkpoint.message_position if checkpoint else -1
-    start = fold if after is None else max(after, fold)
-    page = read_rows(conversation.pk, after=start, until=position - 1, limit=limit, **kw)
-    return ActiveView(checkpoint, page)
+    return active_from(conversation.pk, checkpoint, after=after, until=position - 1, limit=limit, **kw)

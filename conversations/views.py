@@ -27,7 +27,7 @@ from .http import conversation_or_404, position_or_404
 from .live import etag_of, state_of
 from .message_schema import KINDS
 from .models import Checkpoint, Conversation, Message, parse_conversation_id
-from .reads import ActiveView, StoredMessage, active_before, read_rows
+from .reads import StoredMessage, active_before, active_from, read_rows
 from .roles import actor_of, is_admin, reader_required
 from .templatetags.conversation_ui import turns
 
@@ -331,15 +331,15 @@ def _active_part(convo, context, *, target, active_after, active_until, last, fo
     size = ROW_PAGE * MORE_FACTOR if target in ("active-more", "active-chunk") else ROW_PAGE
     if target != "active-chunk":
         active_until = None
-    # list_active's read, with the conversation and its latest checkpoint the page has read already.
+    # The latest checkpoint is the one the page has read already.
     start = fold if active_after is None else max(active_after, fold)
-    view = ActiveView(context["latest"], read_rows(convo.pk, after=start, until=active_until, limit=size,
-                                                   kinds=kinds, include_broken=True, **row_filters))
+    view = active_from(convo.pk, context["latest"], after=start, until=active_until, limit=size, kinds=kinds,
+                       include_broken=True, **row_filters)
     context["active"] = view
     context["active_turns"] = turns(view.page.items)
     context["last_position"] = last
     context["active_first_page"] = active_after is None or active_after <= context["fold"]
-    context["active_start"] = fold if active_after is None else max(active_after, fold)
+    context["active_start"] = start
     context["active_until"] = (view.page.next_after if view.page.next_after is not None
                                else active_until if active_until is not None
                                else max([last] + [i.position for i in view.page.items[-1:]]))

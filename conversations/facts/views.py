@@ -77,7 +77,8 @@ def source_context(fact: Fact, *, live: set | None = None) -> dict | None:
         return None
     cid, pos = fact.source_conversation_id, fact.source_position
     link = reverse("conversation", args=[cid]) + f"?at={pos}#p{pos}"
-    if cid not in live if live is not None else not Conversation.objects.live().filter(pk=cid).exists():
+    there = cid in live if live is not None else Conversation.objects.live().filter(pk=cid).exists()
+    if not there:
         return {"removed": True, "conversation_id": cid, "position": pos}
     page = read_rows(cid, after=max(-1, pos - CONTEXT_BEFORE - 1), until=pos + CONTEXT_AFTER,
                      include_broken=True)
