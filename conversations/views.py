@@ -264,7 +264,7 @@ def conversation(request, conversation_id):
         "latest": latest,
         "at": at,
         "is_admin": is_admin(request.user),
-        "fold": latest.message_position if latest else -1,
+        "fold": fold,
     }
     if target not in ("active-more", "active-chunk"):
         _record_part(request, convo, context, target=target, after=after, until=until, last=last, latest=latest,
