@@ -12,6 +12,7 @@ import hashlib
 import uuid
 from datetime import UTC, datetime
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
@@ -56,7 +57,14 @@ def _execute_one(db, sql: str, params: list):
     if db.vendor == "sqlite":
         with db.wrap_database_errors:
             return db.connection.execute(SQLITE_FORM[sql], params).fetchone()
-    with db.cursor() as cursor:
+    # On PostgreSQL through a server-side binding cursor, so that the statement is prepared once
+    # per connection and then only bound and executed: the server's parsing and planning of the
+    # append's five statements were 40 % of its CPU per append (bench/NOTES.md). Django's own
+    # cursors bind on the client and are never prepared; MEMORYUI_PG_PREPARE=0 turns this off
+    # for a connection pooler that cannot carry prepared statements (memoryui/settings.py).
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() if cursor.description else None
 

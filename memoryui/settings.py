@@ -158,6 +158,12 @@ def _database() -> dict:
     elif db["ENGINE"] == "django.db.backends.postgresql":
         # Django's, with a health check that makes no round trip (memoryui/postgresql/base.py).
         db["ENGINE"] = "memoryui.postgresql"
+        # The append path's few statements (conversations/rows.py) are prepared once per
+        # connection: 0 prepares them at their first use (Django's own cursors bind on the
+        # client and are never prepared). MEMORYUI_PG_PREPARE=0 sends them unprepared, for a
+        # connection pooler in transaction mode that cannot carry prepared statements.
+        db["OPTIONS"] = {"prepare_threshold": 0 if env_flag("MEMORYUI_PG_PREPARE", True) else None,
+                         **db.get("OPTIONS", {})}
     return db
 
 
