@@ -103,8 +103,14 @@ def _pass_raw(value, handler):
     return value if isinstance(value, RawJson) else handler(value)
 
 
-# Documented as the message union; a RawJson passes validation and serialization untouched.
-StoredJson = Annotated[Message, WrapValidator(_pass_raw), WrapSerializer(_pass_raw)]
+def passed_raw(annotation):
+    """A field documented as `annotation` whose stored JSON text (a `RawJson`) passes validation
+    and serialization untouched, to be written into the answer byte for byte."""
+    return Annotated[annotation, WrapValidator(_pass_raw), WrapSerializer(_pass_raw)]
+
+
+# Documented as the message union.
+StoredJson = passed_raw(Message)
 
 
 class MessageItem(BaseModel):

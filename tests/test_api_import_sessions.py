@@ -140,3 +140,23 @@ def test_items_append_only_from_the_count_they_expect_and_bad_items_are_refused(
                                               "expected_entries": 5}).status_code == 409
     assert api.post("/imports/sessions/pop", {"namespace": "agents", "session_id": "s1", "x": 1}).status_code == 422
     assert list(Conversation.objects.values_list("external_id", flat=True)) == ["s1"]
+
+
+def test_entries_come_back_as_the_bytes_that_were_stored(api):
+    # A transcript file's lines are kept exactly as written (spacing, number spellings, key
+    # order, escapes) and loaded back byte for byte, not parsed and encoded again.
+    session = "7d3c1b2a-0f4e-4c5d-9e8f-1a2b3c4d5e6f"
+    lines = [
+        '{"type": "user", "uuid": "a1", "sessionId": "SESSION", "timestamp": "2026-05-01T10:00:00.000Z", '
+        '"message": {"role": "user", "content": "caf\\u00e9 costs 1.50"}, "cost": 1.50, "big": 1e2}',
+        '{"uuid":"a2","type":"assistant","parentUuid":"a1","sessionId":"SESSION","timestamp":"2026-05-01T10:00:01.000Z",'
+        '"message":{"role":"assistant","content":[{"type":"text","text":"Ok \\ud83d\\ude00"}]},"n":-0.0}',
+    ]
+    lines = [line.replace("SESSION", session) for line in lines]
+    answer = api.post("/imports", {"format": "claude-code", "namespace": "proj", "content": "\n".join(lines) + "\n"})
+    assert answer.status_code in (200, 201), answer.content
+    loaded = api.get("/imports/entries", {"namespace": "proj", "external_id": session})
+    assert loaded.status_code == 200
+    text = loaded.content.decode()
+    assert '"items": [' + ", ".join(lines) + "]" in text, text[:600]
+    assert [e["uuid"] for e in loaded.json()["items"]] == ["a1", "a2"]

@@ -35,7 +35,7 @@ from ninja import Field, Query, Router, Schema
 from pydantic import BaseModel
 
 from conversations import idempotency, keyset, params
-from conversations.api_schemas import ListOut
+from conversations.api_schemas import ListOut, passed_raw
 from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
@@ -57,7 +57,8 @@ class StreamOut(Schema):
 
 
 class EntryPage(ListOut):
-    items: list[Any] = Field(..., description="The entries, in the order appended, as they were sent.")
+    items: list[passed_raw(Any)] = Field(..., description="The entries, in the order appended, each exactly "
+                                                           "as it was stored: the line or item as it came in.")
     conversation_id: uuid.UUID
 
 

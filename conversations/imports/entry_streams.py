@@ -15,6 +15,7 @@ from conversations import keyset
 from conversations.errors import InvalidInput, NotFound
 from conversations.frameworks.models import SessionSummary
 from conversations.models import Conversation
+from conversations.rawjson import RawJson
 from conversations.retention.erasure import MAX_EXTRA_IDS, execute_deletion
 
 from .models import ImportSource, SourceEntry
@@ -47,15 +48,17 @@ class EntriesPage:
 
 
 def load_page(*, format: str, namespace: str, key: str, after: int = -1, limit: int = LOAD_PAGE) -> EntriesPage | None:
-    """The stream's entries with seq > `after`, in the order appended, parsed back
-    (deep-equal to what came in); None for a stream never written (or deleted)."""
+    """The stream's entries with seq > `after`, in the order appended, as their stored JSON
+    text (deep-equal to what came in); None for a stream never written (or deleted)."""
     source = find_stream(format=format, namespace=namespace, key=key)
     if source is None:
         return None
     limit = max(1, min(int(limit), LOAD_PAGE_MAX))
     rows, more = keyset.take(SourceEntry.objects.filter(source_id=source.pk, seq__gt=after).order_by("seq")
                              .values_list("seq", "raw"), limit)
-    return EntriesPage(conversation_id=str(source.conversation_id), entries=[json.loads(raw) for _, raw in rows],
+    # Each entry's stored text goes into the answer as it is: it was read as strict JSON when it
+    # came in (formats/base.py), so it needs no parsing and re-encoding on the way out.
+    return EntriesPage(conversation_id=str(source.conversation_id), entries=[RawJson(raw) for _, raw in rows],
                        next=rows[-1][0] if more else None)
 
 

@@ -2073,7 +2073,7 @@ export interface components {
             next_url: string | null;
             /**
              * Items
-             * @description The entries, in the order appended, as they were sent.
+             * @description The entries, in the order appended, each exactly as it was stored: the line or item as it came in.
              */
             items: unknown[];
             /**
