@@ -11,10 +11,8 @@ connection, and the requests leave all at once from a barrier.
 
 import http.client
 import json
-import os
 import re
 import secrets
-import signal
 import threading
 from collections import Counter
 
@@ -27,7 +25,7 @@ from conversations.imports.models import ImportSource, ImportStage, SourceEntry
 from conversations.models import Conversation, IdempotencyKey, Message
 from tests.api_support import make_key
 from tests.retention_support import make_user
-from tests.server_support import free_port, start_gunicorn
+from tests.server_support import gunicorn, nothing_failed_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -36,20 +34,20 @@ TURNS = 40
 SESSION = "5a1e0c2d-7b3f-4e9a-8c6d-2f1b0a9e8d7c"
 
 
-@pytest.fixture
-def server(tmp_path):
-    """gunicorn over the test database: four worker processes, four threads each."""
-    port, log = free_port(), tmp_path / "gunicorn.log"
+@pytest.fixture(scope="module")
+def _gunicorn(django_db_setup, tmp_path_factory):
+    """gunicorn over the test database, one for the module: four worker processes, four threads each."""
+    folder = tmp_path_factory.mktemp("races")
     # Its own data folder (uploads), and this process's secret key, which the admin's session cookie needs.
-    proc = start_gunicorn(port, log, workers=4, threads=4,
-                          MEMORYUI_DATA_DIR=str(tmp_path / "data"), SECRET_KEY=settings.SECRET_KEY)
-    try:
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-    text = log.read_text()
-    assert "Traceback" not in text and "Worker exited" not in text, text[-3000:]
+    with gunicorn(folder / "gunicorn.log", workers=4, threads=4,
+                  MEMORYUI_DATA_DIR=str(folder / "data"), SECRET_KEY=settings.SECRET_KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def server(_gunicorn):
+    with nothing_failed_in(_gunicorn):
+        yield _gunicorn.port
 
 
 def session_lines(session=SESSION, turns=TURNS) -> list[dict]:
