@@ -7,10 +7,9 @@ an agent or a person depends on must hold across both, because each one is kept
 by the database (docs/SCALING.md).
 """
 
+import contextlib
 import http.client
 import json
-import os
-import signal
 import threading
 import uuid
 from urllib.parse import urlencode
@@ -25,7 +24,7 @@ from conversations.retention.models import MaintenanceLease
 from tests.api_support import make_key
 from tests.helpers import wait_until
 from tests.retention_support import conversation, make_user
-from tests.server_support import free_port, start_gunicorn
+from tests.server_support import gunicorn, nothing_failed_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -34,27 +33,23 @@ APPENDS = 16
 LOGIN_LIMIT = 4
 
 
+@pytest.fixture(scope="module")
+def _gunicorns(django_db_setup, tmp_path_factory):
+    """Two gunicorn instances over the test database (two workers each), for the module."""
+    folder = tmp_path_factory.mktemp("two-servers")
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(gunicorn(
+            folder / f"gunicorn-{name}.log", workers=2, threads=4,
+            MEMORYUI_DATA_DIR=str(folder / f"data-{name}"), SECRET_KEY=settings.SECRET_KEY,
+            MEMORYUI_LOGIN_FAILURES_PER_USER=str(LOGIN_LIMIT), MEMORYUI_LOGIN_FAILURES_PER_IP="1000"))
+            for name in ("a", "b")]
+
+
 @pytest.fixture
-def servers(tmp_path):
-    """Ports of two gunicorn instances over the test database (two workers each)."""
-    procs, ports = [], []
-    try:
-        for name in ("a", "b"):
-            port = free_port()
-            procs.append(start_gunicorn(
-                port, tmp_path / f"gunicorn-{name}.log", workers=2, threads=4,
-                MEMORYUI_DATA_DIR=str(tmp_path / f"data-{name}"), SECRET_KEY=settings.SECRET_KEY,
-                MEMORYUI_LOGIN_FAILURES_PER_USER=str(LOGIN_LIMIT), MEMORYUI_LOGIN_FAILURES_PER_IP="1000"))
-            ports.append(port)
-        yield ports
-    finally:
-        for proc in procs:
-            os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            proc.wait(timeout=60)
-    for name in ("a", "b"):
-        log = (tmp_path / f"gunicorn-{name}.log").read_text()
-        assert "Traceback" not in log and "Worker exited" not in log, log[-3000:]
+def servers(_gunicorns):
+    """Their ports; what either logs during the test must hold no traceback and no dead worker."""
+    with nothing_failed_in(*_gunicorns):
+        yield [server.port for server in _gunicorns]
 
 
 def call(port, method, path, body=None, *, key=None, headers=None, conn=None):
