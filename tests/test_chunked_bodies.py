@@ -11,8 +11,6 @@ the way gunicorn hands the body to Django (de-chunked, no length).
 import http.client
 import io
 import json
-import os
-import signal
 import socket
 
 import pytest
@@ -20,21 +18,22 @@ from django.conf import settings
 
 from conversations import api_keys, store
 from conversations.models import Message
-from tests.server_support import free_port, start_gunicorn
+from tests.server_support import gunicorn, nothing_failed_in
 
 LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup, tmp_path_factory):
+def _gunicorn(django_db_setup, tmp_path_factory):
     """One gunicorn over the test database for the module; each test makes its own key."""
-    port = free_port()
-    proc = start_gunicorn(port, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log", workers=2)
-    try:
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    with gunicorn(tmp_path_factory.mktemp("gunicorn") / "gunicorn.log", workers=2) as server:
+        yield server
+
+
+@pytest.fixture
+def server(_gunicorn):
+    with nothing_failed_in(_gunicorn):
+        yield _gunicorn.port
 
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,26 +4,28 @@ is a sane token), and a traceback is a field of a line carrying the request's id
 
 import http.client
 import json
-import os
 import re
-import signal
 import time
 
 import pytest
 
-from tests.server_support import free_port, start_gunicorn
+from tests.server_support import gunicorn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+@pytest.fixture(scope="module")
+def _gunicorn(django_db_setup, tmp_path_factory):
+    """One server for the module; its log is not checked for tracebacks: a test makes one."""
+    with gunicorn(tmp_path_factory.mktemp("json-logs") / "gunicorn.log", check_shutdown=False, workers=1,
+                  MEMORYUI_LOG_FORMAT="json", DJANGO_SETTINGS_MODULE="tests.ops_settings") as server:
+        yield server
+
+
 @pytest.fixture
-def server(tmp_path):
-    port, log = free_port(), tmp_path / "gunicorn.log"
-    proc = start_gunicorn(port, log, workers=1, MEMORYUI_LOG_FORMAT="json",
-                          DJANGO_SETTINGS_MODULE="tests.ops_settings")
-    yield port, log
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
+def server(_gunicorn):
+    """Its port, and its log from this test's start on (what the test made it write)."""
+    return _gunicorn.port, _gunicorn.tail()
 
 
 def get(port, path, request_id=None):
