@@ -18,6 +18,7 @@ TRUNCATE, which row triggers do not see.
 import contextlib
 import ctypes
 import sqlite3
+import sys
 
 from django.core.management.color import no_style
 from django.db import connections, transaction
@@ -31,19 +32,36 @@ SQLITE_SIDE_TABLES = ("search_message_pending", "search_message_dates")
 _ENABLE_TRIGGER = 1003  # SQLITE_DBCONFIG_ENABLE_TRIGGER
 
 
-def _sqlite_library():
-    import _sqlite3
+def _sqlite_library(dbapi_connection):
+    """The SQLite library that made this connection, or None if it cannot be told.
 
-    lib = ctypes.CDLL(_sqlite3.__file__)  # resolves the sqlite3_* functions the module links
-    lib.sqlite3_db_filename.restype = ctypes.c_char_p
-    lib.sqlite3_db_filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    return lib
+    It is the C extension module that defines the connection's class: Python's own
+    `_sqlite3` (which links the system's libsqlite3) or a build that carries its own
+    SQLite, as sqlean.py does (memoryui/sqlite/base.py). Calling one build's functions on
+    another's handle is undefined behaviour: their structs differ, and sqlite3_db_config
+    walks the connection's prepared statements to expire them, so a stranger's code would
+    write into them wherever its own layout says (the test database was once found
+    "malformed" after a purge that used the system library on a sqlean connection)."""
+    for klass in type(dbapi_connection).__mro__:
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None) or ""
+            if getattr(module, "Connection", None) is klass and path.endswith(".so"):
+                lib = ctypes.CDLL(path)  # resolves the sqlite3_* functions the module links or carries
+                lib.sqlite3_libversion.restype = ctypes.c_char_p
+                if lib.sqlite3_libversion().decode() != getattr(module, "sqlite_version", None):
+                    return None
+                lib.sqlite3_db_filename.restype = ctypes.c_char_p
+                lib.sqlite3_db_filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+                return lib
+    return None
 
 
 def _handle(dbapi_connection: sqlite3.Connection, expected_file: str):
     """The `sqlite3 *` of a Python sqlite3 connection: CPython keeps it right after the
     object header. Checked by asking SQLite for the file it opened; None if it is not."""
-    lib = _sqlite_library()
+    lib = _sqlite_library(dbapi_connection)
+    if lib is None:
+        return None, None
     address = ctypes.c_void_p.from_address(id(dbapi_connection) + object.__basicsize__).value
     if not address:
         return lib, None

@@ -51,3 +51,14 @@ def test_no_other_connection_is_unguarded_during_a_purge_nor_this_one_after_it()
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM conversations_message")
     assert Message.objects.count() == 2
+
+
+def test_the_purge_calls_the_sqlite_build_that_made_the_connection():
+    # Another build's functions on this connection's handle would write into its statements
+    # by a foreign struct layout (memoryui runs on sqlean.py's SQLite, not the system's).
+    if connection.vendor != "sqlite":
+        return
+    connection.ensure_connection()
+    lib = isolation._sqlite_library(connection.connection)
+    assert lib is not None
+    assert lib.sqlite3_libversion().decode() == connection.Database.sqlite_version
