@@ -23,6 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import connection
+
+from tests.helpers import wait_until
 from tests.retention_support import ROOT, database_url, subprocess_env
 
 
@@ -112,10 +115,25 @@ def gunicorn(log: Path, *, check_shutdown: bool = True, **options) -> Iterator[G
         assert_logs_clean([server], "after the last test's check (or while it stopped)")
 
 
+def _others_in_a_transaction() -> list[tuple]:
+    """The other client connections to the test database (PostgreSQL) inside a transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid, state, left(query, 300) FROM pg_stat_activity WHERE datname = current_database()"
+                       " AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL")
+        return cursor.fetchall()
+
+
 @contextlib.contextmanager
 def nothing_failed_in(*servers: Gunicorn) -> Iterator[None]:
     """Around one test on shared servers: what they logged since the previous test's check
     (so during this test) holds no traceback and no dead worker, and the failure is
-    reported at the test that caused it."""
+    reported at the test that caused it. On PostgreSQL the servers' connections must also
+    be out of any transaction by then: the purge after the test (tests/isolation.py)
+    TRUNCATEs, which would wait behind one for ever."""
     yield
-    assert_logs_clean(servers, "during this test")
+    try:
+        if connection.vendor == "postgresql":
+            wait_until(lambda: not _others_in_a_transaction(), timeout=30, message=lambda: (
+                f"server connections still in a transaction after the test: {_others_in_a_transaction()}"))
+    finally:
+        assert_logs_clean(servers, "during this test")
