@@ -291,7 +291,7 @@ def measure(database: str, args) -> list[dict]:
         except subprocess.TimeoutExpired:
             server.kill()
         common.close_django()
-        if database == "postgres":
+        if database != "sqlite":  # the database made above, whatever the caller named PostgreSQL
             subprocess.run(["dropdb", "--if-exists", PG_NAME], capture_output=True)
     return rows
 
