@@ -51,6 +51,8 @@ class Page:
 class ActiveView:
     checkpoint: Checkpoint | None
     page: Page
+    # The position the page's rows follow: the fold, or the caller's `after` when later.
+    start: int
 
     @property
     def handoff(self) -> dict | None:
@@ -145,7 +147,7 @@ def active_from(conversation_id, checkpoint, *, after: int | None = None, **kw) 
     caller: its summary, then the rows after its fold (or after `after`, if later)."""
     fold = checkpoint.message_position if checkpoint else -1
     start = fold if after is None else max(after, fold)
-    return ActiveView(checkpoint, read_rows(conversation_id, after=start, **kw))
+    return ActiveView(checkpoint, read_rows(conversation_id, after=start, **kw), start)
 
 
 def active_before(conversation_id, position: int, *, limit: int | None = None, after: int | None = None,

@@ -332,14 +332,13 @@ def _active_part(convo, context, *, target, active_after, active_until, last, fo
     if target != "active-chunk":
         active_until = None
     # The latest checkpoint is the one the page has read already.
-    start = fold if active_after is None else max(active_after, fold)
-    view = active_from(convo.pk, context["latest"], after=start, until=active_until, limit=size, kinds=kinds,
+    view = active_from(convo.pk, context["latest"], after=active_after, until=active_until, limit=size, kinds=kinds,
                        include_broken=True, **row_filters)
     context["active"] = view
     context["active_turns"] = turns(view.page.items)
     context["last_position"] = last
     context["active_first_page"] = active_after is None or active_after <= context["fold"]
-    context["active_start"] = start
+    context["active_start"] = view.start
     context["active_until"] = (view.page.next_after if view.page.next_after is not None
                                else active_until if active_until is not None
                                else max([last] + [i.position for i in view.page.items[-1:]]))
