@@ -17,6 +17,7 @@ TRUNCATE, which row triggers do not see.
 
 import contextlib
 import ctypes
+import functools
 import sqlite3
 import sys
 
@@ -33,7 +34,13 @@ _ENABLE_TRIGGER = 1003  # SQLITE_DBCONFIG_ENABLE_TRIGGER
 
 
 def _sqlite_library(dbapi_connection):
-    """The SQLite library that made this connection, or None if it cannot be told.
+    """The SQLite library that made this connection, or None if it cannot be told."""
+    return _library_of(type(dbapi_connection))
+
+
+@functools.cache  # one look through sys.modules per connection class, not one per purge
+def _library_of(connection_class):
+    """The SQLite library of connections of this class, or None if it cannot be told.
 
     It is the C extension module that defines the connection's class: Python's own
     `_sqlite3` (which links the system's libsqlite3) or a build that carries its own
@@ -42,7 +49,7 @@ def _sqlite_library(dbapi_connection):
     walks the connection's prepared statements to expire them, so a stranger's code would
     write into them wherever its own layout says (the test database was once found
     "malformed" after a purge that used the system library on a sqlean connection)."""
-    for klass in type(dbapi_connection).__mro__:
+    for klass in connection_class.__mro__:
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None) or ""
             if getattr(module, "Connection", None) is klass and path.endswith(".so"):
