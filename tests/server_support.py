@@ -102,10 +102,11 @@ def assert_logs_clean(servers, when: str) -> None:
 
 def _close_the_database_last() -> None:
     """SQLite: the workers exit without closing their connections, and the test process has
-    closed its own after the last test, so the -wal file would outlive the test database
-    (data/test-<pid>.sqlite3-wal), to be taken for the -wal of a later one of the same name.
-    A connection opened and closed now is the last one: SQLite folds the -wal into the file
-    and removes it, as when the test process outlived each server."""
+    closed its own after the last test, so the -wal and -shm files would outlive the test
+    database and pile up in data/ (harmless: SQLite deletes a -wal it finds beside a new,
+    empty database file, so a later test database of the same name does not read it). A
+    connection opened and closed now is the last one: SQLite folds the -wal into the file
+    and removes both, as when the test process outlived each server."""
     if connection.vendor == "sqlite":
         raw = connection.Database.connect(connection.settings_dict["NAME"])
         try:
