@@ -283,7 +283,7 @@ def raw_bulk_fill(conn, cid: str, n: int, start: int = 0, batch: int = 20000):
 # --------------------------------------------------------------------------- memoryui bulk set-up
 
 
-def bulk_fill(conversation_id, n: int, *, created_at=None, batch: int = 20000, texts=None):
+def bulk_fill(conversation_id, n: int, *, created_at=None, batch: int = 20000):
     """Give a memoryui conversation n messages without n appends (set-up, not measured).
 
     One transaction of raw INSERTs through Django's connection. The append-only
@@ -293,7 +293,6 @@ def bulk_fill(conversation_id, n: int, *, created_at=None, batch: int = 20000, t
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from conversations.message_schema import encode_message
     from conversations.models import Conversation, Message
 
     conv_table = Conversation._meta.db_table
@@ -307,18 +306,9 @@ def bulk_fill(conversation_id, n: int, *, created_at=None, batch: int = 20000, t
             f"UPDATE {conv_table} SET next_position = %s, last_activity_at = %s WHERE id = %s",
             [start + n, when, cid],
         )
-        cache = {}
         for lo in range(start, start + n, batch):
             hi = min(start + n, lo + batch)
-            rows = []
-            for i in range(lo, hi):
-                # The generator repeats after a while; encoding every one of a million
-                # messages would make set-up dominate the run, so reuse encodings.
-                key = i % 4096
-                if key not in cache:
-                    cache[key] = encode_message(message_for(key)) if texts is None else texts(key)
-                kind, text = cache[key]
-                rows.append((cid, i, kind, text, when))
+            rows = [(cid, i, *encoded_for(i), when) for i in range(lo, hi)]
             cursor.executemany(
                 f"INSERT INTO {msg_table} (conversation_id, position, kind, content, created_at) "
                 "VALUES (%s, %s, %s, %s, %s)",
