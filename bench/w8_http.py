@@ -260,16 +260,7 @@ def measure(database: str, args) -> list[dict]:
     else:
         subprocess.run(["dropdb", "--if-exists", PG_NAME], check=True, capture_output=True)
         subprocess.run(["createdb", PG_NAME], check=True, capture_output=True)
-        os.environ["DATABASE_URL"] = f"postgres:///{PG_NAME}"
-        os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
-        os.environ["DJANGO_SETTINGS_MODULE"] = "memoryui.settings"
-        os.environ["MEMORYUI_DATA_DIR"] = str(args.workdir / "data-pg")
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0, interactive=False)
+        common.migrate_database(f"postgres:///{PG_NAME}", args.workdir / "data-pg")
     from django.db import connection
 
     from conversations import api_keys
