@@ -158,9 +158,7 @@ def _measure(args, db, busy, size, build_s, count, per, subjects_deleted, starte
 
     time.sleep(settle_s)
     w0 = time.time()
-    import sqlite3
-
-    raw = sqlite3.connect(db, isolation_level=None, timeout=120)
+    raw = common.connect_memoryui_file(db, isolation_level=None, timeout=120)
     raw.execute("PRAGMA busy_timeout = 120000")
     v0 = time.perf_counter()
     raw.execute("VACUUM")

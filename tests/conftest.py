@@ -1,5 +1,6 @@
 import os
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -31,6 +32,36 @@ def pytest_configure(config):
     # Transactional tests end by emptying the tables without rebuilding triggers or
     # writing every permission back (tests/isolation.py).
     isolation.install()
+    sqlite3.connect = _system_sqlite_refusing_the_live_database(sqlite3.connect)
+
+
+def _system_sqlite_refusing_the_live_database(system_connect):
+    """Python's own sqlite3 links the system's SQLite; memoryui's connections come from
+    sqlean.py's build. Two SQLite libraries in one process do not share their record of
+    the process's POSIX locks: when the system's connection closes its descriptors, the
+    kernel drops every lock the process holds on the file, and that connection, finding
+    no other, folds the WAL into the file and deletes it while memoryui's connection is
+    still writing to it. Another process then starts a new WAL beside the old one, and
+    the database is corrupt. (A test once did this, and every transactional test after it
+    found the test database "malformed".) A test that wants a second connection to the
+    live database takes it from `connection.Database`."""
+
+    def connect(database, *args, **kwargs):
+        from django.db import connections
+
+        target = os.fspath(database) if not isinstance(database, bytes) else database.decode()
+        path = target.removeprefix("file:").split("?", 1)[0]
+        for alias in connections:
+            settings = connections.settings[alias]
+            name = str(settings.get("NAME") or "")
+            if (settings.get("ENGINE", "").endswith("sqlite") and name and os.path.exists(path)
+                    and os.path.exists(name) and os.path.samefile(path, name)):
+                raise AssertionError(
+                    f"Python's sqlite3 (the system's SQLite) opened the live database {name}: closing it "
+                    "would drop this process's locks on it and delete its WAL; use connection.Database.connect")
+        return system_connect(database, *args, **kwargs)
+
+    return connect
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,8 +1,6 @@
 """The purge that ends a transactional test (tests/isolation.py) empties the tables
 without weakening the append-only guards for anyone else."""
 
-import sqlite3
-
 import pytest
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
@@ -18,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _refused(cursor_owner, sql: str) -> bool:
     try:
         cursor_owner.execute(sql)
-    except (DatabaseError, sqlite3.DatabaseError) as exc:
+    except (DatabaseError, connection.Database.DatabaseError) as exc:
         return "append-only" in str(exc)
     return False
 
@@ -37,7 +35,9 @@ def test_no_other_connection_is_unguarded_during_a_purge_nor_this_one_after_it()
         connection.ensure_connection()
         _, handle = isolation._handle(connection.connection, connection.settings_dict["NAME"])
         assert handle is not None, "the purge fell back to dropping and recreating the triggers"
-        other = sqlite3.connect(connection.settings_dict["NAME"], timeout=30)
+        # Through the connection's own SQLite build: the system's, closing its descriptors,
+        # would drop this process's locks on the file and delete the WAL still in use.
+        other = connection.Database.connect(connection.settings_dict["NAME"], timeout=30)
         try:
             with connection.cursor() as cursor, isolation._sqlite_triggers_off(connection, cursor):
                 # Triggers are off for the purging connection, and for it alone.
@@ -62,3 +62,42 @@ def test_the_purge_calls_the_sqlite_build_that_made_the_connection():
     lib = isolation._sqlite_library(connection.connection)
     assert lib is not None
     assert lib.sqlite3_libversion().decode() == connection.Database.sqlite_version
+
+
+def test_the_system_sqlite_may_not_open_the_live_database():
+    """tests/conftest.py refuses it: see the test below for what it would do."""
+    if connection.vendor != "sqlite":
+        return
+    import sqlite3
+
+    connection.ensure_connection()
+    with pytest.raises(AssertionError, match="connection.Database.connect"):
+        sqlite3.connect(connection.settings_dict["NAME"])
+
+
+@pytest.mark.database_independent
+def test_a_second_sqlite_library_closing_its_connection_deletes_the_wal_in_use(tmp_path):
+    """Why: the system's SQLite, closing its only connection, takes itself for the last
+    one (the process's own locks never conflict), folds the WAL in and deletes it, while
+    the store's connection, from sqlean.py's build, still has it open."""
+    import sqlite3
+
+    import sqlean
+
+    path = tmp_path / "two-libraries.sqlite3"
+    store = sqlean.connect(path, isolation_level=None)
+    try:
+        store.execute("PRAGMA journal_mode = wal")
+        store.execute("CREATE TABLE t (x)")
+        store.execute("INSERT INTO t VALUES (1)")
+        assert (tmp_path / "two-libraries.sqlite3-wal").exists()
+        same_library = sqlean.connect(path)
+        same_library.execute("SELECT count(*) FROM t").fetchone()
+        same_library.close()
+        assert (tmp_path / "two-libraries.sqlite3-wal").exists()  # one library knows its own locks
+        other_library = sqlite3.connect(path)
+        other_library.execute("SELECT count(*) FROM t").fetchone()
+        other_library.close()
+        assert not (tmp_path / "two-libraries.sqlite3-wal").exists()
+    finally:
+        store.close()
