@@ -102,6 +102,27 @@ def purge_sqlite_guarded_tables():
         isolation.purge()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _sqlite_test_database_intact(request, django_db_blocker):
+    """After each module, SQLite's own check of the test database. A module that corrupts
+    it (a lock dropped, a WAL deleted under a connection) is then named at once, instead of
+    every transactional test after it failing with "database disk image is malformed"."""
+    yield
+    settings = connection.settings_dict
+    test_name = str((settings.get("TEST") or {}).get("NAME") or "")
+    if connection.vendor != "sqlite" or str(settings["NAME"]) != test_name or not os.path.exists(test_name):
+        return  # PostgreSQL, or no test database made yet
+    from django.db import DatabaseError
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        try:
+            cursor.execute("PRAGMA quick_check")
+            found = [row[0] for row in cursor.fetchall()]
+        except DatabaseError as exc:
+            found = [str(exc)]
+    assert found == ["ok"], f"{request.module.__name__} left the test database corrupt: {found[:5]}"
+
+
 @pytest.fixture(scope="session")
 def chromium_path():
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
