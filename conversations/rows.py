@@ -12,7 +12,6 @@ import hashlib
 import uuid
 from datetime import UTC, datetime
 
-import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
@@ -62,9 +61,11 @@ def _execute_one(db, sql: str, params: list):
     # append's five statements were 40 % of its CPU per append (bench/NOTES.md). Django's own
     # cursors bind on the client and are never prepared; MEMORYUI_PG_PREPARE=0 turns this off
     # for a connection pooler that cannot carry prepared statements (memoryui/settings.py).
+    # The cursor class comes from the backend's own driver module (psycopg), which a SQLite
+    # process then never imports.
     db.ensure_connection()
     db.validate_no_broken_transaction()
-    with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
+    with db.wrap_database_errors, db.Database.Cursor(db.connection) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() if cursor.description else None
 
