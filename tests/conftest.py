@@ -1,11 +1,12 @@
 import os
 import shutil
+import socket
 import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, connections
 
 from tests import isolation
 
@@ -42,8 +43,6 @@ def _live_server_answers_without_delay():
     algorithm then holds the body until the client acknowledges the head, and the client
     delays that acknowledgement: 40 ms lost on every request after a connection's first.
     gunicorn, which serves memoryui, sets TCP_NODELAY on its sockets; so does this server."""
-    import socket
-
     from django.core.servers.basehttp import ThreadedWSGIServer
     from django.test.testcases import LiveServerThread
 
@@ -68,8 +67,6 @@ def _system_sqlite_refusing_the_live_database(system_connect):
     live database takes it from `connection.Database`."""
 
     def connect(database, *args, **kwargs):
-        from django.db import connections
-
         target = os.fspath(database) if not isinstance(database, bytes) else database.decode()
         path = target.removeprefix("file:").split("?", 1)[0]
         for alias in connections:
@@ -133,8 +130,6 @@ def _sqlite_test_database_intact(request, django_db_blocker):
     test_name = str((settings.get("TEST") or {}).get("NAME") or "")
     if connection.vendor != "sqlite" or str(settings["NAME"]) != test_name or not os.path.exists(test_name):
         return  # PostgreSQL, or no test database made yet
-    from django.db import DatabaseError
-
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         try:
             cursor.execute("PRAGMA quick_check")

@@ -47,8 +47,7 @@ def _library_of(connection_class):
     SQLite, as sqlean.py does (memoryui/sqlite/base.py). Calling one build's functions on
     another's handle is undefined behaviour: their structs differ, and sqlite3_db_config
     walks the connection's prepared statements to expire them, so a stranger's code would
-    write into them wherever its own layout says (the test database was once found
-    "malformed" after a purge that used the system library on a sqlean connection)."""
+    write into them wherever its own layout says."""
     for klass in connection_class.__mro__:
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None) or ""

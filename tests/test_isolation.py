@@ -1,7 +1,10 @@
 """The purge that ends a transactional test (tests/isolation.py) empties the tables
 without weakening the append-only guards for anyone else."""
 
+import sqlite3
+
 import pytest
+import sqlean
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import DatabaseError, connection, transaction
@@ -68,8 +71,6 @@ def test_the_system_sqlite_may_not_open_the_live_database():
     """tests/conftest.py refuses it: see the test below for what it would do."""
     if connection.vendor != "sqlite":
         return
-    import sqlite3
-
     connection.ensure_connection()
     with pytest.raises(AssertionError, match="connection.Database.connect"):
         sqlite3.connect(connection.settings_dict["NAME"])
@@ -80,10 +81,6 @@ def test_a_second_sqlite_library_closing_its_connection_deletes_the_wal_in_use(t
     """Why: the system's SQLite, closing its only connection, takes itself for the last
     one (the process's own locks never conflict), folds the WAL in and deletes it, while
     the store's connection, from sqlean.py's build, still has it open."""
-    import sqlite3
-
-    import sqlean
-
     path = tmp_path / "two-libraries.sqlite3"
     store = sqlean.connect(path, isolation_level=None)
     try:
