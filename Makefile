@@ -29,6 +29,13 @@ $(VENV)/.bench-installed: requirements.txt requirements-dev.txt bench/requiremen
 	$(BIN)/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	touch $@
 
+# What `make test` needs (the three above) in one pip run: one resolution of the whole set,
+# about 10 s sooner on a fresh machine than three runs one after another.
+$(VENV)/.test-installed: requirements.txt requirements-dev.txt bench/requirements.txt clients/python/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r bench/requirements.txt \
+		-e "./clients/python[$(CLIENT_EXTRAS)]"
+	touch $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed $@
+
 migrate: $(VENV)/.runtime-installed
 	$(BIN)/python manage.py migrate --noinput
 
@@ -37,8 +44,8 @@ run: migrate
 	@echo "Serving memoryui on http://$(HOST):$(PORT)/ (Ctrl-C stops it)"
 	$(BIN)/gunicorn memoryui.wsgi -c memoryui/gunicorn_conf.py --bind $(HOST):$(PORT) --access-logfile - --log-level warning
 
-# The lint comes first: a change that breaks ruff or the import contracts fails the tests too.
-test: lint $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed
+# The lint comes before the tests: a change that breaks ruff or the import contracts fails them too.
+test: $(VENV)/.test-installed lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff (ruff.toml) and the import contracts (.importlinter: the core imports no sub-app, no
