@@ -1,6 +1,6 @@
-"""What every test module may use without importing it: users with a role, a browser page
-logged in through the real login form, an API client holding a key of given scopes, and
-`wait_until`, the one way a test waits for something to happen.
+"""What every test module may use without importing it: users with a role, a signed-in
+browser page, an API client holding a key of given scopes, and `wait_until`, the one way a
+test waits for something to happen.
 
 Registered from tests/conftest.py through `pytest_plugins` (with tests/api_support.py, which
 holds `api_client` and the other API fixtures), so a
@@ -12,7 +12,9 @@ import itertools
 import time
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from conversations.roles import assign_role
 
@@ -57,33 +59,35 @@ def user(db):
     return make_user
 
 
-def log_in(page, base_url: str, username: str, path: str = "/") -> None:
-    """Open `path`, which sends a visitor to the login form, sign in there as `username`
-    and wait until the form has sent the browser back to `path`."""
-    page.goto(base_url + path)
-    page.wait_for_url(lambda url: "/login/?next=" in url)
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base_url + path)
+def sign_in(context, base_url: str, user) -> None:
+    """Give a browser context the session cookie of `user`, made by Django's own login (the
+    session the login form would start), so that its pages open signed in. The form itself is
+    tested in a browser in tests/test_login_browser.py; going through it for every page test
+    cost about half a second of CPU per test (its page, its POST, its redirect)."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": base_url}])
 
 
 @pytest.fixture
 def logged_in_page(browser, live_server, db):
     """`logged_in_page(role, path="/", username=None, viewport=None, **context_options)`: a new
     browser page of a user with that role (or of the existing user `username`), signed in
-    through the real login form and left on `path`. Each call opens its own browser context
-    (its own cookies), closed after the test."""
+    (`sign_in`) and left on `path`. Each call opens its own browser context (its own cookies),
+    closed after the test."""
     contexts = []
 
     def open_page(role, path="/", *, username=None, viewport=None, **context_options):
-        known = username and get_user_model().objects.filter(username=username).exists()
-        account = username if known else make_user(role, username).username
+        known = username and get_user_model().objects.filter(username=username).first()
+        account = known or make_user(role, username)
         context = browser.new_context(viewport=viewport or DESKTOP, accept_downloads=True, **context_options)
         contexts.append(context)
+        sign_in(context, live_server.url, account)
         page = context.new_page()
         page.set_default_timeout(15000)
-        log_in(page, live_server.url, account, path)
+        page.goto(live_server.url + path)
+        assert page.url == live_server.url + path, f"{path} did not open signed in: {page.url}"
         return page
 
     yield open_page

@@ -21,6 +21,7 @@ import pytest
 from django.test import Client
 
 from tests.conftest import skip_or_fail
+from tests.helpers import sign_in
 from tests.test_crawler import fill, routes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -132,17 +133,10 @@ def _small_targets(page) -> list[str]:
         }""", CONTROLS)
 
 
-def _log_in(browser_context, live_server, admin):
-    client = Client()
-    client.force_login(admin)
-    cookie = client.cookies["sessionid"]
-    browser_context.add_cookies([{"name": "sessionid", "value": cookie.value, "url": live_server.url}])
-
-
 def walk(browser, live_server, admin, paths, viewport, *, check_width: bool):
     # bypass_csp: axe arrives as an inline script; the CSP itself is tested in test_csp_browser.py.
     context = browser.new_context(viewport=viewport, bypass_csp=True)
-    _log_in(context, live_server, admin)
+    sign_in(context, live_server.url, admin)
     page = context.new_page()
     page.set_default_timeout(15000)
     axe = axe_script()

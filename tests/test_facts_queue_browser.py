@@ -23,7 +23,7 @@ def _queue(n=5):
 
 
 def _open(logged_in_page, viewport="wide", js=True):
-    """The review queue, as a reviewer signed in through the login form."""
+    """The review queue, as a signed-in reviewer."""
     return logged_in_page(REVIEWER, "/facts/", viewport=VIEWPORTS[viewport], java_script_enabled=js)
 
 
