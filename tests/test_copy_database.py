@@ -3,8 +3,9 @@ database into an empty PostgreSQL one, verified, the source untouched.
 
 Each step runs as its own process with its own DATABASE_URL, as a person moving would
 run it: a SQLite source filled through the store (and the demo data), the copy, then
-a digest of every table read back through each database. `.ci/run` runs this file in
-the PostgreSQL pass (it needs a PostgreSQL server).
+a digest of every table read back through each database. The test run's own database takes
+no part (`database_independent`): it runs once, in `.ci/run`'s SQLite pass, against the
+PostgreSQL server that pass is given (PGPORT), and it needs one.
 """
 
 import json
@@ -19,7 +20,7 @@ import pytest
 from tests.conftest import skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.database_independent]
 
 FILL = r"""
 import django; django.setup()
