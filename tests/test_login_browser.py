@@ -9,37 +9,31 @@ import pytest
 from playwright.sync_api import expect
 
 from conversations.roles import REVIEWER
-from tests.helpers import DESKTOP, PASSWORD
+from tests.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_visitor_signs_in_through_the_form_lands_on_the_page_asked_for_and_logs_out(browser, live_server, user):
+def test_a_visitor_signs_in_through_the_form_lands_on_the_page_asked_for_and_logs_out(page, live_server, user):
     reviewer = user(REVIEWER)
-    context = browser.new_context(viewport=DESKTOP)
-    try:
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        page.goto(live_server.url + "/facts/")
-        page.wait_for_url(live_server.url + "/login/?next=/facts/")
+    page.goto(live_server.url + "/facts/")
+    page.wait_for_url(live_server.url + "/login/?next=/facts/")
 
-        page.fill("input[name=username]", reviewer.username)
-        page.fill("input[name=password]", "not " + PASSWORD)
-        page.click("button[type=submit]")
-        expect(page.get_by_role("alert")).to_have_text("That username and password do not match. Try again.")
-        # The form keeps the name that was typed, not the password, and where it was going.
-        expect(page.locator("input[name=username]")).to_have_value(reviewer.username)
-        expect(page.locator("input[name=password]")).to_have_value("")
-        expect(page.locator("input[name=next]")).to_have_value("/facts/")
+    page.fill("input[name=username]", reviewer.username)
+    page.fill("input[name=password]", "not " + PASSWORD)
+    page.click("button[type=submit]")
+    expect(page.get_by_role("alert")).to_have_text("That username and password do not match. Try again.")
+    # The form keeps the name that was typed, not the password, and where it was going.
+    expect(page.locator("input[name=username]")).to_have_value(reviewer.username)
+    expect(page.locator("input[name=password]")).to_have_value("")
+    expect(page.locator("input[name=next]")).to_have_value("/facts/")
 
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/facts/")
-        expect(page.locator("form.logout .who")).to_have_text(reviewer.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(live_server.url + "/facts/")
+    expect(page.locator("form.logout .who")).to_have_text(reviewer.username)
 
-        page.get_by_role("button", name="Log out").click()
-        page.wait_for_url(live_server.url + "/login/")
-        page.goto(live_server.url + "/facts/")
-        page.wait_for_url(live_server.url + "/login/?next=/facts/")
-    finally:
-        context.close()
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(live_server.url + "/login/")
+    page.goto(live_server.url + "/facts/")
+    page.wait_for_url(live_server.url + "/login/?next=/facts/")
