@@ -2,7 +2,10 @@
 exactly — never a row twice, never one missing — scrolling down, back up, with a
 fold, ledger marks, a kind filter and live follow."""
 
+import weakref
+
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from conversations import store, views
 from conversations.ledger import store as ledger
@@ -31,6 +34,11 @@ def long_record(monkeypatch):
 
 def _open(logged_in_page, live_server, c, viewport="wide", query=""):
     page = logged_in_page(AUDITOR, viewport=VIEWPORTS[viewport])
+    # What went wrong with the page's loads, for the message of a wait that times out.
+    trouble = TROUBLE.setdefault(page, [])
+    page.on("response", lambda r: trouble.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on("requestfailed", lambda r: trouble.append(f"failed ({r.failure}) {r.url}"))
+    page.on("pageerror", lambda e: trouble.append(f"script error: {e}"))
     page.goto(live_server.url + f"/conversations/{c.pk}/{query}")
     # Small limits so 400 rows are "long": unload past 60 rows, down to 40.
     page.evaluate("""document.querySelectorAll('.rows[data-window]').forEach(r => {
@@ -54,6 +62,19 @@ FIRST_ROW_BACK = """(id) => {
     const first = [...document.getElementById(id).children].find(e => e.dataset.after !== undefined);
     return !!first && !first.classList.contains('gap') && !!first.querySelector('article.msg[data-position]');
 }"""
+
+
+TROUBLE = weakref.WeakKeyDictionary()  # page -> its failed loads and script errors
+
+
+def _wait_first_row_back(page, pane):
+    try:
+        page.wait_for_function(FIRST_ROW_BACK, arg=pane)
+    except PlaywrightTimeoutError:
+        ranges = page.evaluate(STATE, pane)["ranges"]
+        raise AssertionError(f"the first rows did not come back; scrollY {page.evaluate('window.scrollY')}, "
+                             f"first ranges {[r[:3] for r in ranges[:3]]}, "
+                             f"the page's failures {TROUBLE.get(page, [])[-10:]}") from None
 
 
 def _check(page, pane, seen, expected_start=-1):
@@ -88,9 +109,9 @@ def _scroll_record(page, pane, seen, direction, expected_start=-1, steps=400):
             break
         if direction == "up" and page.evaluate("window.scrollY") == 0:
             # The last gap near the top comes back, also once scrolled to the very top.
-            page.wait_for_function(FIRST_ROW_BACK, arg=pane)
+            _wait_first_row_back(page, pane)
             page.evaluate("window.scrollTo(0, 0)")
-            page.wait_for_function(FIRST_ROW_BACK, arg=pane)
+            _wait_first_row_back(page, pane)
             break
     return most, _check(page, pane, seen, expected_start)
 
@@ -167,6 +188,32 @@ def test_a_gap_is_reachable_from_the_keyboard(live_server, logged_in_page, long_
     page.wait_for_function("() => !document.querySelector('#record > .gap[data-after=\"-1\"]')")
     _check(page, "record", seen)
     assert page.locator("#p0").count() == 1
+    context.close()
+
+
+def test_a_load_that_fails_is_asked_again_while_the_reader_stays_by_it(live_server, logged_in_page, long_record):
+    """The observer reports a gap when it comes near, not while it stays there: a load that
+    failed is asked again on its own (after 1, 2, 4 s), without another scroll."""
+    context, page = _open(logged_in_page, live_server, long_record)
+    _scroll_record(page, "record", set(), "down")
+    assert page.locator('#record > .gap[data-after="-1"]').count() == 1
+    asked = []
+
+    def first_rows(route):
+        asked.append(route.request.url)
+        if len(asked) <= 2:  # the first two loads of the top gap fail: a server error, then no answer
+            return route.fulfill(status=503, body="busy") if len(asked) == 1 else route.abort("connectionreset")
+        return route.continue_()
+
+    page.route(lambda url: "after=-1" in url and "until=" in url, first_rows)
+    page.evaluate("window.scrollTo(0, 0)")  # one scroll to the top, then the reader stays
+    page.wait_for_function(FIRST_ROW_BACK, arg="record", timeout=20000)
+    assert len(asked) == 3, asked
+    assert [t for t in TROUBLE[page] if "after=-1" in t] == [
+        f"503 {asked[0]}", f"failed (net::ERR_CONNECTION_RESET) {asked[1]}"]
+    seen = set()
+    _check(page, "record", seen)
+    assert 0 in seen and page.locator("#p0").count() == 1
     context.close()
 
 

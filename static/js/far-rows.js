@@ -10,6 +10,9 @@
 // back. So a row is never shown twice and never missing: the chunks and gaps of a
 // container cover contiguous ranges, each position in exactly one of them. The
 // browser's scroll anchoring keeps the reader's place when something above changes.
+// A load that fails or takes too long is asked again (after 1, 2, 4, 8 s) while its
+// gap is still near the screen, and every settled scroll asks for the gaps near it,
+// so a reader who stops next to a gap never waits on a scroll that does not come.
 // Without JavaScript nothing is ever unloaded.
 (function () {
   "use strict";
@@ -19,6 +22,8 @@
   var MAX_ROWS = 600;
   var KEEP_ROWS = 400;
   var NEAR = 1.5;       // viewports above and below that are never unloaded
+  var LOAD_NEAR = 1;    // viewports above and below where a gap is loaded (the observer's margin)
+  var LOAD_TIMEOUT = 20000;  // ms before a load that has not answered is given up and asked again
 
   function rowsIn(node) {
     return node.querySelectorAll("article.msg[data-position]").length;
@@ -87,6 +92,27 @@
 
   var observer = null;
   var loading = new WeakSet();
+  var failures = new WeakMap();  // gap -> loads of it that failed in a row
+
+  // A gap a reader is at or about to reach: in a shown container, within LOAD_NEAR viewports.
+  function near(gap) {
+    var container = gap.parentElement;
+    if (!gap.isConnected || !container || container.offsetParent === null) return false;
+    var box = gap.getBoundingClientRect(), view = window.innerHeight;
+    return box.bottom >= -LOAD_NEAR * view && box.top <= (1 + LOAD_NEAR) * view;
+  }
+
+  function loadNear(container) {
+    container.querySelectorAll(":scope > .gap").forEach(function (gap) { if (near(gap)) reload(gap); });
+  }
+
+  function failed(gap) {
+    loading.delete(gap);
+    var count = (failures.get(gap) || 0) + 1;
+    failures.set(gap, count);
+    // The observer reports a gap only when it comes near, not while it stays there.
+    window.setTimeout(function () { if (near(gap)) reload(gap); }, 1000 * Math.pow(2, Math.min(count, 4) - 1));
+  }
 
   function watchGaps(container) {
     if (!observer) return;
@@ -98,15 +124,19 @@
     var container = gap.parentElement;
     if (!container || !container.dataset.window) return;
     loading.add(gap);
+    var abort = "AbortController" in window ? new AbortController() : null;
+    var timer = abort ? window.setTimeout(function () { abort.abort(); }, LOAD_TIMEOUT) : null;
     fetch(url(container, gap), {
       headers: { "HX-Request": "true", "HX-Target": container.dataset.windowTarget },
       credentials: "same-origin",
+      signal: abort ? abort.signal : undefined,
     })
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.text();
       })
       .then(function (html) {
+        window.clearTimeout(timer);
         if (!gap.isConnected) return;
         var template = document.createElement("template");
         template.innerHTML = html;
@@ -131,7 +161,8 @@
         window.setTimeout(function () { unloadFar(container); }, 0);
       })
       .catch(function () {
-        loading.delete(gap); // asked again the next time it comes near
+        window.clearTimeout(timer);
+        if (gap.isConnected) failed(gap);
       });
   }
 
@@ -157,7 +188,10 @@
     if (scrollTimer !== null) return;
     scrollTimer = window.setTimeout(function () {
       scrollTimer = null;
-      containers().forEach(unloadFar);
+      containers().forEach(function (container) {
+        unloadFar(container);
+        loadNear(container);
+      });
     }, 250);
   }
 
@@ -166,7 +200,7 @@
     if ("IntersectionObserver" in window) {
       observer = new IntersectionObserver(function (entries) {
         entries.forEach(function (entry) { if (entry.isIntersecting) reload(entry.target); });
-      }, { rootMargin: "100% 0px" });
+      }, { rootMargin: LOAD_NEAR * 100 + "% 0px" });
     }
     document.addEventListener("htmx:afterSettle", settled);
     document.addEventListener("follow:rows", settled);
