@@ -96,6 +96,38 @@ def logged_in_page(browser, live_server, db):
         context.close()
 
 
+# ---- a row a link put in place ----------------------------------------------------------------
+
+# The element's top is below the sticky top bar and, given the screen's height, on the screen.
+_BELOW_THE_BAR = """([selector, height]) => {
+    const element = document.querySelector(selector);
+    if (!element) return false;
+    const box = element.getBoundingClientRect();
+    const bar = document.querySelector('header.topbar').getBoundingClientRect();
+    return bar.bottom - 1 <= box.top && (height === null || box.top < height - 40);
+}"""
+
+
+def below_the_bar(page, selector: str, screen_height: int | None = None, timeout: float = 5000) -> bool:
+    """Whether the element a link or permalink put in place comes to rest below the sticky bar
+    (and on the screen, given its height). Waited for, not read once: a panel that loads
+    after the page above the rows (the usage panel) moves them until the browser puts the
+    row back, which on a busy machine can come after a first read. When it does not, the
+    positions are printed for the failure's report."""
+    # Imported where the browser is used, as conftest's fixtures do: suites without Playwright still load.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    try:
+        page.wait_for_function(_BELOW_THE_BAR, arg=[selector, screen_height], timeout=timeout)
+    except PlaywrightTimeoutError:
+        box = page.locator(selector).bounding_box()
+        bar = page.locator("header.topbar").bounding_box()
+        print(f"{selector} stayed at {box}; the bar ends at {bar['y'] + bar['height']:.0f}, the screen "
+              f"at {screen_height and screen_height - 40} (scrollY {page.evaluate('window.scrollY')})")
+        return False
+    return True
+
+
 # ---- live follow: waiting on its polls instead of sleeping through them ----------------------
 
 

@@ -6,11 +6,11 @@ import json
 from datetime import timedelta
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from conversations import store, views
 from conversations.models import Message
 from conversations.roles import AUDITOR
+from tests.helpers import below_the_bar
 from tests.test_browser_search_follow import VIEWPORTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -54,28 +54,8 @@ def _focused(page):
     return page.evaluate("document.activeElement && document.activeElement.id")
 
 
-# The row's top is below the sticky bar and on the screen.
-BELOW_THE_BAR = """([selector, height]) => {
-    const box = document.querySelector(selector).getBoundingClientRect();
-    const bar = document.querySelector('header.topbar').getBoundingClientRect();
-    return bar.bottom - 1 <= box.top && box.top < height - 40;
-}"""
-
-
 def _below_the_bar(page, selector, viewport="wide"):
-    """Whether the row comes to rest below the bar. Waited for, not read once: panels that
-    load after the page (the usage panel above the rows) move it, and the browser puts
-    it back at its next frame, which on a busy machine can come after a first read."""
-    height = VIEWPORTS[viewport]["height"]
-    try:
-        page.wait_for_function(BELOW_THE_BAR, arg=[selector, height], timeout=5000)
-    except PlaywrightTimeoutError:
-        box = page.locator(selector).bounding_box()
-        bar = page.locator("header.topbar").bounding_box()
-        print(f"{selector} stayed at y={box['y']:.0f}; the bar ends at {bar['y'] + bar['height']:.0f}, "
-              f"the screen at {height - 40} (scrollY {page.evaluate('window.scrollY')})")
-        return False
-    return True
+    return below_the_bar(page, selector, VIEWPORTS[viewport]["height"])
 
 
 def _positions(page, pane):

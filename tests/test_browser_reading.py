@@ -13,7 +13,7 @@ import pytest
 from conversations import store
 from conversations.imports import entry_appends, entry_streams
 from conversations.roles import AUDITOR
-from tests.helpers import count_polls, polls_sent, wait_for_polls
+from tests.helpers import below_the_bar, count_polls, polls_sent, wait_for_polls
 from tests.test_one_reply_one_row import session_entries
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -280,8 +280,7 @@ def test_latest_and_first_reach_either_end_of_a_long_session(live_server, logged
     page.wait_for_url(f"**/conversations/{c.pk}/?at=1199#p1199")
     row = page.locator("#p1199")
     assert row.is_visible() and "is-here" in row.get_attribute("class")
-    bar = page.locator("header.topbar").bounding_box()
-    assert row.bounding_box()["y"] >= bar["y"] + bar["height"] - 1
+    assert below_the_bar(page, "#p1199")
     page.get_by_role("link", name="↑ First").click()
     page.wait_for_function("() => !!document.getElementById('p0')")
     assert page.locator("#p0").is_visible() or page.evaluate("window.scrollY") == 0
@@ -399,8 +398,6 @@ def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(l
     # A jump target clears the sticky top bar.
     page.goto(f"{live_server.url}/conversations/{c.pk}/?at=20#p20")
     page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p20'")
-    bar = page.locator("header.topbar").bounding_box()
-    row = page.locator("#p20").bounding_box()
-    assert row["y"] >= bar["y"] + bar["height"] - 1, (row, bar)
+    assert below_the_bar(page, "#p20")
     assert errors == []
     context.close()

@@ -4,7 +4,7 @@ import pytest
 
 from conversations import store
 from conversations.roles import AUDITOR
-from tests.helpers import count_polls, polls_sent, wait_for_polls
+from tests.helpers import below_the_bar, count_polls, polls_sent, wait_for_polls
 from tests.test_browser_ui import PAYLOADS, _shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -55,9 +55,7 @@ def test_a_search_hit_opens_the_conversation_at_that_row_focused(live_server, lo
     assert page.locator("article.msg:not([data-position='37']) mark.search-mark").count() == 0
     page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p37'")
     # In view and not under the sticky top bar.
-    box = row.bounding_box()
-    bar = page.locator("header.topbar").bounding_box()
-    assert box["y"] >= bar["y"] + bar["height"] - 1 and box["y"] < VIEWPORTS[viewport]["height"] - 40
+    assert below_the_bar(page, "#p37", VIEWPORTS[viewport]["height"])
 
     # The words come from the address: markup there is text, never run.
     words = "%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E%20refund"
