@@ -67,9 +67,9 @@ FIRST_ROW_BACK = """(id) => {
 TROUBLE = weakref.WeakKeyDictionary()  # page -> its failed loads and script errors
 
 
-def _wait_first_row_back(page, pane):
+def _wait_first_row_back(page, pane, timeout=15000):
     try:
-        page.wait_for_function(FIRST_ROW_BACK, arg=pane)
+        page.wait_for_function(FIRST_ROW_BACK, arg=pane, timeout=timeout)
     except PlaywrightTimeoutError:
         ranges = page.evaluate(STATE, pane)["ranges"]
         raise AssertionError(f"the first rows did not come back; scrollY {page.evaluate('window.scrollY')}, "
@@ -207,7 +207,7 @@ def test_a_load_that_fails_is_asked_again_while_the_reader_stays_by_it(live_serv
 
     page.route(lambda url: "after=-1" in url and "until=" in url, first_rows)
     page.evaluate("window.scrollTo(0, 0)")  # one scroll to the top, then the reader stays
-    page.wait_for_function(FIRST_ROW_BACK, arg="record", timeout=20000)
+    _wait_first_row_back(page, "record", timeout=20000)
     assert len(asked) == 3, asked
     assert [t for t in TROUBLE[page] if "after=-1" in t] == [
         f"503 {asked[0]}", f"failed (net::ERR_CONNECTION_RESET) {asked[1]}"]
