@@ -5,6 +5,10 @@ file holds the lockfile's hash), so a re-run costs the build alone. It installs 
 when npm's cache has every package (`--prefer-offline`) and leaves out the optional
 packages: the only ones in the tree are the Claude Code CLI's platform binaries (about
 400 MB), which the store's tests never start.
+
+`python3 tests/typescript_support.py` runs the same build outside the suite with any Python
+3.11 (this file needs nothing but the standard library): .ci/run builds the client that way
+while the virtualenv is still being installed.
 """
 
 import hashlib
@@ -12,24 +16,33 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import skip_or_fail
-from tests.retention_support import ROOT
-
+ROOT = Path(__file__).resolve().parents[1]
 TS = ROOT / "clients" / "typescript"
 STAMP = TS / "node_modules" / ".memoryui-lock-sha256"
 NODE_MAJOR = 20
 
 
+def missing(reason: str):
+    """A tool the build needs is not there: the suite's rule (skip, or fail in CI), or, in a
+    build run on its own, an exit that says what is missing."""
+    if "pytest" not in sys.modules:
+        raise SystemExit(f"cannot build the TypeScript client: {reason}")
+    from tests.conftest import skip_or_fail
+
+    skip_or_fail(reason)
+
+
 def tools() -> tuple[str, str]:
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
-        skip_or_fail("node and npm are needed for the TypeScript client (Node 20 or later)")
+        missing("node and npm are needed for the TypeScript client (Node 20 or later)")
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
     major = int(re.match(r"v(\d+)", version).group(1)) if re.match(r"v(\d+)", version) else 0
     if major < NODE_MAJOR:
-        skip_or_fail(f"the TypeScript client needs Node {NODE_MAJOR} or later, found {version or 'none'}")
+        missing(f"the TypeScript client needs Node {NODE_MAJOR} or later, found {version or 'none'}")
     return node, npm
 
 
@@ -101,3 +114,7 @@ def typecheck_against(types: Path) -> str:
     done = subprocess.run([node, str(TS / "node_modules/typescript/bin/tsc"), "-p", str(check / "tsconfig.json")],
                           cwd=TS, capture_output=True, text=True)
     return "" if done.returncode == 0 else (done.stdout + done.stderr)[-6000:]
+
+
+if __name__ == "__main__":
+    build()
