@@ -13,6 +13,8 @@ sqlean (memoryui's SQLite build), one file per layout:
 - `rowid_clustered`: the rowid is the conversation's number × 2^32 + position (the full-text
   index already numbers rows so), with the same UNIQUE index: a conversation's rows share
   pages and a cell keeps up to ~4,000 bytes.
+- `raw_peer`: workload 5's raw sqlite3 peer, the `rowid` layout without the salt and hashes
+  (NULL there): the denominator of that workload's fork target.
 
 Measured: a fork (INSERT … SELECT of 50,000 rows and its commit), a committed single-row append,
 the bytes per row, and pruning: after conversations written round-robin, half of them deleted
@@ -40,6 +42,11 @@ LAYOUTS = {
     "without_rowid": f'CREATE TABLE m ({FIELDS}, PRIMARY KEY (conversation_id, "position")) WITHOUT ROWID',
     "rowid": f'CREATE TABLE m (id INTEGER PRIMARY KEY, {FIELDS}, UNIQUE (conversation_id, "position"))',
     "rowid_clustered": f'CREATE TABLE m (id INTEGER PRIMARY KEY, {FIELDS}, UNIQUE (conversation_id, "position"))',
+    # Workload 5's raw peer (bench/common.py RAW_SCHEMA): a rowid in insertion order, the same
+    # index, and no salt or hashes: the denominator of that workload's target.
+    "raw_peer": 'CREATE TABLE m (id INTEGER PRIMARY KEY, conversation_id TEXT NOT NULL, position INTEGER NOT NULL, '
+                'kind TEXT NOT NULL, content TEXT NOT NULL, created_at TEXT NOT NULL, salt BLOB, commitment BLOB, '
+                'chain_hash BLOB, UNIQUE (conversation_id, position))',
 }
 SPAN = 2 ** 32
 
@@ -94,36 +101,48 @@ class Table:
         return self.db.execute("PRAGMA page_count").fetchone()[0]
 
 
-def row(cid: str, position: int, now: str) -> tuple:
+def row(cid: str, position: int, now: str, sealed: bool = True) -> tuple:
     kind, text = common.encoded_for(position)
+    if not sealed:
+        return (cid, position, kind, text, now, None, None, None)
     return (cid, position, kind, text, now, os.urandom(16), os.urandom(32), os.urandom(32))
 
 
-def measure(layout: str, work: Path, rows: int, reps: int) -> dict:
+def build(layout: str, work: Path, rows: int) -> tuple[Table, str, int]:
+    """The layout's file with one conversation of `rows` rows: (table, its id, bytes per row)."""
     now = common.now_text()
     table = Table(work / f"{layout}.sqlite3", layout)
     parent = table.conversation()
     table.db.execute("BEGIN")
-    table.insert([row(parent, i, now) for i in range(rows)])
+    table.insert([row(parent, i, now, layout != "raw_peer") for i in range(rows)])
     table.db.execute("COMMIT")
     table.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    bytes_per_row = table.pages() * 4096 / rows
-    forks, appends = [], []
-    position = rows
-    for _ in range(reps):
-        started = time.perf_counter()
-        assert table.fork(parent, rows) == rows
-        forks.append((time.perf_counter() - started) * 1000)
-        started = time.perf_counter()
-        for _ in range(300):
-            table.db.execute("BEGIN IMMEDIATE")
-            table.insert([row(parent, position, now)])
-            table.db.execute("COMMIT")
-            position += 1
-        appends.append((time.perf_counter() - started) * 1000 / 300)
-    table.db.close()
-    return {"fork_ms": statistics.median(forks), "append_ms": statistics.median(appends),
-            "bytes_per_row": bytes_per_row, "prune": prune(layout, work, rows)}
+    return table, parent, table.pages() * 4096 / rows
+
+
+def measure(work: Path, rows: int, reps: int) -> dict:
+    """Each layout's median fork and append, the layouts taking turns within each repetition."""
+    built = {layout: build(layout, work, rows) for layout in LAYOUTS}
+    forks = {layout: [] for layout in LAYOUTS}
+    appends = {layout: [] for layout in LAYOUTS}
+    now = common.now_text()
+    for rep in range(reps):
+        for layout, (table, parent, _) in built.items():
+            started = time.perf_counter()
+            assert table.fork(parent, rows) == rows
+            forks[layout].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            for n in range(300):
+                table.db.execute("BEGIN IMMEDIATE")
+                table.insert([row(parent, rows + rep * 300 + n, now, layout != "raw_peer")])
+                table.db.execute("COMMIT")
+            appends[layout].append((time.perf_counter() - started) * 1000 / 300)
+    figures = {}
+    for layout, (table, _, bytes_per_row) in built.items():
+        table.db.close()
+        figures[layout] = {"fork_ms": statistics.median(forks[layout]), "append_ms": statistics.median(appends[layout]),
+                           "bytes_per_row": bytes_per_row, "prune": prune(layout, work, rows)}
+    return figures
 
 
 def prune(layout: str, work: Path, rows: int) -> float:
@@ -167,14 +186,15 @@ def main(argv=None):
 
     django.setup()
     with tempfile.TemporaryDirectory(prefix="memoryui-layout-", dir=Path(__file__).resolve().parent.parent) as work:
-        figures = {layout: measure(layout, Path(work), args.rows, args.reps) for layout in LAYOUTS}
-    base = figures["without_rowid"]
+        figures = measure(Path(work), args.rows, args.reps)
+    base, peer = figures["without_rowid"], figures["raw_peer"]
     print(f"{'layout':16s} {'fork ms':>9s} {'append ms':>10s} {'B/row':>7s} {'prune/fresh':>12s}"
           "  (ratios to without_rowid)")
     for layout, f in figures.items():
         print(f"{layout:16s} {f['fork_ms']:9.1f} {f['append_ms']:10.3f} {f['bytes_per_row']:7.0f} {f['prune']:12.2f}"
               f"  fork {f['fork_ms'] / base['fork_ms']:.2f}, append {f['append_ms'] / base['append_ms']:.2f}, "
-              f"bytes {f['bytes_per_row'] / base['bytes_per_row']:.2f}")
+              f"bytes {f['bytes_per_row'] / base['bytes_per_row']:.2f}; "
+              f"fork / raw_peer {f['fork_ms'] / peer['fork_ms']:.2f}")
     return 0
 
 
