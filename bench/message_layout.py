@@ -1,4 +1,4 @@
-"""Three layouts of the SQLite message table, side by side (a probe, not a workload of run.py).
+"""Layouts of the SQLite message table, side by side (a probe, not a workload of run.py).
 
 The same rows (bench/common.py's messages, with a 16-byte salt and two 32-byte hashes, as the
 store keeps them), the same pragmas as memoryui's files, no triggers, in raw SQL through
@@ -38,10 +38,11 @@ COLUMNS = "conversation_id, position, kind, content, created_at, salt, commitmen
 FIELDS = ('"position" bigint NOT NULL, kind varchar(16) NOT NULL, content text NOT NULL, '
           "created_at datetime NOT NULL, conversation_id char(32) NOT NULL, salt blob, commitment blob, "
           "chain_hash blob")
+ROWID_TABLE = f'CREATE TABLE m (id INTEGER PRIMARY KEY, {FIELDS}, UNIQUE (conversation_id, "position"))'
 LAYOUTS = {
     "without_rowid": f'CREATE TABLE m ({FIELDS}, PRIMARY KEY (conversation_id, "position")) WITHOUT ROWID',
-    "rowid": f'CREATE TABLE m (id INTEGER PRIMARY KEY, {FIELDS}, UNIQUE (conversation_id, "position"))',
-    "rowid_clustered": f'CREATE TABLE m (id INTEGER PRIMARY KEY, {FIELDS}, UNIQUE (conversation_id, "position"))',
+    "rowid": ROWID_TABLE,
+    "rowid_clustered": ROWID_TABLE,  # the same table; its rows are numbered differently (Table._id)
     # Workload 5's raw peer (bench/common.py RAW_SCHEMA): a rowid in insertion order, the same
     # index, and no salt or hashes: the denominator of that workload's target.
     "raw_peer": 'CREATE TABLE m (id INTEGER PRIMARY KEY, conversation_id TEXT NOT NULL, position INTEGER NOT NULL, '
@@ -58,7 +59,7 @@ class Table:
         import sqlean
 
         self.layout = layout
-        self.path = path
+        self.sealed = layout != "raw_peer"  # the raw peer keeps no salt or hashes
         self.db = sqlean.connect(str(path), isolation_level=None)
         self.db.executescript(common.RAW_PRAGMAS + "PRAGMA secure_delete=ON;")
         self.db.execute(LAYOUTS[layout])
@@ -97,15 +98,14 @@ class Table:
         self.db.execute("COMMIT")
         return copied
 
+    def row(self, cid: str, position: int, now: str) -> tuple:
+        kind, text = common.encoded_for(position)
+        if not self.sealed:
+            return (cid, position, kind, text, now, None, None, None)
+        return (cid, position, kind, text, now, os.urandom(16), os.urandom(32), os.urandom(32))
+
     def pages(self) -> int:
         return self.db.execute("PRAGMA page_count").fetchone()[0]
-
-
-def row(cid: str, position: int, now: str, sealed: bool = True) -> tuple:
-    kind, text = common.encoded_for(position)
-    if not sealed:
-        return (cid, position, kind, text, now, None, None, None)
-    return (cid, position, kind, text, now, os.urandom(16), os.urandom(32), os.urandom(32))
 
 
 def build(layout: str, work: Path, rows: int) -> tuple[Table, str, int]:
@@ -114,7 +114,7 @@ def build(layout: str, work: Path, rows: int) -> tuple[Table, str, int]:
     table = Table(work / f"{layout}.sqlite3", layout)
     parent = table.conversation()
     table.db.execute("BEGIN")
-    table.insert([row(parent, i, now, layout != "raw_peer") for i in range(rows)])
+    table.insert([table.row(parent, i, now) for i in range(rows)])
     table.db.execute("COMMIT")
     table.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return table, parent, table.pages() * 4096 / rows
@@ -134,7 +134,7 @@ def measure(work: Path, rows: int, reps: int) -> dict:
             started = time.perf_counter()
             for n in range(300):
                 table.db.execute("BEGIN IMMEDIATE")
-                table.insert([row(parent, rows + rep * 300 + n, now, layout != "raw_peer")])
+                table.insert([table.row(parent, rows + rep * 300 + n, now)])
                 table.db.execute("COMMIT")
             appends[layout].append((time.perf_counter() - started) * 1000 / 300)
     figures = {}
@@ -157,7 +157,7 @@ def prune(layout: str, work: Path, rows: int) -> float:
         fresh.numbers[cid] = table.numbers[cid]
     for start in range(0, per, 10):
         table.db.execute("BEGIN")
-        table.insert([row(cid, p, now) for cid in cids for p in range(start, min(start + 10, per))])
+        table.insert([table.row(cid, p, now) for cid in cids for p in range(start, min(start + 10, per))])
         table.db.execute("COMMIT")
     table.db.execute("BEGIN")
     for cid in cids[::2]:
@@ -166,7 +166,7 @@ def prune(layout: str, work: Path, rows: int) -> float:
     table.db.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")
     for start in range(0, per, 10):
         fresh.db.execute("BEGIN")
-        fresh.insert([row(cid, p, now) for cid in cids[1::2] for p in range(start, min(start + 10, per))])
+        fresh.insert([fresh.row(cid, p, now) for cid in cids[1::2] for p in range(start, min(start + 10, per))])
         fresh.db.execute("COMMIT")
     ratio = table.pages() / fresh.pages()
     table.db.close()
