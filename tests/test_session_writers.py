@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -40,30 +39,33 @@ RUNS = int(os.environ.get("MEMORYUI_SESSION_WRITER_RUNS", "2"))
 BATCHES = 5
 BATCH = 20
 
-# One writer: waits for the start file (all writers begin together), appends its batches
-# through the adapter and prints what it sent and every error it saw.
-WRITER = r"""
-import asyncio, json, os, sys, time
+# The writers: one process per door imports the door's SDK adapter once (seconds of CPU,
+# which is not what is tested), then, for each session the test names on its standard input,
+# forks one process per writer: each its own process with its own connections, as two
+# processes of one application are. Each writer waits for the start file (all begin
+# together), appends its batches through the adapter and writes what it sent and every error
+# it saw to its report file; the parent answers "ready" once they are forked and "done" with
+# how many failed once they have ended.
+WRITERS = r"""
+import asyncio, json, os, sys, time, traceback
 from pathlib import Path
-port, key, door, session, writer, batches, size, start = sys.argv[1:9]
-writer, batches, size = int(writer), int(batches), int(size)
+port, door, batches, size = sys.argv[1:5]
+batches, size = int(batches), int(size)
 url = f"http://127.0.0.1:{port}"
-print("ready", flush=True)
-deadline = time.monotonic() + 60
-while not Path(start).exists() and time.monotonic() < deadline:
-    time.sleep(0.005)
+if door == "openai":
+    from memoryui_client.integrations.openai_agents import MemoryuiSession
+else:
+    from memoryui_client.integrations.claude import MemoryuiSessionStore
 
-async def main():
+async def main(writer, key, session):
     errors, sent = [], []
     if door == "openai":
-        from memoryui_client.integrations.openai_agents import MemoryuiSession
         adapter = MemoryuiSession(session, url=url, api_key=key, namespace="writers")
         append = adapter.add_items
         close = adapter.close
         def make(b, i):
             return {"role": "user", "content": f"writer {writer} batch {b} item {i}"}
     else:
-        from memoryui_client.integrations.claude import MemoryuiSessionStore
         adapter = MemoryuiSessionStore(url, api_key=key, namespace_prefix="writers/")
         sdk_key = {"project_key": "proj", "session_id": session}
         async def append(entries):
@@ -83,8 +85,29 @@ async def main():
     await close()
     return sent, errors
 
-sent, errors = asyncio.run(main())
-print(json.dumps({"sent": sent, "errors": errors}))
+for line in sys.stdin:
+    key, session, writers, start, reports = line.split()
+    children = []
+    for writer in range(int(writers)):
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                deadline = time.monotonic() + 60
+                while not Path(start).exists() and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                sent, errors = asyncio.run(main(writer, key, session))
+                Path(reports, f"{writer}.json").write_text(json.dumps({"sent": sent, "errors": errors}))
+                status = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(status)
+        children.append(pid)
+    print("ready", flush=True)
+    failed = [pid for pid in children if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0]
+    print("done", len(failed), flush=True)
 """
 
 
@@ -102,22 +125,36 @@ def server(_gunicorn):
         yield _gunicorn.port
 
 
-def _run_writers(port: int, key: str, door: str, session: str, writers: int, tmp_path: Path) -> list[dict]:
-    start = tmp_path / f"start-{session}"
-    procs = []
-    for w in range(writers):
-        p = subprocess.Popen([sys.executable, "-c", WRITER, str(port), key, door, session, str(w), str(BATCHES),
-                              str(BATCH), str(start)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-        assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
-        procs.append(p)
-    start.write_text("go")
-    reports = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0 and out.strip(), err[-3000:]
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
+@pytest.fixture(scope="module")
+def writers(_gunicorn, tmp_path_factory):
+    """`run(key, door, session, count)`: the reports of `count` writers of one session."""
+    parents, stderrs = {}, []
+    logs = tmp_path_factory.mktemp("writer-logs")
+
+    def run(key: str, door: str, session: str, count: int) -> list[dict]:
+        if door not in parents:
+            stderrs.append(open(logs / f"{door}.log", "w"))
+            parents[door] = subprocess.Popen(
+                [sys.executable, "-c", WRITERS, str(_gunicorn.port), door, str(BATCHES), str(BATCH)], cwd=ROOT,
+                text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderrs[-1])
+        parent = parents[door]
+        start, reports = logs / f"start-{session}", logs / f"reports-{session}"
+        reports.mkdir()
+        parent.stdin.write(f"{key} {session} {count} {start} {reports}\n")
+        parent.stdin.flush()
+        said = parent.stdout.readline().strip()
+        assert said == "ready", (said, (logs / f"{door}.log").read_text()[-3000:])
+        start.write_text("go")
+        said = parent.stdout.readline().strip()
+        assert said == "done 0", (said, (logs / f"{door}.log").read_text()[-3000:])
+        return [json.loads((reports / f"{w}.json").read_text()) for w in range(count)]
+
+    yield run
+    for parent in parents.values():
+        parent.stdin.close()
+        parent.wait(timeout=60)
+    for stderr in stderrs:
+        stderr.close()
 
 
 def _stored(door: str, session: str) -> tuple[list, int]:
@@ -134,16 +171,15 @@ def _key(entry: dict) -> str:
     return json.dumps(entry, sort_keys=True)
 
 
-@pytest.mark.parametrize("writers", [2, 3])
+@pytest.mark.parametrize("count", [2, 3])
 @pytest.mark.parametrize("door", ["openai", "claude"])
 def test_every_writer_s_entries_are_kept_once_in_one_conversation_and_no_writer_sees_an_error(
-        server, tmp_path, door, writers):
-    port = server
+        server, writers, door, count):
     _, key = api_keys.create_api_key(name="writers", scopes=["read", "write"], created_by="test")
     failures = []
     for run in range(RUNS):
-        session = f"{door}-{writers}w-run{run}-{time.monotonic_ns()}"
-        reports = _run_writers(port, key, door, session, writers, tmp_path)
+        session = f"{door}-{count}w-run{run}-{time.monotonic_ns()}"
+        reports = writers(key, door, session, count)
         errors = [e for r in reports for e in r["errors"]]
         stored, conversations = _stored(door, session)
         keyed = [_key(e) for e in stored]
@@ -153,7 +189,7 @@ def test_every_writer_s_entries_are_kept_once_in_one_conversation_and_no_writer_
             mine = [_key(e) for e in report["sent"]]
             in_order = in_order and [k for k in keyed if k in set(mine)] == mine
         ok = (not errors and conversations == 1 and in_order
-              and len(keyed) == len(set(keyed)) == writers * BATCHES * BATCH)
+              and len(keyed) == len(set(keyed)) == count * BATCHES * BATCH)
         if not ok:
             failures.append({"run": run, "errors": errors[:3], "conversations": conversations,
                              "stored": len(keyed), "distinct": len(set(keyed))})
