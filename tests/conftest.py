@@ -90,8 +90,14 @@ def pytest_collection_modifyitems(config, items):
     database takes part in (a build, a rendering): it runs in the SQLite pass and is left
     out of the PostgreSQL one, which would only repeat it. So does a test marked
     `same_on_every_database`: the database serves its pages, but what it judges (the
-    browser's layout, accessibility, the content security policy) is what the
-    templates, styles and scripts make of them, the same whichever database holds the rows."""
+    browser's layout, accessibility, the content security policy; what the page's scripts
+    do with rows the server sent: unloading and reloading far rows, filters, keyboard,
+    copying, following) is what the templates, styles and scripts make of them, the same
+    whichever database holds the rows. What the server answers those pages on each
+    database (the keyset pages, the fragments, the follow polls) is judged on both by the
+    tests of the pages without a browser (test_page_*), and the browser tests that walk a
+    whole flow of writes (test_browser_ui, the ledger, keys, facts, imports, retention,
+    admin) still run on both."""
     from django.conf import settings
 
     postgresql = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")

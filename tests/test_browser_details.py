@@ -10,7 +10,7 @@ from tests.helpers import wait_for_polls
 from tests.test_browser_search_follow import VIEWPORTS
 from tests.test_browser_ui import _shot
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
 
 TRACEBACK = "Traceback (most recent call last):\n" + "".join(
     f'  File "/srv/billing/step_{i}.py", line {i}, in run\n    total = round(net * rate, 2)\n' for i in range(200)

@@ -12,7 +12,7 @@ from conversations.ledger import store as ledger
 from conversations.roles import AUDITOR
 from tests.test_browser_search_follow import VIEWPORTS
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
 
 ROWS = 400
 

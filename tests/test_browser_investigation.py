@@ -13,7 +13,7 @@ from conversations.roles import AUDITOR
 from tests.helpers import below_the_bar
 from tests.test_browser_search_follow import VIEWPORTS
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
 
 
 

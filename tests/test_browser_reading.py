@@ -16,7 +16,7 @@ from conversations.roles import AUDITOR
 from tests.helpers import below_the_bar, count_polls, polls_sent, wait_for_polls
 from tests.test_one_reply_one_row import session_entries
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 DESKTOP = {"width": 1440, "height": 900}

@@ -7,7 +7,7 @@ from conversations.roles import AUDITOR
 from tests.helpers import below_the_bar, count_polls, polls_sent, wait_for_polls
 from tests.test_browser_ui import PAYLOADS, _shot
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
 
 VIEWPORTS = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 
