@@ -11,8 +11,8 @@ triggers off for its own connection alone, through SQLite's C interface
 and no person with a SQL prompt can, and every other connection stays guarded
 (tests/test_invariants_sql.py and its kin check that they do). When the connection's
 handle cannot be found (another Python build), the purge drops the triggers and puts
-them back in its transaction instead, as it used to. PostgreSQL empties the tables with
-TRUNCATE, which row triggers do not see.
+them back in its transaction instead, as it used to. PostgreSQL empties the tables that
+hold rows with TRUNCATE, which row triggers do not see.
 """
 
 import contextlib
@@ -132,7 +132,21 @@ def purge(alias: str = "default") -> None:
     if connection.vendor == "sqlite":
         _purge_sqlite(connection, tables)
     else:
-        connection.ops.execute_sql_flush(connection.ops.sql_flush(no_style(), tables))
+        _purge_postgresql(connection, tables)
+
+
+def _purge_postgresql(connection, tables: list[str]) -> None:
+    """TRUNCATE the tables that hold rows, found by one statement: a TRUNCATE gives each
+    table and index it names new files, ~55 ms for all of them where a test wrote to a few.
+    CASCADE takes along the empty tables whose foreign keys point at them (no kept table
+    has one: a content type or a permission points at nothing that is emptied)."""
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(
+            f"SELECT %s WHERE EXISTS (SELECT 1 FROM {quote(t)})" for t in tables), tables)
+        holding = [name for (name,) in cursor.fetchall()]
+    if holding:
+        connection.ops.execute_sql_flush(connection.ops.sql_flush(no_style(), holding, allow_cascade=True))
 
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown
