@@ -124,11 +124,16 @@ def _purge_sqlite(connection, tables: list[str]) -> None:
                     cursor.execute(f'DELETE FROM "{side}"')
 
 
+def purged_tables(connection) -> list[str]:
+    """The model tables a purge empties: all but what migrations and post_migrate wrote."""
+    return [t for t in connection.introspection.django_table_names(only_existing=True, include_views=False)
+            if t not in KEPT]
+
+
 def purge(alias: str = "default") -> None:
     """Empty every table a test may have written, keeping what migrations and post_migrate wrote."""
     connection = connections[alias]
-    tables = [t for t in connection.introspection.django_table_names(only_existing=True, include_views=False)
-              if t not in KEPT]
+    tables = purged_tables(connection)
     if connection.vendor == "sqlite":
         _purge_sqlite(connection, tables)
     else:

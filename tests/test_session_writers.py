@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -128,33 +129,32 @@ def server(_gunicorn):
 @pytest.fixture(scope="module")
 def writers(_gunicorn, tmp_path_factory):
     """`run(key, door, session, count)`: the reports of `count` writers of one session."""
-    parents, stderrs = {}, []
+    parents = {}  # door: (its process, the file its writers' errors go to)
     logs = tmp_path_factory.mktemp("writer-logs")
 
     def run(key: str, door: str, session: str, count: int) -> list[dict]:
         if door not in parents:
-            stderrs.append(open(logs / f"{door}.log", "w"))
-            parents[door] = subprocess.Popen(
+            log = open(logs / f"{door}.log", "w")
+            parents[door] = (subprocess.Popen(
                 [sys.executable, "-c", WRITERS, str(_gunicorn.port), door, str(BATCHES), str(BATCH)], cwd=ROOT,
-                text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderrs[-1])
-        parent = parents[door]
+                text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log), log)
+        parent, log = parents[door]
         start, reports = logs / f"start-{session}", logs / f"reports-{session}"
         reports.mkdir()
         parent.stdin.write(f"{key} {session} {count} {start} {reports}\n")
         parent.stdin.flush()
         said = parent.stdout.readline().strip()
-        assert said == "ready", (said, (logs / f"{door}.log").read_text()[-3000:])
+        assert said == "ready", (said, Path(log.name).read_text()[-3000:])
         start.write_text("go")
         said = parent.stdout.readline().strip()
-        assert said == "done 0", (said, (logs / f"{door}.log").read_text()[-3000:])
+        assert said == "done 0", (said, Path(log.name).read_text()[-3000:])
         return [json.loads((reports / f"{w}.json").read_text()) for w in range(count)]
 
     yield run
-    for parent in parents.values():
+    for parent, log in parents.values():
         parent.stdin.close()
         parent.wait(timeout=60)
-    for stderr in stderrs:
-        stderr.close()
+        log.close()
 
 
 def _stored(door: str, session: str) -> tuple[list, int]:
