@@ -9,6 +9,8 @@ docs/BENCHMARKS.md.
 """
 
 import argparse
+import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -80,18 +82,35 @@ def setup_django(db_path: Path, data_dir: Path | None = None):
     data_dir.mkdir(parents=True, exist_ok=True)
     # A migrated empty file made once per run (bench/run.py names it): copying it is
     # much quicker than running every migration's DDL with an fsync each.
+    # A quick run (run.py --quick) runs two workloads at a time: the first to get here
+    # makes the template while the other waits for it.
     template = os.environ.get("MEMORYUI_BENCH_TEMPLATE")
-    if template and Path(template).exists() and not db_path.exists():
-        shutil.copyfile(template, db_path)
-    migrate_database(f"sqlite:///{db_path}", data_dir)
-    # The server never writes through the connection that migrated (`make run` migrates
-    # in a process of its own), and that connection is not a fair one to measure: on
-    # SQLite, after running the migrations' DDL, every append it makes costs ~1.7×
-    # what the same append costs on a connection opened afterwards (measured).
-    close_django()
-    if template and not Path(template).exists():
-        wal_checkpoint(db_path)
-        shutil.copyfile(db_path, template)
+    with one_at_a_time(Path(template)) if template else contextlib.nullcontext():
+        if template and Path(template).exists() and not db_path.exists():
+            shutil.copyfile(template, db_path)
+        migrate_database(f"sqlite:///{db_path}", data_dir)
+        # The server never writes through the connection that migrated (`make run` migrates
+        # in a process of its own), and that connection is not a fair one to measure: on
+        # SQLite, after running the migrations' DDL, every append it makes costs ~1.7×
+        # what the same append costs on a connection opened afterwards (measured).
+        close_django()
+        if template and not Path(template).exists():
+            wal_checkpoint(db_path)
+            shutil.copyfile(db_path, template)
+
+
+@contextlib.contextmanager
+def one_at_a_time(path: Path):
+    """Held by one process at a time, across the workloads of a run: an advisory lock on
+    `<path>.lock`, a file of its own (never a database file: closing any descriptor of a
+    SQLite file drops the process's locks on it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def migrate_database(url: str, data_dir: Path):
@@ -599,6 +618,11 @@ def big_database(folder: Path, quick: bool) -> tuple[Path, dict[int, str]]:
     up yet: this sets it up on that file."""
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / ("big-quick.sqlite3" if quick else "big.sqlite3")
+    with one_at_a_time(db):  # the first of the read workloads builds it, the others wait
+        return _big_database(db, quick)
+
+
+def _big_database(db: Path, quick: bool) -> tuple[Path, dict[int, str]]:
     manifest = db.with_suffix(".json")
     setup_django(db)
     if manifest.exists():

@@ -2,8 +2,8 @@
 """Run every benchmark workload and write the table of ratios.
 
     bench/run.py            full sizes; writes docs/BENCHMARKS.md (takes ~15 minutes)
-    bench/run.py --quick    small sizes (a smoke run, < 1 minute); writes to a temporary
-                            folder, never to docs/
+    bench/run.py --quick    small sizes, two workloads at a time (a smoke run, < 1 minute);
+                            writes to a temporary folder, never to docs/
     bench/run.py --only 1,4 only those workloads
     bench/run.py --only 10 --merge docs/benchmarks.json
                             run workload 10 (full sizes) and put its rows into the committed
@@ -11,10 +11,12 @@
 
 Each workload runs as its own process (it configures Django for its own
 throwaway SQLite file); the read workloads share one big database built once per
-run. Results: one JSON file per workload, and BENCHMARKS.md next to them.
+run, by the first of them (common.one_at_a_time makes the others wait for it).
+Results: one JSON file per workload, and BENCHMARKS.md next to them.
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -128,6 +130,33 @@ def render(results: list[dict], *, quick: bool, seconds: float, load: str = "", 
     return "\n".join(lines)
 
 
+def run_workload(number: str, script: str, *, work: Path, results_dir: Path, quick: bool, keep: bool,
+                 lanes: int) -> tuple[str, dict | None, bool]:
+    """Run one workload's script in a process of its own: (script, its results or None, failed).
+    With more than one lane its output is printed in one piece when it ends."""
+    json_path = results_dir / f"w{number}.json"
+    cmd = [sys.executable, str(HERE / script), "--out", str(json_path), "--workdir", str(work / f"w{number}"),
+           "--shared", str(work / "shared")]
+    if quick:
+        cmd.append("--quick")
+    if lanes == 1:
+        print(f"[{number}] {script}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, **({} if lanes == 1 else {"capture_output": True, "text": True}))
+    if lanes > 1:
+        print(f"[{number}] {script}\n{proc.stdout}{proc.stderr}", end="", flush=True)
+    if proc.returncode == common.NOT_RUN:
+        print(f"[{number}] not run here", flush=True)
+        return script, None, False
+    if proc.returncode != 0 or not json_path.exists():
+        print(f"[{number}] FAILED (exit {proc.returncode})", flush=True)
+        return script, None, True
+    print(f"[{number}] {time.perf_counter() - t0:.1f} s", flush=True)
+    if not keep:
+        shutil.rmtree(work / f"w{number}", ignore_errors=True)
+    return script, json.loads(json_path.read_text()), False
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -162,29 +191,16 @@ def main(argv=None):
     results_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     os.environ["MEMORYUI_BENCH_TEMPLATE"] = str(work / "template.sqlite3")
-    results, failed = [], []
-    for number, script in WORKLOADS:
-        if only and number not in only:
-            continue
-        print(f"[{number}] {script}", flush=True)
-        json_path = results_dir / f"w{number}.json"
-        cmd = [sys.executable, str(HERE / script), "--out", str(json_path), "--workdir", str(work / f"w{number}"),
-               "--shared", str(work / "shared")]
-        if args.quick:
-            cmd.append("--quick")
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT)
-        if proc.returncode == common.NOT_RUN:
-            print(f"[{number}] not run here", flush=True)
-            continue
-        if proc.returncode != 0 or not json_path.exists():
-            failed.append(script)
-            print(f"[{number}] FAILED (exit {proc.returncode})", flush=True)
-            continue
-        results.append(json.loads(json_path.read_text()))
-        print(f"[{number}] {time.perf_counter() - t0:.1f} s", flush=True)
-        if not args.keep:
-            shutil.rmtree(work / f"w{number}", ignore_errors=True)
+    chosen = [(number, script) for number, script in WORKLOADS if not only or number in only]
+    # A quick run checks that every workload still runs; its figures are not kept. It runs two
+    # workloads at a time (each its own process, so one's waits on servers, fsync and idle
+    # windows overlap the other's work). A full run measures one workload at a time.
+    lanes = 2 if args.quick else 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=lanes) as pool:
+        done = list(pool.map(lambda w: run_workload(*w, work=work, results_dir=results_dir, quick=args.quick,
+                                                    keep=args.keep, lanes=lanes), chosen))
+    results = [result for _, result, _ in done if result is not None]
+    failed = [script for script, _, broke in done if broke]
     seconds = time.perf_counter() - started
     report = out / "BENCHMARKS.md"
     if args.merge:
