@@ -13,7 +13,7 @@ import pytest
 
 from conversations import demo
 from conversations.roles import ADMIN
-from tests.helpers import settle
+from tests.helpers import settle, wait_until
 from tests.test_crawler import fill, routes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,6 +24,20 @@ document.addEventListener("securitypolicyviolation", function (e) {
   window.__csp.push(e.violatedDirective + " blocked " + (e.blockedURI || "inline") + " at " + location.pathname);
 });
 """
+
+
+def quiet(page, in_flight: set) -> None:
+    """Wait until the page has drawn, no htmx request is pending and no request of any kind
+    is in flight, then draw again (what arrived is swapped in and observed). Playwright's
+    "networkidle" waits for half a second without requests besides, ~17 s over the pages."""
+
+    def drained():
+        page.wait_for_timeout(10)  # Playwright delivers the request events during its own calls
+        return not in_flight
+
+    settle(page)
+    wait_until(drained, message=lambda: f"requests still in flight: {[r.url for r in in_flight]}")
+    settle(page)
 
 
 def page_urls(values) -> list[str]:
@@ -57,6 +71,10 @@ def test_no_page_breaks_the_content_security_policy(live_server, logged_in_page)
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if "Content Security Policy" in m.text
             else None)
     page.add_init_script(RECORD_VIOLATIONS)
+    in_flight = set()
+    page.on("request", lambda r: in_flight.add(r))
+    page.on("requestfinished", lambda r: in_flight.discard(r))
+    page.on("requestfailed", lambda r: in_flight.discard(r))
 
     violations, visited = [], []
     for url in page_urls(values):
@@ -64,22 +82,22 @@ def test_no_page_breaks_the_content_security_policy(live_server, logged_in_page)
         if answer.status != 200 or "html" not in answer.headers.get("content-type", ""):
             continue  # POST-only actions (405), redirects
         page.goto(live_server.url + url)
-        page.wait_for_load_state("networkidle")
+        quiet(page, in_flight)
         page.mouse.wheel(0, 20000)  # lazy pages load their next part (htmx, intersect)
-        settle(page)
+        quiet(page, in_flight)
         visited.append(url)
         violations += page.evaluate("window.__csp")
 
     # htmx swaps: the conversation page's kind filter, and a review decision in the facts queue.
     page.goto(live_server.url + f"/conversations/{ticket.pk}/")
     page.locator("input[name=kind]").first.click()
-    page.wait_for_load_state("networkidle")
+    quiet(page, in_flight)
     violations += page.evaluate("window.__csp")
     page.goto(live_server.url + "/facts/")
     approve = page.locator("#queue-items form button.approve").first
     if approve.count():
         approve.click()
-        page.wait_for_load_state("networkidle")
+        quiet(page, in_flight)
     violations += page.evaluate("window.__csp")
 
     assert len(visited) >= 20, visited
