@@ -14,6 +14,17 @@ from tests.helpers import PASSWORD
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def page(full_chromium):
+    """A page of the whole browser (/usr/bin/chromium): the other browser tests run in its
+    headless shell (tests/conftest.py), this one in the build people run."""
+    context = full_chromium.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    context.close()
+
+
 def test_a_visitor_signs_in_through_the_form_lands_on_the_page_asked_for_and_logs_out(page, live_server, user):
     reviewer = user(REVIEWER)
     page.goto(live_server.url + "/facts/")
