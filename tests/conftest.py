@@ -227,10 +227,16 @@ def _no_event_loop_left_running(request):
         asyncio._set_running_loop(playwright_loop)
 
 
-@pytest.fixture
-def page(browser):
+def pages_of(browser):
+    """A page of `browser` in a context of its own (1400×900, downloads accepted), closed after
+    the test: what the `page` fixtures yield."""
     context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(15000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def page(browser):
+    yield from pages_of(browser)

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conversations.roles import REVIEWER
+from tests.conftest import pages_of
 from tests.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,11 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def page(full_chromium):
     """A page of the whole browser (/usr/bin/chromium): the other browser tests run in its
     headless shell (tests/conftest.py), this one in the build people run."""
-    context = full_chromium.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    yield page
-    context.close()
+    yield from pages_of(full_chromium)
 
 
 def test_a_visitor_signs_in_through_the_form_lands_on_the_page_asked_for_and_logs_out(page, live_server, user):
