@@ -24,7 +24,7 @@ pytest_plugins = ["tests.helpers", "tests.api_support", "tests.crawl_support"]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # The browser tests drive Debian's Chromium. Most run in its headless shell (the package
 # chromium-headless-shell: the same Chromium, Blink and V8 built without the browser's window
-# layer, what Playwright itself runs for headless tests), which took 110-117 s of CPU where the
+# layer, what Playwright itself runs for headless tests), which took 109-117 s of CPU where the
 # whole browser took 166-197 s for the same four browser files. The whole browser
 # (/usr/bin/chromium, `full_chromium`) still drives the login form, so the build people run is
 # exercised too; where the shell is not installed, every test uses the whole browser.
@@ -193,21 +193,26 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+def _launched(playwright, path: str):
+    browser = playwright.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
+
+
 @pytest.fixture(scope="session")
 def browser(_playwright, chromium_path):
-    browser = _playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS)
-    yield browser
-    browser.close()
+    yield from _launched(_playwright, chromium_path)
 
 
 @pytest.fixture(scope="session")
-def full_chromium(_playwright):
+def full_chromium(request, _playwright, chromium_path):
     """The whole browser (/usr/bin/chromium, in its headless mode), for the tests that drive it
-    beside the headless shell the others use (CHROMIUM)."""
-    browser = _playwright.chromium.launch(executable_path=_installed(FULL_CHROMIUM, "chromium"), headless=True,
-                                          args=CHROMIUM_ARGS)
-    yield browser
-    browser.close()
+    beside the headless shell the others use (CHROMIUM); the session's `browser` itself where
+    that is the whole browser already (no shell installed)."""
+    if chromium_path == FULL_CHROMIUM:
+        yield request.getfixturevalue("browser")
+        return
+    yield from _launched(_playwright, _installed(FULL_CHROMIUM, "chromium"))
 
 
 @pytest.fixture(autouse=True)
