@@ -174,3 +174,74 @@ def test_the_receipt_page_shows_the_wal_and_the_kinds_of_files(client):
         assert "wal segments:" in page and "online, with pg_repack" in page
     else:
         assert "wal: 1" in page
+
+
+@pytest.mark.postgresql_only
+def test_a_table_pg_repack_could_not_lock_is_rewritten_by_vacuum_full_and_the_receipt_says_so(monkeypatch):
+    """One pg_repack run rewrites every table; a table it gave up on (its lock wait ran out
+    while a reader held it) is rewritten by VACUUM FULL once the reader is gone, alone, and
+    the receipt names it. The text is gone all the same."""
+    require_repack()
+    import psycopg
+
+    subject_data("cust:locked-5", n=8)
+    monkeypatch.setattr(pgfiles, "REPACK_WAIT_SECONDS", 1)
+    table = Message._meta.db_table
+    # At each table pg_repack also waits for every older transaction to end, except its own
+    # sessions'. The reader says it is one (its application name), so that only its lock on
+    # the message table stands in pg_repack's way, whatever order pg_repack takes the tables in.
+    reader = psycopg.connect(**connection.get_connection_params(), application_name="pg_repack",
+                             autocommit=False)
+    reader.execute(f'LOCK TABLE "{table}" IN ACCESS SHARE MODE')
+
+    def reader_ends_after_pg_repack(tables, lease, repack=pgfiles.repack_tables):
+        try:
+            return repack(tables, lease)
+        finally:
+            reader.rollback()
+
+    monkeypatch.setattr(pgfiles, "repack_tables", reader_ends_after_pg_repack)
+    try:
+        receipt = erasure.execute_deletion(subject="cust:locked-5", actor="user:boss")
+    finally:
+        reader.close()
+    v = receipt.verification
+    assert v["status"] == "verified", v
+    assert receipt.counts["messages"] == 16
+    tables = v["rewrite"]["tables"]
+    assert tables[table] == "vacuum_full", tables
+    assert {method for name, method in tables.items() if name != table} == {"pg_repack"}, tables
+    assert v["rewrite"]["writers_waited"] is True
+    assert any(table in note and "Skipping repack" in note and "VACUUM FULL" in note for note in v["notes"]), \
+        v["notes"]
+
+
+@pytest.mark.database_independent
+def test_what_one_pg_repack_run_rewrote_is_read_table_by_table_from_what_it_printed():
+    """pg_repack's own words (as version 1.5 prints them): a skipped table, a run that ended in
+    an error part-way, and an error before any table each fail exactly the tables they touch."""
+    tables = ["conversations_message", "facts_fact", "ledger_action"]
+    skipped = ('INFO: repacking table "public.conversations_message"\n'
+               "WARNING: timed out, do not cancel conflicting backends\n"
+               "INFO: Skipping repack public.conversations_message due to timeout\n"
+               'INFO: repacking table "public.facts_fact"\n'
+               "NOTICE: Waiting for 1 transactions to finish. First PID: 14401\n"
+               'INFO: repacking table "public.ledger_action"\n')
+    outcomes = pgfiles.repack_outcomes(tables, 0, skipped)
+    assert outcomes["facts_fact"] is None and outcomes["ledger_action"] is None
+    assert "Skipping repack" in outcomes["conversations_message"]
+
+    stopped = ('INFO: repacking table "public.conversations_message"\n'
+               'INFO: repacking table "public.facts_fact"\n'
+               "ERROR: query failed: SSL connection has been closed unexpectedly\n")
+    outcomes = pgfiles.repack_outcomes(tables, 1, stopped)
+    assert outcomes["conversations_message"] is None
+    assert "query failed" in outcomes["facts_fact"]
+    assert "did not reach ledger_action" in outcomes["ledger_action"]
+
+    before = 'ERROR: pg_repack failed with error: ERROR:  relation "x" does not exist\n'
+    outcomes = pgfiles.repack_outcomes(tables, 21, before)
+    assert all("does not exist" in why for why in outcomes.values()), outcomes
+    assert all(why is None for why in pgfiles.repack_outcomes(tables, 0, skipped.replace(
+        "WARNING: timed out, do not cancel conflicting backends\n", "").replace(
+        "INFO: Skipping repack public.conversations_message due to timeout\n", "")).values())

@@ -134,8 +134,10 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
     if problem is not None:
         rewrite["writers_waited"] = True
         notes.append(f"{problem}: the tables were rewritten with VACUUM FULL, and appends waited for each rewrite")
-    for table in _tables_holding_subject_data():
-        failed = pgfiles.repack_table(table, lease) if problem is None else "not installed"
+    tables = _tables_holding_subject_data()
+    repacked = pgfiles.repack_tables(tables, lease) if problem is None else {}
+    for table in tables:
+        failed = repacked[table] if problem is None else "not installed"
         with connection.cursor() as cursor:
             if failed is not None:
                 if problem is None:
