@@ -109,3 +109,10 @@ def delete_conversation(conversation_id, *, actor: str = "user:admin"):
     DELETE /api/v1/conversations/{id}: retention/erasure.py, with its receipt (returned)
     and its search of the database files. The one deletion path; the store has no other."""
     return erasure.delete_one_conversation(conversation_id=conversation_id, actor=actor)
+
+
+def delete_conversations(*conversation_ids, actor: str = "user:admin"):
+    """Delete several conversations in one deletion request naming them (the deletion-requests
+    page and POST /api/v1/deletion-requests with conversation ids): the same path as above,
+    one search of the database files for all of them."""
+    return erasure.execute_deletion(conversation_ids=list(conversation_ids), actor=actor, kind="conversation")

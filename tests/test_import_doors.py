@@ -24,7 +24,7 @@ from conversations.export import export_stream
 from conversations.imports import importer
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from tests.api_support import Api, login_as, make_key
-from tests.retention_support import delete_conversation
+from tests.retention_support import delete_conversations
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 FIX = Path(__file__).parent / "fixtures" / "formats"
@@ -54,8 +54,7 @@ def memoryui_file() -> str:
     child = store.fork_conversation(conversation_id=parent.pk, position=2)
     store.append_message(conversation_id=child.pk, message={"kind": "note", "text": "try the other answer"})
     text = "".join(export_stream(parent.pk, "memoryui").chunks) + "".join(export_stream(child.pk, "memoryui").chunks)
-    delete_conversation(child.pk)
-    delete_conversation(parent.pk)
+    delete_conversations(child.pk, parent.pk)
     return text
 
 
@@ -214,8 +213,7 @@ def test_an_export_imports_back_exactly_through_the_command(tmp_path):
     call_command("export", str(child.pk), "--output", str(tmp_path / "b.jsonl"), stderr=io.StringIO())
     assert (tmp_path / "a.jsonl").read_text() + (tmp_path / "b.jsonl").read_text() == text
     assert not list(tmp_path.glob("*.part"))
-    delete_conversation(child.pk)
-    delete_conversation(parent.pk)
+    delete_conversations(child.pk, parent.pk)
     call_command("import", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), stdout=io.StringIO())
     assert shape() == before
 

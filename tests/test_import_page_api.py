@@ -12,7 +12,7 @@ from conversations.export import export_stream
 from conversations.imports import importer
 from conversations.models import Checkpoint, Conversation, Message
 from tests.api_support import Api, error_of, login_as, make_key
-from tests.retention_support import delete_conversation
+from tests.retention_support import delete_conversations
 
 pytestmark = pytest.mark.django_db
 FIX = Path(__file__).parent / "fixtures" / "formats"
@@ -212,14 +212,12 @@ def test_memoryui_export_imports_back_exactly(rows, data):
     child = store.fork_conversation(conversation_id=parent.pk, position=at)
     store.append_message(conversation_id=child.pk, message={"kind": "note", "text": "after"})
     exported = _export(parent.pk, "memoryui") + _export(child.pk, "memoryui")
-    delete_conversation(child.pk)
-    delete_conversation(parent.pk)
+    delete_conversations(child.pk, parent.pk)
     importer.import_text(exported)
     assert _export(parent.pk, "memoryui") + _export(child.pk, "memoryui") == exported
     again = importer.import_text(exported)
     assert all(c.get("already_present") for c in again.created)
-    for c in (child, parent):
-        delete_conversation(c.pk)
+    delete_conversations(child.pk, parent.pk)
     mine = [parent.pk, child.pk]
     assert not Message.objects.filter(conversation_id__in=mine).exists()
     assert not Checkpoint.objects.filter(conversation_id__in=mine).exists()

@@ -15,7 +15,7 @@ from conversations.errors import StoreError
 from conversations.imports import entry_appends, entry_streams, importer
 from conversations.imports.models import ImportSource, SourceEntry
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
-from tests.retention_support import delete_conversation
+from tests.retention_support import delete_conversation, delete_conversations
 
 pytestmark = pytest.mark.django_db
 FIX = Path(__file__).parent / "fixtures" / "formats"
@@ -205,8 +205,7 @@ def test_a_hard_error_imports_nothing_of_that_conversation_and_the_others_are_ke
     dump = "".join(export_stream(good.pk, "memoryui").chunks)
     bad_dump = "".join(export_stream(bad.pk, "memoryui").chunks).splitlines(keepends=True)
     bad_dump[2] = bad_dump[2].replace('"position": 1', '"position": 5')  # a gap: positions would not be exact
-    delete_conversation(good.pk)
-    delete_conversation(bad.pk)
+    delete_conversations(good.pk, bad.pk)
     result = importer.import_text(dump + "".join(bad_dump), format="memoryui")
     assert [c["title"] for c in result.created] == ["good"]
     assert [f["title"] for f in result.failed] == ["bad"]
