@@ -84,10 +84,10 @@ def _client_environment() -> dict:
 
 def repack_tables(tables: list[str], lease: Lease | None) -> dict[str, str | None]:
     """Rewrite these tables online with one pg_repack run: one process and one connection for
-    them all, one table after another (a run per table cost a deletion request ~60-90 ms a
-    table: a process, a connection and the extension's checks each time). Returns, per
-    table, None when pg_repack rewrote it, else what went wrong (the caller falls back to
-    VACUUM FULL for that table)."""
+    them all, one table after another, each with its own lock wait and its own swap. (A run per
+    table cost a deletion request 60-90 ms a table: a process, a connection and the extension's
+    checks each time.) Returns, per table, None when pg_repack rewrote it, else what went
+    wrong; the caller rewrites that table with VACUUM FULL instead."""
     command = [repack_binary(), "--no-kill-backend", f"--wait-timeout={REPACK_WAIT_SECONDS}",
                "--no-superuser-check", "--dbname", str(connection.settings_dict["NAME"])]
     for table in tables:
@@ -112,7 +112,8 @@ def repack_tables(tables: list[str], lease: Lease | None) -> dict[str, str | Non
     return repack_outcomes(tables, process.returncode, out)
 
 
-# pg_repack says `INFO: repacking table "public.name"` as it starts each table, in the order given.
+# pg_repack says `INFO: repacking table "public.name"` as it starts each table (in an order of its
+# own, not the order given).
 _STARTED = re.compile(r'repacking table "(?:[^"]*\.)?([^".]+)"')
 # What it says of a table it did not rewrite: its lock wait ran out (with --no-kill-backend it
 # skips the table and goes on, exit status 0), or an error (which ends the run).
