@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -182,8 +183,6 @@ def test_a_table_pg_repack_could_not_lock_is_rewritten_by_vacuum_full_and_the_re
     while a reader held it) is rewritten by VACUUM FULL once the reader is gone, alone, and
     the receipt names it. The text is gone all the same."""
     require_repack()
-    import psycopg
-
     subject_data("cust:locked-5", n=8)
     monkeypatch.setattr(pgfiles, "REPACK_WAIT_SECONDS", 1)
     table = Message._meta.db_table

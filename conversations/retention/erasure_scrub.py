@@ -135,9 +135,9 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
         rewrite["writers_waited"] = True
         notes.append(f"{problem}: the tables were rewritten with VACUUM FULL, and appends waited for each rewrite")
     tables = _tables_holding_subject_data()
-    repacked = pgfiles.repack_tables(tables, lease) if problem is None else {}
+    failures = pgfiles.repack_tables(tables, lease) if problem is None else dict.fromkeys(tables, "not installed")
     for table in tables:
-        failed = repacked[table] if problem is None else "not installed"
+        failed = failures[table]
         with connection.cursor() as cursor:
             if failed is not None:
                 if problem is None:

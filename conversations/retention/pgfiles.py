@@ -141,7 +141,8 @@ def repack_outcomes(tables: list[str], returncode: int, output: str) -> dict[str
     for table in tables:
         lines = parts.get(table)
         if lines is None:
-            outcomes[table] = f"pg_repack did not reach {table} (exit status {returncode}): {said}".rstrip(": ")
+            outcomes[table] = f"pg_repack did not reach {table} (exit status {returncode})" + \
+                (f": {said}" if said else "")
             continue
         text = " ".join(" ".join(lines).split())
         last = table == current
