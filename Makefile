@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Fills .venv: uv given pip's configuration, or pip when uv cannot be (tools/install.py).
+INSTALL := $(BIN)/python tools/install.py
 HOST ?= 127.0.0.1
 PORT ?= 8000
 CLIENT_EXTRAS := claude,openai-agents,mcp,pydantic-ai,langgraph
@@ -12,27 +14,27 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(INSTALL) -r requirements.txt
 	touch $@
 
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(INSTALL) -r requirements-dev.txt
 	touch $@
 
 # The Python client (clients/python), editable, so its tests run against this checkout's code,
 # with its framework extras (their tests run in `make test` too).
 $(VENV)/.client-installed: clients/python/pyproject.toml requirements-dev.txt | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e "./clients/python[$(CLIENT_EXTRAS)]"
+	$(INSTALL) -e "./clients/python[$(CLIENT_EXTRAS)]"
 	touch $@
 
 $(VENV)/.bench-installed: requirements.txt requirements-dev.txt bench/requirements.txt | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	$(INSTALL) -r bench/requirements.txt
 	touch $@
 
-# What `make test` needs (the three above) in one pip run: one resolution of the whole set,
+# What `make test` needs (the three above) in one install: one resolution of the whole set,
 # about 10 s sooner on a fresh machine than three runs one after another.
 $(VENV)/.test-installed: requirements.txt requirements-dev.txt bench/requirements.txt clients/python/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r bench/requirements.txt \
+	$(INSTALL) -r requirements-dev.txt -r bench/requirements.txt \
 		-e "./clients/python[$(CLIENT_EXTRAS)]"
 	touch $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed $@
 
