@@ -32,7 +32,7 @@ $(VENV)/.bench-installed: requirements.txt requirements-dev.txt bench/requiremen
 	touch $@
 
 # What `make test` needs (the three above) in one install: one resolution of the whole set,
-# about 10 s sooner on a fresh machine than three runs one after another.
+# which with pip was about 10 s sooner on a fresh machine than three installs one after another.
 $(VENV)/.test-installed: requirements.txt requirements-dev.txt bench/requirements.txt clients/python/pyproject.toml | $(BIN)/python
 	$(INSTALL) -r requirements-dev.txt -r bench/requirements.txt \
 		-e "./clients/python[$(CLIENT_EXTRAS)]"
