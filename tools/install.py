@@ -84,6 +84,11 @@ def _pip(python: str, args: list[str]) -> int:
     return subprocess.call([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args])
 
 
+def _pip_instead(python: str, args: list[str], why: str) -> int:
+    print(f"tools/install.py: installing with pip ({why})", file=sys.stderr)
+    return _pip(python, args)
+
+
 def _uv(python: str) -> str | None:
     """The uv of this virtualenv, installed (by pip, with pip's configuration) if missing."""
     uv = os.path.join(os.path.dirname(python), "uv")
@@ -106,18 +111,15 @@ def main(args: list[str]) -> int:
     options = uv_options(read_pip_config(listed.stdout.splitlines()), dict(os.environ)) \
         if listed.returncode == 0 else "pip config list failed"
     if isinstance(options, str):
-        print(f"tools/install.py: installing with pip ({options})", file=sys.stderr)
-        return _pip(python, args)
+        return _pip_instead(python, args, options)
     uv = _uv(python)
     if uv is None:
-        print("tools/install.py: uv could not be installed; installing with pip", file=sys.stderr)
-        return _pip(python, args)
+        return _pip_instead(python, args, "uv could not be installed")
     flags, env = options
     if subprocess.call([uv, "pip", "install", "--python", python, "--quiet", *flags, *args],
                        env={**os.environ, **env}) == 0:
         return 0
-    print("tools/install.py: uv could not install these; installing with pip", file=sys.stderr)
-    return _pip(python, args)
+    return _pip_instead(python, args, "uv could not install these")
 
 
 if __name__ == "__main__":
