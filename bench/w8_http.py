@@ -17,7 +17,18 @@ for 1, 4 and 16 concurrent clients:
   costs with nothing behind it. The append's rate over it is the row with a target
   (≥ 0.6 on SQLite, ≥ 0.5 on PostgreSQL, 1 and 4 clients);
 - a conversation GET (/api/v1/conversations/{id} with the key), which must go at
-  least as fast as an append.
+  least as fast as an append;
+- the statements alone: what a keyed append sends to the database (the key's
+  look-up, the idempotency look-up, BEGIN, the counter bump, the row, the key's
+  row, COMMIT; the statements imported from the code that runs them), with the
+  message validated and sealed, on a connection made by the server's own database
+  settings (durability included), with no request path at all. With one client a
+  request is answered before the next is sent, so no append can take less than
+  a 401 plus these statements: floor ÷ (floor + statements) is the highest
+  append ÷ floor any request path can reach on this machine (the "bound" row).
+  On PostgreSQL the same work as one statement (a data-modifying WITH, the chain
+  hash computed by the server) is measured too: the bound if the append were
+  rewritten into a single round trip.
 
 HTTP and in-process alternate (common.alternate), medians of the repetitions.
 Rows: messages/s, and p50/p99 of one request (one store call) in ms. gunicorn
@@ -25,6 +36,7 @@ runs memoryui/gunicorn_conf.py (SQLite: 1 worker × 8 threads; PostgreSQL: a
 worker per core × 8 threads). Clients, server and database share the machine's cores.
 """
 
+import hashlib
 import http.client
 import json
 import os
@@ -35,6 +47,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import common
@@ -141,6 +154,124 @@ class Http:
             self.conn.close()
 
 
+def bound(floor_rate: float, statements_rate: float) -> float:
+    """floor ÷ (floor + statements), in time per request: the highest append ÷ 401 floor a
+    request path can reach when each append costs a 401's path plus its statements."""
+    return (1 / floor_rate) / (1 / floor_rate + 1 / statements_rate)
+
+
+class RawAppend:
+    """A keyed append's statements and Python (validation, seal), without a request path.
+
+    The SQL is the application's own (imported), run on connections made by Django's
+    backend from the server's settings: the same driver, pragmas and durability
+    (SQLite's WAL with synchronous=FULL, PostgreSQL's synchronous_commit), prepared on
+    PostgreSQL as the application prepares them (conversations/rows.py)."""
+
+    # The same work in one round trip on PostgreSQL: bump, row (chain hash by the server)
+    # and key row in one data-modifying WITH, committed by autocommit.
+    ONE_STATEMENT = (
+        "WITH b AS (UPDATE conversations_conversation SET next_position = next_position + 1, "
+        "last_activity_at = %(at)s, received_at = %(at)s WHERE id = %(cid)s AND NOT deleting "
+        "RETURNING id, next_position - 1 AS position, memoryui_chain_hash(id, next_position - 2) AS prev), "
+        "m AS (INSERT INTO conversations_message (conversation_id, position, kind, content, created_at, salt, "
+        "commitment, chain_hash) SELECT b.id, b.position, %(kind)s, %(text)s, %(at)s, %(salt)s, %(commitment)s, "
+        "sha256(coalesce(b.prev, %(genesis)s) || %(commitment)s) FROM b RETURNING position) "
+        "INSERT INTO conversations_idempotencykey (caller, key, fingerprint, status, content_type, body, "
+        "conversation_id, subject_norm, created_at) SELECT %(caller)s, %(key)s, %(fingerprint)s, 201, "
+        "'application/json', '{\"position\": ' || m.position || '}', %(cid)s, '', %(at)s FROM m "
+        "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
+    )
+
+    def __init__(self, secret: str):
+        from django.db import connection
+
+        from conversations import api_keys, chain, idempotency, message_schema, rows, store
+
+        self.db, self.chain, self.encode = connection, chain, message_schema.encode_message
+        self.prefix = secret.split("_", 2)[1]
+        self.sqlite = connection.vendor == "sqlite"
+        form = (lambda sql: rows.SQLITE_FORM[sql]) if self.sqlite else (lambda sql: sql)
+        self.key_sql, self.find_sql = form(api_keys._ACTIVE_KEY), form(idempotency._FIND)
+        self.bump_sql = form(store._BUMP_WITH_PREV if self.sqlite else store._BUMP_WITH_PREV_PG)
+        self.insert_sql, self.key_row_sql = form(rows._INSERT_MESSAGE), form(idempotency._INSERT)
+
+    def connect(self):
+        raw = self.db.get_new_connection(self.db.get_connection_params())
+        if self.sqlite:
+            raw.isolation_level = None  # BEGIN IMMEDIATE … COMMIT below, as the application's
+        else:
+            raw.autocommit = True
+        return raw
+
+    def _one(self, raw, sql, params):
+        if self.sqlite:
+            return raw.execute(sql, params).fetchone()
+        cursor = raw.execute(sql, params, prepare=True)
+        return cursor.fetchone() if cursor.description else None
+
+    def append(self, raw, cid, message: dict, *, one_statement: bool = False) -> None:
+        key, caller, body = uuid.uuid4().hex, "key:bench", json.dumps(message).encode()
+        fingerprint = hashlib.sha256(f"POST\n/api/v1/conversations/{cid}/messages\n".encode() + body).hexdigest()
+        kind, text = self.encode(message)
+        now = datetime.now(UTC)
+        at, stamp = (str(now.replace(tzinfo=None)) if self.sqlite else now), self.chain.canonical_time(now)
+        cid_db = cid.hex if self.sqlite else cid
+        if self._one(raw, self.key_sql, [self.prefix]) is None:
+            raise RuntimeError("the bench key is not in the database")
+        self._one(raw, self.find_sql, [caller, key])
+        salt = self.chain.new_salt()
+        if one_statement:
+            commitment = hashlib.sha256(salt + self.chain.message_payload(0, kind, text, stamp)).digest()
+            found = self._one(raw, self.ONE_STATEMENT, {
+                "at": at, "cid": cid_db, "kind": kind, "text": text, "salt": salt, "commitment": commitment,
+                "genesis": self.chain.GENESIS, "caller": caller, "key": key, "fingerprint": fingerprint})
+            if found is None:
+                raise RuntimeError("the one-statement append wrote nothing")
+            return
+        raw.execute("BEGIN IMMEDIATE" if self.sqlite else "BEGIN")
+        position, prev = self._one(raw, self.bump_sql, [1, at, at, cid_db, 1])
+        position -= 1
+        commitment = hashlib.sha256(salt + self.chain.message_payload(position, kind, text, stamp)).digest()
+        chain_hash = hashlib.sha256((bytes(prev) if prev is not None else self.chain.GENESIS) + commitment).digest()
+        self._one(raw, self.insert_sql, [cid_db, position, kind, text, at, salt, commitment, chain_hash])
+        self._one(raw, self.key_row_sql, [caller, key, fingerprint, 201, "application/json",
+                                          json.dumps({"position": position, "kind": kind}), cid_db, "", at])
+        raw.execute("COMMIT")
+
+    def modes(self, clients: int, conversations, messages: list, latencies: dict) -> dict:
+        """The statements alone, and on PostgreSQL as one statement: runners for common.alternate.
+        Only for one client, whose requests do not overlap (the bound holds only there)."""
+        names = [] if clients != 1 else ["statements"] + ([] if self.sqlite else ["one statement"])
+        for name in names:
+            latencies[name] = []
+        return {name: (lambda name=name: self.rate(conversations(name), messages, latencies[name],
+                                                   one_statement=name == "one statement")) for name in names}
+
+    @staticmethod
+    def print_bounds(database: str, rate: dict) -> None:
+        for name in ("statements", "one statement"):
+            if name in rate:
+                print(f"  {database} 1 client: {name} alone {rate[name]:,.0f}/s, "
+                      f"bound {bound(rate['http floor'], rate[name]):.2f}", flush=True)
+
+    def rate(self, cids: list, messages: list, latencies: list, *, one_statement: bool = False) -> float:
+        """Appends per second, a thread and a connection per conversation in `cids`."""
+
+        def writer(i):
+            raw, mine = self.connect(), []
+            try:
+                for message in messages:
+                    t0 = time.perf_counter()
+                    self.append(raw, cids[i], message, one_statement=one_statement)
+                    mine.append(time.perf_counter() - t0)
+            finally:
+                raw.close()
+                latencies.extend(mine)
+
+        return len(cids) * len(messages) / in_threads(writer, len(cids))
+
+
 def measure_clients(database: str, clients: int, *, quick: bool, reps: int, port: int, headers: dict) -> list[dict]:
     """The rows for one number of clients: single and batched appends over HTTP and in process,
     the 401 floor and a conversation GET, alternated."""
@@ -149,6 +280,7 @@ def measure_clients(database: str, clients: int, *, quick: bool, reps: int, port
     from conversations import store
 
     rows = []
+    statements = RawAppend(headers["Authorization"].split(" ", 1)[1])
     singles = max(5, (30 if quick else 600) // clients)
     batches = max(1, (2 if quick else 30) // clients)
     msgs = common.messages(max(singles, BATCH))
@@ -226,11 +358,13 @@ def measure_clients(database: str, clients: int, *, quick: bool, reps: int, port
 
         return clients * (batches * BATCH if batched else singles) / in_threads(writer, clients)
 
-    runs = common.alternate({
+    modes = {
         "http single": lambda: run_http(False), "store single": lambda: run_store(False),
         "http batched": lambda: run_http(True), "store batched": lambda: run_store(True),
         "http floor": lambda: run_other("floor"), "http get": lambda: run_other("get"),
-    }, reps)
+    }
+    modes.update(statements.modes(clients, conversations, msgs[:singles], latencies))
+    runs = common.alternate(modes, reps)
     rate = {k: statistics.median(v) for k, v in runs.items()}
     p = {k: (percentile(v, 0.5) * 1000, percentile(v, 0.99) * 1000) for k, v in latencies.items()}
     for mode in ("single", "batched"):
@@ -242,6 +376,7 @@ def measure_clients(database: str, clients: int, *, quick: bool, reps: int, port
             "batched_over_single": None if mode == "single" else http_rate / rate["http single"],
             "floor": rate["http floor"], "get": rate["http get"],
             "floor_p50": p["http floor"][0], "get_p50": p["http get"][0],
+            "statements": rate.get("statements"), "one_statement": rate.get("one statement"),
         })
         print(f"  {database} {clients} clients {mode}: HTTP {http_rate:,.0f} msg/s "
               f"(p50 {p[f'http {mode}'][0]:.1f} ms, p99 {p[f'http {mode}'][1]:.1f} ms), "
@@ -249,6 +384,7 @@ def measure_clients(database: str, clients: int, *, quick: bool, reps: int, port
     print(f"  {database} {clients} clients: 401 floor {rate['http floor']:,.0f} req/s, "
           f"GET {rate['http get']:,.0f} req/s, append / floor {rate['http single'] / rate['http floor']:.2f}, "
           f"GET / append {rate['http get'] / rate['http single']:.2f}", flush=True)
+    RawAppend.print_bounds(database, rate)
     return rows
 
 
@@ -324,6 +460,22 @@ def main(argv=None):
                     target=f"append / 401 floor ≥ {floor_target}" if met else "append / 401 floor (no target)",
                     passed=(r["http"] / r["floor"] >= floor_target) if met else None,
                     note=f"p50 {r['floor_p50']:.1f} ms per 401")
+            if r.get("statements"):
+                res.add(metric=f"{db}, 1 client: the highest append / 401 floor any request path can reach here "
+                               "(memoryui column: a keyed append's statements alone per second; raw column: the "
+                               "401 floor)",
+                        memoryui=r["statements"], raw=r["floor"], unit="/s",
+                        ratio=bound(r["floor"], r["statements"]),
+                        target=f"bound: floor ÷ (floor + statements), against the target {floor_target}",
+                        passed=None,
+                        note="one client: each append costs at least a 401's path plus its statements")
+            if r.get("one_statement"):
+                res.add(metric=f"{db}, 1 client: the same bound were the append one statement "
+                               "(memoryui column: one-statement appends per second; raw column: the 401 floor)",
+                        memoryui=r["one_statement"], raw=r["floor"], unit="/s",
+                        ratio=bound(r["floor"], r["one_statement"]),
+                        target=f"bound: floor ÷ (floor + statement), against the target {floor_target}",
+                        passed=None, note="a data-modifying WITH; the chain hash computed by the server")
             res.add(metric=f"{db}, {clients_label}: conversation GETs/s over HTTP (raw column: appends/s)",
                     memoryui=r["get"], raw=r["http"], unit="req/s", ratio=r["get"] / r["http"],
                     target="GET / append ≥ 1", passed=r["get"] / r["http"] >= 1,
