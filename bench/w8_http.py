@@ -47,7 +47,6 @@ import sys
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 import common
@@ -188,7 +187,7 @@ class RawAppend:
 
         from conversations import api_keys, chain, idempotency, message_schema, rows, store
 
-        self.db, self.chain, self.encode = connection, chain, message_schema.encode_message
+        self.db, self.chain, self.rows, self.encode = connection, chain, rows, message_schema.encode_message
         self.prefix = secret.split("_", 2)[1]
         self.sqlite = connection.vendor == "sqlite"
         form = (lambda sql: rows.SQLITE_FORM[sql]) if self.sqlite else (lambda sql: sql)
@@ -214,31 +213,30 @@ class RawAppend:
         key, caller, body = uuid.uuid4().hex, "key:bench", json.dumps(message).encode()
         fingerprint = hashlib.sha256(f"POST\n/api/v1/conversations/{cid}/messages\n".encode() + body).hexdigest()
         kind, text = self.encode(message)
-        now = datetime.now(UTC)
-        at, stamp = (str(now.replace(tzinfo=None)) if self.sqlite else now), self.chain.canonical_time(now)
-        cid_db = cid.hex if self.sqlite else cid
+        # The store's own clock, ids and seal (conversations/rows.py), as its append uses them.
+        at, stamp = self.rows._db_now_stamped(self.db)
+        row = [self.rows._db_id(self.db, cid), None, kind, text, at, None, None, None]
         if self._one(raw, self.key_sql, [self.prefix]) is None:
             raise RuntimeError("the bench key is not in the database")
         self._one(raw, self.find_sql, [caller, key])
-        salt = self.chain.new_salt()
         if one_statement:
             # The position is the statement's to hand out, so the commitment here is sealed over
             # position 0: the same hashing work, on a throw-away database nobody verifies.
-            commitment = hashlib.sha256(salt + self.chain.message_payload(0, kind, text, stamp)).digest()
+            salt = self.chain.new_salt()
+            commitment = self.chain.commitment(salt, self.chain.message_payload(0, kind, text, stamp))
             found = self._one(raw, self.ONE_STATEMENT, {
-                "at": at, "cid": cid_db, "kind": kind, "text": text, "salt": salt, "commitment": commitment,
+                "at": at, "cid": row[0], "kind": kind, "text": text, "salt": salt, "commitment": commitment,
                 "genesis": self.chain.GENESIS, "caller": caller, "key": key, "fingerprint": fingerprint})
             if found is None:
                 raise RuntimeError("the one-statement append wrote nothing")
             return
         raw.execute("BEGIN IMMEDIATE" if self.sqlite else "BEGIN")
-        position, prev = self._one(raw, self.bump_sql, [1, at, at, cid_db, 1])
-        position -= 1
-        commitment = hashlib.sha256(salt + self.chain.message_payload(position, kind, text, stamp)).digest()
-        chain_hash = hashlib.sha256((bytes(prev) if prev is not None else self.chain.GENESIS) + commitment).digest()
-        self._one(raw, self.insert_sql, [cid_db, position, kind, text, at, salt, commitment, chain_hash])
+        next_position, prev = self._one(raw, self.bump_sql, [1, at, at, row[0], 1])
+        self.rows._seal_rows([row], next_position - 1, bytes(prev) if prev is not None else self.chain.GENESIS,
+                             (stamp,))
+        self._one(raw, self.insert_sql, row)
         self._one(raw, self.key_row_sql, [caller, key, fingerprint, 201, "application/json",
-                                          json.dumps({"position": position, "kind": kind}), cid_db, "", at])
+                                          json.dumps({"position": row[1], "kind": kind}), row[0], "", at])
         raw.execute("COMMIT")
 
     def modes(self, clients: int, conversations, messages: list, latencies: dict) -> dict:

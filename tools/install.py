@@ -96,7 +96,7 @@ def _uv(python: str) -> str | None:
     try:
         if subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.split()[1:2] == [want]:
             return uv
-    except (OSError, IndexError):
+    except OSError:  # no uv here yet
         pass
     if _pip(python, [UV]) != 0 or not os.path.exists(uv):
         return None
