@@ -231,7 +231,7 @@ class RawAppend:
                 raise RuntimeError("the one-statement append wrote nothing")
             return
         raw.execute("BEGIN IMMEDIATE" if self.sqlite else "BEGIN")
-        next_position, prev = self._one(raw, self.bump_sql, [1, at, at, row[0], 1])
+        next_position, prev = self._one(raw, self.bump_sql, [1, at, at, row[0], True, None, 1])
         self.rows._seal_rows([row], next_position - 1, bytes(prev) if prev is not None else self.chain.GENESIS,
                              (stamp,))
         self._one(raw, self.insert_sql, row)

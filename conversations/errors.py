@@ -93,3 +93,10 @@ class BodyTooLarge(StoreError):
 class UnsupportedMediaType(StoreError):
     code = "unsupported_media_type"
     status = 415
+
+
+class Forbidden(StoreError):
+    """A known caller acting outside what it was given (a namespace its key is not for)."""
+
+    code = "forbidden"
+    status = 403

@@ -15,7 +15,7 @@ from django.db import connection, models
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from . import params
+from . import params, projects
 from .db import LockingQuerySet
 from .errors import NotFound
 from .subjects import normalize_subject
@@ -45,6 +45,64 @@ def parse_conversation_id(value) -> uuid.UUID:
         return uuid.UUID(str(value).strip())
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"conversation {str(value)[:80]!r} not found (not a conversation id)", field="id") from None
+
+
+class Project(models.Model):
+    """A fence around conversations, facts, keys and people (conversations/projects.py).
+    `default` (id 1) always exists: migration 0009 put everything that existed into it."""
+
+    id = models.BigAutoField(primary_key=True)
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+    # Days a conversation is kept after memoryui last received a row of it; NULL: the server's
+    # MEMORYUI_RETENTION_DAYS. A support project keeps 30 days, a coding project a year.
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self):
+        return self.slug
+
+    @property
+    def kept_days(self) -> int:
+        return self.retention_days if self.retention_days is not None else settings.MEMORYUI_RETENTION_DAYS
+
+
+class InProject(models.Model):
+    """A row of one project: its default manager sees the current scope's rows only
+    (`everywhere` sees all, for the store's own look-ups), and a new row without a
+    project goes into the scope's (conversations/projects.py)."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+", db_index=False)
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.project_id is None:
+            self.project_id = projects.for_write()
+        super().save(*args, **kwargs)
+
+
+class Membership(models.Model):
+    """A person's role in one project: auditor, reviewer or admin (conversations/roles.py).
+    A superuser is an admin of every project without a row here."""
+
+    ROLES = ("auditor", "reviewer", "admin")
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=[(r, r) for r in ROLES])
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "project"], name="membership_user_project_uniq")]
+
+    def __str__(self):
+        return f"{self.user_id} {self.role} of {self.project_id}"
 
 
 class ChainedRow(models.Model):
@@ -102,12 +160,13 @@ class ConversationQuerySet(LockingQuerySet):
         does not."""
         cid = parse_conversation_id(conversation_id)
         table, checkpoints = Conversation._meta.db_table, Checkpoint._meta.db_table
+        fence, fenced = projects.sql_fence("c.project_id", "c.namespace")
         sql = (f"SELECT c.*, (SELECT COUNT(*) FROM {table} f WHERE f.parent_id = c.id AND f.deleting = %s "
                f"AND f.parent_relation <> 'subagent') AS fork_count, "
                f"(SELECT COUNT(*) FROM {checkpoints} k WHERE k.conversation_id = c.id) AS checkpoint_count "
-               f"FROM {table} c WHERE c.id = %s AND c.deleting = %s")
-        found = next(iter(self.raw(sql, [False, Conversation._meta.pk.get_db_prep_value(cid, connection), False])),
-                     None)
+               f"FROM {table} c WHERE c.id = %s AND c.deleting = %s{fence}")
+        found = next(iter(self.raw(sql, [False, Conversation._meta.pk.get_db_prep_value(cid, connection), False,
+                                         *fenced])), None)
         if found is None:
             raise NotFound(f"conversation {cid} not found", field="id")
         return found
@@ -119,6 +178,8 @@ class ConversationQuerySet(LockingQuerySet):
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=new_conversation_id, editable=False)
+    # The project it belongs to; its forks and subagents stay in it (conversations/projects.py).
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+", db_index=False)
     title = models.CharField(max_length=300, blank=True, default="")
     # Whom the conversation is about: what deletion requests and facts key on.
     subject = models.CharField(max_length=300, blank=True, default="", db_index=True)
@@ -150,18 +211,23 @@ class Conversation(models.Model):
     # A fork's parent's chain hash at forked_from_position (conversations/chain.py).
     forked_from_chain_hash = models.BinaryField(null=True, editable=False)
 
-    objects = ConversationQuerySet.as_manager()
+    # Reads see the current project's conversations only (and its key's namespaces, if narrowed).
+    objects = projects.scoped_manager(ConversationQuerySet, namespace_field="namespace")
+    # Every project's: the store's own look-ups that must see a row whatever the scope
+    # (a fork's lineage walk, the deletion path), never a read a caller is shown.
+    everywhere = ConversationQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [
-            models.Index(fields=["-last_activity_at", "-id"], name="conversation_activity_idx"),
+            models.Index(fields=["project", "-last_activity_at", "-id"], name="conversation_activity_idx"),
             models.Index(fields=["subject_norm"], name="conversation_subject_norm_idx"),
             models.Index(fields=["namespace"], name="conversation_namespace_idx"),
             models.Index(fields=["received_at"], name="conversation_received_idx"),
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["namespace", "external_id"], condition=models.Q(external_id__isnull=False),
+                fields=["project", "namespace", "external_id"], condition=models.Q(external_id__isnull=False),
                 name="conversation_external_id_uniq",
             ),
             models.CheckConstraint(
@@ -173,6 +239,8 @@ class Conversation(models.Model):
         return self.title or str(self.id)
 
     def save(self, *args, **kwargs):
+        if self.project_id is None:
+            self.project_id = projects.for_write(self.namespace)
         self.subject_norm = normalize_subject(self.subject)
         if self.parent_id and not self.parent_relation:
             self.parent_relation = "fork"
@@ -285,12 +353,20 @@ class Checkpoint(ChainedRow):
 
 
 class ApiKey(models.Model):
-    """An agent's credential. Only a hash of the secret is kept; it is shown once."""
+    """An agent's credential. Only a hash of the secret is kept; it is shown once.
+
+    A key belongs to one project and its scopes act inside it; `namespaces` narrows it to
+    some of that project's namespaces. A key with no project is an operator's key for the
+    whole server (`create_api_key --all-projects`)."""
 
     SCOPES = ("read", "write", "admin", "facts:read", "facts:write")
 
     id = models.BigAutoField(primary_key=True)
     name = models.CharField(max_length=200)
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                db_index=False, default=projects.project_of_new_row)
+    # The namespaces the key may read and write; empty: all of its project's.
+    namespaces = models.JSONField(default=list, blank=True)
     # The first characters of the key, to find the row without scanning hashes.
     prefix = models.CharField(max_length=16, unique=True)
     key_hash = models.CharField(max_length=64)
@@ -300,7 +376,12 @@ class ApiKey(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
-    objects = LockingQuerySet.as_manager()
+    # A project's keys; an all-projects key is seen only where every project is.
+    objects = projects.scoped_manager(LockingQuerySet)
+    everywhere = LockingQuerySet.as_manager()
+
+    class Meta:
+        base_manager_name = "everywhere"
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
@@ -309,6 +390,10 @@ class ApiKey(models.Model):
     def active(self) -> bool:
         return self.revoked_at is None
 
+    @property
+    def all_projects(self) -> bool:
+        return self.project_id is None
+
 
 class AuditEvent(ChainedRow):
     """What people and keys did. Append-only in the database; holds ids, counts and
@@ -316,14 +401,24 @@ class AuditEvent(ChainedRow):
 
     id = models.BigAutoField(primary_key=True)
     at = models.DateTimeField(default=timezone.now, db_index=True)
+    # The project the event happened in; NULL for the server's own (an all-projects key, a
+    # project created, a deletion request across every project).
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                db_index=False, default=projects.project_of_new_row)
     actor = models.CharField(max_length=200)  # "user:alice", "key:ci-agent", "system"
     action = models.CharField(max_length=64, db_index=True)
     target_type = models.CharField(max_length=64, blank=True, default="")
     target_id = models.CharField(max_length=200, blank=True, default="")
     detail = models.JSONField(default=dict, blank=True)
 
+    # The current project's events; the chain itself is read `everywhere` (store.record_audit).
+    objects = projects.scoped_manager(models.QuerySet)
+    everywhere = projects.unscoped_manager()
+
     class Meta:
-        indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx")]
+        base_manager_name = "everywhere"
+        indexes = [models.Index(fields=["actor", "at"], name="audit_actor_at_idx"),
+                   models.Index(fields=["project", "-id"], name="audit_project_idx")]
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor} at {self.at}"

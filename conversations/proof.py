@@ -201,7 +201,7 @@ def verify_audit(*, last: int | None = None) -> chain.Verdict:
     hash of the event before them (the page; verify_log walks it all)."""
     genesis, after = chain.GENESIS, None
     if last is not None:
-        before = list(AuditEvent.objects.order_by("-id").values_list("id", "chain_hash")[last:last + 1])
+        before = list(AuditEvent.everywhere.order_by("-id").values_list("id", "chain_hash")[last:last + 1])
         if before:
             after, prev = before[0]
             genesis = bytes(prev) if prev is not None else chain.GENESIS

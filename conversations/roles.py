@@ -1,5 +1,7 @@
-"""The three roles of docs/DESIGN.md, as Django groups.
+"""The three roles of docs/DESIGN.md, held per project (`Membership`).
 
+A person holds one role in each project they belong to; a superuser is an admin of every
+project. `roles_of(user)` answers for the project the request is in (conversations/projects.py).
 Permissions are checked in views and API handlers through these helpers, never
 only in templates; pages declare theirs with one decorator, `role_required` (or one
 of the three made from it).
@@ -9,25 +11,42 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
-from .models import ApiKey
+from . import projects
+from .models import ApiKey, Membership, Project
 
 AUDITOR, REVIEWER, ADMIN = "auditor", "reviewer", "admin"
 ROLES = (AUDITOR, REVIEWER, ADMIN)
 
 
-def roles_of(user) -> set[str]:
+def roles_of(user, project_id: int | None = None) -> set[str]:
+    """The person's role in `project_id` (by default the current scope's project, or
+    `default` where the scope is every project), as a set of at most one name; every role
+    for a superuser."""
     if not user or not user.is_authenticated or not user.is_active:
         return set()
     if user.is_superuser:
         return set(ROLES)
-    names = getattr(user, "_memoryui_roles", None)
-    if names is None:
-        names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-        user._memoryui_roles = names
-    return names
+    if project_id is None:
+        scope = projects.current()
+        project_id = scope.project_id if scope.one else projects.DEFAULT_PROJECT_ID if scope.every else None
+    if project_id is None:
+        return set()
+    held = getattr(user, "_memoryui_roles", None)
+    if held is None:
+        held = user._memoryui_roles = dict(Membership.objects.filter(user=user).values_list("project_id", "role"))
+    role = held.get(project_id)
+    return {role} if role else set()
+
+
+def projects_of(user) -> list[Project]:
+    """The projects a person may switch to: every one for a superuser, else their memberships'."""
+    if not user or not user.is_authenticated or not user.is_active:
+        return []
+    if user.is_superuser:
+        return list(Project.objects.order_by("id"))
+    return list(Project.objects.filter(memberships__user=user).order_by("id"))
 
 
 def actor_of(request) -> str:
@@ -54,14 +73,24 @@ def can_review_facts(user) -> bool:
     return bool(roles_of(user) & {REVIEWER, ADMIN})
 
 
-def assign_role(user, role: str) -> None:
+def assign_role(user, role: str, project: Project | int | None = None) -> Membership:
+    """Give the person `role` in `project` (`default` if none is named), replacing the role
+    they held there; other projects are left as they are."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
-    group, _ = Group.objects.get_or_create(name=role)
-    user.groups.remove(*Group.objects.filter(name__in=ROLES).exclude(pk=group.pk))
-    user.groups.add(group)
+    project_id = getattr(project, "pk", project) or projects.DEFAULT_PROJECT_ID
+    membership, _ = Membership.objects.update_or_create(user=user, project_id=project_id, defaults={"role": role})
     if hasattr(user, "_memoryui_roles"):
         del user._memoryui_roles
+    return membership
+
+
+def remove_membership(user, project: Project | int) -> bool:
+    project_id = getattr(project, "pk", project)
+    removed, _ = Membership.objects.filter(user=user, project_id=project_id).delete()
+    if hasattr(user, "_memoryui_roles"):
+        del user._memoryui_roles
+    return bool(removed)
 
 
 def role_required(allowed: Callable[[object], bool], refusal: str):

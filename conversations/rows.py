@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
-from . import chain
+from . import chain, projects
 from .models import Checkpoint, Conversation, Message, parse_conversation_id
 
 # Rows per INSERT statement (executemany) when a door inserts many.
@@ -161,9 +161,10 @@ def reserve_positions(*, conversation_id, count: int, last_activity_at=None, rec
             sets.append(f"{column} = %s")
             params.append(connection.ops.adapt_datetimefield_value(value))
     live = "" if staged else " AND NOT deleting"
+    fence, fenced = projects.sql_fence("project_id", "namespace")
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {Conversation._meta.db_table} SET {', '.join(sets)} WHERE id = %s{live} "
-                       "RETURNING next_position", [*params, _db_uuid(conversation_id)])
+        cursor.execute(f"UPDATE {Conversation._meta.db_table} SET {', '.join(sets)} WHERE id = %s{live}{fence} "
+                       "RETURNING next_position", [*params, _db_uuid(conversation_id), *fenced])
         found = cursor.fetchone()
     return found[0] - count if found is not None else None
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from memoryui import metrics
 
-from . import calls, chain, hooks, params, rows
+from . import calls, chain, hooks, params, projects, rows
 from .db import advisory_lock, writer_queue
 from .errors import (
     CheckpointBeforeLatest,
@@ -154,25 +154,39 @@ def _create(*, title, subject, meta, namespace, external_id, get_existing: bool,
                            field="parent_relation")
     lineage = {"parent_id": parent_id, "parent_relation": parent_relation,
                "forked_from_position": forked_from_position} if parent_id is not None else {}
+    project_id = _project_for(namespace, parent_id)
     with transaction.atomic():
         if external_id is not None:
-            existing = _by_external_id(namespace, external_id)
+            existing = _by_external_id(namespace, external_id, project_id)
             if existing is not None:
                 return _existing(existing, get_existing), False
         try:
             with transaction.atomic():
                 conversation = Conversation.objects.create(
-                    title=title, subject=subject, meta=meta, namespace=namespace, external_id=external_id, **lineage)
+                    project_id=project_id, title=title, subject=subject, meta=meta, namespace=namespace,
+                    external_id=external_id, **lineage)
         except IntegrityError:
-            existing = _by_external_id(namespace, external_id) if external_id is not None else None
+            existing = _by_external_id(namespace, external_id, project_id) if external_id is not None else None
             if existing is None:
                 raise
             return _existing(existing, get_existing), False
     return conversation, True
 
 
-def _by_external_id(namespace: str, external_id: str) -> Conversation | None:
-    found = list(Conversation.objects.with_external_id(namespace, external_id)[:4])
+def _project_for(namespace: str, parent_id=None) -> int:
+    """The project a new conversation goes into: the scope's (which the namespace must be
+    open to), or, for a child created where every project is seen, its parent's."""
+    project_id = projects.for_write(namespace)
+    if parent_id is not None and projects.current().every:
+        found = Conversation.everywhere.filter(pk=parent_id).values_list("project_id", flat=True).first()
+        project_id = found if found is not None else project_id
+    return project_id
+
+
+def _by_external_id(namespace: str, external_id: str, project_id: int) -> Conversation | None:
+    """The conversation of a framework's id in one project (ids are unique per project and
+    namespace), whatever the scope sees: uniqueness is the project's, not the reader's."""
+    found = list(Conversation.everywhere.filter(project_id=project_id).with_external_id(namespace, external_id)[:4])
     # The normalised spelling first; a row of an older, decomposed spelling otherwise.
     found.sort(key=lambda c: (c.namespace != namespace, c.external_id != external_id))
     return found[0] if found else None
@@ -190,9 +204,12 @@ def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
     return conversation
 
 
+# The project fence is a condition of the statement itself (every project, or this one), so
+# the statement stays one text, prepared once per connection (rows._execute_one).
 _BUMP_POSITION = (
     f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
-    "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting RETURNING next_position"
+    "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting AND (%s OR project_id = %s) "
+    "RETURNING next_position"
 )
 # The same, returning also the chain hash of the row before the first one reserved. On SQLite
 # the write lock is held from BEGIN IMMEDIATE, so a subquery sees every earlier writer's row.
@@ -212,7 +229,10 @@ def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, s
     # The rows carry the store's clock: the conversation's activity and its receipt are now.
     n = len(rows)
     bump = _BUMP_WITH_PREV if db.vendor == "sqlite" else _BUMP_WITH_PREV_PG
-    found = _execute_one(db, bump, [n, rows[0][4], rows[0][4], rows[0][0], n])
+    scope = projects.current()
+    if scope.namespaces is not None:
+        Conversation.objects.get_live(cid)  # a key narrowed to namespaces: NotFound outside them
+    found = _execute_one(db, bump, [n, rows[0][4], rows[0][4], rows[0][0], scope.every, scope.project_id, n])
     if found is None:
         Conversation.objects.get_live(cid)  # raises NotFound; the caller rolls back
     position = found[0] - n
@@ -407,14 +427,17 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
         parent = lock_conversation(conversation_id)
         # The parent's namespace as stored (it may predate the identifier rules).
         namespace, external_id = parent.namespace, _clean_id(external_id)
-        if external_id is not None and _by_external_id(namespace, external_id) is not None:
-            _existing(_by_external_id(namespace, external_id), False)
+        taken = _by_external_id(namespace, external_id, parent.project_id) if external_id is not None else None
+        if taken is not None:
+            _existing(taken, False)
         _check_position(parent, position)
         if title is None or not str(title).strip():
             title = f"{parent.title or 'Untitled'} (fork at {position})"[:TITLE_MAX]
         title = clean_text(title, field="title", max_length=TITLE_MAX)
         now = timezone.now()
         child = Conversation.objects.create(
+            # A fork stays in its parent's project, whoever forks it.
+            project_id=parent.project_id,
             title=title,
             subject=parent.subject,
             meta=parent.meta,
@@ -504,17 +527,36 @@ def set_pinned(*, conversation_id, pinned: bool, actor: str | None = None) -> Co
 AUDIT_CHAIN_LOCK = 0x6D75_6368  # "much"
 
 
-def record_audit(*, actor: str, action: str, target_type: str = "", target_id: str = "", detail=None) -> AuditEvent:
+def _project_of(conversation_id) -> int | None:
+    try:
+        cid = parse_conversation_id(conversation_id)
+    except StoreError:
+        return None
+    return Conversation.everywhere.filter(pk=cid).values_list("project_id", flat=True).first()
+
+
+def record_audit(*, actor: str, action: str, target_type: str = "", target_id: str = "", detail=None,
+                 project_id=projects.CURRENT) -> AuditEvent:
     """Append one audit event, chained after the last one (conversations/chain.py).
-    Callers pass ids, counts and hashes, never content."""
+    Callers pass ids, counts and hashes, never content. The event belongs to the current
+    scope's project unless the caller names one (None: the server's own, such as a project
+    created or a request filed for every project)."""
     detail = json.loads(chain.canonical_json(detail or {}))  # what is hashed is what is stored
     actor, target_id = str(actor)[:200], str(target_id)[:200]
+    if project_id is projects.CURRENT:
+        scope = projects.current()
+        project_id = scope.project_id
+        if scope.every:
+            # An operator's process: an event about one conversation is its project's; any
+            # other goes where the operator's writes go, into `default` (projects.for_write).
+            found = _project_of(target_id) if target_type == "conversation" and target_id else None
+            project_id = found if found is not None else projects.DEFAULT_PROJECT_ID
     with transaction.atomic():
         advisory_lock(AUDIT_CHAIN_LOCK)
-        prev = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
+        prev = AuditEvent.everywhere.order_by("-id").values_list("chain_hash", flat=True).first()
         at = timezone.now()
         body = chain.payload("audit", [at, actor, action, target_type, target_id, detail])
         salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS, body)
-        return AuditEvent.objects.create(actor=actor, action=action, target_type=target_type, target_id=target_id,
-                                         detail=detail, at=at, salt=salt, commitment=commitment,
-                                         chain_hash=chain_hash)
+        return AuditEvent.everywhere.create(project_id=project_id, actor=actor, action=action,
+                                            target_type=target_type, target_id=target_id, detail=detail, at=at,
+                                            salt=salt, commitment=commitment, chain_hash=chain_hash)

@@ -21,6 +21,7 @@ from .store import (
     PARENT_RELATIONS,
     SUBJECT_MAX,
     TITLE_MAX,
+    _project_for,
     check_meta,
     clean_text,
     fold_floor,
@@ -33,7 +34,7 @@ def create_recorded_conversation(*, id=None, title: str = "", subject: str = "",
                                  namespace: str = "", external_id: str | None = None, parent_id=None,
                                  parent_relation: str = "", forked_from_position: int | None = None,
                                  created_at=None, last_activity_at=None, pinned: bool = False,
-                                 staged: bool = False) -> Conversation:
+                                 staged: bool = False, project_id: int | None = None) -> Conversation:
     """A new conversation as a transcript had it: its id, its times, its lineage, its
     framework id, with what no database holds replaced (formats.base.storable). Received
     now, never at the transcript's time: retention counts from receipt. `staged` creates it
@@ -55,6 +56,7 @@ def create_recorded_conversation(*, id=None, title: str = "", subject: str = "",
                   received_at=now, pinned=bool(pinned), deleting=bool(staged))
     if id is not None:
         fields["id"] = id
+    fields["project_id"] = project_id if project_id is not None else _project_for(namespace, parent_id)
     return Conversation.objects.create(**fields)
 
 

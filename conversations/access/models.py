@@ -8,6 +8,9 @@ their conversation (pruning, deletion, deletion requests).
 from django.db import models
 from django.utils import timezone
 
+from conversations import projects
+from conversations.models import InProject
+
 VIA = {"page": "conversation page", "export": "export", "model_saw": "what the model saw"}
 
 
@@ -16,7 +19,7 @@ class ConversationAccessQuerySet(models.QuerySet):
         return self.order_by("-id")
 
 
-class ConversationAccess(models.Model):
+class ConversationAccess(InProject):
     id = models.BigAutoField(primary_key=True)
     at = models.DateTimeField(default=timezone.now)
     actor = models.CharField(max_length=200)  # "user:alice"
@@ -26,10 +29,13 @@ class ConversationAccess(models.Model):
     # The row "what the model saw" was opened at; the export format; else empty.
     detail = models.CharField(max_length=40, blank=True, default="")
 
-    objects = ConversationAccessQuerySet.as_manager()
+    objects = projects.scoped_manager(ConversationAccessQuerySet)
+    everywhere = ConversationAccessQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [
+            models.Index(fields=["project", "-id"], name="access_project_idx"),
             models.Index(fields=["conversation_id", "id"], name="access_conversation_idx"),
             models.Index(fields=["actor", "id"], name="access_actor_idx"),
         ]

@@ -11,7 +11,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from conversations import projects
 from conversations.db import LockingQuerySet
+from conversations.models import InProject
 from conversations.subjects import normalize_subject
 
 CATEGORIES = ("preference", "observation", "decision", "profile", "other")
@@ -87,7 +89,7 @@ class FactQuerySet(LockingQuerySet):
         )
 
 
-class Fact(models.Model):
+class Fact(InProject):
     id = models.BigAutoField(primary_key=True)
     subject = models.CharField(max_length=300)
     # The subject as deletion requests compare it (conversations/subjects.py); set on save.
@@ -121,21 +123,23 @@ class Fact(models.Model):
     access_count = models.IntegerField(default=0)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
 
-    objects = FactQuerySet.as_manager()
+    objects = projects.scoped_manager(FactQuerySet)
+    everywhere = FactQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [
             # Recall and the subject page: one subject's facts by status.
-            models.Index(fields=["subject", "status"], name="fact_subject_status_idx"),
+            models.Index(fields=["project", "subject", "status"], name="fact_subject_status_idx"),
             # Recall's candidates, answered from the index alone (no table lookups):
             # only the rows recall can ever return, with every column it reads.
             models.Index(
-                fields=["subject", "valid_from", "invalid_at", "expires_at", "importance", "recorded_at",
+                fields=["project", "subject", "valid_from", "invalid_at", "expires_at", "importance", "recorded_at",
                         "last_accessed_at"],
                 condition=Q(status=APPROVED, superseded_by__isnull=True),
                 name="fact_recall_idx",
             ),
-            models.Index(fields=["status", "recorded_at"], name="fact_status_recorded_idx"),
+            models.Index(fields=["project", "status", "recorded_at"], name="fact_status_recorded_idx"),
             models.Index(fields=["expires_at"], name="fact_expires_idx"),
             models.Index(fields=["subject_norm"], name="fact_subject_norm_idx"),
         ]
@@ -204,7 +208,7 @@ class FactAccessQuerySet(models.QuerySet):
         return self.order_by("-at", "-id")
 
 
-class FactAccess(models.Model):
+class FactAccess(InProject):
     """A person opened a subject's facts: who, which subject, when."""
 
     id = models.BigAutoField(primary_key=True)
@@ -215,11 +219,13 @@ class FactAccess(models.Model):
     # Which page (e.g. "subject", "subject as of 2026-01-01").
     view = models.CharField(max_length=100, blank=True, default="")
 
-    objects = FactAccessQuerySet.as_manager()
+    objects = projects.scoped_manager(FactAccessQuerySet)
+    everywhere = FactAccessQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [
-            models.Index(fields=["-at", "-id"], name="factaccess_at_idx"),
+            models.Index(fields=["project", "-at", "-id"], name="factaccess_at_idx"),
             models.Index(fields=["subject_norm"], name="factaccess_subject_norm_idx"),
         ]
 

@@ -14,8 +14,11 @@
 from django.db import models
 from django.utils import timezone
 
+from conversations import projects
+from conversations.models import InProject
 
-class SessionSummary(models.Model):
+
+class SessionSummary(InProject):
     id = models.BigAutoField(primary_key=True)
     # The main stream this summary folds (imports.ImportSource.id), and where it lives.
     source_id = models.BigIntegerField(unique=True)
@@ -26,9 +29,13 @@ class SessionSummary(models.Model):
     data = models.JSONField(default=dict)
     updated_at = models.DateTimeField(default=timezone.now)
 
+    objects = projects.scoped_manager(models.QuerySet, namespace_field="namespace")
+    everywhere = projects.unscoped_manager()
+
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [
-            models.Index(fields=["namespace", "session_id"], name="session_summary_key_idx"),
+            models.Index(fields=["project", "namespace", "session_id"], name="session_summary_key_idx"),
             models.Index(fields=["conversation_id"], name="session_summary_conv_idx"),
         ]
 

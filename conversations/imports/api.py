@@ -68,6 +68,8 @@ class EntriesDeletedOut(Schema):
     created_at: str
     actor: str
     kind: str
+    project: str | None
+    all_projects: bool
     subject_sha256: str | None
     conversation_ids: list[str]
     counts: dict[str, Any]

@@ -16,10 +16,12 @@ deletion and deletion requests remove them with it.
 from django.db import models
 from django.utils import timezone
 
+from conversations import projects
 from conversations.db import LockingQuerySet
+from conversations.models import InProject
 
 
-class ImportSource(models.Model):
+class ImportSource(InProject):
     id = models.BigAutoField(primary_key=True)
     format = models.CharField(max_length=32)
     namespace = models.CharField(max_length=200, blank=True, default="")
@@ -36,11 +38,15 @@ class ImportSource(models.Model):
     # What the format's placer resumes from (conversation keys → ids, pending folds, …).
     state = models.JSONField(default=dict, blank=True)
 
-    objects = LockingQuerySet.as_manager()
+    # A project's sources: its session keys are its own (two projects may both hold session `abc`).
+    objects = projects.scoped_manager(LockingQuerySet, namespace_field="namespace")
+    everywhere = LockingQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         constraints = [
-            models.UniqueConstraint(fields=["format", "namespace", "source_key"], name="import_source_identity"),
+            models.UniqueConstraint(fields=["project", "format", "namespace", "source_key"],
+                                    name="import_source_identity"),
         ]
 
     def __str__(self):

@@ -16,11 +16,14 @@ Checkpoints are framework state, not the log: `delete_thread`, `delete_for_runs`
 from django.db import models
 from django.utils import timezone
 
+from conversations import projects
+from conversations.models import InProject
+
 KEY_MAX = 255
 ID_MAX = 64
 
 
-class LangGraphCheckpoint(models.Model):
+class LangGraphCheckpoint(InProject):
     id = models.BigAutoField(primary_key=True)
     thread_id = models.CharField(max_length=KEY_MAX)
     checkpoint_ns = models.CharField(max_length=KEY_MAX, blank=True, default="")
@@ -40,9 +43,13 @@ class LangGraphCheckpoint(models.Model):
     message_ids = models.JSONField(default=list)
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = projects.scoped_manager(models.QuerySet)
+    everywhere = projects.unscoped_manager()
+
     class Meta:
+        base_manager_name = "everywhere"
         constraints = [
-            models.UniqueConstraint(fields=["thread_id", "checkpoint_ns", "checkpoint_id"],
+            models.UniqueConstraint(fields=["project", "thread_id", "checkpoint_ns", "checkpoint_id"],
                                     name="langgraph_checkpoint_key"),
         ]
         indexes = [
@@ -54,7 +61,7 @@ class LangGraphCheckpoint(models.Model):
         return f"checkpoint {self.checkpoint_id} of thread {self.thread_id}"
 
 
-class LangGraphWrite(models.Model):
+class LangGraphWrite(InProject):
     id = models.BigAutoField(primary_key=True)
     thread_id = models.CharField(max_length=KEY_MAX)
     checkpoint_ns = models.CharField(max_length=KEY_MAX, blank=True, default="")
@@ -69,9 +76,13 @@ class LangGraphWrite(models.Model):
     data = models.BinaryField()
     conversation_id = models.UUIDField()
 
+    objects = projects.scoped_manager(models.QuerySet)
+    everywhere = projects.unscoped_manager()
+
     class Meta:
+        base_manager_name = "everywhere"
         constraints = [
-            models.UniqueConstraint(fields=["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+            models.UniqueConstraint(fields=["project", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
                                     name="langgraph_write_key"),
         ]
         indexes = [models.Index(fields=["conversation_id"], name="langgraph_write_conv_idx")]
@@ -80,7 +91,7 @@ class LangGraphWrite(models.Model):
         return f"write {self.idx} of task {self.task_id} at checkpoint {self.checkpoint_id}"
 
 
-class LangChainHistory(models.Model):
+class LangChainHistory(InProject):
     """Where a LangChain chat history (`MemoryuiChatMessageHistory`) stands: the conversation
     of its current generation. `clear()` starts the next generation in a new, empty
     conversation (a child of the one it leaves, which stays as it was): the log is
@@ -92,8 +103,13 @@ class LangChainHistory(models.Model):
     generation = models.IntegerField(default=0)
     conversation_id = models.UUIDField()
 
+    objects = projects.scoped_manager(models.QuerySet, namespace_field="namespace")
+    everywhere = projects.unscoped_manager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "session_id"], name="langchain_history_key")]
+        base_manager_name = "everywhere"
+        constraints = [models.UniqueConstraint(fields=["project", "namespace", "session_id"],
+                                               name="langchain_history_key")]
         indexes = [models.Index(fields=["conversation_id"], name="langchain_history_conv_idx")]
 
     def __str__(self) -> str:

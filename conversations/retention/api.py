@@ -90,6 +90,8 @@ class ReceiptOut(Schema):
     created_at: datetime
     actor: str
     kind: str
+    project: str | None = Field(None, description="The project the request erased in; null with all_projects.")
+    all_projects: bool = Field(False, description="The request erased in every project (a data controller's).")
     subject_sha256: str | None
     conversation_ids: list[str]
     counts: dict

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from conversations import idempotency, params, store
+from conversations import idempotency, params, projects, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.facts import erasure as facts_erasure
 from conversations.message_schema import decode_message, message_text
@@ -155,9 +155,11 @@ def clean_request(subject, conversation_ids) -> tuple[str, list[uuid.UUID]]:
     return subject, ids
 
 
-def preview_deletion(*, subject: str = "", conversation_ids=()) -> DeletionPreview:
+def preview_deletion(*, subject: str = "", conversation_ids=(), all_projects: bool = False) -> DeletionPreview:
+    """What a request would delete: in the current project, or in every project (`all_projects`)."""
     subject, ids = clean_request(subject, conversation_ids)
-    return _preview(subject, ids)
+    with projects.acting(all_projects=all_projects):
+        return _preview(subject, ids)
 
 
 def _preview(subject: str, ids: list[uuid.UUID]) -> DeletionPreview:
@@ -255,16 +257,22 @@ def _sample_strings(preview: DeletionPreview, fact_texts: list[str]) -> list[str
 
 # --- the request -----------------------------------------------------------------
 
-def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind: str = "subject") -> DeletionReceipt:
+def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind: str = "subject",
+                     all_projects: bool = False) -> DeletionReceipt:
     """Carry out a deletion request (see the module docstring) and return its receipt.
 
+    The request erases in the current project (`default` where the caller is every project's
+    and named none), or in every project with `all_projects` (a data controller's request,
+    filed where every project is seen); the receipt says which.
     Raises MaintenanceRunning (409) while a prune or another deletion runs."""
     subject, ids = clean_request(subject, conversation_ids)
-    with maintenance(kind="deletion", actor=actor) as lease:
-        return _execute(subject, ids, actor=actor, kind=kind, lease=lease)
+    with projects.acting(all_projects=all_projects) as project_id, \
+            maintenance(kind="deletion", actor=actor) as lease:
+        return _execute(subject, ids, actor=actor, kind=kind, lease=lease, project_id=project_id)
 
 
-def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease: Lease) -> DeletionReceipt:
+def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease: Lease,
+             project_id: int | None) -> DeletionReceipt:
     request_id = uuid.uuid4()
     preview = _preview(subject, ids)
     erasure = _facts_erasure() if subject else None
@@ -287,7 +295,7 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     verification = erasure_receipt.verification(
         checked, subject=subject, candidates=candidates, id_needles=id_needles, files_left=files_left, seconds=seconds)
     receipt = in_turn(lambda: _store_receipt(request_id, subject, victim_ids, counts, verification,
-                                             actor=actor, kind=kind))
+                                             actor=actor, kind=kind, project_id=project_id))
     if verification["status"] != "verified":
         log.warning("deletion %s: verification %s", request_id, verification["status"])
     return receipt
@@ -358,15 +366,16 @@ def _scrub_and_verify(needles: list[str], xid: int | None, lease: Lease, seconds
 
 
 def _store_receipt(request_id, subject: str, victim_ids: list[uuid.UUID], counts: dict, verification: dict, *,
-                   actor: str, kind: str) -> DeletionReceipt:
+                   actor: str, kind: str, project_id: int | None) -> DeletionReceipt:
     """Step 8: the receipt and its audit event, one transaction."""
     with transaction.atomic():
-        receipt = DeletionReceipt.objects.create(
-            id=request_id, actor=str(actor)[:200], kind=kind, subject_sha256=subject_sha256(subject),
+        receipt = DeletionReceipt.everywhere.create(
+            id=request_id, project_id=project_id, actor=str(actor)[:200], kind=kind,
+            subject_sha256=subject_sha256(subject),
             conversation_ids=[str(i) for i in victim_ids], counts=counts, verification=verification,
         )
         store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
-                           target_id=str(receipt.pk),
+                           target_id=str(receipt.pk), project_id=project_id,
                            detail={"status": verification["status"],
                                    "strings_checked": verification["strings_checked"],
                                    "files_searched": verification["files_searched"]})

@@ -10,7 +10,9 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from conversations import projects
 from conversations.db import LockingQuerySet
+from conversations.models import Project
 
 
 class PruneRun(models.Model):
@@ -18,6 +20,9 @@ class PruneRun(models.Model):
     STATUSES = [(RUNNING, "running"), (FINISHED, "finished"), (FAILED, "failed")]
 
     id = models.BigAutoField(primary_key=True)
+    # The project pruned, each by its own retention; NULL: every project (a server-wide run).
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                db_index=False, default=projects.project_of_new_row)
     started_at = models.DateTimeField(default=timezone.now, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     actor = models.CharField(max_length=200)
@@ -39,7 +44,11 @@ class PruneRun(models.Model):
     notes = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")
 
+    objects = projects.scoped_manager(models.QuerySet)
+    everywhere = projects.unscoped_manager()
+
     class Meta:
+        base_manager_name = "everywhere"
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
@@ -68,6 +77,9 @@ class DeletionReceipt(models.Model):
 
     # The request id: generated when the request is executed.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The project the request erased in; NULL: every project (a data controller's request).
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                db_index=False, default=projects.project_of_new_row)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.CharField(max_length=200)
     # "subject" (a deletion request) or "conversation" (one conversation from its page).
@@ -78,9 +90,11 @@ class DeletionReceipt(models.Model):
     counts = models.JSONField(default=dict)
     verification = models.JSONField(default=dict)
 
-    objects = ReceiptQuerySet.as_manager()
+    objects = projects.scoped_manager(ReceiptQuerySet)
+    everywhere = ReceiptQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -97,6 +111,9 @@ class DeletionReceipt(models.Model):
             "created_at": self.created_at.isoformat(),
             "actor": self.actor,
             "kind": self.kind,
+            # Which project the request erased in, or every project (all_projects).
+            "project": self.project.slug if self.project_id else None,
+            "all_projects": self.project_id is None,
             "subject_sha256": self.subject_sha256 or None,
             "conversation_ids": self.conversation_ids,
             "counts": self.counts,

@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations import idempotency, store
+from conversations import idempotency, projects, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
@@ -276,12 +276,21 @@ def prune_older_than(
     batch_size: int = 5000,
     progress: Progress | None = None,
     actor: str = "system",
+    all_projects: bool = False,
 ) -> PruneResult:
     """Prune conversations received more than `days` days ago (see the module docstring).
 
+    The prune acts in the current project (`default` where the caller is every project's
+    and named none), or in every project with `all_projects`.
     `progress(done_rows, total_rows)` is called after every batch. A dry run
     changes nothing and fills `estimated_bytes` instead of measuring.
     """
+    with projects.acting(all_projects=all_projects) as project_id:
+        return _prune_in_project(days=days, dry_run=dry_run, batch_size=batch_size, progress=progress, actor=actor,
+                                 project_id=project_id)
+
+
+def _prune_in_project(*, days, dry_run, batch_size, progress, actor, project_id) -> PruneResult:
     days = check_days(days)
     batch_size = check_batch_size(batch_size)
     started = time.monotonic()
@@ -299,7 +308,8 @@ def prune_older_than(
         )
 
     with maintenance(kind="prune", actor=actor) as lease:
-        run = _start_run(actor=actor, days=days, cutoff=cutoff, batch_size=batch_size, bytes_before=bytes_before)
+        run = _start_run(actor=actor, days=days, cutoff=cutoff, batch_size=batch_size, bytes_before=bytes_before,
+                         project_id=project_id)
         try:
             result = _run(run, cutoff=cutoff, batch_size=batch_size, progress=progress, lease=lease)
         except BaseException as exc:  # KeyboardInterrupt too: the run row must not stay "running"
@@ -309,19 +319,20 @@ def prune_older_than(
     return result
 
 
-def _start_run(*, actor, days, cutoff, batch_size, bytes_before) -> PruneRun:
+def _start_run(*, actor, days, cutoff, batch_size, bytes_before, project_id) -> PruneRun:
     with transaction.atomic():
         # A run killed without a chance to record its end (SIGKILL, power loss) stays
         # "running"; this run holds the maintenance lease, so that run is dead: it
         # picks up its marked conversations, and says so on it.
-        PruneRun.objects.filter(status=PruneRun.RUNNING).update(
+        PruneRun.everywhere.filter(status=PruneRun.RUNNING).update(
             status=PruneRun.FAILED, finished_at=timezone.now(),
             error="interrupted before it could record its end; a later run finished its work")
-        run = PruneRun.objects.create(
-            actor=str(actor)[:200], older_than_days=days, cutoff=cutoff, batch_size=batch_size,
-            bytes_before=bytes_before,
+        run = PruneRun.everywhere.create(
+            project_id=project_id, actor=str(actor)[:200], older_than_days=days, cutoff=cutoff,
+            batch_size=batch_size, bytes_before=bytes_before,
         )
         store.record_audit(actor=actor, action="prune.started", target_type="prune_run", target_id=str(run.pk),
+                           project_id=project_id,
                            detail={"older_than_days": days, "cutoff": cutoff.isoformat(), "batch_size": batch_size})
     return run
 
@@ -330,7 +341,7 @@ def _update_run(run: PruneRun, **fields) -> None:
     for name, value in fields.items():
         setattr(run, name, value)
     with transaction.atomic():
-        PruneRun.objects.filter(pk=run.pk).update(**fields)
+        PruneRun.everywhere.filter(pk=run.pk).update(**fields)
 
 
 def _fail_run(run: PruneRun, exc: BaseException) -> None:

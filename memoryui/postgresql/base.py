@@ -14,8 +14,54 @@ import select
 from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
 
+from conversations import projects
+
+# The two settings row-level security reads (conversations/migrations/0010_row_level_security.py).
+_SET_SCOPE = ("SELECT set_config('memoryui.project', %s, false), "
+              "set_config('memoryui.all_projects', %s, false)")
+
+
+def _settings_of(scope) -> tuple[str, str]:
+    return ("" if scope.project_id is None or scope.every else str(scope.project_id),
+            "on" if scope.every else "off")
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    """Also hands the current project scope (conversations/projects.py) to the server before a
+    statement runs under it: the row-level security policies read it. The settings are the
+    session's, sent again only when the scope changed since they were last sent, and forgotten
+    when a rollback may have undone them."""
+
+    _scope_sent = None
+    _connecting = False
+
+    def ensure_connection(self):
+        super().ensure_connection()
+        if self._connecting:
+            return  # Django's own set-up of a new connection (its time zone, autocommit) comes first
+        wanted = _settings_of(projects.current())
+        if self._scope_sent != wanted and self.connection is not None:
+            if self.connection.info.transaction_status == TransactionStatus.INERROR:
+                return  # the statement that follows fails anyway; the rollback forgets what was sent
+            with self.connection.cursor() as cursor:
+                cursor.execute(_SET_SCOPE, wanted)
+            self._scope_sent = wanted
+
+    def connect(self):
+        self._scope_sent, self._connecting = None, True
+        try:
+            super().connect()
+        finally:
+            self._connecting = False
+
+    def _rollback(self):
+        self._scope_sent = None
+        super()._rollback()
+
+    def _savepoint_rollback(self, sid):
+        self._scope_sent = None
+        super()._savepoint_rollback(sid)
+
     def is_usable(self):
         conn = self.connection
         if conn is None or conn.closed or conn.broken:

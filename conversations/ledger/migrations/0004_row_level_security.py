@@ -1,0 +1,20 @@
+"""PostgreSQL row-level security on this app's tables (conversations/migration_sql.py):
+each answers only the rows of the project the connection is in."""
+
+from django.db import migrations
+
+from conversations.migration_sql import own_project, postgresql_only, via_parent, without_row_level_security
+
+CONV = "conversations_conversation"
+FORWARD = [
+    *via_parent("ledger_taskstateevent", "conversation_id", CONV),
+    *via_parent("ledger_action", "conversation_id", CONV),
+    *via_parent("ledger_workspacesnapshot", "conversation_id", CONV),
+]
+BACKWARD = [statement for table in ["ledger_taskstateevent", "ledger_action", "ledger_workspacesnapshot"] for statement in without_row_level_security(table)]
+
+
+class Migration(migrations.Migration):
+    dependencies = [("ledger", "0003_record_chain"), ("conversations", "0010_row_level_security")]
+
+    operations = [postgresql_only(FORWARD, BACKWARD)]

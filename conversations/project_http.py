@@ -1,0 +1,126 @@
+"""Which project a request acts in, set once for the whole request (conversations/projects.py).
+
+- An **API key** acts in its own project (narrowed to its namespaces, if it was). An
+  all-projects key acts in every project, or in the one its request names in the
+  `X-Memoryui-Project` header (the clients' `project` argument).
+- A **person** acts in the project of the page's address, so links and bookmarks keep
+  their project: the `default` project's pages are at the root (`/conversations/…`),
+  every other project's under `/p/<slug>/`. A project the person does not belong to
+  answers 404, as if it did not exist; a person outside `default` who opens a root page
+  is sent to the same page in their first project. The API called from a signed-in
+  browser acts in the project named by the `X-Memoryui-Project` header, else in the one
+  whose pages the person opened last.
+- Anyone else acts in no project at all: every project table reads empty.
+
+Page addresses are built by Django's `reverse()` and `{% url %}` under the request's
+script prefix, which this middleware sets to the project's prefix for the request, so no
+template or view names the project to stay in it.
+"""
+
+import re
+
+from django.http import Http404, HttpResponseRedirect
+from django.urls import get_script_prefix, set_script_prefix
+
+from . import projects
+from .apiauth import authenticate_bearer
+from .models import ApiKey, Project
+
+HEADER = "X-Memoryui-Project"
+SESSION_KEY = "memoryui_project"
+_PREFIX = re.compile(r"^/p/(?P<slug>[-a-zA-Z0-9_]{1,64})(?P<rest>/.*)$")
+# Not pages: what lives here answers the same in every project, or takes its project elsewhere.
+_UNPREFIXED = ("/api/", "/v1/", "/static/", "/healthz", "/readyz", "/metrics", "/favicon.ico")
+
+
+class ProjectMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        match = _PREFIX.match(request.path_info)
+        slug = None
+        if match:
+            slug, rest = match["slug"], match["rest"]
+            if rest.startswith(_UNPREFIXED):
+                raise Http404("pages only live under a project's address")
+            request.path_info = rest
+        elif request.path_info == "/p" or request.path_info.startswith("/p/"):
+            raise Http404("no such project")
+        scope, project = _scope_of(request, slug)
+        before = get_script_prefix()
+        if isinstance(project, HttpResponseRedirect):
+            return project
+        request.project = project
+        request.project_scope = scope
+        if project is not None and project.pk != projects.DEFAULT_PROJECT_ID:
+            set_script_prefix(f"{before.rstrip('/')}/p/{project.slug}/")
+        try:
+            with projects.scoped(scope):
+                return self.get_response(request)
+        finally:
+            set_script_prefix(before)
+
+
+def _bearer(request) -> ApiKey | None | bool:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() != "bearer ":
+        return False
+    return authenticate_bearer(request, header[7:].strip())
+
+
+def _scope_of(request, slug: str | None):
+    key = _bearer(request)
+    if key:
+        return _key_scope(request, key)
+    # No key, or a bad one: the API then admits a signed-in person by their session, if any.
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or not user.is_active:
+        # A bookmark opened while signed out goes to the login page, whatever its project.
+        return projects.NOTHING, None
+    mine = Project.objects.all() if user.is_superuser else Project.objects.filter(memberships__user=user)
+    if slug is not None:
+        project = mine.filter(slug=slug).first()
+        if project is None:
+            raise Http404("no such project")
+        if request.session.get(SESSION_KEY) != project.slug:
+            request.session[SESSION_KEY] = project.slug
+    elif request.path_info.startswith(_UNPREFIXED):
+        project = _api_project(request, mine)
+    else:
+        project = mine.filter(pk=projects.DEFAULT_PROJECT_ID).first()
+        if project is None:
+            first = mine.order_by("id").first()
+            if first is not None and request.method in ("GET", "HEAD"):
+                return projects.NOTHING, HttpResponseRedirect(f"/p/{first.slug}{request.get_full_path()}")
+        elif request.session.get(SESSION_KEY, project.slug) != project.slug:
+            request.session[SESSION_KEY] = project.slug
+    if project is None:
+        return projects.NOTHING, None
+    return projects.one(project.pk), project
+
+
+def _api_project(request, mine) -> Project | None:
+    named = request.headers.get(HEADER, "").strip()
+    if named:
+        project = mine.filter(slug=named).first() if len(named) <= 64 else None
+        if project is None:
+            raise Http404(f"no project {named[:64]!r}")
+        return project
+    remembered = request.session.get(SESSION_KEY)
+    found = mine.filter(slug=remembered).first() if remembered else None
+    return found or mine.filter(pk=projects.DEFAULT_PROJECT_ID).first() or mine.order_by("id").first()
+
+
+def _key_scope(request, key: ApiKey) -> tuple[projects.Scope, Project | None]:
+    named = request.headers.get(HEADER, "").strip()
+    if key.project_id is not None:
+        if named and not Project.objects.filter(pk=key.project_id, slug=named).exists():
+            raise Http404(f"no project {named[:64]!r} for this key")
+        return projects.one(key.project_id, key.namespaces or None), None
+    if not named:
+        return projects.EVERY, None
+    project = Project.objects.filter(slug=named).first() if len(named) <= 64 else None
+    if project is None:
+        raise Http404(f"no project {named[:64]!r}")
+    return projects.one(project.pk), project
