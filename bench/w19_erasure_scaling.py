@@ -204,14 +204,18 @@ def _run(args, url: str, name: str, messages: int, build_s: float, *, last: bool
     window_s = time.perf_counter() - t0
     peak.stop.set()
     peak.join()
-    wal_bytes, extra = _wal_lsn() - wal0, max(0, peak.peak - before)
+    wal_total, extra = _wal_lsn() - wal0, max(0, peak.peak - before)
+    # The rewrite's own WAL: what the scrub writes for the request (the segment switches that then
+    # overwrite recycled segments depend on max_wal_size and what was written before, not on it).
+    wal_bytes = one.scrub_wal_bytes
     status = one.statuses.get(str(receipt.pk))
     print(f"  {name}: phase one {phase_one:.2f} s ({rows} rows), window {window_s:.1f} s, "
-          f"WAL {wal_bytes / 1e6:.1f} MB, extra disk {extra / 1e6:.1f} MB, {status}, partitions {one.touched}",
+          f"WAL {wal_bytes / 1e6:.1f} MB ({wal_total / 1e6:.1f} MB with segment switches), "
+          f"extra disk {extra / 1e6:.1f} MB, {status}, partitions {one.touched}",
           flush=True)
     result = {"messages": messages, "partitions": partitions.count(), "table_bytes": table_bytes,
               "build_seconds": build_s, "rows": rows, "phase_one": phase_one, "window": window_s,
-              "wal": wal_bytes, "extra_disk": extra, "status": status}
+              "wal": wal_bytes, "wal_total": wal_total, "extra_disk": extra, "status": status}
     if last:
         n = QUICK_WINDOW_REQUESTS if args.quick else WINDOW_REQUESTS
         t0 = time.perf_counter()
@@ -242,14 +246,17 @@ def _report(args, sizes: dict, measured: dict, started: float) -> None:
         m = measured[n]
         for label, value, base_value, unit in (
                 ("time (phase one + its window)", whole[n], whole[names[0]], "s"),
-                ("WAL written", m["wal"] / 1e6, base["wal"] / 1e6, "MB"),
+                ("WAL written by its rewrite", m["wal"] / 1e6, base["wal"] / 1e6, "MB"),
                 ("extra disk", m["extra_disk"] / 1e6, base["extra_disk"] / 1e6, "MB")):
             ratio = value / base_value if base_value else None
             res.add(metric=f"PostgreSQL: one request's {label} at {m['messages']:,} messages "
                            f"({m['partitions']} partitions)",
                     memoryui=value, raw=base_value, unit=unit,
                     target=f"÷ the same at {base['messages']:,} messages ≤ 1.3", ratio=ratio,
-                    passed=ratio is not None and ratio <= 1.3, note=f"{m['rows']} rows erased, {m['status']}")
+                    passed=ratio is not None and ratio <= 1.3,
+                    note=f"{m['rows']} rows erased, {m['status']}; WAL with the segment switches that overwrite "
+                         f"recycled segments: {m['wal_total'] / 1e6:,.0f} MB (at {base['messages']:,}: "
+                         f"{base['wal_total'] / 1e6:,.0f} MB)")
     for n in names:
         m = measured[n]
         res.add(metric=f"PostgreSQL: phase one of a request ({m['rows']} rows) at {m['messages']:,} messages",

@@ -139,6 +139,7 @@ class WindowResult:
     dropped: int = 0
     seconds: float = 0.0
     touched: list[str] = field(default_factory=list)
+    scrub_wal_bytes: int | None = None
 
 
 def run_window(*, actor: str) -> WindowResult:
@@ -169,9 +170,14 @@ def _verify_all(waiting: list[Pending], lease: Lease, result: WindowResult) -> d
     seconds = {}
     rewrite: dict = {}
     wal = pgfiles.WalState()
-    clock = time.monotonic()
+    clock, wal_before = time.monotonic(), pgfiles.wal_position()
     notes = erasure_scrub.scrub_disk(xid, lease, rewrite, touched)
     seconds["scrub"] = round(time.monotonic() - clock, 3)
+    if wal_before is not None:
+        # What the rewrite wrote to the WAL (and so to every replica and archive), apart from the
+        # segment switches that then overwrite recycled segments still holding erased text.
+        rewrite["wal_bytes"] = pgfiles.wal_position() - wal_before
+        result.scrub_wal_bytes = rewrite["wal_bytes"]
     clock = time.monotonic()
     search, set_aside = erasure_verify.verify(needles, notes, lease, wal, touched)
     seconds["verify"] = round(time.monotonic() - clock, 3)
