@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -23,7 +24,7 @@ from conversations.facts.models import Fact
 from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
 from conversations.roles import admin_required
 
-from . import erasure, suggestions
+from . import erasure, suggestions, window
 from .models import DeletionReceipt, PruneRun
 from .pruning import MAX_DAYS, check_days, default_retention_days, prune_older_than
 
@@ -42,6 +43,14 @@ def _redirect(request, url):
     return HttpResponseRedirect(url)
 
 
+def _window_context() -> dict:
+    """The current project's deletion requests still waiting for the window, for the banner."""
+    waiting = window.waiting_receipts()
+    first = waiting.first()
+    return {"waiting": waiting.count(), "overdue": waiting.filter(verify_by__lt=timezone.now()).count(),
+            "next_deadline": first.verify_by if first else None}
+
+
 @require_safe
 @admin_required
 def index(request):
@@ -50,7 +59,18 @@ def index(request):
         "receipt_count": DeletionReceipt.objects.count(),
         "last_receipt": DeletionReceipt.objects.newest_first().first(),
         "retention_days": default_retention_days(),
+        "window": _window_context(),
     })
+
+
+@require_POST
+@admin_required
+def erasure_window(request):
+    """Run the maintenance window now: every waiting request's files cleaned and searched at once."""
+    result = window.run_window(actor=actor_of(request))
+    messages.success(request, f"The window checked {len(result.receipts)} deletion request"
+                              f"{'' if len(result.receipts) == 1 else 's'}.")
+    return _redirect(request, reverse("retention:receipts"))
 
 
 # --- prune ---------------------------------------------------------------------------
@@ -314,8 +334,9 @@ def receipts(request):
         if anchor is None:
             raise Http404("no such receipt")
         qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
-    page, more = keyset.take(qs, RECEIPT_PAGE)
-    return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None})
+    page, more = keyset.take(qs.prefetch_related("checks"), RECEIPT_PAGE)
+    return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None,
+                                                       "window": _window_context()})
 
 
 def _uuid_or_404(value):
