@@ -152,3 +152,14 @@ def repartition(table: str = MESSAGE_TABLE, key: str = MESSAGE_KEY, n: int | Non
             cursor.execute(_policy_sql(table, policy))
         cursor.execute(f"ANALYZE {table}")
     return n
+
+
+def relation_bytes(name: str, size: str = "pg_total_relation_size") -> int:
+    """PostgreSQL: the bytes of a table or index (`size`: pg_total_relation_size, pg_table_size or
+    pg_relation_size), its partitions' summed when it is partitioned (which hold it all)."""
+    if size not in ("pg_total_relation_size", "pg_table_size", "pg_relation_size"):
+        raise ValueError(size)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(sum({size}(c.oid)), 0) FROM pg_class c WHERE c.oid = %s::regclass "
+                       "OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)", [name, name])
+        return int(cursor.fetchone()[0])
