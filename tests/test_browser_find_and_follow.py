@@ -57,3 +57,32 @@ def test_live_follow_counts_only_rows_appended_since_the_reader_arrived(live_ser
     marker = page.locator("button.new-rows")
     page.wait_for_function("() => !document.querySelector('button.new-rows').hidden", timeout=15000)
     assert marker.inner_text() == "1 new row ↓"
+
+
+LONG = "sk_live_" + "9f3a" * 18  # 80 characters, no space: a key, a hash, base64
+
+
+def test_long_unbroken_values_wrap_inside_their_boxes_on_a_phone(live_server, logged_in_page):
+    from conversations.ledger import store as ledger
+
+    c = store.create_conversation(title="Keys and hashes", subject="cust:" + LONG)
+    store.append_messages(conversation_id=c.pk, messages=[
+        {"kind": "user", "content": f"my key is {LONG} and https://example.com/{LONG}/{LONG}"},
+        {"kind": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c1", "name": "lookup_" + LONG[:40], "arguments": {"token": LONG, "url": "https://x/" + LONG}}]},
+        {"kind": "tool", "tool_call_id": "c1", "content": LONG * 3},
+        {"kind": "note", "text": LONG},
+    ])
+    ledger.set_state(conversation_id=c.pk, state={"api_key": LONG, LONG[:30]: [LONG, {"b64": LONG * 2}]},
+                     expected_version=0)
+    ledger.record_action(conversation_id=c.pk, idempotency_key="refund-" + LONG, name="refund", arguments={"k": LONG},
+                         result={"receipt": LONG})
+    page = logged_in_page(AUDITOR, viewport={"width": 390, "height": 844})
+    page.goto(live_server.url + f"/conversations/{c.pk}/")
+    page.wait_for_selector("article.msg")
+    widths = page.evaluate("""() => ({page: document.scrollingElement.scrollWidth,
+        wide: [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391
+              && getComputedStyle(e).position !== 'fixed').slice(0, 5).map(e => e.tagName + '.' + e.className)})""")
+    assert widths["page"] <= 390, widths
+    bar = page.locator("nav.page-nav").bounding_box()
+    assert bar is None or bar["x"] + bar["width"] <= 390
