@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -205,7 +205,8 @@ def _descendants(conversation):
         level = list(
             Conversation.objects.live()
             .filter(parent_id__in=frontier)
-            .order_by("created_at", "id")
+            # Children where they branch off, in the order of the record; then by creation.
+            .order_by(F("forked_from_position").asc(nulls_last=True), "created_at", "id")
             .only("id", "title", "parent_id", "forked_from_position", "next_position", "created_at",
                   "parent_relation")[
                 : TREE_LIMIT - total + 1
