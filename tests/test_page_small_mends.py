@@ -1,6 +1,8 @@
 """Small things a reader meets on the pages: receipts name what they count, the fork tree
 follows the record, the API docs lead back into the app."""
 
+import re
+
 import pytest
 
 from conversations import store
@@ -34,3 +36,23 @@ def test_the_api_docs_lead_back_into_the_app(client):
     login_as(client, "auditor")
     body = client.get("/api/v1/docs").content.decode()
     assert '<a href="/">← Back to memoryui</a>' in body
+
+
+def test_the_import_preview_counts_a_fork_as_its_page_then_shows_it(client, tmp_path, settings):
+    from pathlib import Path
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from conversations.models import Conversation
+
+    settings.MEMORYUI_DATA_DIR = tmp_path
+    fixture = Path(__file__).parent / "fixtures" / "formats" / "claude_code_session.jsonl"
+    login_as(client, "admin")
+    preview = client.post("/admin/import/", {"file": SimpleUploadedFile("s.jsonl", fixture.read_bytes()),
+                                             "format": "auto", "namespace": "shop"}).content.decode()
+    assert "(6 copied from its parent)" in preview
+    token = preview.split('name="token" value="', 1)[1].split('"', 1)[0]
+    client.post("/admin/import/", {"token": token, "confirm": "1", "format": "auto", "namespace": "shop"})
+    fork = Conversation.objects.get(parent_relation="fork")
+    shown = re.search(r'>(\d+) <span class="muted">\(6 copied from its parent\)', preview)
+    assert shown and int(shown[1]) == fork.next_position
