@@ -12,7 +12,9 @@ class ConversationsConfig(AppConfig):
 
     def ready(self):
         connection_created.connect(restrict_sqlite_files, dispatch_uid="memoryui.restrict_sqlite_files")
-        from .models import IdempotencyKey
+        from .models import IdempotencyKey, UsageTotal
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
         register(IdempotencyKey, text_fields=("body",))
+        # Derived counts (no text), gone with their conversation.
+        register(UsageTotal)

@@ -6,6 +6,7 @@ is marked safe: message content is untrusted model output.
 
 import functools
 import json
+from decimal import Decimal
 
 from django import template
 from django.apps import apps
@@ -232,3 +233,18 @@ _COUNT_LABELS = {"conversation_ids_not_found": "conversation ids not found", "fa
 @functools.cache
 def _table_labels() -> dict:
     return {model._meta.db_table: str(model._meta.verbose_name_plural) for model in apps.get_models()}
+
+
+@register.filter
+def dollars(micros) -> str:
+    """Millionths of a dollar (conversations/usage_totals.py) as the pages write money."""
+    return prices.money(Decimal(int(micros or 0)) / 1_000_000)
+
+
+@register.filter
+def grouped(number) -> str:
+    """A count with thousands separated (35,850)."""
+    try:
+        return f"{int(number):,}"
+    except (TypeError, ValueError):
+        return str(number)
