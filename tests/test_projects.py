@@ -4,10 +4,14 @@ The cross-project matrix (tests/test_project_matrix.py) walks every route; these
 the rules themselves: where a new row goes, what a key or a person of one project sees of
 another's, and how the commands make projects, keys and members."""
 
+import io
+import zipfile
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from conversations import api_keys, projects, store
+from conversations.facts import store as facts
 from conversations.models import Conversation, Project
 from conversations.project_store import create_project
 from conversations.roles import assign_role
@@ -177,3 +181,16 @@ def test_a_conversation_never_moves_to_another_project(two):
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("UPDATE conversations_conversation SET project_id = %s WHERE id = %s",
                        [b.pk, Conversation._meta.pk.get_db_prep_value(c.pk, connection)])
+
+
+def test_a_streamed_answer_is_read_inside_the_request_project(client, two):
+    """A subject's ZIP is written as it is sent, after the view returned: what it reads is still
+    read in the key's project."""
+    a, b = two
+    for project, text in ((a, "alpha's fact"), (b, "beta's fact")):
+        with projects.scoped(projects.one(project.pk)):
+            facts.propose_fact(subject="customer:9", text=text, importance=5, created_by="test")
+    answer = Api(client, key_of(a, scopes=("admin",))).get("/subject-export", {"subject": "customer:9"})
+    with zipfile.ZipFile(io.BytesIO(b"".join(answer.streaming_content))) as archive:
+        held = archive.read("facts.jsonl").decode()
+    assert "alpha's fact" in held and "beta's fact" not in held
