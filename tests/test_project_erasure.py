@@ -4,9 +4,10 @@ whether another project's rows still hold a text it erased."""
 
 import pytest
 
-from conversations import projects
+from conversations import projects, store
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
+from conversations.models import Conversation
 from conversations.project_store import create_project
 from conversations.retention import erasure
 
@@ -51,3 +52,27 @@ def test_a_subject_erased_in_one_project_keeps_its_facts_and_access_log_in_anoth
     assert receipt.counts["facts"] == 1 and receipt.counts["access_log"] == 1
     assert rows_of(a) == ([], 0, 0)
     assert rows_of(b) == before
+
+
+def test_a_receipt_does_not_tell_that_another_project_holds_an_erased_text(two):
+    """The files cannot tell one project's copy of a text from another's, so a text another
+    project still holds cannot be searched for; the receipt of A counts it as checked all the
+    same, or an admin of A could learn what B holds by erasing a guess."""
+    a, b = two
+    for project in (a, b):
+        c = in_project(project, store.create_conversation, title=SHARED_TITLE, subject=SUBJECT)
+        in_project(project, store.append_message, conversation_id=c.pk,
+                   message={"kind": "user", "content": f"{project.slug}: where is my refund?"})
+    receipt = in_project(a, erasure.execute_deletion, subject=SUBJECT, actor="user:admin-a")
+    verification = receipt.verification
+    assert verification["status"] == "verified", verification
+    assert verification["strings_set_aside"] == 0 and verification["subject_checked"] is True
+    assert Conversation.everywhere.filter(title=SHARED_TITLE).values_list("project", flat=True).get() == b.pk
+
+
+def test_a_text_the_project_itself_still_holds_is_set_aside_in_its_receipt(two):
+    a, _ = two
+    erased = in_project(a, store.create_conversation, title=SHARED_TITLE, subject=SUBJECT)
+    in_project(a, store.create_conversation, title=SHARED_TITLE, subject="cust:someone-else")
+    receipt = in_project(a, erasure.execute_deletion, conversation_ids=[erased.pk], actor="user:admin-a")
+    assert receipt.verification["strings_set_aside"] >= 1
