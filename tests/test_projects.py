@@ -194,3 +194,16 @@ def test_a_streamed_answer_is_read_inside_the_request_project(client, two):
     with zipfile.ZipFile(io.BytesIO(b"".join(answer.streaming_content))) as archive:
         held = archive.read("facts.jsonl").decode()
     assert "alpha's fact" in held and "beta's fact" not in held
+
+
+def test_a_subject_page_shows_the_history_of_the_project_own_facts_only(client, two):
+    a, b = two
+    for project in (a, b):
+        fact = in_project(project, facts.propose_fact, subject="customer:9", text=f"{project.slug}'s fact",
+                          importance=5, created_by=f"key:{project.slug}-agent")
+        in_project(project, facts.approve_fact, fact_id=fact.pk, actor=f"user:{project.slug}-reviewer")
+    person = make_user(None, "rita")
+    assign_role(person, "reviewer", a)
+    client.force_login(person)
+    body = client.post("/p/alpha/facts/subject/", {"s": "customer:9"}, follow=True).content.decode()
+    assert "alpha-reviewer" in body and "beta-reviewer" not in body and "beta's fact" not in body
