@@ -12,8 +12,9 @@ from django.core.management import CommandError, call_command
 
 from conversations import api_keys, projects, store
 from conversations.facts import store as facts
-from conversations.models import Conversation, Project
+from conversations.models import AuditEvent, Conversation, Project
 from conversations.project_store import create_project
+from conversations.retention import erasure
 from conversations.roles import assign_role
 from tests.api_support import Api, error_of
 from tests.helpers import make_user
@@ -194,6 +195,24 @@ def test_a_streamed_answer_is_read_inside_the_request_project(client, two):
     with zipfile.ZipFile(io.BytesIO(b"".join(answer.streaming_content))) as archive:
         held = archive.read("facts.jsonl").decode()
     assert "alpha's fact" in held and "beta's fact" not in held
+
+
+def test_the_verification_page_walks_only_the_project_own_conversations(client, two):
+    a, b = two
+    theirs = in_project(b, store.create_conversation, title="beta chain")
+    gone = in_project(b, store.create_conversation, title="beta erased")
+    with projects.scoped(projects.one(b.pk)):
+        receipt = erasure.execute_deletion(conversation_ids=[gone.pk], actor="user:beta-admin", kind="conversation")
+    in_project(a, store.create_conversation, title="alpha chain")
+    person = make_user(None, "ann")
+    assign_role(person, "admin", a)
+    client.force_login(person)
+    body = client.get("/p/alpha/admin/verification/").content.decode()
+    assert "alpha chain" in body
+    for hidden in ("beta chain", str(theirs.pk), str(gone.pk), str(receipt.pk)):
+        assert hidden not in body
+    own_events = AuditEvent.objects.filter(project=a).count()
+    assert f"verified</span> {own_events} events" in body
 
 
 def test_a_subject_page_shows_the_history_of_the_project_own_facts_only(client, two):
