@@ -321,7 +321,7 @@ def _uuid(value):
 # A row back when the key was inserted, none when the caller already held it.
 _INSERT = (
     f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
-    "subject_norm, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "subject_norm, created_at, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
 )
 sqlite_form(_INSERT)
@@ -336,6 +336,7 @@ def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
         caller, key, sent, answer["status"], answer["content_type"], answer["body"],
         field("conversation_id").get_db_prep_value(answer["conversation_id"], connection),
         answer["subject_norm"], connection.ops.adapt_datetimefield_value(timezone.now()),
+        projects.current().project_id,  # None where every project is seen
     ]
     try:
         return fetch_first(_INSERT, values) is not None
@@ -372,18 +373,21 @@ def forget(*, conversation_ids=(), subject: str = "") -> int:
     Runs inside erasure's transaction. A key references a conversation when it was
     written to it or created it, or when its answer names the conversation's id (a
     fork's lineage, a deletion preview); it references a subject when its answer
-    is about that subject (a conversation, a fact)."""
+    is about that subject (a conversation, a fact). Only the keys of the request's project:
+    another project's answers about a subject of the same name are that project's to erase."""
     ids = [str(i) for i in conversation_ids]
     total = 0
     norm = normalize_subject(subject) if subject else ""
+    # The request's project's keys (every project's for a request filed for all of them).
+    keys = projects.fence(IdempotencyKey.objects.all())
     if norm:
-        total += IdempotencyKey.objects.filter(subject_norm=norm).delete()[0]
+        total += keys.filter(subject_norm=norm).delete()[0]
     for start in range(0, len(ids), ID_CHUNK):
         chunk = ids[start:start + ID_CHUNK]
         mentions = Q(conversation_id__in=[uuid.UUID(i) for i in chunk])
         for cid in chunk:
             mentions |= Q(body__contains=cid)
-        total += IdempotencyKey.objects.filter(mentions).delete()[0]
+        total += keys.filter(mentions).delete()[0]
     return total
 
 
