@@ -19,7 +19,7 @@ from conversations.api_schemas import ListOut, inline_schema, json_body_doc
 from conversations.apiauth import scope
 from conversations.errors import InvalidInput
 from conversations.jsonbody import StrictBody, read_body
-from conversations.params import BadParameter, identifier, int_param
+from conversations.params import BadParameter, check_query_text, identifier, int_param
 
 from . import history, store
 from .models import ID_MAX, KEY_MAX, LangGraphCheckpoint, LangGraphWrite
@@ -218,6 +218,8 @@ def list_checkpoints(request):
     `before` (a checkpoint id), `filter` (a JSON object the metadata must match), `limit`.
     Needs `read`."""
     q = request.GET
+    for name in ("thread_id", "checkpoint_ns", "checkpoint_id", "before"):
+        check_query_text(q.get(name), name)  # a NUL no database stores: 400, not PostgreSQL's 500
     found = LangGraphCheckpoint.objects.all()
     for name in ("thread_id", "checkpoint_ns", "checkpoint_id"):
         if name in q:
