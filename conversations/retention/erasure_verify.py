@@ -36,15 +36,18 @@ LEFTOVER_NEEDLE_MIN = 6
 
 # --- what data which stays still holds -------------------------------------------
 
+def _text_fields() -> list[tuple[type[models.Model], str]]:
+    """(model, field) of every text that data which stays can hold."""
+    fields = [(Message, "content"), (Checkpoint, "summary"), (Conversation, "title"), (Conversation, "subject"),
+              (Fact, "text"), (Fact, "subject"), (Fact, "reason")]
+    fields += [(table.model, name) for table in owned_tables() for name in table.text_fields]
+    return list(dict.fromkeys(fields))
+
+
 def _text_columns() -> list[tuple[str, str]]:
     """(table, column) of every text that data which stays can hold."""
-    columns = [(Message._meta.db_table, "content"), (Checkpoint._meta.db_table, "summary"),
-               (Conversation._meta.db_table, "title"), (Conversation._meta.db_table, "subject")]
-    columns += [(Fact._meta.db_table, "text"), (Fact._meta.db_table, "subject"), (Fact._meta.db_table, "reason")]
-    for table in owned_tables():
-        for name in table.text_fields:
-            columns.append((table.table, table.model._meta.get_field(name).column))
-    return list(dict.fromkeys(columns))
+    return list(dict.fromkeys((model._meta.db_table, model._meta.get_field(name).column)
+                              for model, name in _text_fields()))
 
 
 def _strings_in_live_data(values: list[str]) -> set[str]:
@@ -60,14 +63,6 @@ def _strings_in_live_data(values: list[str]) -> set[str]:
             row = cursor.fetchone() or ()
             found |= {v for v, flag in zip(values, row, strict=False) if flag}
     return found
-
-
-def _text_fields() -> list[tuple[type[models.Model], str]]:
-    """(model, field) of every text that data which stays can hold: _text_columns' models."""
-    fields = [(Message, "content"), (Checkpoint, "summary"), (Conversation, "title"), (Conversation, "subject"),
-              (Fact, "text"), (Fact, "subject"), (Fact, "reason")]
-    fields += [(table.model, name) for table in owned_tables() for name in table.text_fields]
-    return list(dict.fromkeys(fields))
 
 
 def set_aside_in_view(set_aside: set[str]) -> set[str]:
