@@ -237,7 +237,21 @@ def merge_doc(*parts: dict) -> dict:
 
 
 def inline_schema(model: type[BaseModel]) -> dict:
-    return model.model_json_schema(ref_template="#/components/schemas/{model}")
+    """The model's JSON schema for a request body, self-contained: a nested model (a LangGraph
+    checkpoint's blobs) is written in place, since the document's components do not hold it."""
+    schema = model.model_json_schema(ref_template="#/$defs/{model}")
+    definitions = schema.pop("$defs", {})
+
+    def resolved(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return resolved(definitions[node["$ref"].rsplit("/", 1)[-1]])
+            return {key: resolved(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolved(value) for value in node]
+        return node
+
+    return resolved(schema)
 
 
 def message_schema() -> dict:

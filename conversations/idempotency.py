@@ -3,7 +3,7 @@
 An agent whose request timed out cannot know whether it was written. It sends
 the request again with the same `Idempotency-Key` header, and:
 
-- the same key from the same caller (API key or person), within
+- the same key from the same caller (API key or person) in the same project, within
   MEMORYUI_IDEMPOTENCY_HOURS, with the same method, path (query included) and
   body gets the first answer again, status and body, with
   `Idempotent-Replayed: true`; nothing is written again;
@@ -58,6 +58,7 @@ from django.http import JsonResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from . import projects
 from .apiauth import authenticate_bearer
 from .http import error_json
 from .models import ApiKey, IdempotencyKey, key_lifetime
@@ -102,17 +103,27 @@ def parse_key(value: str | None) -> str | None:
 
 
 def caller_of(request) -> str | None:
-    """Whose key space this request writes in: its API key, else the logged-in person."""
+    """Whose key space this request writes in: its API key, else the logged-in person; and,
+    for a caller that acts in several projects (an all-projects key, a person), the project
+    it acts in, so that the same key sent in two projects is two writes and never answers
+    one project's request with another's (a key of one project has that project's only)."""
     header = request.headers.get("Authorization", "")
     if header[:7].lower() == "bearer ":
         key = authenticate_bearer(request, header[7:].strip())
         if isinstance(key, ApiKey):
-            return f"key:{key.pk}"
+            return f"key:{key.pk}" if key.project_id is not None else f"key:{key.pk}{_in_project()}"
     # No valid key: the API then admits a logged-in person by their session, if any.
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
-        return f"user:{user.pk}"
+        return f"user:{user.pk}{_in_project()}"
     return None
+
+
+def _in_project() -> str:
+    # `default` (and every project at once) adds nothing: the keys written before projects
+    # existed, all in `default`, stay the same callers' keys.
+    scope = projects.current()
+    return f"@{scope.project_id}" if scope.one and scope.project_id != projects.DEFAULT_PROJECT_ID else ""
 
 
 def fingerprint(request) -> str:
@@ -310,7 +321,7 @@ def _uuid(value):
 # A row back when the key was inserted, none when the caller already held it.
 _INSERT = (
     f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
-    "subject_norm, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "subject_norm, created_at, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
 )
 sqlite_form(_INSERT)
@@ -325,6 +336,7 @@ def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
         caller, key, sent, answer["status"], answer["content_type"], answer["body"],
         field("conversation_id").get_db_prep_value(answer["conversation_id"], connection),
         answer["subject_norm"], connection.ops.adapt_datetimefield_value(timezone.now()),
+        projects.current().project_id,  # None where every project is seen
     ]
     try:
         return fetch_first(_INSERT, values) is not None
@@ -361,18 +373,21 @@ def forget(*, conversation_ids=(), subject: str = "") -> int:
     Runs inside erasure's transaction. A key references a conversation when it was
     written to it or created it, or when its answer names the conversation's id (a
     fork's lineage, a deletion preview); it references a subject when its answer
-    is about that subject (a conversation, a fact)."""
+    is about that subject (a conversation, a fact). Only the keys of the request's project:
+    another project's answers about a subject of the same name are that project's to erase."""
     ids = [str(i) for i in conversation_ids]
     total = 0
     norm = normalize_subject(subject) if subject else ""
+    # The request's project's keys (every project's for a request filed for all of them).
+    keys = projects.fence(IdempotencyKey.objects.all())
     if norm:
-        total += IdempotencyKey.objects.filter(subject_norm=norm).delete()[0]
+        total += keys.filter(subject_norm=norm).delete()[0]
     for start in range(0, len(ids), ID_CHUNK):
         chunk = ids[start:start + ID_CHUNK]
         mentions = Q(conversation_id__in=[uuid.UUID(i) for i in chunk])
         for cid in chunk:
             mentions |= Q(body__contains=cid)
-        total += IdempotencyKey.objects.filter(mentions).delete()[0]
+        total += keys.filter(mentions).delete()[0]
     return total
 
 

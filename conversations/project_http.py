@@ -53,13 +53,36 @@ class ProjectMiddleware:
             return project
         request.project = project
         request.project_scope = scope
+        prefix = before
         if project is not None and project.pk != projects.DEFAULT_PROJECT_ID:
-            set_script_prefix(f"{before.rstrip('/')}/p/{project.slug}/")
+            prefix = f"{before.rstrip('/')}/p/{project.slug}/"
+        set_script_prefix(prefix)
         try:
             with projects.scoped(scope):
-                return self.get_response(request)
+                response = self.get_response(request)
         finally:
             set_script_prefix(before)
+        if response.streaming:
+            response.streaming_content = _within(scope, prefix, response.streaming_content)
+        return response
+
+
+def _within(scope: projects.Scope, prefix: str, chunks):
+    """A streamed body (an export, a ZIP) is read after the view returned, when this middleware
+    has left the request's scope: each chunk is made inside it again, or its queries would read
+    every project's rows."""
+    iterator = iter(chunks)
+    while True:
+        before = get_script_prefix()
+        set_script_prefix(prefix)
+        try:
+            with projects.scoped(scope):
+                chunk = next(iterator)
+        except StopIteration:
+            return
+        finally:
+            set_script_prefix(before)
+        yield chunk
 
 
 def _bearer(request) -> ApiKey | None | bool:

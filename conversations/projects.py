@@ -130,12 +130,11 @@ class ProjectScopedManager(models.Manager):
 
 
 def scoped_manager(queryset_class, *, namespace_field: str | None = None, project_field: str = "project_id"):
-    """A `ProjectScopedManager` with a model's own QuerySet methods."""
-    manager_class = ProjectScopedManager.from_queryset(queryset_class)
-    manager = manager_class()
-    manager.namespace_field = namespace_field
-    manager.project_field = project_field
-    return manager
+    """A `ProjectScopedManager` with a model's own QuerySet methods. The fields are the class's,
+    not the instance's: a related manager (`fact.events`) is a new instance of the same class."""
+    base = ProjectScopedManager.from_queryset(queryset_class)
+    manager_class = type(base.__name__, (base,), {"namespace_field": namespace_field, "project_field": project_field})
+    return manager_class()
 
 
 def unscoped_manager(queryset_class=models.QuerySet):

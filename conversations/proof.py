@@ -208,6 +208,14 @@ def verify_audit(*, last: int | None = None) -> chain.Verdict:
     return chain.verify_rows(audit_records(after), record_type="audit", genesis=genesis, first_position=None)
 
 
+def audit_events_seen(*, last: int) -> int:
+    """How many of the audit log's last `last` events are the current scope's. The chain runs
+    through every project's events and is walked whole; a page of one project counts its own."""
+    boundary = list(AuditEvent.everywhere.order_by("-id").values_list("id", flat=True)[last:last + 1])
+    events = AuditEvent.objects.all()
+    return (events.filter(id__gt=boundary[0]) if boundary else events).count()
+
+
 def _erased_model():
     try:
         return apps.get_model("retention", "ErasedRow")

@@ -209,7 +209,7 @@ def sealed(model, record_type: str, conversation_id, values: dict) -> dict:
     """The salt, commitment and chain hash of a new `model` row with `values`, chained after the
     conversation's last row of that table (conversations/chain.py). The caller holds the
     conversation (its lock, or a staged import's hold) and inserts the row in this transaction."""
-    prev = model.objects.filter(conversation_id=conversation_id).order_by("-id").values_list(
+    prev = model._base_manager.filter(conversation_id=conversation_id).order_by("-id").values_list(
         "chain_hash", flat=True).first()
     salt, commitment, chain_hash = chain.seal(bytes(prev) if prev is not None else chain.GENESIS,
                                               chain.payload(record_type, values))

@@ -6,8 +6,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from conversations import idempotency, store
+from conversations import api_keys, idempotency, projects, store
 from conversations.models import AuditEvent, Checkpoint, Conversation, IdempotencyKey, Message
+from conversations.project_store import create_project
+from conversations.retention import erasure
+from conversations.roles import assign_role
 from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = pytest.mark.django_db
@@ -80,6 +83,54 @@ def test_a_person_sending_a_stale_key_writes_as_themselves(client, convo):
     assert person.post(path, STEP, headers=keyed("k"))["Idempotent-Replayed"] == "true"
     assert IdempotencyKey.objects.get().caller == f"user:{user.pk}"
     assert Message.objects.of(convo.pk).count() == 5
+
+
+# ---- one key space per project ------------------------------------------------------------
+
+
+CREATE = {"title": "Refund for order 7", "subject": "customer:42", "namespace": "support-bot",
+          "external_id": "session-1"}
+
+
+def project_key(project) -> str:
+    return api_keys.create_api_key(name=f"{project.slug}-agent", scopes=["read", "write"], project=project)[1]
+
+
+def test_the_same_key_from_two_projects_keys_is_two_writes(client):
+    alpha, beta = create_project(slug="alpha"), create_project(slug="beta")
+    ours = Api(client, project_key(alpha)).post("/conversations", CREATE, headers=keyed("create-1"))
+    theirs = Api(client, project_key(beta)).post("/conversations", CREATE, headers=keyed("create-1"))
+    assert ours.status_code == theirs.status_code == 201
+    assert "Idempotent-Replayed" not in theirs and theirs.json()["id"] != ours.json()["id"]
+    assert {c.project_id for c in Conversation.everywhere.filter(external_id="session-1")} == {alpha.pk, beta.pk}
+    assert dict(IdempotencyKey.objects.values_list("project_id", "key")) == {alpha.pk: "create-1",
+                                                                            beta.pk: "create-1"}
+
+
+def test_a_person_acting_in_two_projects_writes_once_in_each(client):
+    alpha, beta = create_project(slug="alpha"), create_project(slug="beta")
+    person = login_as(client, None, "ann")
+    assign_role(person, "admin", alpha)
+    assign_role(person, "admin", beta)
+    api = Api(client, None)
+    made = {slug: api.post("/conversations", CREATE, headers={**keyed("create-1"), "X-Memoryui-Project": slug})
+            for slug in ("alpha", "beta")}
+    assert made["alpha"].status_code == made["beta"].status_code == 201
+    assert "Idempotent-Replayed" not in made["beta"]
+    again = api.post("/conversations", CREATE, headers={**keyed("create-1"), "X-Memoryui-Project": "beta"})
+    assert again["Idempotent-Replayed"] == "true" and again.json()["id"] == made["beta"].json()["id"]
+    assert Conversation.everywhere.get(pk=made["alpha"].json()["id"]).project_id == alpha.pk
+    assert Conversation.everywhere.get(pk=made["beta"].json()["id"]).project_id == beta.pk
+
+
+def test_a_deletion_request_forgets_its_own_projects_keys_only(client):
+    alpha, beta = create_project(slug="alpha"), create_project(slug="beta")
+    for project in (alpha, beta):
+        assert Api(client, project_key(project)).post("/conversations", CREATE,
+                                                      headers=keyed("create-1")).status_code == 201
+    with projects.scoped(projects.one(alpha.pk)):
+        erasure.execute_deletion(subject="customer:42", actor="user:admin")
+    assert list(IdempotencyKey.objects.values_list("project_id", flat=True)) == [beta.pk]
 
 
 @pytest.mark.parametrize("bad", ["", " ", "has space", "x" * 256, "naïve", "tab\there"])

@@ -224,3 +224,10 @@ def test_a_message_memoryui_cannot_show_as_a_chat_row_is_a_note_and_the_checkpoi
     [row] = rows(thread.pk)
     assert row["kind"] == "note" and row["text"].startswith("[tool] not shown as a chat row")
     saver.close()
+
+
+@pytest.mark.parametrize("name", ["thread_id", "checkpoint_ns", "checkpoint_id", "before"])
+def test_a_listing_refuses_a_nul_in_its_query_naming_it(client, name):
+    reader = make_key(["read"], name="reader")
+    answer = client.get("/api/v1/langgraph/checkpoints", {name: "a\x00b"}, HTTP_AUTHORIZATION=f"Bearer {reader}")
+    assert answer.status_code == 422 and answer.json()["error"]["field"] == name

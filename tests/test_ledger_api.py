@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from conversations import store
+from conversations import api_keys, store
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+from conversations.project_store import create_project
 from tests.api_support import Api, error_of, login_as, make_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
@@ -185,6 +186,23 @@ def test_lookup_answers_already_done_across_conversations(writer, convo):
     assert writer.get("/actions", {"idempotency_key": KEY, "namespace": "elsewhere"}).json()["performed"] is False
 
 
+def test_a_business_key_is_its_projects_own(client, writer, convo):
+    """Two projects' agents refunding the same order key each perform it once, and neither's
+    lookup, retry or export finds the other's entry."""
+    other = create_project(slug="other")
+    theirs = Api(client, api_keys.create_api_key(name="other-agent", scopes=["read", "write"], project=other)[1])
+    assert writer.post(actions_path(convo), refund_body()).status_code == 201
+    made = theirs.post("/conversations", {"title": "theirs"}).json()
+    answer = theirs.post(f"/conversations/{made['id']}/actions", refund_body())
+    assert answer.status_code == 201 and answer.json()["status"] == "performed"
+    assert Action.everywhere.filter(idempotency_key=KEY, status="performed").count() == 2
+    found = theirs.get("/actions", {"idempotency_key": KEY}).json()
+    assert found["action"]["conversation_id"] == made["id"] and len(found["entries"]) == 1
+    assert writer.get("/actions", {"idempotency_key": KEY}).json()["action"]["conversation_id"] == str(convo.pk)
+    exported = b"".join(theirs.get("/actions/export", {"format": "csv"}).streaming_content).decode()
+    assert made["id"] in exported and str(convo.pk) not in exported
+
+
 def test_lookup_refuses_a_namespace_that_contradicts_the_conversation(writer, convo):
     r = writer.get("/actions", {"idempotency_key": KEY, "namespace": "x", "conversation_id": str(convo.pk)})
     assert r.status_code == 422 and error_of(r)["field"] == "namespace"
@@ -197,13 +215,14 @@ def test_the_lookup_is_one_indexed_query(writer, convo, django_assert_max_num_qu
     writer.post(actions_path(convo), refund_body())
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute("EXPLAIN QUERY PLAN SELECT * FROM ledger_action WHERE namespace = '' AND "
+            cursor.execute("EXPLAIN QUERY PLAN SELECT * FROM ledger_action WHERE project_id = 1 AND namespace = '' AND "
                            "idempotency_key = %s ORDER BY id LIMIT 100", [KEY])
             plan = " ".join(str(row) for row in cursor.fetchall())
             assert "ledger_action_key_idx" in plan and "SCAN" not in plan.replace("SCAN ledger_action USING", "")
         else:
             cursor.execute("SET enable_seqscan = off")
-            cursor.execute("EXPLAIN SELECT * FROM ledger_action WHERE namespace = '' AND idempotency_key = %s "
+            cursor.execute("EXPLAIN SELECT * FROM ledger_action WHERE project_id = 1 AND namespace = '' AND "
+                           "idempotency_key = %s "
                            "ORDER BY id LIMIT 100", [KEY])
             plan = " ".join(row[0] for row in cursor.fetchall())
             cursor.execute("SET enable_seqscan = on")

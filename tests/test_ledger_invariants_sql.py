@@ -1,12 +1,16 @@
 """The ledger's append-only rules, attacked with raw SQL: the database itself must refuse."""
 
+import importlib
+from types import SimpleNamespace
+
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import store
+from conversations import projects, store
 from conversations.ledger import store as ledger
 from conversations.ledger.models import Action, TaskStateEvent, WorkspaceSnapshot
+from conversations.project_store import create_project
 
 pytestmark = pytest.mark.django_db
 
@@ -95,30 +99,69 @@ def test_rows_are_deleted_with_their_conversation_on_the_deletion_path(ticket):
 def test_a_second_performed_entry_for_a_key_is_refused(ticket):
     with pytest.raises(IntegrityError):
         run_sql(
-            "INSERT INTO ledger_action (conversation_id, position, namespace, idempotency_key, name, arguments, "
-            "result, status, actor, created_at) VALUES (%s, 0, '', %s, 'issue_refund', '{}', 'null', 'performed', "
-            "'mallory', %s)",
+            "INSERT INTO ledger_action (project_id, conversation_id, position, namespace, idempotency_key, name, "
+            "arguments, result, status, actor, created_at) VALUES (1, %s, 0, '', %s, 'issue_refund', '{}', 'null', "
+            "'performed', 'mallory', %s)",
             [db_id(ticket), KEY, now()],
         )
     # Also from another conversation: the key is unique across the namespace.
     other = store.create_conversation(title="elsewhere")
     with pytest.raises(IntegrityError):
         run_sql(
-            "INSERT INTO ledger_action (conversation_id, position, namespace, idempotency_key, name, arguments, "
-            "result, status, actor, created_at) VALUES (%s, -1, '', %s, 'issue_refund', '{}', 'null', 'performed', "
-            "'mallory', %s)",
+            "INSERT INTO ledger_action (project_id, conversation_id, position, namespace, idempotency_key, name, "
+            "arguments, result, status, actor, created_at) VALUES (1, %s, -1, '', %s, 'issue_refund', '{}', 'null', "
+            "'performed', 'mallory', %s)",
             [db_id(other), KEY, now()],
         )
     assert Action.objects.filter(status="performed").count() == 1
+
+
+def test_the_same_key_is_performed_once_in_each_project(ticket):
+    project = create_project(slug="elsewhere")
+    with projects.scoped(projects.one(project.pk)):
+        theirs = store.create_conversation(title="another project's")
+    run_sql(
+        "INSERT INTO ledger_action (project_id, conversation_id, position, namespace, idempotency_key, name, "
+        "arguments, result, status, actor, created_at) VALUES (%s, %s, -1, '', %s, 'issue_refund', '{}', 'null', "
+        "'performed', 'their agent', %s)",
+        [project.pk, db_id(theirs), KEY, now()],
+    )
+    assert Action.everywhere.filter(status="performed", idempotency_key=KEY).count() == 2
+
+
+def test_the_migration_gives_each_action_its_conversations_project(ticket):
+    """Ledger migration 0005 added the column with every row in `default`; rows of another
+    project's conversations take that project, and the guard against updates is back after."""
+    project = create_project(slug="elsewhere")
+    with projects.scoped(projects.one(project.pk)):
+        theirs = store.create_conversation(title="another project's")
+    run_sql(
+        "INSERT INTO ledger_action (project_id, conversation_id, position, namespace, idempotency_key, name, "
+        "arguments, result, status, actor, created_at) VALUES (1, %s, -1, '', 'k', 'n', '{}', 'null', 'failed', "
+        "'x', %s)",
+        [db_id(theirs), now()],
+    )
+    migration = importlib.import_module("conversations.ledger.migrations.0005_action_project")
+    with transaction.atomic(), connection.cursor() as cursor:
+        # What the migration's statements need of a schema editor: its connection and execute().
+        editor = SimpleNamespace(connection=connection, execute=lambda sql, params=None: cursor.execute(sql))
+        if connection.vendor == "postgresql":
+            # The test's own inserts are still to be checked (deferred foreign keys): a migration has none.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        migration.take_conversation_projects(None, editor)
+    assert Action.everywhere.get(conversation_id=theirs.pk).project_id == project.pk
+    assert {a.project_id for a in Action.everywhere.filter(conversation_id=ticket.pk)} == {1}
+    with pytest.raises(DatabaseError):
+        run_sql("UPDATE ledger_action SET project_id = 1 WHERE conversation_id = %s", [db_id(theirs)])
 
 
 @pytest.mark.parametrize("status, original", [("already_performed", None), ("refunded", 1)])
 def test_an_action_needs_a_known_status_and_a_retry_its_original(ticket, status, original):
     with pytest.raises(IntegrityError):
         run_sql(
-            "INSERT INTO ledger_action (conversation_id, position, namespace, idempotency_key, name, arguments, "
-            "result, status, original_id, actor, created_at) VALUES (%s, 0, '', 'k2', 'n', '{}', 'null', %s, %s, "
-            "'x', %s)",
+            "INSERT INTO ledger_action (project_id, conversation_id, position, namespace, idempotency_key, name, "
+            "arguments, result, status, original_id, actor, created_at) VALUES (1, %s, 0, '', 'k2', 'n', '{}', "
+            "'null', %s, %s, 'x', %s)",
             [db_id(ticket), status, original, now()],
         )
 

@@ -4,12 +4,17 @@ The cross-project matrix (tests/test_project_matrix.py) walks every route; these
 the rules themselves: where a new row goes, what a key or a person of one project sees of
 another's, and how the commands make projects, keys and members."""
 
+import io
+import zipfile
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from conversations import api_keys, projects, store
-from conversations.models import Conversation, Project
+from conversations.facts import store as facts
+from conversations.models import AuditEvent, Conversation, Project
 from conversations.project_store import create_project
+from conversations.retention import erasure
 from conversations.roles import assign_role
 from tests.api_support import Api, error_of
 from tests.helpers import make_user
@@ -177,3 +182,47 @@ def test_a_conversation_never_moves_to_another_project(two):
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("UPDATE conversations_conversation SET project_id = %s WHERE id = %s",
                        [b.pk, Conversation._meta.pk.get_db_prep_value(c.pk, connection)])
+
+
+def test_a_streamed_answer_is_read_inside_the_request_project(client, two):
+    """A subject's ZIP is written as it is sent, after the view returned: what it reads is still
+    read in the key's project."""
+    a, b = two
+    for project, text in ((a, "alpha's fact"), (b, "beta's fact")):
+        with projects.scoped(projects.one(project.pk)):
+            facts.propose_fact(subject="customer:9", text=text, importance=5, created_by="test")
+    answer = Api(client, key_of(a, scopes=("admin",))).get("/subject-export", {"subject": "customer:9"})
+    with zipfile.ZipFile(io.BytesIO(b"".join(answer.streaming_content))) as archive:
+        held = archive.read("facts.jsonl").decode()
+    assert "alpha's fact" in held and "beta's fact" not in held
+
+
+def test_the_verification_page_walks_only_the_project_own_conversations(client, two):
+    a, b = two
+    theirs = in_project(b, store.create_conversation, title="beta chain")
+    gone = in_project(b, store.create_conversation, title="beta erased")
+    with projects.scoped(projects.one(b.pk)):
+        receipt = erasure.execute_deletion(conversation_ids=[gone.pk], actor="user:beta-admin", kind="conversation")
+    in_project(a, store.create_conversation, title="alpha chain")
+    person = make_user(None, "ann")
+    assign_role(person, "admin", a)
+    client.force_login(person)
+    body = client.get("/p/alpha/admin/verification/").content.decode()
+    assert "alpha chain" in body
+    for hidden in ("beta chain", str(theirs.pk), str(gone.pk), str(receipt.pk)):
+        assert hidden not in body
+    own_events = AuditEvent.objects.filter(project=a).count()
+    assert f"verified</span> {own_events} events" in body
+
+
+def test_a_subject_page_shows_the_history_of_the_project_own_facts_only(client, two):
+    a, b = two
+    for project in (a, b):
+        fact = in_project(project, facts.propose_fact, subject="customer:9", text=f"{project.slug}'s fact",
+                          importance=5, created_by=f"key:{project.slug}-agent")
+        in_project(project, facts.approve_fact, fact_id=fact.pk, actor=f"user:{project.slug}-reviewer")
+    person = make_user(None, "rita")
+    assign_role(person, "reviewer", a)
+    client.force_login(person)
+    body = client.post("/p/alpha/facts/subject/", {"s": "customer:9"}, follow=True).content.decode()
+    assert "alpha-reviewer" in body and "beta-reviewer" not in body and "beta's fact" not in body

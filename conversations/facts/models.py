@@ -194,9 +194,13 @@ class FactEvent(models.Model):
     # Ids and numbers only (the other fact of a supersession, a recall's score).
     detail = models.JSONField(default=dict, blank=True)
 
-    objects = FactEventQuerySet.as_manager()
+    # The events of the current project's facts (an event holds no project of its own: its
+    # fact does). `everywhere`: every project's.
+    objects = projects.scoped_manager(FactEventQuerySet, project_field="fact__project_id")
+    everywhere = FactEventQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [models.Index(fields=["fact", "at"], name="factevent_fact_at_idx")]
 
     def __str__(self) -> str:

@@ -35,7 +35,7 @@ from ninja import Field, Query, Router, Schema
 from pydantic import BaseModel
 
 from conversations import idempotency, keyset, params
-from conversations.api_schemas import ListOut, passed_raw
+from conversations.api_schemas import ListOut, json_body_doc, passed_raw
 from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
@@ -137,8 +137,42 @@ def _ids(**values) -> list[str]:
     return [params.identifier(value, name, max_length=MAX_TEXT) for name, value in values.items()]
 
 
+_TEXT = {"type": "string", "maxLength": MAX_TEXT}
+_EXAMPLE_SESSION = "session-7f3a9c"
+IMPORT_BODY = json_body_doc(
+    {"type": "object", "additionalProperties": False, "properties": {
+        "format": {"type": "string", "enum": list(CHOICES), "default": "auto"},
+        "content": {"type": "string", "description": "A transcript file's text."},
+        "document": {"type": ["object", "array"], "description": "A transcript that is one JSON document."},
+        "entries": {"type": "array", "description": "A batch of entries (Claude Code) or items (openai-responses) "
+                                                   "appended to the session key `namespace` + `external_id`."},
+        "namespace": _TEXT, "external_id": _TEXT, "subject": _TEXT, "title": _TEXT,
+        "dry_run": {"type": "boolean", "default": False},
+        "expected_entries": {"type": "integer", "minimum": 0},
+        "summary": {"type": "object", "description": "The SDK's folded session summary (Claude Code)."},
+        "pin_older_than_retention": {"type": "boolean", "default": False}}},
+    {"transcript": {"summary": "A whole transcript (an OpenAI chat request)", "value": {
+        "format": "openai-chat", "namespace": "support-bot", "subject": "customer:42", "document": {"messages": [
+            {"role": "user", "content": "Where is my refund for order 7?"},
+            {"role": "assistant", "content": "It was refunded on May 3."}]}}},
+     "entries": {"summary": "Claude Code entries appended to a session", "value": {
+         "namespace": "claude-code", "external_id": _EXAMPLE_SESSION, "subject": "customer:42", "entries": [
+             {"type": "user", "uuid": "6f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88", "sessionId": _EXAMPLE_SESSION,
+              "message": {"role": "user", "content": "Fix the failing test"}}],
+         "summary": {"first_prompt": "Fix the failing test"}}},
+     "items": {"summary": "Responses items appended to an OpenAI Agents session", "value": {
+         "format": "openai-responses", "namespace": "agents", "external_id": _EXAMPLE_SESSION,
+         "entries": [{"role": "user", "content": "Where is my refund?"}]}}},
+    "Exactly one of `content`, `document` or `entries`.")
+SESSION_BODY = json_body_doc(
+    {"type": "object", "additionalProperties": False, "required": ["session_id"], "properties": {
+        "namespace": _TEXT, "session_id": _TEXT, "expected_entries": {"type": "integer", "minimum": 0}}},
+    {"session": {"summary": "An OpenAI Agents session", "value": {"namespace": "agents",
+                                                                  "session_id": _EXAMPLE_SESSION}}})
+
+
 @router.post("/imports", operation_id="import_transcript", summary="Import a transcript, or append entries",
-             response={200: dict, 201: dict})
+             response={200: dict, 201: dict}, openapi_extra=IMPORT_BODY)
 @scope("write")
 def import_transcript(request):
     """Import a whole transcript (`content` or `document`) or append a batch of Claude Code
@@ -324,7 +358,7 @@ def session_items(request, namespace: str = Query("", max_length=MAX_TEXT),
 
 
 @router.post("/imports/sessions/pop", operation_id="session_pop", summary="Take a session's last item back",
-             response={200: PoppedOut})
+             response={200: PoppedOut}, openapi_extra=SESSION_BODY)
 @scope("write")
 def session_pop(request):
     """The OpenAI Agents SDK's `pop_item`, destroying nothing: a retraction record joins the
@@ -339,7 +373,7 @@ def session_pop(request):
 
 
 @router.post("/imports/sessions/clear", operation_id="session_clear", summary="Start a session's next conversation",
-             response={200: ClearedOut})
+             response={200: ClearedOut}, openapi_extra=SESSION_BODY)
 @scope("write")
 def session_clear(request):
     """The OpenAI Agents SDK's `clear_session`, destroying nothing: the session continues in a

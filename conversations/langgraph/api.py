@@ -15,11 +15,11 @@ from ninja import Router, Schema, Status
 from pydantic import BaseModel, Field, StrictInt, StrictStr
 
 from conversations import keyset
-from conversations.api_schemas import ListOut
+from conversations.api_schemas import ListOut, inline_schema, json_body_doc
 from conversations.apiauth import scope
 from conversations.errors import InvalidInput
 from conversations.jsonbody import StrictBody, read_body
-from conversations.params import BadParameter, identifier, int_param
+from conversations.params import BadParameter, check_query_text, identifier, int_param
 
 from . import history, store
 from .models import ID_MAX, KEY_MAX, LangGraphCheckpoint, LangGraphWrite
@@ -82,6 +82,21 @@ class CopyIn(StrictBody):
 class PruneIn(StrictBody):
     thread_ids: list[StrictStr] = Field(..., max_length=10_000)
     strategy: StrictStr = "keep_latest"
+
+
+def _body(model, summary: str, value: dict) -> dict:
+    """The operation's request body in the OpenAPI document (read_body parses it, not ninja)."""
+    return json_body_doc(inline_schema(model), {"example": {"summary": summary, "value": value}})
+
+
+def _query(*parameters: tuple[str, str], required: tuple[str, ...] = ()) -> dict:
+    """Query parameters a handler reads itself (LangGraph's list protocol), in the OpenAPI document."""
+    return {"parameters": [{"in": "query", "name": name, "required": name in required, "schema": {"type": "string"},
+                            "description": description} for name, description in parameters]}
+
+
+EXAMPLE_THREAD = "thread-7f3a9c"
+EXAMPLE_BLOB = {"type": "msgpack", "data": "gqF2AQ=="}
 
 
 # Answers: the list items are plain pydantic models (not ninja Schemas), which a page of 1,000 serializes
@@ -149,7 +164,12 @@ def _b64(data) -> str:
 
 
 @router.post("/langgraph/checkpoints", operation_id="put_langgraph_checkpoint",
-             summary="Keep a LangGraph checkpoint and project its messages", response={201: CheckpointPutOut})
+             summary="Keep a LangGraph checkpoint and project its messages", response={201: CheckpointPutOut},
+             openapi_extra=_body(CheckpointIn, "The first checkpoint of a thread, with its one message", {
+                 "thread_id": EXAMPLE_THREAD, "checkpoint_ns": "", "checkpoint_id": "1ef4f797-8335-6428-8001",
+                 "checkpoint": EXAMPLE_BLOB, "metadata": EXAMPLE_BLOB,
+                 "metadata_json": {"source": "input", "step": -1},
+                 "messages": [{"id": "h-1", "message": {"type": "human", "content": "How cold is Oslo?"}}]}))
 @scope("write")
 def put_checkpoint(request):
     """Store a checkpoint's serialised bytes as given; the new messages of its `messages`
@@ -167,7 +187,10 @@ def put_checkpoint(request):
 
 
 @router.post("/langgraph/writes", operation_id="put_langgraph_writes", summary="Keep a task's pending writes",
-             response={201: WritesOut})
+             response={201: WritesOut},
+             openapi_extra=_body(WritesIn, "One task's write to the messages channel", {
+                 "thread_id": EXAMPLE_THREAD, "checkpoint_ns": "", "checkpoint_id": "1ef4f797-8335-6428-8001",
+                 "task_id": "task-1", "writes": [{"idx": 0, "channel": "messages", "value": EXAMPLE_BLOB}]}))
 @scope("write")
 def put_writes(request):
     """Needs `write`."""
@@ -182,13 +205,21 @@ def put_writes(request):
 
 @router.get("/langgraph/checkpoints", operation_id="list_langgraph_checkpoints",
             summary="LangGraph checkpoints, newest first, with their pending writes",
-            response=StoredCheckpointList)
+            response=StoredCheckpointList,
+            openapi_extra=_query(("thread_id", "Only this thread's."),
+                                 ("checkpoint_ns", "Only this namespace's (absent: every namespace)."),
+                                 ("checkpoint_id", "Only this checkpoint."),
+                                 ("before", "Only checkpoints older than this checkpoint id."),
+                                 ("filter", "A JSON object the checkpoint's metadata must match."),
+                                 ("limit", f"At most this many (1 to {LIST_MAX}).")))
 @scope("read")
 def list_checkpoints(request):
     """Query: `thread_id`, `checkpoint_ns` (absent: every namespace), `checkpoint_id`,
     `before` (a checkpoint id), `filter` (a JSON object the metadata must match), `limit`.
     Needs `read`."""
     q = request.GET
+    for name in ("thread_id", "checkpoint_ns", "checkpoint_id", "before"):
+        check_query_text(q.get(name), name)  # a NUL no database stores: 400, not PostgreSQL's 500
     found = LangGraphCheckpoint.objects.all()
     for name in ("thread_id", "checkpoint_ns", "checkpoint_id"):
         if name in q:
@@ -237,7 +268,8 @@ def _checkpoint_dict(cp: LangGraphCheckpoint, writes: list) -> dict:
 
 
 @router.post("/langgraph/threads/delete", operation_id="delete_langgraph_thread",
-             summary="Forget a thread's checkpoints (its conversations stay)", response=CheckpointsDeletedOut)
+             summary="Forget a thread's checkpoints (its conversations stay)", response=CheckpointsDeletedOut,
+             openapi_extra=_body(ThreadIn, "Forget one thread", {"thread_id": EXAMPLE_THREAD}))
 @scope("write")
 def delete_thread(request):
     body = read_body(request, ThreadIn)
@@ -245,7 +277,8 @@ def delete_thread(request):
 
 
 @router.post("/langgraph/runs/delete", operation_id="delete_langgraph_runs",
-             summary="Forget the checkpoints of some runs", response=CheckpointsDeletedOut)
+             summary="Forget the checkpoints of some runs", response=CheckpointsDeletedOut,
+             openapi_extra=_body(RunsIn, "Forget one run's checkpoints", {"run_ids": ["run-1"]}))
 @scope("write")
 def delete_for_runs(request):
     body = read_body(request, RunsIn)
@@ -253,7 +286,9 @@ def delete_for_runs(request):
 
 
 @router.post("/langgraph/threads/copy", operation_id="copy_langgraph_thread", summary="Copy a thread's checkpoints",
-             response=CopiedOut)
+             response=CopiedOut,
+             openapi_extra=_body(CopyIn, "Copy a thread", {"source_thread_id": EXAMPLE_THREAD,
+                                                           "target_thread_id": "thread-copy"}))
 @scope("write")
 def copy_thread(request):
     body = read_body(request, CopyIn)
@@ -262,7 +297,9 @@ def copy_thread(request):
 
 
 @router.post("/langgraph/threads/prune", operation_id="prune_langgraph_threads", summary="Prune threads' checkpoints",
-             response=CheckpointsDeletedOut)
+             response=CheckpointsDeletedOut,
+             openapi_extra=_body(PruneIn, "Keep each thread's latest checkpoint",
+                                 {"thread_ids": [EXAMPLE_THREAD], "strategy": "keep_latest"}))
 @scope("write")
 def prune(request):
     body = read_body(request, PruneIn)
@@ -303,7 +340,10 @@ def _history_dict(current) -> dict:
 
 
 @router.get("/langchain/history", operation_id="get_langchain_history", summary="A LangChain chat history",
-            response=HistoryOut)
+            response=HistoryOut,
+            openapi_extra=_query(("session_id", "The history's session id."),
+                                 ("namespace", f"Its namespace (default {history.DEFAULT_NAMESPACE!r})."),
+                                 required=("session_id",)))
 @scope("read")
 def get_history(request):
     """Query: `session_id`, `namespace` (default "langchain"). The active view as LangChain
@@ -314,7 +354,10 @@ def get_history(request):
 
 
 @router.post("/langchain/history/messages", operation_id="add_langchain_messages",
-             summary="Append to a LangChain chat history", response={201: HistoryHeadOut})
+             summary="Append to a LangChain chat history", response={201: HistoryHeadOut},
+             openapi_extra=_body(HistoryMessagesIn, "A question", {
+                 "namespace": history.DEFAULT_NAMESPACE, "session_id": "session-7f3a9c",
+                 "messages": [{"type": "human", "content": "How cold is Oslo?"}]}))
 @scope("write")
 def add_history_messages(request):
     """Each message becomes the row it maps to, with the original kept in its meta. Needs `write`."""
@@ -328,7 +371,9 @@ def add_history_messages(request):
 
 
 @router.post("/langchain/history/clear", operation_id="clear_langchain_history",
-             summary="Start a LangChain chat history's next generation", response=HistoryHeadOut)
+             summary="Start a LangChain chat history's next generation", response=HistoryHeadOut,
+             openapi_extra=_body(HistoryIn, "Clear a history", {"namespace": history.DEFAULT_NAMESPACE,
+                                                                "session_id": "session-7f3a9c"}))
 @scope("write")
 def clear_history(request):
     """The history continues empty in a new conversation; the old one stays. Needs `write`."""

@@ -23,7 +23,8 @@ import shlex
 from django.db import models
 from django.utils import timezone
 
-from conversations.models import ChainedRow, Conversation
+from conversations import projects
+from conversations.models import ChainedRow, Conversation, Project
 
 PERFORMED, FAILED, ALREADY_PERFORMED = "performed", "failed", "already_performed"
 ACTION_STATUSES = (PERFORMED, FAILED, ALREADY_PERFORMED)
@@ -114,13 +115,15 @@ class Action(ChainedRow):
     """One attempt at a side effect, written by code after the tool returned.
 
     `idempotency_key` is the business key (ticket, order, item, amount …), unique
-    among `performed` entries of a namespace: a retry with the same key is
+    among `performed` entries of a namespace of a project: a retry with the same key is
     recorded as `already_performed`, pointing at the entry that did it.
     """
 
     id = models.BigAutoField(primary_key=True)
     conversation = models.ForeignKey(Conversation, on_delete=models.DO_NOTHING, related_name="+",
                                      db_index=False)
+    # The conversation's project (a fork's stays its parent's): business keys are the project's own.
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+", db_index=False)
     position = models.BigIntegerField()
     # The conversation's namespace when recorded ("" is the store-wide namespace).
     namespace = models.CharField(max_length=200, blank=True, default="")
@@ -137,11 +140,15 @@ class Action(ChainedRow):
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
-    objects = ActionQuerySet.as_manager()
+    # The current project's entries (and its key's namespaces'): a lookup by business key never
+    # finds another project's. `everywhere`: the store's own chain look-ups.
+    objects = projects.scoped_manager(ActionQuerySet, namespace_field="namespace")
+    everywhere = ActionQuerySet.as_manager()
 
     class Meta:
+        base_manager_name = "everywhere"
         indexes = [
-            models.Index(fields=["namespace", "idempotency_key", "id"], name="ledger_action_key_idx"),
+            models.Index(fields=["project", "namespace", "idempotency_key", "id"], name="ledger_action_key_idx"),
             models.Index(fields=["conversation", "position", "id"], name="ledger_action_timeline_idx"),
             models.Index(fields=["created_at", "id"], name="ledger_action_created_idx"),
             models.Index(fields=["inherited_from"], name="ledger_action_inherited_idx",
@@ -150,7 +157,7 @@ class Action(ChainedRow):
         constraints = [
             # The rule the ledger exists for: one entry did it, whatever the retries.
             models.UniqueConstraint(
-                fields=["namespace", "idempotency_key"],
+                fields=["project", "namespace", "idempotency_key"],
                 condition=models.Q(status=PERFORMED, inherited_from__isnull=True),
                 name="ledger_action_performed_once",
             ),

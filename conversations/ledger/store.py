@@ -178,7 +178,7 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
     """Record one attempt at a side effect, after the tool returned.
 
     The first `performed` entry for a business key in the conversation's
-    namespace ("" is the store-wide one) is the one that did it. Any later
+    namespace ("" is the project-wide one) of its project is the one that did it. Any later
     attempt with that key — a retry after a timeout, a forked or resumed
     conversation doing it again — is recorded as `already_performed`, pointing at
     that entry, and the answer carries the original. A `failed` attempt is one
@@ -186,7 +186,8 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
 
     Under concurrency exactly one entry is `performed`: a unique index on
     (namespace, key) for performed entries decides between two writers, and the
-    loser's attempt is recorded as a retry of the winner's.
+    loser's attempt is recorded as a retry of the winner's. Another project's entries are
+    never seen: its agents' business keys are theirs (the same key there is another action).
     """
     key = _text(idempotency_key, field="idempotency_key", max_length=KEY_MAX)
     name = _text(name, field="name", max_length=NAME_MAX)
@@ -198,7 +199,7 @@ def record_action(*, conversation_id, idempotency_key, name, arguments=None, res
     with transaction.atomic():
         conversation = lock_conversation(conversation_id)
         now = timezone.now()
-        row = dict(position=conversation.next_position - 1,
+        row = dict(position=conversation.next_position - 1, project_id=conversation.project_id,
                    namespace=conversation.namespace, idempotency_key=key, name=name, arguments=arguments_text,
                    result=result_text, actor=actor, created_at=now)
         done = Action.objects.performed(conversation.namespace, key)

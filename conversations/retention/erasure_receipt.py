@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from . import pgfiles
-from .erasure_verify import FileSearch, is_wal_file, searched_by_kind
+from .erasure_verify import FileSearch, is_wal_file, searched_by_kind, set_aside_in_view
 
 
 def receipt_status(search: FileSearch) -> str:
@@ -56,7 +56,7 @@ class Checked:
 def verification(checked: Checked, *, subject: str, candidates: list[str], id_needles: list[str],
                  files_left: dict, seconds: dict) -> dict:
     """The receipt's `verification`: what was searched, where, what was found, and the verdict."""
-    search, set_aside = checked.search, checked.set_aside
+    search, set_aside = checked.search, set_aside_in_view(checked.set_aside)
     searched = search.status == "searched"
     strings_checked = [c for c in candidates if c not in set_aside]
     checkable = strings_checked + id_needles

@@ -15,7 +15,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db import connection, models
 
-from conversations import partitions
+from conversations import partitions, projects
 from conversations.facts.models import Fact
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
@@ -36,15 +36,18 @@ LEFTOVER_NEEDLE_MIN = 6
 
 # --- what data which stays still holds -------------------------------------------
 
+def _text_fields() -> list[tuple[type[models.Model], str]]:
+    """(model, field) of every text that data which stays can hold."""
+    fields = [(Message, "content"), (Checkpoint, "summary"), (Conversation, "title"), (Conversation, "subject"),
+              (Fact, "text"), (Fact, "subject"), (Fact, "reason")]
+    fields += [(table.model, name) for table in owned_tables() for name in table.text_fields]
+    return list(dict.fromkeys(fields))
+
+
 def _text_columns() -> list[tuple[str, str]]:
     """(table, column) of every text that data which stays can hold."""
-    columns = [(Message._meta.db_table, "content"), (Checkpoint._meta.db_table, "summary"),
-               (Conversation._meta.db_table, "title"), (Conversation._meta.db_table, "subject")]
-    columns += [(Fact._meta.db_table, "text"), (Fact._meta.db_table, "subject"), (Fact._meta.db_table, "reason")]
-    for table in owned_tables():
-        for name in table.text_fields:
-            columns.append((table.table, table.model._meta.get_field(name).column))
-    return list(dict.fromkeys(columns))
+    return list(dict.fromkeys((model._meta.db_table, model._meta.get_field(name).column)
+                              for model, name in _text_fields()))
 
 
 def _strings_in_live_data(values: list[str]) -> set[str]:
@@ -60,6 +63,28 @@ def _strings_in_live_data(values: list[str]) -> set[str]:
             row = cursor.fetchone() or ()
             found |= {v for v, flag in zip(values, row, strict=False) if flag}
     return found
+
+
+def set_aside_in_view(set_aside: set[str]) -> set[str]:
+    """The needles set aside that the current project's own rows still hold.
+
+    A needle is set aside wherever rows that stay hold it, whichever project they are of: the
+    files cannot tell one project's copy from another's. A receipt of one project says so only
+    of the needles its own rows hold; one only another project's rows hold counts as checked,
+    since saying otherwise would tell this project's admin that another project holds that
+    text (a guessed name, say). Its own copies are gone all the same: its rows were deleted."""
+    if not set_aside or projects.current().every:
+        return set(set_aside)
+    own = set()
+    for value in set_aside:
+        for model, name in _text_fields():
+            rows = model.objects.filter(**{f"{name}__contains": value})
+            if any(f.name == "conversation" for f in model._meta.concrete_fields):
+                rows = rows.filter(conversation__in=Conversation.objects.all())
+            if rows.exists():
+                own.add(value)
+                break
+    return own
 
 
 def ids_in_live_data(ids: list[uuid.UUID]) -> set[uuid.UUID]:

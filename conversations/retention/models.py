@@ -186,6 +186,17 @@ class MaintenanceLease(models.Model):
         return f"{self.name} lease held by {self.holder} for {self.kind}"
 
 
+class ErasedRowManager(models.Manager):
+    """The rows kept by the receipts the current scope sees: an erased row holds no project of
+    its own, its receipt does (a request filed for every project: seen where every project is)."""
+
+    def get_queryset(self):
+        rows = super().get_queryset()
+        if projects.current().every:
+            return rows
+        return rows.filter(receipt_id__in=DeletionReceipt.objects.values("id"))
+
+
 class ErasedRow(models.Model):
     """What a deletion request keeps of each row it erased: the row's commitment and chain
     hash, never its content or salt (conversations/chain.py). The erased conversation's
@@ -203,7 +214,11 @@ class ErasedRow(models.Model):
     commitment = models.BinaryField(null=True)
     chain_hash = models.BinaryField(null=True)
 
+    objects = ErasedRowManager()
+    everywhere = projects.unscoped_manager()
+
     class Meta:
+        base_manager_name = "everywhere"
         constraints = [
             models.UniqueConstraint(fields=["receipt_id", "conversation_ref", "record_type", "position"],
                                     name="erasedrow_uniq"),

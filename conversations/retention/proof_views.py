@@ -6,7 +6,7 @@ the audit log's last events; `manage.py verify_log` checks everything (the page 
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from conversations.proof import ERASED, TAMPERED, UNCHECKED, verify_all
+from conversations.proof import ERASED, TAMPERED, UNCHECKED, audit_events_seen, verify_all
 from conversations.roles import admin_required
 
 PAGE_CONVERSATIONS = 100
@@ -28,6 +28,6 @@ def verification(request):
     erased = [{"state": s, "badge": BADGE.get(s.state, s.state)} for s in report.erased]
     return render(request, "retention/verification.html", {
         "report": report, "rows": rows, "erased": erased, "limit": PAGE_CONVERSATIONS, "page_rows": f"{PAGE_ROWS:,}",
-        "audit_last": f"{PAGE_AUDIT_EVENTS:,}",
+        "audit_last": f"{PAGE_AUDIT_EVENTS:,}", "audit_events": audit_events_seen(last=PAGE_AUDIT_EVENTS),
         "counts": report.as_dict()["counts"],
     })
