@@ -65,6 +65,7 @@ def _execute_one(db, sql: str, params: list):
     # process then never imports.
     db.ensure_connection()
     db.validate_no_broken_transaction()
+    db.sync_scope()  # the project the row-level security policies read (memoryui/postgresql/base.py)
     with db.wrap_database_errors, db.Database.Cursor(db.connection) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() if cursor.description else None

@@ -33,26 +33,29 @@ class DatabaseWrapper(base.DatabaseWrapper):
     when a rollback may have undone them."""
 
     _scope_sent = None
-    _connecting = False
 
-    def ensure_connection(self):
-        super().ensure_connection()
-        if self._connecting:
-            return  # Django's own set-up of a new connection (its time zone, autocommit) comes first
+    def sync_scope(self) -> None:
+        """Send the current scope's two settings if the server does not hold them yet. Called
+        before a statement runs (every cursor, and the append path's own statements), never
+        while Django opens a connection or switches autocommit: a statement there would open a
+        transaction under it."""
         wanted = _settings_of(projects.current())
-        if self._scope_sent != wanted and self.connection is not None:
-            if self.connection.info.transaction_status == TransactionStatus.INERROR:
-                return  # the statement that follows fails anyway; the rollback forgets what was sent
-            with self.connection.cursor() as cursor:
-                cursor.execute(_SET_SCOPE, wanted)
-            self._scope_sent = wanted
+        if self._scope_sent == wanted or self.connection is None:
+            return
+        if self.connection.info.transaction_status == TransactionStatus.INERROR or self.needs_rollback:
+            return  # the statement that follows fails anyway; the rollback forgets what was sent
+        with self.connection.cursor() as cursor:
+            cursor.execute(_SET_SCOPE, wanted)
+        self._scope_sent = wanted
+
+    def _cursor(self, name=None):
+        cursor = super()._cursor(name)
+        self.sync_scope()
+        return cursor
 
     def connect(self):
-        self._scope_sent, self._connecting = None, True
-        try:
-            super().connect()
-        finally:
-            self._connecting = False
+        self._scope_sent = None
+        super().connect()
 
     def _rollback(self):
         self._scope_sent = None
