@@ -9,6 +9,8 @@ inserted without its project fails instead of landing in `default`; SQLite canno
 default without a rebuild, and the models always write the column.
 """
 
+import re
+
 from django.db import migrations, models
 
 from . import projects
@@ -64,26 +66,58 @@ def run_sql_by_vendor(sqlite: list[str], postgresql: list[str]):
 
 
 def replace_unique(*, model_name: str, table: str, name: str, fields: list[str]):
-    """Operations that make the unique constraint `name` cover `fields` (project first, say),
-    without the table rebuild Django's SQLite editor would make (and its triggers lost)."""
+    """Operations that make the unique constraint `name` cover `fields` (project first, say).
+    On SQLite a constraint Django created with its table lives inside CREATE TABLE, where no
+    statement can drop it: the table is rebuilt without it (`_sqlite_rebuild_without`), its
+    indexes and triggers (the append-only guards) made again, unlike Django's own rebuild."""
     columns = ", ".join(f"{f}_id" if f == "project" else f for f in fields)
 
-    def forward(vendor):
+    def forward(apps, schema_editor):
+        vendor = schema_editor.connection.vendor
         if vendor == "postgresql":
-            yield f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}"
-            yield f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE ({columns})"
+            schema_editor.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}", params=None)
+            schema_editor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE ({columns})", params=None)
+        elif vendor == "sqlite":
+            _sqlite_rebuild_without(schema_editor, table, name)
+            schema_editor.execute(f"DROP INDEX IF EXISTS {name}", params=None)
+            schema_editor.execute(f"CREATE UNIQUE INDEX {name} ON {table} ({columns})", params=None)
         else:
-            yield f"DROP INDEX IF EXISTS {name}"
-            yield f"CREATE UNIQUE INDEX {name} ON {table} ({columns})"
+            raise RuntimeError(f"memoryui supports SQLite and PostgreSQL, not {vendor}")
 
     return migrations.SeparateDatabaseAndState(
-        database_operations=[migrations.RunPython(_run(forward), migrations.RunPython.noop)],
+        database_operations=[migrations.RunPython(forward, migrations.RunPython.noop)],
         state_operations=[
             migrations.RemoveConstraint(model_name=model_name, name=name),
             migrations.AddConstraint(model_name=model_name,
                                      constraint=models.UniqueConstraint(fields=fields, name=name)),
         ],
     )
+
+
+def _sqlite_rebuild_without(schema_editor, table: str, constraint: str) -> None:
+    """Rebuild SQLite `table` without the constraint `constraint` written inside its CREATE
+    TABLE (nothing to do when it is not there): SQLite's own procedure for a change ALTER
+    TABLE cannot make (a new table, the rows copied, the old one dropped, the new one
+    renamed), then every index and trigger of the table made again from its own SQL. The
+    migration runs with foreign keys off (Django's SQLite schema editor), so references to
+    the table from others hold through the swap."""
+    clause = re.compile(rf',\s*CONSTRAINT "?{re.escape(constraint)}"? UNIQUE \([^)]*\)')
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = %s", [table])
+        found = cursor.fetchone()
+        if found is None or not clause.search(found[0]):
+            return
+        cursor.execute("SELECT sql FROM sqlite_master WHERE tbl_name = %s AND type IN ('index', 'trigger') "
+                       "AND sql IS NOT NULL ORDER BY type, name", [table])
+        kept = [sql for (sql,) in cursor.fetchall()]
+    created = re.compile(rf'^CREATE TABLE "?{re.escape(table)}"?')
+    rebuilt = f"{table}__rebuilt"
+    schema_editor.execute(created.sub(f'CREATE TABLE "{rebuilt}"', clause.sub("", found[0]), count=1), params=None)
+    schema_editor.execute(f'INSERT INTO "{rebuilt}" SELECT * FROM "{table}"', params=None)
+    schema_editor.execute(f'DROP TABLE "{table}"', params=None)
+    schema_editor.execute(f'ALTER TABLE "{rebuilt}" RENAME TO "{table}"', params=None)
+    for sql in kept:
+        schema_editor.execute(sql, params=None)
 
 
 def replace_index(*, model_name: str, table: str, index, columns: str, where: str = ""):
