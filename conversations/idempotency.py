@@ -3,7 +3,7 @@
 An agent whose request timed out cannot know whether it was written. It sends
 the request again with the same `Idempotency-Key` header, and:
 
-- the same key from the same caller (API key or person), within
+- the same key from the same caller (API key or person) in the same project, within
   MEMORYUI_IDEMPOTENCY_HOURS, with the same method, path (query included) and
   body gets the first answer again, status and body, with
   `Idempotent-Replayed: true`; nothing is written again;
@@ -58,6 +58,7 @@ from django.http import JsonResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from . import projects
 from .apiauth import authenticate_bearer
 from .http import error_json
 from .models import ApiKey, IdempotencyKey, key_lifetime
@@ -102,17 +103,27 @@ def parse_key(value: str | None) -> str | None:
 
 
 def caller_of(request) -> str | None:
-    """Whose key space this request writes in: its API key, else the logged-in person."""
+    """Whose key space this request writes in: its API key, else the logged-in person; and,
+    for a caller that acts in several projects (an all-projects key, a person), the project
+    it acts in, so that the same key sent in two projects is two writes and never answers
+    one project's request with another's (a key of one project has that project's only)."""
     header = request.headers.get("Authorization", "")
     if header[:7].lower() == "bearer ":
         key = authenticate_bearer(request, header[7:].strip())
         if isinstance(key, ApiKey):
-            return f"key:{key.pk}"
+            return f"key:{key.pk}" if key.project_id is not None else f"key:{key.pk}{_in_project()}"
     # No valid key: the API then admits a logged-in person by their session, if any.
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
-        return f"user:{user.pk}"
+        return f"user:{user.pk}{_in_project()}"
     return None
+
+
+def _in_project() -> str:
+    # `default` (and every project at once) adds nothing: the keys written before projects
+    # existed, all in `default`, stay the same callers' keys.
+    scope = projects.current()
+    return f"@{scope.project_id}" if scope.one and scope.project_id != projects.DEFAULT_PROJECT_ID else ""
 
 
 def fingerprint(request) -> str:
