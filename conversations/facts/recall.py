@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from conversations import projects
 from conversations.errors import InvalidInput
 
 from .models import Fact, FactEvent
@@ -111,11 +112,12 @@ def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
             )
         else:
             # plainto_tsquery ANDs the words; any-word matching ranks better for recall.
+            fence, fenced = projects.sql_fence("f.project_id")
             cursor.execute(
                 "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q) "
                 "SELECT f.id, ts_rank(f.text_tsv, q.q) FROM facts_fact f, q "
-                "WHERE f.subject = %s AND f.status = 'approved' AND f.text_tsv @@ q.q",
-                [" ".join(terms), subject],
+                f"WHERE f.subject = %s AND f.status = 'approved' AND f.text_tsv @@ q.q{fence}",
+                [" ".join(terms), subject, *fenced],
             )
         return {pk: float(rank) for pk, rank in cursor.fetchall()}
 
@@ -168,7 +170,7 @@ WITH cand AS (
            pow(0.995, max(0.0, (julianday(%s) - julianday(COALESCE(last_accessed_at, recorded_at))) * 24.0)) AS rec
     FROM facts_fact
     WHERE subject = %s AND status = 'approved' AND superseded_by_id IS NULL AND valid_from <= %s
-      AND (invalid_at IS NULL OR invalid_at > %s) AND (expires_at IS NULL OR expires_at > %s)
+      AND (invalid_at IS NULL OR invalid_at > %s) AND (expires_at IS NULL OR expires_at > %s){fence}
 ),
 ranked AS MATERIALIZED ({ranks}),
 parts AS (
@@ -199,7 +201,9 @@ _FTS_RANKS = ("SELECT rowid AS id, -bm25(facts_fact_fts, 1.0, 0.0) AS rank FROM 
 
 def _best_sqlite(subject, terms, now, limit, weights) -> list[tuple[float, int, ScoreParts]]:
     at = connection.ops.adapt_datetimefield_value(now)
-    args = [at, subject, at, at, at]
+    # The current project's facts only (the recall index leads with the project).
+    fence, fenced = projects.sql_fence("project_id")
+    args = [at, subject, at, at, at, *fenced]
     if terms:
         ranks = _FTS_RANKS
         args.append(_fts_match(subject, terms))
@@ -207,7 +211,7 @@ def _best_sqlite(subject, terms, now, limit, weights) -> list[tuple[float, int, 
         ranks = _NO_RANKS
     args += [*weights, limit]
     with connection.cursor() as cursor:
-        cursor.execute(_SQLITE_BEST.format(ranks=ranks), args)
+        cursor.execute(_SQLITE_BEST.format(ranks=ranks, fence=fence), args)
         return [(score, pk, ScoreParts(rec, imp, rel)) for pk, rec, imp, rel, score in cursor.fetchall()]
 
 
