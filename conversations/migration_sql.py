@@ -189,7 +189,7 @@ def via_parent(table: str, column: str, parent: str, parent_column: str = "id", 
     in the condition that set comes from the index that leads with it (the project's rows);
     left to the parent's policy alone, whose OR no index serves, it read every parent row of
     every project for each statement (2 ms a page of messages at 4,000 conversations, and
-    growing with them; bench/w19_project_fence.py)."""
+    growing with them; bench/w20_project_fence.py)."""
     return _policy(table, f"memoryui_sees_all() OR EXISTS (SELECT 1 FROM {parent} p "
                           f"WHERE p.{parent_column}{cast} = {table}.{column} "
                           f"AND p.project_id = memoryui_project_id())")

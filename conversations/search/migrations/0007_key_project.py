@@ -5,7 +5,7 @@ search reads the index's hits in that order until it has a page of its own. Each
 project's hit was checked by reading its conversation row, and on SQLite the planner read
 the hit's message row (its text, often on overflow pages) before that: at 1,000,000 messages
 across 20 projects a search for two common words took 2.7 ms of statement instead of 0.2 ms
-(bench/w19_project_fence.py). The key is the row each hit is joined to first, by its integer
+(bench/w20_project_fence.py). The key is the row each hit is joined to first, by its integer
 id; with the project on it, another project's hit costs that one small look-up.
 
 The project is the conversation's, copied once by the trigger that makes the key: a

@@ -1,4 +1,4 @@
-"""Workload 19: what the project fence costs reads, at 1,000,000 messages across 20 projects.
+"""Workload 20: what the project fence costs reads, at 1,000,000 messages across 20 projects.
 
 Issue 41: "the project filter costs reads at most 1.1× today's: list, page, active view,
 search and recall at 1,000,000 messages across 20 projects, ratios in one run".
@@ -49,11 +49,11 @@ SUBJECTS, FACTS_PER_SUBJECT = 10, 25
 QUICK_SUBJECTS, QUICK_FACTS = 2, 5
 MEASURED = 7  # the project whose key reads (0-based)
 START = datetime(2026, 1, 1, tzinfo=UTC)
-PG_NAME = "memoryui_bench_w19"
+PG_NAME = "memoryui_bench_w20"
 APP_ROLE = "memoryui_bench_app"
 QUERY = "refund store credit"
 # Keep the built PostgreSQL database and use it again while tuning (the build takes minutes).
-KEEP = os.environ.get("MEMORYUI_BENCH_W19_KEEP") == "1"
+KEEP = os.environ.get("MEMORYUI_BENCH_W20_KEEP") == "1"
 # The indexes the unfiltered reads had before projects (conversations 0001, facts 0001 and
 # 0004), under names of their own: today's lead with the project.
 TODAY_INDEXES = [
@@ -306,13 +306,13 @@ def main(argv=None):
     args = common.parse_args(__doc__.splitlines()[0], argv)
     if only:
         rows = measure(only, args)
-        (args.workdir / f"w19-{only}.json").write_text(json.dumps(rows))
+        (args.workdir / f"w20-{only}.json").write_text(json.dumps(rows))
         return 0
     started = time.perf_counter()
     databases = ["sqlite"] + (["postgresql"] if common.postgres_reachable() else [])
-    rows = common.rows_per_database(__file__, "w19", databases, args)
+    rows = common.rows_per_database(__file__, "w20", databases, args)
 
-    res = common.Results("19 project fence")
+    res = common.Results("20 project fence")
     res.sizes = {"messages": rows[0]["messages"] if rows else 0, "facts": rows[0]["facts"] if rows else 0,
                  "projects": PROJECTS, "databases": databases, "quick": args.quick,
                  "build_seconds": {r["database"]: r["build_seconds"] for r in rows}}
