@@ -208,7 +208,7 @@ def check(label: str, answer: dict, project_ids: set | None) -> int:
 
 
 def measure(database: str, args) -> list[dict]:
-    reps = args.reps or (2 if args.quick else 25)
+    reps = args.reps or (2 if args.quick else 60)
     batch = 1 if args.quick else 4
     if database == "sqlite":
         common.setup_django(args.workdir / "project-fence.sqlite3")
