@@ -319,7 +319,8 @@ def main(argv=None):
     for r in rows:
         db = "SQLite" if r["database"] == "sqlite" else "PostgreSQL"
         ms, ratio = r["ms"], r["ratios"]["project"]
-        note = f"items: {r['items']['project']} (today {r['items']['today']}); ratio: the median of each repetition's"
+        note = (f"items: {r['items']['project']} (today {r['items']['today']}); ratio: the median of the ratios "
+                "within each repetition")
         if "fence, superuser" in ms:
             note += (f"; the fence alone, as the superuser (no row-level security): {ms['fence, superuser']:.2f} ms, "
                      f"{r['ratios']['fence, superuser']:.2f}× today")
