@@ -51,6 +51,7 @@ def seed(total: int, per_subject: int) -> None:
     from django.db import transaction
     from django.utils import timezone
 
+    from conversations import projects
     from conversations.facts.models import APPROVED, Fact
 
     rng = random.Random(10)
@@ -68,6 +69,8 @@ def seed(total: int, per_subject: int) -> None:
                 recorded = now - timedelta(days=rng.uniform(1, 365))
                 accessed = recorded + (now - recorded) * rng.random() if rng.random() < 0.5 else None
                 rows.append(Fact(
+                    # bulk_create skips save(), which would give each fact the scope's project.
+                    project_id=projects.DEFAULT_PROJECT_ID,
                     subject=subject, text=fact_text(rng), category=rng.choice(_CATEGORIES),
                     importance=rng.randint(1, 10), status=APPROVED, valid_from=recorded, recorded_at=recorded,
                     reviewed_at=recorded, reviewed_by="bench-reviewer", expires_at=now + timedelta(days=365),
@@ -96,9 +99,11 @@ def check_fulltext(db, per_subject: int) -> int:
     return indexed
 
 
+# The facts are the `default` project's, and recall is measured as an agent's key runs it: in
+# that project (conversations/projects.py), through the recall index that leads with it.
 CANDIDATES_SQL = (
     "SELECT id, importance, recorded_at, last_accessed_at FROM facts_fact "
-    "WHERE subject = ? AND status = 'approved' AND superseded_by_id IS NULL AND valid_from <= ? "
+    "WHERE project_id = 1 AND subject = ? AND status = 'approved' AND superseded_by_id IS NULL AND valid_from <= ? "
     "AND (invalid_at IS NULL OR invalid_at > ?) AND (expires_at IS NULL OR expires_at > ?)"
 )
 
@@ -114,6 +119,7 @@ def main(argv=None):
     from django.db import connection
     from django.utils import timezone
 
+    from conversations import projects
     from conversations.facts import recall as facts_recall
 
     t0 = time.perf_counter()
@@ -134,7 +140,8 @@ def main(argv=None):
         def run():
             t0 = time.perf_counter()
             for _ in range(batch):
-                found = facts_recall.recall(subject=SUBJECT, query=query, limit=10, actor="bench")
+                with projects.scoped(projects.one(projects.DEFAULT_PROJECT_ID)):
+                    found = facts_recall.recall(subject=SUBJECT, query=query, limit=10, actor="bench")
             dt = (time.perf_counter() - t0) / batch
             assert len(found) == 10
             return dt

@@ -119,7 +119,7 @@ rows.sqlite_form(_ACTIVE_KEY)
 def _active_key(prefix: str) -> ApiKey | None:
     """The active key with this prefix. Every API request runs this: one plain statement and
     the two conversions its columns need cost a fraction of the ORM's (even `raw()`'s)."""
-    row = rows.fetch_first(_ACTIVE_KEY, [prefix])
+    row = rows.fetch_first(_ACTIVE_KEY, [prefix], outside_projects=True)
     if row is None:
         return None
     pk, name, project_id, namespaces, key_hash, scopes, last_used = row

@@ -181,9 +181,18 @@ def own_project(table: str) -> list[str]:
 
 
 def via_parent(table: str, column: str, parent: str, parent_column: str = "id", cast: str = "") -> list[str]:
-    """The row is seen when its parent row (`parent`.`parent_column` = `column`) is."""
+    """The row is seen when its parent row (`parent`.`parent_column` = `column`) is.
+
+    The subquery names the parent's project itself, though the parent's own policy holds
+    inside it too: PostgreSQL runs such a check once per query as a hashed set of the
+    parent's visible ids when that is cheaper than a look-up per row, and with the project
+    in the condition that set comes from the index that leads with it (the project's rows);
+    left to the parent's policy alone, whose OR no index serves, it read every parent row of
+    every project for each statement (2 ms a page of messages at 4,000 conversations, and
+    growing with them; bench/w20_project_fence.py)."""
     return _policy(table, f"memoryui_sees_all() OR EXISTS (SELECT 1 FROM {parent} p "
-                          f"WHERE p.{parent_column}{cast} = {table}.{column})")
+                          f"WHERE p.{parent_column}{cast} = {table}.{column} "
+                          f"AND p.project_id = memoryui_project_id())")
 
 
 def without_row_level_security(table: str) -> list[str]:

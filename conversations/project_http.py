@@ -12,6 +12,10 @@
   whose pages the person opened last.
 - Anyone else acts in no project at all: every project table reads empty.
 
+An answer to a request that acted in every project (an all-projects key naming none) says
+so, `X-Memoryui-Project: *`, so that a client which must stay inside one project (the MCP
+server) can tell such a key from a project's before it writes anything.
+
 Page addresses are built by Django's `reverse()` and `{% url %}` under the request's
 script prefix, which this middleware sets to the project's prefix for the request, so no
 template or view names the project to stay in it.
@@ -27,6 +31,7 @@ from .apiauth import authenticate_bearer
 from .models import ApiKey, Project
 
 HEADER = "X-Memoryui-Project"
+EVERY_PROJECT = "*"
 SESSION_KEY = "memoryui_project"
 _PREFIX = re.compile(r"^/p/(?P<slug>[-a-zA-Z0-9_]{1,64})(?P<rest>/.*)$")
 # Not pages: what lives here answers the same in every project, or takes its project elsewhere.
@@ -62,6 +67,8 @@ class ProjectMiddleware:
                 response = self.get_response(request)
         finally:
             set_script_prefix(before)
+        if scope.every:
+            response[HEADER] = EVERY_PROJECT
         if response.streaming:
             response.streaming_content = _within(scope, prefix, response.streaming_content)
         return response

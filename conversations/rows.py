@@ -46,8 +46,10 @@ def _db_uuid(value):
     return Conversation._meta.pk.get_db_prep_value(value, connection)
 
 
-def _execute_one(db, sql: str, params: list):
-    """Run one statement of the append hot path; returns its first row, if any.
+def _execute_one(db, sql: str, params: list, *, scoped: bool = True):
+    """Run one statement of the append hot path; returns its first row, if any. `scoped`:
+    the statement reads a table under row-level security, so the server must hold the
+    current project scope first (fetch_first says when it need not).
 
     On SQLite the statement goes straight to the sqlite3 connection, inside the
     transaction Django opened: Django's cursor wrapper (placeholder rewriting, debug
@@ -65,21 +67,25 @@ def _execute_one(db, sql: str, params: list):
     # process then never imports.
     db.ensure_connection()
     db.validate_no_broken_transaction()
-    db.sync_scope()  # the project the row-level security policies read (memoryui/postgresql/base.py)
+    if scoped:
+        db.sync_scope()  # the project the row-level security policies read (memoryui/postgresql/base.py)
     with db.wrap_database_errors, db.Database.Cursor(db.connection) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() if cursor.description else None
 
 
-def fetch_first(sql: str, params: list):
+def fetch_first(sql: str, params: list, *, outside_projects: bool = False):
     """The first row of a read every API request makes (its key, its idempotency key), or None:
     through _execute_one, so on SQLite without Django's cursor wrapper. `sql` is registered
-    with sqlite_form."""
+    with sqlite_form. `outside_projects`: the table has no row-level security (the API keys,
+    read before the request's project is known), so the statement goes under whatever scope
+    the connection holds: sending the scope of no request yet would only make the request's
+    own statements send theirs again, two round trips on every request."""
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor == "sqlite":
         db.ensure_connection()
         db.begin_pending()  # inside a transaction whose BEGIN waits for its first statement
-    return _execute_one(db, sql, params)
+    return _execute_one(db, sql, params, scoped=not outside_projects)
 
 
 def _prev_chain(db, db_cid, position: int) -> bytes:

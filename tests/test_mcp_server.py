@@ -1,5 +1,6 @@
 """`memoryui-mcp` (clients/python, `[mcp]` extra): the mcp SDK's own client starts it over stdio
-against a live server, lists its tools, calls each one, and the effect is in the database."""
+against a live server, lists its tools, calls each one, and the effect is in the database; it
+stays inside one project (its key's, or the one it is started with for an all-projects key)."""
 
 import json
 import os
@@ -13,10 +14,11 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from conversations import store
+from conversations import api_keys, projects, store
 from conversations.facts import store as facts_store
 from conversations.facts.models import Fact
 from conversations.models import Checkpoint, Conversation, Message
+from conversations.project_store import create_project
 from tests.api_support import make_key
 from tests.claude_sdk_support import run_async
 from tests.conftest import skip_or_fail
@@ -29,13 +31,14 @@ TOOLS = {"list_conversations", "find_conversations", "read_conversation", "creat
          "checkpoint", "fork", "recall_facts", "propose_fact"}
 
 
-def server_params(url: str, key: str | None) -> StdioServerParameters:
+def server_params(url: str, key: str | None, *, project: str | None = None) -> StdioServerParameters:
     # This checkout's client, whichever copy is installed in the environment.
     env = {"PYTHONPATH": os.pathsep.join([str(CLIENT_SRC), os.environ.get("PYTHONPATH", "")])}
     if key:
         env["MEMORYUI_API_KEY"] = key
+    more = ["--project", project] if project else []
     return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "memoryui_client.integrations.mcp_server", "--url", url], env=env)
+                                 args=["-m", "memoryui_client.integrations.mcp_server", "--url", url, *more], env=env)
 
 
 async def session_calls(params: StdioServerParameters, calls):
@@ -143,6 +146,67 @@ def test_a_key_without_the_scope_comes_back_as_a_tool_error(live_server):
     _, result = run_async(session_calls(server_params(live_server.url, key), calls))
     assert result.is_error and "forbidden" in result.content[0].text
     assert not Conversation.objects.exists()
+
+
+@pytest.fixture
+def two_projects():
+    """Two projects, each with a conversation only it holds."""
+    made = {}
+    for slug in ("mcp-alpha", "mcp-beta"):
+        project = create_project(slug=slug, name=slug)
+        with projects.scoped(projects.one(project.pk)):
+            store.create_conversation(title=f"only in {slug}", namespace="mcp-projects")
+        made[slug] = project
+    return made
+
+
+async def list_then_create(session):
+    listed = payload(await session.call_tool("list_conversations", {"namespace": "mcp-projects"}))
+    created = await session.call_tool("create_conversation", {"title": "made by the model",
+                                                                "namespace": "mcp-projects"})
+    return listed, created
+
+
+def titles_in(project) -> set[str]:
+    held = Conversation.everywhere.filter(project=project, namespace="mcp-projects")
+    return set(held.values_list("title", flat=True))
+
+
+def test_a_project_key_binds_it_to_that_project(live_server, two_projects):
+    alpha, beta = two_projects["mcp-alpha"], two_projects["mcp-beta"]
+    _, key = api_keys.create_api_key(name="mcp-alpha", scopes=["read", "write"], project=alpha)
+    tools, (listed, created) = run_async(session_calls(server_params(live_server.url, key), list_then_create))
+    assert [c["title"] for c in listed["items"]] == ["only in mcp-alpha"]
+    assert not created.is_error, created.content
+    assert titles_in(alpha) == {"only in mcp-alpha", "made by the model"}
+    assert titles_in(beta) == {"only in mcp-beta"}
+    # No tool lets the model name another project.
+    assert not any("project" in tool.input_schema.get("properties", {}) for tool in tools)
+
+
+def test_an_all_projects_key_acts_only_in_the_project_it_is_started_with(live_server, two_projects):
+    alpha, beta = two_projects["mcp-alpha"], two_projects["mcp-beta"]
+    _, key = api_keys.create_api_key(name="mcp-operator", scopes=["admin"], all_projects=True)
+    _, (listed, created) = run_async(session_calls(server_params(live_server.url, key, project="mcp-beta"),
+                                                   list_then_create))
+    assert [c["title"] for c in listed["items"]] == ["only in mcp-beta"]
+    assert not created.is_error, created.content
+    assert titles_in(beta) == {"only in mcp-beta", "made by the model"}
+    assert titles_in(alpha) == {"only in mcp-alpha"}
+
+
+def test_an_all_projects_key_without_a_project_refuses_every_tool_and_writes_nothing(live_server, two_projects):
+    _, key = api_keys.create_api_key(name="mcp-operator", scopes=["admin"], all_projects=True)
+
+    async def calls(session):
+        return [await session.call_tool("list_conversations", {}),
+                await session.call_tool("create_conversation", {"title": "nowhere", "namespace": "mcp-projects"})]
+
+    _, results = run_async(session_calls(server_params(live_server.url, key), calls))
+    for result in results:
+        assert result.is_error and "--project" in result.content[0].text, result.content
+        assert "only in" not in result.content[0].text
+    assert not Conversation.everywhere.filter(title="nowhere").exists()
 
 
 def test_without_a_key_it_says_so_and_stops():

@@ -5,7 +5,8 @@ then `node --test` runs clients/typescript/test/*.test.mjs against a live server
 database this suite runs on: the client's operations, retries and typed errors; the
 Claude Agent SDK store side by side with the SDK's InMemorySessionStore; the Vercel AI
 SDK persister with the SDK's mock model; the OpenAI Agents JS session beside the SDK's
-MemorySession in a real run(). A missing node fails under CI=true.
+MemorySession in a real run(); the client and each plug with a project's key and with an
+all-projects key naming a project. A missing node fails under CI=true.
 """
 
 import json
@@ -20,7 +21,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from conversations import api_keys
 from conversations.frameworks.samples import AGENT_ID, claude_agent_session
+from conversations.project_store import create_project
 from conversations.roles import AUDITOR
 from memoryui_client import to_anthropic_messages, to_openai_messages
 from tests.api_support import Api, make_key
@@ -170,13 +173,14 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path)
     sample = claude_sessions(tmp_path)
     key = make_key(["read", "write", "facts:read", "facts:write"], name="typescript")
     admin_key = make_key(["read", "write", "admin", "facts:read", "facts:write"], name="typescript-admin")
+    projects = two_projects()
     done = subprocess.run(
         [node, "--test", "--test-reporter=spec", "--test-concurrency=4", *sorted(
             str(p.relative_to(TS)) for p in (TS / "test").glob("*.test.mjs"))],
         cwd=TS, capture_output=True, text=True, timeout=600,
         env={**os.environ, "MEMORYUI_URL": live_server.url, "MEMORYUI_API_KEY": key,
              "MEMORYUI_ADMIN_KEY": admin_key, "NO_COLOR": "1", "CLAUDE_CONFIG_DIR": str(tmp_path),
-             "MEMORYUI_CLAUDE_SAMPLE": json.dumps(sample)})
+             "MEMORYUI_CLAUDE_SAMPLE": json.dumps(sample), "MEMORYUI_PROJECTS": json.dumps(projects)})
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"node --test failed:\n{output[-20000:]}"
     counts = dict(re.findall(r"^ℹ (tests|pass|fail|skipped|todo) (\d+)$", output, re.M))
@@ -186,6 +190,42 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path)
     # and two of a batch, each stored once.
     assert rows_in("ts-retry-") == [("lost-answers", 4)]
     assert_the_claude_session_landed_as_from_python(sample)
+    assert_each_project_holds_its_own(projects)
+
+
+def two_projects() -> dict:
+    """What test/projects.test.mjs works with: two projects, a key of the first (the same
+    scopes as the other tests' key) and an operator's all-projects key."""
+    mine = create_project(slug="ts-mine", name="TypeScript, the key's project")
+    other = create_project(slug="ts-other", name="TypeScript, another project")
+    _, project_key = api_keys.create_api_key(name="typescript-project", scopes=["read", "write"], project=mine)
+    _, all_projects_key = api_keys.create_api_key(name="typescript-operator", scopes=["admin"], all_projects=True)
+    return {"mine": mine.slug, "other": other.slug, "projectKey": project_key, "allProjectsKey": all_projects_key,
+            "namespace": f"ts-projects-{uuid.uuid4().hex[:8]}"}
+
+
+def assert_each_project_holds_its_own(projects: dict) -> None:
+    """Read from the database: what the project's key wrote is in its project, what the operator
+    wrote naming the other project is in that one, each plug's session in both, apart."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.slug, c.namespace, c.external_id, COUNT(m.position) FROM conversations_conversation c "
+            "JOIN conversations_project p ON p.id = c.project_id "
+            "LEFT JOIN conversations_message m ON m.conversation_id = c.id "
+            "WHERE c.namespace LIKE %s GROUP BY p.slug, c.id, c.namespace, c.external_id "
+            "ORDER BY p.slug, c.namespace, c.external_id", [projects["namespace"] + "%"])
+        held = [(slug, namespace.removeprefix(projects["namespace"]), external_id, count)
+                for slug, namespace, external_id, count in cursor.fetchall()]
+    mine, other = projects["mine"], projects["other"]
+    assert held == [
+        (mine, "", "same-id", 1),
+        (mine, "-agents", "plug-chat", 1),
+        (mine, "/-srv-app", "plug-session", 1),
+        (other, "", "same-id", 2),
+        (other, "-agents", "plug-chat", 1),
+        (other, "-ai", None, 1),
+        (other, "/-srv-app", "plug-session", 1),
+    ], held
 
 
 def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:

@@ -17,6 +17,9 @@ FUNCTIONS = [
     """CREATE OR REPLACE FUNCTION memoryui_sees(p bigint) RETURNS boolean LANGUAGE sql STABLE AS $$
         SELECT coalesce(current_setting('memoryui.all_projects', true), '') = 'on'
             OR p = nullif(current_setting('memoryui.project', true), '')::bigint $$""",
+    # The one project seen (NULL: none, or every project): a condition an index can serve.
+    """CREATE OR REPLACE FUNCTION memoryui_project_id() RETURNS bigint LANGUAGE sql STABLE AS $$
+        SELECT nullif(current_setting('memoryui.project', true), '')::bigint $$""",
 ]
 CONV = "conversations_conversation"
 TABLES = ["conversations_conversation", "conversations_auditevent", "conversations_message",

@@ -21,6 +21,9 @@ POSITION_SPAN = 2**32
 class ConversationKey(models.Model):
     seq = models.BigAutoField(primary_key=True)
     conversation_id = models.UUIDField(unique=True)
+    # The conversation's project, copied by the trigger that makes the key (migration 0007):
+    # a project's search drops another project's hits at the key, the first row each joins.
+    project_id = models.BigIntegerField(editable=False)
 
     class Meta:
         db_table = "search_conversationkey"

@@ -209,8 +209,9 @@ def _aware(value):
 
 
 def _common_filters(filters: Filters, kinds, params: list) -> list[str]:
-    # The index holds every project's rows: a hit is the current project's (and namespaces') only.
-    fence, fenced = projects.sql_fence("c.project_id", "c.namespace")
+    # The index holds every project's rows: a hit is the current project's (and namespaces') only,
+    # told by its key (search migration 0007), before its conversation and message are read.
+    fence, fenced = projects.sql_fence("k.project_id", "c.namespace")
     where = ["NOT c.deleting"] + ([fence.removeprefix(" AND ")] if fence else [])
     params += fenced
     if kinds:

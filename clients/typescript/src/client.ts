@@ -7,6 +7,11 @@
  *     await mui.append(conversation.id, { kind: "user", content: "Where is my refund?" });
  *     const view = await mui.active(conversation.id);
  *
+ * A key of one project acts in its project: nothing to pass. An operator's all-projects key
+ * acts in every project unless `project` (or MEMORYUI_PROJECT) names one, by its slug:
+ *
+ *     new Memoryui(url, { apiKey: opsKey, project: "support" });  // the X-Memoryui-Project header
+ *
  * Answers are the API's JSON (snake_case, as the server writes it). Errors are the typed
  * errors of ./errors.ts. Every write carries an Idempotency-Key (pass your own, derived
  * from business values, to make a restarted process's retry safe too); its retries reuse it.
@@ -27,10 +32,21 @@ type RequestBody_fork = RequestBody<"fork_conversation">;
 type RequestBody_set_state = RequestBody<"set_task_state">;
 
 export const USER_AGENT = "memoryui-client-ts/0.1";
+/**
+ * The project a request acts in, by its slug: needed only with an all-projects key (a key of
+ * one project acts in its own; naming another answers 404). The server's answer to a request
+ * that acted in every project carries it too, as "*".
+ */
+export const PROJECT_HEADER = "X-Memoryui-Project";
 
 export interface ClientOptions {
   /** The API key (`mui_…`); defaults to MEMORYUI_API_KEY where `process.env` exists. */
   apiKey?: string;
+  /**
+   * The project (its slug) an all-projects key acts in; defaults to MEMORYUI_PROJECT where
+   * `process.env` exists. A key of one project acts in its own and needs none.
+   */
+  project?: string;
   retries?: Retries | RetryOptions;
   /** Milliseconds each try may take. Default 30,000. */
   timeout?: number;
@@ -78,13 +94,17 @@ export function mergeActivePages(first: ActiveView, more: ActiveView[]): ActiveV
 
 export class Memoryui {
   readonly transport: Transport;
+  /** The project the client names (null: its key's own, or every project for an all-projects key). */
+  readonly project: string | null;
 
   constructor(url?: string, options: ClientOptions = {}) {
     const apiKey = options.apiKey ?? env("MEMORYUI_API_KEY");
+    this.project = (options.project ?? env("MEMORYUI_PROJECT") ?? "").trim() || null;
     const headers: Record<string, string> = { Accept: "application/json" };
     // Browsers refuse to set User-Agent; elsewhere it names the client in the server's logs.
     if (!("document" in globalThis)) headers["User-Agent"] = USER_AGENT;
     if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
+    if (this.project) headers[PROJECT_HEADER] = this.project;
     const retries = options.retries instanceof Retries ? options.retries : new Retries(options.retries);
     this.transport = {
       baseUrl: baseUrl(url ?? env("MEMORYUI_URL") ?? "http://127.0.0.1:8000"), headers, retries,

@@ -1,4 +1,4 @@
-export { Memoryui, mergeActivePages, USER_AGENT } from "./client.js";
+export { Memoryui, mergeActivePages, PROJECT_HEADER, USER_AGENT } from "./client.js";
 export type { AppendOptions, ClientOptions, WriteOptions } from "./client.js";
 export { encodeJson, newIdempotencyKey, parseRetryAfter, Retries, RETRY_STATUSES } from "./core.js";
 export type { Call, RetryOptions } from "./core.js";

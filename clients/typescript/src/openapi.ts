@@ -1974,6 +1974,17 @@ export interface components {
             actor: string;
             /** Kind */
             kind: string;
+            /**
+             * Project
+             * @description The project the request erased in; null with all_projects.
+             */
+            project?: string | null;
+            /**
+             * All Projects
+             * @description The request erased in every project (a data controller's).
+             * @default false
+             */
+            all_projects: boolean;
             /** Subject Sha256 */
             subject_sha256: string | null;
             /** Conversation Ids */
@@ -2092,6 +2103,10 @@ export interface components {
             actor: string;
             /** Kind */
             kind: string;
+            /** Project */
+            project: string | null;
+            /** All Projects */
+            all_projects: boolean;
             /** Subject Sha256 */
             subject_sha256: string | null;
             /** Conversation Ids */

@@ -22,8 +22,10 @@ export async function consumer(view: ActiveView): Promise<void> {
   void appended.positon;
   const openai: Record<string, unknown>[] = toOpenAIMessages(view);
   const { system, messages } = toAnthropicMessages(view, { journal: "text" });
-  const store: SessionStore = new MemoryuiSessionStore(undefined, { namespacePrefix: "app/" });
-  const session: Session = new MemoryuiSession("user-42", { namespace: "agents" });
+  // An all-projects key names its project; a project's key needs none.
+  const store: SessionStore = new MemoryuiSessionStore(undefined, { namespacePrefix: "app/", project: "support" });
+  const session: Session = new MemoryuiSession("user-42", { namespace: "agents", project: "support" });
+  const named: string | null = new Memoryui(undefined, { project: "support" }).project;
   const model: ModelMessage[] = toModelMessages(view);
   const rows: Message[] = toMemoryuiMessages(model);
   const persister = new StepPersister(mui, "id");
@@ -33,5 +35,5 @@ export async function consumer(view: ActiveView): Promise<void> {
     if (error instanceof InvalidInput) console.log(error.field);
     if (error instanceof MemoryuiError) console.log(error.code, error.status);
   }
-  void [wrong, position, openai, system, messages, store, session, rows, persister];
+  void [wrong, position, openai, system, messages, store, session, named, rows, persister];
 }

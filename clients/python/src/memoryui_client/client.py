@@ -7,6 +7,11 @@
         mui.append(conversation["id"], {"kind": "user", "content": "Where is my refund?"})
         view = mui.active(conversation["id"])
 
+A key of one project acts in its project: nothing to pass. An operator's all-projects key
+acts in every project unless `project` (or MEMORYUI_PROJECT) names one, by its slug:
+
+    Memoryui(url, api_key=ops_key, project="support")   # sent as the X-Memoryui-Project header
+
 Answers are the API's JSON as dicts. Errors are raised as the typed exceptions of
 `memoryui_client.errors`. Every write carries an Idempotency-Key (pass your own,
 derived from business values, to make a restarted process's retry safe too); it is
@@ -27,6 +32,11 @@ from .errors import TransportError, error_from_response
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 USER_AGENT = "memoryui-client/0.1"
+# The project a request acts in, by its slug: needed only with an all-projects key (a key of
+# one project acts in its own; naming another answers 404). The server's answer to a request
+# that acted in every project carries it too, as "*".
+PROJECT_HEADER = "X-Memoryui-Project"
+EVERY_PROJECT = "*"
 
 
 def _base_url(url: str) -> str:
@@ -34,11 +44,19 @@ def _base_url(url: str) -> str:
     return url if url.endswith("/api/v1") else url + "/api/v1"
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
+def _headers(api_key: str | None, project: str | None) -> dict[str, str]:
     headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    if project:
+        headers[PROJECT_HEADER] = project
     return headers
+
+
+def project_of(project: str | None) -> str | None:
+    """The project slug a client sends: the one given, else MEMORYUI_PROJECT; None for neither."""
+    named = project if project is not None else os.environ.get("MEMORYUI_PROJECT", "")
+    return named.strip() or None
 
 
 def _retry_wait(retries: Retries, attempt: int, response: httpx.Response, waited: float) -> float | None:
@@ -48,13 +66,15 @@ def _retry_wait(retries: Retries, attempt: int, response: httpx.Response, waited
 class _Operations:
     """The methods both clients have; `_run` sends a Call (and is a coroutine in AsyncMemoryui)."""
 
-    def _connect(self, client_class, url: str | None, *, api_key, retries, timeout, transport, sleep):
-        """Open the httpx client to `url` (or MEMORYUI_URL) with the key (or MEMORYUI_API_KEY)."""
+    def _connect(self, client_class, url: str | None, *, api_key, project, retries, timeout, transport, sleep):
+        """Open the httpx client to `url` (or MEMORYUI_URL) with the key (or MEMORYUI_API_KEY),
+        in `project` (or MEMORYUI_PROJECT) if one is named."""
         url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
         self.retries = retries or Retries()
+        self.project = project_of(project)
         self._sleep = sleep
         self._http = client_class(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
-            "MEMORYUI_API_KEY")), timeout=timeout, transport=transport)
+            "MEMORYUI_API_KEY"), self.project), timeout=timeout, transport=transport)
 
     def _run(self, call: Call):  # pragma: no cover - implemented by each client
         raise NotImplementedError
@@ -148,12 +168,15 @@ class _Operations:
 
 class Memoryui(_Operations):
     """The synchronous client. `url` is the server (…/api/v1 is added); the key comes from
-    `api_key` or MEMORYUI_API_KEY. `transport` is an httpx transport (tests, proxies)."""
+    `api_key` or MEMORYUI_API_KEY; `project` (or MEMORYUI_PROJECT), a project's slug, is
+    where an all-projects key acts (a project's key needs none). `transport` is an httpx
+    transport (tests, proxies)."""
 
-    def __init__(self, url: str | None = None, *, api_key: str | None = None, retries: Retries | None = None,
-                 timeout=DEFAULT_TIMEOUT, transport: httpx.BaseTransport | None = None, sleep=time.sleep):
-        self._connect(httpx.Client, url, api_key=api_key, retries=retries, timeout=timeout, transport=transport,
-                      sleep=sleep)
+    def __init__(self, url: str | None = None, *, api_key: str | None = None, project: str | None = None,
+                 retries: Retries | None = None, timeout=DEFAULT_TIMEOUT, transport: httpx.BaseTransport | None = None,
+                 sleep=time.sleep):
+        self._connect(httpx.Client, url, api_key=api_key, project=project, retries=retries, timeout=timeout,
+                      transport=transport, sleep=sleep)
 
     def __enter__(self):
         return self
@@ -256,10 +279,11 @@ class Memoryui(_Operations):
 class AsyncMemoryui(_Operations):
     """The asyncio client: the same methods as `Memoryui`, awaited (iterators are async iterators)."""
 
-    def __init__(self, url: str | None = None, *, api_key: str | None = None, retries: Retries | None = None,
-                 timeout=DEFAULT_TIMEOUT, transport: httpx.AsyncBaseTransport | None = None, sleep=asyncio.sleep):
-        self._connect(httpx.AsyncClient, url, api_key=api_key, retries=retries, timeout=timeout, transport=transport,
-                      sleep=sleep)
+    def __init__(self, url: str | None = None, *, api_key: str | None = None, project: str | None = None,
+                 retries: Retries | None = None, timeout=DEFAULT_TIMEOUT,
+                 transport: httpx.AsyncBaseTransport | None = None, sleep=asyncio.sleep):
+        self._connect(httpx.AsyncClient, url, api_key=api_key, project=project, retries=retries, timeout=timeout,
+                      transport=transport, sleep=sleep)
 
     async def __aenter__(self):
         return self

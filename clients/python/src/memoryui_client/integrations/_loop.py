@@ -38,9 +38,12 @@ class ConflictBackoff:
 
 
 class LoopBoundClient:
-    def _init_client(self, url: str | None, *, api_key: str | None, retries: Retries | None, timeout) -> None:
+    def _init_client(self, url: str | None, *, api_key: str | None, retries: Retries | None, timeout,
+                     project: str | None = None) -> None:
         self.url = url
         self._api_key = api_key
+        # Where an all-projects key acts (a project's key acts in its own): memoryui_client.client.
+        self.project = project
         self._retries = retries
         self._timeout = timeout
         self._client: AsyncMemoryui | None = None
@@ -53,7 +56,8 @@ class LoopBoundClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             kw = {"timeout": self._timeout} if self._timeout is not None else {}
-            self._client = AsyncMemoryui(self.url, api_key=self._api_key, retries=self._retries, **kw)
+            self._client = AsyncMemoryui(self.url, api_key=self._api_key, project=self.project,
+                                         retries=self._retries, **kw)
             self._loop = loop
             self._on_new_loop()
         return self._client

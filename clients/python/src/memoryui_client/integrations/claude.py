@@ -100,10 +100,10 @@ class MemoryuiSessionStore(LoopBoundClient, SessionStore):
     `conflict_deadline` how long a batch keeps retrying while other writers beat it.
     """
 
-    def __init__(self, url: str | None = None, *, api_key: str | None = None, namespace_prefix: str = "",
-                 subject: str = "", retries: Retries | None = None, maintenance_wait: float = 120.0,
-                 timeout=None, conflict_deadline: float = CONFLICT_DEADLINE):
-        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
+    def __init__(self, url: str | None = None, *, api_key: str | None = None, project: str | None = None,
+                 namespace_prefix: str = "", subject: str = "", retries: Retries | None = None,
+                 maintenance_wait: float = 120.0, timeout=None, conflict_deadline: float = CONFLICT_DEADLINE):
+        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout, project=project)
         self.namespace_prefix = namespace_prefix
         self.subject = subject
         self.maintenance_wait = maintenance_wait

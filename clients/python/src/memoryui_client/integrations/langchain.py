@@ -32,12 +32,13 @@ class MemoryuiChatMessageHistory(BaseChatMessageHistory):
     """LangChain's `BaseChatMessageHistory` over memoryui's HTTP API (see the module)."""
 
     def __init__(self, session_id: str, *, url: str | None = None, api_key: str | None = None,
-                 namespace: str = "langchain", retries: Retries | None = None, client: Memoryui | None = None):
+                 project: str | None = None, namespace: str = "langchain", retries: Retries | None = None,
+                 client: Memoryui | None = None):
         if not isinstance(session_id, str) or not session_id.strip() or "#" in session_id:
             raise ValueError("session_id must be a non-empty string without '#'")
         self.session_id = session_id
         self.namespace = namespace
-        self._client = client or Memoryui(url, api_key=api_key, retries=retries)
+        self._client = client or Memoryui(url, api_key=api_key, project=project, retries=retries)
         self.conversation_id: str | None = None
 
     @property

@@ -49,10 +49,10 @@ MESSAGES = "messages"
 class MemoryuiSaver(LoopBoundClient, BaseCheckpointSaver):
     """LangGraph's `BaseCheckpointSaver` over memoryui's HTTP API (see the module)."""
 
-    def __init__(self, *, url: str | None = None, api_key: str | None = None, retries: Retries | None = None,
-                 timeout=None, serde=None, messages_channel: str = MESSAGES):
+    def __init__(self, *, url: str | None = None, api_key: str | None = None, project: str | None = None,
+                 retries: Retries | None = None, timeout=None, serde=None, messages_channel: str = MESSAGES):
         BaseCheckpointSaver.__init__(self, serde=serde)
-        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
+        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout, project=project)
         self._sync: Memoryui | None = None
         self.messages_channel = messages_channel
 
@@ -61,7 +61,8 @@ class MemoryuiSaver(LoopBoundClient, BaseCheckpointSaver):
     def _run(self, call: Call):
         if self._sync is None:
             kw = {"timeout": self._timeout} if self._timeout is not None else {}
-            self._sync = Memoryui(self.url, api_key=self._api_key, retries=self._retries, **kw)
+            self._sync = Memoryui(self.url, api_key=self._api_key, project=self.project, retries=self._retries,
+                                  **kw)
         return self._sync._run(call)
 
     def close(self) -> None:

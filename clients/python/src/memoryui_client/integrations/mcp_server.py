@@ -8,6 +8,11 @@ create one, append messages, checkpoint (fold) and fork it, recall approved fact
 about a subject and propose a new one. Every call goes to memoryui's HTTP API with
 the key from MEMORYUI_API_KEY; what the API refuses comes back as a tool error
 carrying the API's code, message and field, so the model can correct itself.
+
+The server is bound to one project, and no tool takes a project: a model cannot step
+out of it. A key of one project binds it to that project. An operator's all-projects
+key binds it to the project `--project` (MEMORYUI_PROJECT) names; without one, every
+tool refuses, before anything is read or written, rather than act in every project.
 """
 
 import argparse
@@ -15,12 +20,13 @@ import os
 import sys
 from typing import Annotated, Any
 
+import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from .. import _core
-from ..client import AsyncMemoryui
+from ..client import EVERY_PROJECT, PROJECT_HEADER, AsyncMemoryui
 from ..errors import MemoryuiError
 
 __all__ = ["build_server", "main"]
@@ -51,23 +57,46 @@ def _error(exc: MemoryuiError) -> ToolError:
     return ToolError(f"memoryui refused: {exc.code}: {exc.message}{where}")
 
 
-def build_server(url: str | None = None, *, api_key: str | None = None, client: AsyncMemoryui | None = None,
-                 ) -> MCPServer:
-    """The MCP server with its tools, talking to memoryui at `url` with `api_key`."""
+UNBOUND = ("this API key is an all-projects (operator's) key and memoryui-mcp acts in one project only: start it "
+           "with --project SLUG (or MEMORYUI_PROJECT), or give it a key of the project")
+
+
+async def _acts_in_every_project(client: AsyncMemoryui) -> bool:
+    """Whether the client's key, as sent, acts in every project: the server's answer says so
+    (its X-Memoryui-Project header); asked with a read that writes nothing, whatever the
+    key's scopes (a key without `read` is refused, and that answer says it too)."""
+    if client.project:
+        return False  # the header names the project; a project's key naming another gets 404
+    response = await client._http.get("/conversations", params={"limit": 1})
+    return response.headers.get(PROJECT_HEADER) == EVERY_PROJECT
+
+
+def build_server(url: str | None = None, *, api_key: str | None = None, project: str | None = None,
+                 client: AsyncMemoryui | None = None) -> MCPServer:
+    """The MCP server with its tools, talking to memoryui at `url` with `api_key`, bound to the
+    key's project (`project`, a slug, for an all-projects key: see the module)."""
     # WARNING: stderr is the MCP client's log; a line per HTTP request would drown it.
     server = MCPServer(name="memoryui", title="memoryui", instructions=INSTRUCTIONS, log_level="WARNING",
                        description="Durable, append-only memory for agents: conversations, checkpoints, forks, "
                                    "facts.")
     holder: dict[str, AsyncMemoryui] = {}
+    checked: dict[str, bool] = {}
 
     def mui() -> AsyncMemoryui:
         if client is not None:
             return client
         if "client" not in holder:
-            holder["client"] = AsyncMemoryui(url, api_key=api_key)
+            holder["client"] = AsyncMemoryui(url, api_key=api_key, project=project)
         return holder["client"]
 
     async def call(method, *args, **kwargs):
+        if "every" not in checked:
+            try:
+                checked["every"] = await _acts_in_every_project(mui())
+            except httpx.HTTPError as exc:
+                raise ToolError(f"memoryui is not reachable: {type(exc).__name__}: {exc}") from None
+        if checked["every"]:
+            raise ToolError(UNBOUND)
         try:
             return await method(*args, **kwargs)
         except MemoryuiError as exc:
@@ -231,12 +260,15 @@ def main(argv: list[str] | None = None) -> None:
                                          "the fact tools).")
     parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000"),
                         help="memoryui's address (default: MEMORYUI_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--project", default=os.environ.get("MEMORYUI_PROJECT") or None,
+                        help="the project (its slug) an all-projects key acts in; a project's key needs none "
+                             "(default: MEMORYUI_PROJECT)")
     args = parser.parse_args(argv)
     key = os.environ.get("MEMORYUI_API_KEY")
     if not key:
         print("memoryui-mcp: set MEMORYUI_API_KEY to an API key (manage.py create_api_key)", file=sys.stderr)
         raise SystemExit(2)
-    build_server(args.url, api_key=key).run("stdio")
+    build_server(args.url, api_key=key, project=args.project).run("stdio")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,8 @@ class MemoryuiSession(LoopBoundClient):
     session_settings: SessionSettings | None = None
 
     def __init__(self, session_id: str, *, url: str | None = None, api_key: str | None = None,
-                 namespace: str = "openai-agents", subject: str = "", retries: Retries | None = None,
+                 project: str | None = None, namespace: str = "openai-agents", subject: str = "",
+                 retries: Retries | None = None,
                  session_settings: SessionSettings | None = None, timeout=None,
                  conflict_deadline: float = CONFLICT_DEADLINE):
         if not isinstance(session_id, str) or not session_id.strip() or "#" in session_id:
@@ -68,7 +69,7 @@ class MemoryuiSession(LoopBoundClient):
         self.subject = subject
         self.session_settings = session_settings or SessionSettings()
         self.conflict_deadline = conflict_deadline
-        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout)
+        self._init_client(url, api_key=api_key, retries=retries, timeout=timeout, project=project)
         self._lock: asyncio.Lock | None = None
         self._stream: dict | None = None  # the head as last seen: {"key", "generation", "entries", …}
 

@@ -153,14 +153,15 @@ class MemoryuiMessageHistory:
     """A Pydantic AI message history in a memoryui conversation (see the module)."""
 
     def __init__(self, history_id: str, *, url: str | None = None, api_key: str | None = None,
-                 namespace: str = "pydantic-ai", subject: str | None = None, title: str | None = None, **client_kw):
+                 project: str | None = None, namespace: str = "pydantic-ai", subject: str | None = None,
+                 title: str | None = None, **client_kw):
         if not isinstance(history_id, str) or not history_id.strip():
             raise ValueError("history_id must be a non-empty string")
         self.history_id = history_id
         self.namespace = namespace
         self.subject = subject
         self.title = title
-        self._url, self._api_key, self._client_kw = url, api_key, client_kw
+        self._url, self._api_key, self._client_kw = url, api_key, {"project": project, **client_kw}
         self.conversation_id: str | None = None
 
     # -- the plan of a save, shared by both clients --------------------------------------
