@@ -58,6 +58,7 @@ from django.http import JsonResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from . import projects
 from .apiauth import authenticate_bearer
 from .http import error_json
 from .models import ApiKey, IdempotencyKey, key_lifetime
@@ -310,7 +311,7 @@ def _uuid(value):
 # A row back when the key was inserted, none when the caller already held it.
 _INSERT = (
     f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
-    "subject_norm, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "subject_norm, created_at, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
 )
 sqlite_form(_INSERT)
@@ -325,6 +326,7 @@ def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
         caller, key, sent, answer["status"], answer["content_type"], answer["body"],
         field("conversation_id").get_db_prep_value(answer["conversation_id"], connection),
         answer["subject_norm"], connection.ops.adapt_datetimefield_value(timezone.now()),
+        projects.project_of_new_row(),
     ]
     try:
         return fetch_first(_INSERT, values) is not None
@@ -365,14 +367,16 @@ def forget(*, conversation_ids=(), subject: str = "") -> int:
     ids = [str(i) for i in conversation_ids]
     total = 0
     norm = normalize_subject(subject) if subject else ""
+    # Only the keys of the projects the deletion acts in: another project's answers stay.
+    keys = projects.fence(IdempotencyKey.objects.all())
     if norm:
-        total += IdempotencyKey.objects.filter(subject_norm=norm).delete()[0]
+        total += keys.filter(subject_norm=norm).delete()[0]
     for start in range(0, len(ids), ID_CHUNK):
         chunk = ids[start:start + ID_CHUNK]
         mentions = Q(conversation_id__in=[uuid.UUID(i) for i in chunk])
         for cid in chunk:
             mentions |= Q(body__contains=cid)
-        total += IdempotencyKey.objects.filter(mentions).delete()[0]
+        total += keys.filter(mentions).delete()[0]
     return total
 
 

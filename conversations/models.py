@@ -444,6 +444,10 @@ class IdempotencyKey(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
+    # The project the write acted in (its answer is that project's data: row-level security
+    # fences it, and a deletion request forgets it with the project's rows); NULL: none.
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                db_index=False, default=projects.project_of_new_row)
     # "key:<api key id>" or "user:<user id>": keys are scoped per caller.
     caller = models.CharField(max_length=64)
     key = models.CharField(max_length=255)

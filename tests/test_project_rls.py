@@ -1,0 +1,133 @@
+"""Row-level security on PostgreSQL: the database holds the project fence when a query forgets it.
+
+Every table of project data (found from the models: tests/project_rows.py) has a policy, and,
+read with raw SQL as a role the policies apply to (tests/rls_support.py): with project A set,
+no row of B is returned, and no row of B is updated, deleted or written; with no project set,
+no row at all; with `memoryui.all_projects` on, every row. Then the application itself runs
+as that role, and a project's requests work as they do for the superuser the tests connect as
+(memoryui/postgresql/base.py sends the scope on every path)."""
+
+import psycopg
+import pytest
+from django.db import connection
+from psycopg import errors, sql
+
+from conversations.migration_sql import OUTSIDE_ROW_LEVEL_SECURITY
+from conversations.project_store import create_project
+from tests.project_rows import fill, project_tables, row_key, rows_by_project
+from tests.rls_support import grants, role_name
+
+pytestmark = pytest.mark.postgresql_only
+
+
+def fenced_tables():
+    return [t for t in project_tables() if t.table not in OUTSIDE_ROW_LEVEL_SECURITY]
+
+
+@pytest.mark.django_db
+def test_every_table_of_project_data_has_a_forced_policy():
+    tables = [t.table for t in fenced_tables()]
+    assert {"conversations_message", "facts_factevent", "retention_erasedrow", "imports_sourceentry",
+            "conversations_idempotencykey"} <= set(tables)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, "
+                       "(SELECT count(*) FROM pg_policy p WHERE p.polrelid = c.oid) "
+                       "FROM pg_class c WHERE c.relname = ANY(%s)", [tables])
+        found = {name: (on, forced, policies) for name, on, forced, policies in cursor.fetchall()}
+    missing = [t for t in tables if found.get(t) != (True, True, 1)]
+    assert not missing, f"tables of project data without a forced row-level security policy: {missing}"
+
+
+@pytest.fixture
+def raw():
+    """A connection of its own to the test database, in one transaction rolled back at the end."""
+    with psycopg.connect(**{k: v for k, v in connection.get_connection_params().items()
+                            if k not in ("cursor_factory", "context")}) as conn:
+        yield conn
+        conn.rollback()
+
+
+def _set(conn, project="", all_projects="off"):
+    conn.execute("SELECT set_config('memoryui.project', %s, false), set_config('memoryui.all_projects', %s, false)",
+                 [str(project), all_projects])
+
+
+def _keys(conn, table) -> set:
+    columns = sql.SQL(", ").join(map(sql.Identifier, table.key_columns))
+    return {row_key(r) for r in conn.execute(sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(table.table)))}
+
+
+def _where_key(table, keys) -> sql.Composed:
+    columns = sql.SQL(", ").join(map(sql.Identifier, table.key_columns))
+    rows = sql.SQL(", ").join(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, key))) for key in keys)
+    return sql.SQL("({}) IN ({})").format(columns, rows)
+
+
+def _one_row(conn, table, key) -> dict:
+    cursor = conn.execute(sql.SQL("SELECT * FROM {} WHERE ").format(sql.Identifier(table.table))
+                          + _where_key(table, [key]))
+    return dict(zip([d.name for d in cursor.description], cursor.fetchone(), strict=True))
+
+
+def _refused_by_the_fence(error) -> bool:
+    """A policy refused the row, or an append-only guard did, which reads the parent through
+    its policy too (a message's guard finds no position handed out in a conversation it cannot see)."""
+    if isinstance(error, errors.InsufficientPrivilege):
+        return "row-level security" in str(error)
+    return "PL/pgSQL function memoryui_guard" in (error.diag.context or "")
+
+
+def _auto_key(table) -> set:
+    pk = table.model._meta.pk
+    return {pk.column} if pk.get_internal_type() in ("AutoField", "BigAutoField") else set()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_raw_sql_as_the_application_role_sees_only_the_project_it_set(client, raw):
+    a, b = create_project(slug="rls-a"), create_project(slug="rls-b")
+    fill(client, a, "alpha-mark", subject="customer:rls")
+    fill(client, b, "beta-mark", subject="customer:rls")
+    cache, tables = {}, fenced_tables()
+    owned = {t.table: rows_by_project(t, cache) for t in tables}
+    empty = [name for name, rows in owned.items() if not rows.get(a.pk) or not rows.get(b.pk)]
+    assert not empty, f"tests/project_rows.py fill() writes no row of these tables in both projects: {empty}"
+    totals = {name: sum(len(keyed) for keyed in rows.values()) for name, rows in owned.items()}
+    # B's rows as the superuser reads them, for the INSERT below.
+    copies = {t.table: _one_row(raw, t, next(iter(owned[t.table][b.pk]))) for t in tables}
+
+    generated = {name for (name,) in raw.execute("SELECT attname FROM pg_attribute WHERE attgenerated <> ''")}
+    role = role_name()
+    for statement in grants(role):
+        raw.execute(statement)
+    raw.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+
+    _set(raw, project=a.pk)
+    for table in tables:
+        ours, theirs = set(owned[table.table][a.pk]), set(owned[table.table][b.pk])
+        seen = _keys(raw, table)
+        assert not seen & theirs, f"{table.table}: project A reads B's rows"
+        assert ours <= seen, f"{table.table}: project A does not read its own rows"
+        first = table.key_columns[0]
+        changed = raw.execute(sql.SQL("UPDATE {} SET {} = {} WHERE ").format(
+            sql.Identifier(table.table), sql.Identifier(first), sql.Identifier(first)) + _where_key(table, theirs))
+        assert changed.rowcount == 0, f"{table.table}: project A updated B's rows"
+        deleted = raw.execute(sql.SQL("DELETE FROM {} WHERE ").format(sql.Identifier(table.table))
+                              + _where_key(table, theirs))
+        assert deleted.rowcount == 0, f"{table.table}: project A deleted B's rows"
+        row = {k: v for k, v in copies[table.table].items() if k not in _auto_key(table) | generated}
+        insert = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            sql.Identifier(table.table), sql.SQL(", ").join(map(sql.Identifier, row)),
+            sql.SQL(", ").join(sql.Placeholder() * len(row)))
+        with pytest.raises(psycopg.Error) as refused, raw.transaction():
+            raw.execute(insert, [psycopg.types.json.Jsonb(v) if isinstance(v, (dict, list)) else v
+                                 for v in row.values()])
+        assert _refused_by_the_fence(refused.value), f"{table.table}: {refused.value}"
+
+    _set(raw)
+    for table in tables:
+        assert _keys(raw, table) == set(), f"{table.table}: rows are read with no project set"
+
+    _set(raw, all_projects="on")
+    for table in tables:
+        assert len(_keys(raw, table)) == totals[table.table], f"{table.table}: all_projects does not read every row"
