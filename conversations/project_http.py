@@ -18,6 +18,7 @@ template or view names the project to stay in it.
 """
 
 import re
+from contextlib import contextmanager
 
 from django.http import Http404, HttpResponseRedirect
 from django.urls import get_script_prefix, set_script_prefix
@@ -53,13 +54,39 @@ class ProjectMiddleware:
             return project
         request.project = project
         request.project_scope = scope
+        prefix = before
         if project is not None and project.pk != projects.DEFAULT_PROJECT_ID:
-            set_script_prefix(f"{before.rstrip('/')}/p/{project.slug}/")
-        try:
-            with projects.scoped(scope):
-                return self.get_response(request)
-        finally:
-            set_script_prefix(before)
+            prefix = f"{before.rstrip('/')}/p/{project.slug}/"
+        with _in_project(scope, prefix, before):
+            response = self.get_response(request)
+        if response.streaming:
+            # A streamed answer (an export, a ZIP) is read after this returns: in the same scope.
+            response.streaming_content = _streamed_in(response.streaming_content, scope, prefix, before)
+        return response
+
+
+@contextmanager
+def _in_project(scope, prefix: str, before: str):
+    set_script_prefix(prefix)
+    try:
+        with projects.scoped(scope):
+            yield
+    finally:
+        set_script_prefix(before)
+
+
+_END = object()
+
+
+def _streamed_in(chunks, scope, prefix: str, before: str):
+    """The chunks of a streamed answer, each made inside the request's project scope."""
+    chunks = iter(chunks)
+    while True:
+        with _in_project(scope, prefix, before):
+            chunk = next(chunks, _END)
+        if chunk is _END:
+            return
+        yield chunk
 
 
 def _bearer(request) -> ApiKey | None | bool:
