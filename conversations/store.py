@@ -551,7 +551,9 @@ def record_audit(*, actor: str, action: str, target_type: str = "", target_id: s
             # other goes where the operator's writes go, into `default` (projects.for_write).
             found = _project_of(target_id) if target_type == "conversation" and target_id else None
             project_id = found if found is not None else projects.DEFAULT_PROJECT_ID
-    with transaction.atomic():
+    # One chain for the whole database: its last event is read, and the new one written, past
+    # the project fence (the event may be the server's own, or a project's the scope names).
+    with projects.unfenced(), transaction.atomic():
         advisory_lock(AUDIT_CHAIN_LOCK)
         prev = AuditEvent.everywhere.order_by("-id").values_list("chain_hash", flat=True).first()
         at = timezone.now()

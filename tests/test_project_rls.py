@@ -7,15 +7,20 @@ no row at all; with `memoryui.all_projects` on, every row. Then the application 
 as that role, and a project's requests work as they do for the superuser the tests connect as
 (memoryui/postgresql/base.py sends the scope on every path)."""
 
+import json
+
 import psycopg
 import pytest
 from django.db import connection
 from psycopg import errors, sql
 
+from conversations import proof
 from conversations.migration_sql import OUTSIDE_ROW_LEVEL_SECURITY
 from conversations.project_store import create_project
+from conversations.roles import assign_role
+from tests.helpers import make_user
 from tests.project_rows import fill, project_tables, row_key, rows_by_project
-from tests.rls_support import grants, role_name
+from tests.rls_support import django_connection_as_app_role, grants, role_name
 
 pytestmark = pytest.mark.postgresql_only
 
@@ -131,3 +136,52 @@ def test_raw_sql_as_the_application_role_sees_only_the_project_it_set(client, ra
     _set(raw, all_projects="on")
     for table in tables:
         assert len(_keys(raw, table)) == totals[table.table], f"{table.table}: all_projects does not read every row"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_the_application_works_as_a_role_the_policies_apply_to(client):
+    a, b = create_project(slug="under-a"), create_project(slug="under-b")
+    admin = make_user(None, "rls-admin")
+    assign_role(admin, "admin", a)
+    with django_connection_as_app_role():
+        ours = fill(client, a, "alpha-under", subject="customer:under")
+        fill(client, b, "beta-under", subject="customer:under")
+        api, cid = ours["api"], ours["conversation"].pk
+
+        # Reads of what the project wrote, every one through the policies.
+        assert api.get(f"/conversations/{cid}").json()["message_count"] == 3
+        assert [m["position"] for m in api.get(f"/conversations/{ours['fork_id']}/messages").json()["items"]] \
+            == [0, 1, 2]
+        assert api.get(f"/conversations/{cid}/active").status_code == 200
+        found = api.get("/search", {"q": "alpha-under"}).json()
+        assert found["items"] and all("beta-under" not in json.dumps(hit) for hit in found["items"])
+        assert api.get("/search", {"q": "beta-under"}).json()["items"] == []
+        assert api.get("/facts/recall", {"subject": "customer:under"}).status_code == 200
+        assert api.get(f"/conversations/{cid}/state").json()["state"] == {"marker": "alpha-under"}
+        assert api.get("/actions", {"idempotency_key": "alpha-under:refund", "namespace": "agents"}).json()["performed"]
+        assert api.get("/imports/sources", {"namespace": "proj"}).json()["items"]
+        assert api.get("/receipts").json()["items"]
+        # A retry replays the stored answer, which the policies let the project read.
+        again = api.post(f"/conversations/{cid}/messages",
+                         {"kind": "user", "content": "alpha-under hello from customer:under"},
+                         headers={"Idempotency-Key": "alpha-under-append"})
+        assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
+
+        client.force_login(admin)
+        for page in ("/p/under-a/", f"/p/under-a/conversations/{cid}/", "/p/under-a/search/?q=alpha-under",
+                     "/p/under-a/facts/", "/p/under-a/facts/subject/?s=customer:under", "/p/under-a/admin/",
+                     "/p/under-a/admin/prune/?older_than_days=1", "/p/under-a/admin/receipts/",
+                     "/p/under-a/admin/audit/", "/p/under-a/admin/verification/", "/p/under-a/admin/access/",
+                     "/p/under-a/admin/proofs/subject-export/"):
+            response = client.get(page)
+            assert response.status_code == 200, (page, response.status_code)
+            assert "beta-under" not in response.content.decode(), page
+        assert "alpha-under" in client.get(f"/p/under-a/conversations/{cid}/").content.decode()
+        verification = client.get("/p/under-a/admin/verification/").content.decode()
+        assert "status-failed" not in verification
+        assert 'audit log: <span class="status status-verified">' in verification
+
+    # Every chain the application wrote under the policies verifies, the audit log's included.
+    report = proof.verify_all()
+    assert report.ok, (report.audit.reason, [s.describe() for s in report.tampered])
