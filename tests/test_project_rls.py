@@ -168,7 +168,29 @@ def test_the_application_works_as_a_role_the_policies_apply_to(client):
                          headers={"Idempotency-Key": "alpha-under-append"})
         assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
 
+        imported = api.post("/imports", {"format": "journal", "namespace": "files",
+                                         "content": '{"kind": "note", "text": "alpha-under imported file"}\n'})
+        assert imported.status_code in (200, 201), imported.content
+
+        span = {"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00f067aa0ba902b7", "name": "chat m",
+                "startTimeUnixNano": "1767225600000000000", "endTimeUnixNano": "1767225601500000000",
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in (
+                    ("gen_ai.operation.name", "chat"), ("gen_ai.conversation.id", "alpha-under-otel"),
+                    ("gen_ai.input.messages", json.dumps([{"role": "user", "parts": [
+                        {"type": "text", "content": "alpha-under traced"}]}])))]}
+        traced = client.post("/v1/traces", data=json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}),
+                             content_type="application/json", headers={"Authorization": f"Bearer {api.key}"})
+        assert traced.status_code == 200 and traced.json() == {}, traced.content
+        assert api.get("/search", {"q": "traced"}).json()["items"]
+
         client.force_login(admin)
+        page = f"/p/under-a/conversations/{cid}"
+        assert client.post(f"{page}/pin/", {"pinned": "1"}).status_code in (200, 302)
+        assert client.post(f"{page}/fork/1/", {"title": "alpha-under page fork"}).status_code == 302
+        assert client.post(f"{page}/checkpoint/2/", {"summary": "alpha-under page fold"}).status_code == 302
+        assert client.post(f"/p/under-a/facts/{ours['fact_id']}/approve").status_code in (200, 302)
+        recalled = api.get("/facts/recall", {"subject": "customer:under"}).json()["items"]
+        assert [r["fact"]["text"] for r in recalled] == ["alpha-under prefers letters"]
         for page in ("/p/under-a/", f"/p/under-a/conversations/{cid}/", "/p/under-a/search/?q=alpha-under",
                      "/p/under-a/facts/", "/p/under-a/facts/subject/?s=customer:under", "/p/under-a/admin/",
                      "/p/under-a/admin/prune/?older_than_days=1", "/p/under-a/admin/receipts/",
