@@ -12,6 +12,7 @@ class ConversationsConfig(AppConfig):
 
     def ready(self):
         connection_created.connect(restrict_sqlite_files, dispatch_uid="memoryui.restrict_sqlite_files")
+        from . import deploy_checks  # noqa: F401  (registers memoryui's own `check --deploy` checks)
         from .models import IdempotencyKey
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.

@@ -128,7 +128,7 @@ def scoped_managers(model_name: str, **options):
 # rows of the project the connection's `memoryui.project` setting names, or every row while
 # `memoryui.all_projects` is on (memoryui/postgresql/base.py sets both from the request's
 # scope). FORCE applies the policies to the tables' owner too, which is the role the
-# application connects as; a superuser bypasses them (docs/operations: do not run as one).
+# application connects as; a superuser bypasses them (docs/OPERATIONS.md: do not run as one).
 # A table whose rows hang off another (messages off their conversation) sees what its parent
 # sees: a policy's subquery is itself under the parent's policy.
 

@@ -8,6 +8,10 @@ as that role, and a project's requests work as they do for the superuser the tes
 (memoryui/postgresql/base.py sends the scope on every path)."""
 
 import json
+import os
+import subprocess
+import sys
+import uuid
 
 import psycopg
 import pytest
@@ -20,6 +24,7 @@ from conversations.project_store import create_project
 from conversations.roles import assign_role
 from tests.helpers import make_user
 from tests.project_rows import fill, project_tables, row_key, rows_by_project
+from tests.retention_support import ROOT, subprocess_env
 from tests.rls_support import django_connection_as_app_role, grants, role_name
 
 pytestmark = pytest.mark.postgresql_only
@@ -207,3 +212,64 @@ def test_the_application_works_as_a_role_the_policies_apply_to(client):
     # Every chain the application wrote under the policies verifies, the audit log's included.
     report = proof.verify_all()
     assert report.ok, (report.audit.reason, [s.describe() for s in report.tampered])
+
+
+# -- maintenance as the application's role ------------------------------------------------
+
+DATA = """
+from conversations import projects, store
+from conversations.project_store import create_project
+other = create_project(slug="ops-b")
+for pid in (1, other.pk):
+    with projects.scoped(projects.one(pid)):
+        c = store.create_conversation(title=f"ops {pid}", subject="customer:ops")
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": f"ops text of {pid}"})
+"""
+ERASE = """
+from conversations.retention.erasure import execute_deletion
+receipt = execute_deletion(subject="customer:ops", all_projects=True, actor="ops")
+print(receipt.counts["conversations"], receipt.project_id, receipt.verification["status"])
+"""
+
+
+@pytest.fixture
+def app_databases(tmp_path):
+    """A login role the policies apply to, owning two new databases (as an operator sets up
+    the application's role: docs/OPERATIONS.md); their URLs. All dropped afterwards."""
+    role, password = f"{role_name()}_login", uuid.uuid4().hex
+    names = [f"memoryui_rls_{os.getpid()}_{n}" for n in ("src", "dst")]
+    settings = connection.settings_dict
+    admin = psycopg.connect(dbname="postgres", autocommit=True)
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD {}").format(
+        sql.Identifier(role), sql.Literal(password)))
+    try:
+        for name in names:
+            admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(role)))
+        port = settings.get("PORT") or os.environ.get("PGPORT") or "5432"
+        yield [f"postgres://{role}:{password}@127.0.0.1:{port}/{name}" for name in names]
+    finally:
+        for name in names:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        admin.close()
+
+
+def test_migrations_backups_prune_verification_and_erasure_run_as_the_application_role(tmp_path, app_databases):
+    source, target = app_databases
+
+    def manage(*args, url=source):
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=600, env=subprocess_env(DATABASE_URL=url, MEMORYUI_DATA_DIR=str(tmp_path)))
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
+        return done.stdout + done.stderr
+
+    manage("migrate", "-v0")
+    manage("shell", "-v0", "-c", DATA)
+    backup = tmp_path / "ops.dump"
+    manage("backup", str(backup))
+    assert "Restored and verified" in manage("restore", str(backup), url=target)
+    assert "ops text" not in manage("prune", "--older-than-days", "1")
+    assert "verified" in manage("verify_log")
+    erased = manage("shell", "-v0", "-c", ERASE).split()
+    # Filed for every project; the files could not be searched as this role (docs/OPERATIONS.md).
+    assert erased[:3] == ["2", "None", "not_possible"], erased

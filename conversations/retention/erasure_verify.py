@@ -118,13 +118,13 @@ def _run_helper(request: dict) -> dict:
     return json.loads(done.stdout)
 
 
-def checkpoint_to_disk() -> None:
+def checkpoint_to_disk(notes: list[str] | None = None) -> None:
     """Push everything the database holds in memory into the files searched."""
+    if connection.vendor != "sqlite":
+        pgfiles.checkpoint(notes)
+        return
     with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        else:
-            cursor.execute("CHECKPOINT")
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _page_size() -> int:
@@ -329,7 +329,7 @@ def verify(needles: list[str], notes: list[str], lease: Lease | None,
     passes = 0
     while passes < VERIFY_PASSES + wal_rounds:
         passes += 1
-        checkpoint_to_disk()
+        checkpoint_to_disk(notes)
         search = search_database_files(needles)
         search.passes = passes
         if search.status != "searched" or not search.found:

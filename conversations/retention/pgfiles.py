@@ -186,13 +186,34 @@ def _current_segment(cursor) -> str:
     return cursor.fetchone()[0]
 
 
+def checkpoint(notes: list[str] | None = None) -> bool:
+    """CHECKPOINT: what the server holds in memory goes into the files searched. It needs a
+    superuser or the pg_checkpoint role; the application's own role, which row-level security
+    applies to, may have neither (docs/OPERATIONS.md). Without it the files are searched as the
+    server last wrote them, and `notes` says why; False then."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CHECKPOINT")
+    except DatabaseError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        if notes is not None and NO_CHECKPOINT not in notes:
+            notes.append(NO_CHECKPOINT)
+        return False
+    return True
+
+
+NO_CHECKPOINT = ("no CHECKPOINT: the database role needs the pg_checkpoint role (or to be a superuser) "
+                 "to push what the server holds in memory into the files searched")
+
+
 def switch_and_checkpoint() -> None:
     """End the current segment and checkpoint: every segment before it may be recycled."""
     with connection.cursor() as cursor:
         # A switch with nothing written since the last one is a no-op: write a tiny record first.
         cursor.execute("SELECT pg_logical_emit_message(false, 'memoryui', 'erasure')")
         cursor.execute("SELECT pg_switch_wal()")
-        cursor.execute("CHECKPOINT")
+    checkpoint()
 
 
 def advance_past(segment: str, lease: Lease | None) -> int:
