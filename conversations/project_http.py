@@ -23,9 +23,11 @@ from contextlib import contextmanager
 from django.http import Http404, HttpResponseRedirect
 from django.urls import get_script_prefix, set_script_prefix
 
-from . import projects
+from . import project_store, projects
 from .apiauth import authenticate_bearer
+from .errors import Forbidden
 from .models import ApiKey, Project
+from .roles import actor_of
 
 HEADER = "X-Memoryui-Project"
 SESSION_KEY = "memoryui_project"
@@ -87,6 +89,26 @@ def _streamed_in(chunks, scope, prefix: str, before: str):
         if chunk is _END:
             return
         yield chunk
+
+
+def acts_for_every_project(request) -> bool:
+    """Whether the caller may act for every project: an all-projects API key, or a superuser
+    (an admin of every project) on the pages or the API from their browser."""
+    key = getattr(request, "api_key", None)
+    if key is not None:
+        return key.project_id is None
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_superuser)
+
+
+@contextmanager
+def every_project(request, *, reason: str):
+    """The block acts for every project, recorded in the audit log with `reason`
+    (project_store.bypass), when the caller may (`acts_for_every_project`); 403 otherwise."""
+    if not acts_for_every_project(request):
+        raise Forbidden("only a superuser or an all-projects API key may act for every project", field="all_projects")
+    with project_store.bypass(reason=reason, actor=actor_of(request)):
+        yield
 
 
 def _bearer(request) -> ApiKey | None | bool:

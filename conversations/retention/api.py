@@ -8,7 +8,7 @@ from django.db.models import Q
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import StrictBool, StrictInt, StrictStr
 
-from conversations import keyset, params
+from conversations import keyset, params, projects
 from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, scope
 from conversations.errors import NotFound
@@ -17,22 +17,40 @@ from conversations.models import parse_conversation_id
 
 from . import erasure, suggestions
 from .models import DeletionReceipt
-from .pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_older_than
+from .pruning import MAX_BATCH, MAX_DAYS, prune_by_retention
 
 router = Router(tags=["retention"])
 RECEIPT_PAGE = 50
 
 
 class PruneIn(StrictBody):
-    older_than_days: StrictInt = Field(default_factory=default_retention_days, ge=1, le=MAX_DAYS)
+    older_than_days: StrictInt | None = Field(
+        None, ge=1, le=MAX_DAYS, description="Days since memoryui received a conversation's last row; default: each "
+                                             "project's own retention (else MEMORYUI_RETENTION_DAYS).")
     dry_run: StrictBool = False
     batch_size: StrictInt = Field(5000, ge=1, le=MAX_BATCH)
 
 
-class PruneOut(Schema):
-    dry_run: bool
+class ProjectPruneOut(Schema):
+    project: str
     older_than_days: int
     cutoff: datetime
+    conversations: int
+    messages: int
+    checkpoints: int
+    resumed: int
+    estimated_bytes: int
+    run_id: int | None
+
+
+class PruneOut(Schema):
+    dry_run: bool
+    project: str | None = Field(..., description="The project pruned; null when several were (see `projects`).")
+    projects: list[ProjectPruneOut] = Field(..., description="Each project pruned, by its own retention, with its "
+                                                             "own run: one for a project's key, every project for "
+                                                             "an all-projects key that names none.")
+    older_than_days: int | None = Field(..., description="Null when the projects pruned keep different periods.")
+    cutoff: datetime | None
     conversations: int
     messages: int
     checkpoints: int
@@ -109,10 +127,13 @@ class ReceiptListOut(ListOut):
                                                                                        "dry_run": True}}}))
 @scope("admin")
 def prune(request):
+    """The key's project, by its own retention; an all-projects key that names no project
+    (`X-Memoryui-Project`) prunes every project, each by its own, one run each."""
     payload = read_body(request, PruneIn)
-    result = prune_older_than(days=payload.older_than_days, dry_run=payload.dry_run,
-                              batch_size=payload.batch_size, actor=actor_of(request))
-    return result.as_dict() | {"cutoff": result.cutoff}
+    result = prune_by_retention(days=payload.older_than_days, dry_run=payload.dry_run, batch_size=payload.batch_size,
+                                actor=actor_of(request), all_projects=projects.current().every)
+    # The moments as every answer writes them (params.iso), where as_dict keeps isoformat.
+    return result.as_dict() | {"cutoff": result.cutoff, "projects": result.projects}
 
 
 def _preview_out(preview: erasure.DeletionPreview) -> dict:

@@ -5,9 +5,11 @@ a link is not a permission.
 """
 
 import json
+from contextlib import nullcontext
 from datetime import datetime
 from urllib.parse import urlencode
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -15,17 +17,18 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from conversations import keyset, params
+from conversations import keyset, params, project_store
 from conversations.apiauth import actor_of
 from conversations.confirm import NOT_CONFIRMED, Confirmation, confirmed, render_confirmation
 from conversations.errors import InvalidInput, NotFound, StoreError
 from conversations.facts.models import Fact
-from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
+from conversations.models import ApiKey, AuditEvent, Conversation, Message, Project, parse_conversation_id
+from conversations.project_http import acts_for_every_project, every_project
 from conversations.roles import admin_required
 
 from . import erasure, suggestions
 from .models import DeletionReceipt, PruneRun
-from .pruning import MAX_DAYS, check_days, default_retention_days, prune_older_than
+from .pruning import MAX_DAYS, check_days, default_retention_days, prune_by_retention
 
 PREVIEW_LIST = 200
 AUDIT_PAGE = 100
@@ -42,6 +45,11 @@ def _redirect(request, url):
     return HttpResponseRedirect(url)
 
 
+def _project(request) -> Project:
+    """The project of the page (the middleware's), or `default` where the request named none."""
+    return getattr(request, "project", None) or project_store.default_project()
+
+
 @require_safe
 @admin_required
 def index(request):
@@ -49,42 +57,79 @@ def index(request):
         "last_run": PruneRun.objects.first(),
         "receipt_count": DeletionReceipt.objects.count(),
         "last_receipt": DeletionReceipt.objects.newest_first().first(),
-        "retention_days": default_retention_days(),
+        "retention_days": _project(request).kept_days,
     })
 
 
 # --- prune ---------------------------------------------------------------------------
 
-def _prune_context(**extra) -> dict:
-    return {"retention_days": default_retention_days(), "max_days": MAX_DAYS,
+def _prune_context(request, **extra) -> dict:
+    project = _project(request)
+    extra.setdefault("older_than_days", project.kept_days)
+    return {"project": project, "retention_days": project.kept_days, "server_days": default_retention_days(),
+            "max_days": MAX_DAYS, "for_every_project": acts_for_every_project(request),
             "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first(),
             "recent_runs": PruneRun.objects.all()[:5], **extra}
 
 
-def _with_preview(context: dict, request, days: int) -> dict:
-    """The dry run's counts and the first conversations it would take."""
-    result = prune_older_than(days=days, dry_run=True, actor=actor_of(request))
-    shown = result.conversation_ids[:PREVIEW_LIST]
-    by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
-    context.update(preview=result, older_than_days=days, preview_rows=[by_id[i] for i in shown if i in by_id])
+def _all_projects(data) -> bool:
+    return data.get("all_projects") == "yes"
+
+
+def _acting(request, all_projects: bool, reason: str):
+    """The page's project, or every project for a superuser who asked (audited)."""
+    return every_project(request, reason=reason) if all_projects else nullcontext()
+
+
+def _with_preview(context: dict, request, days: int | None, all_projects: bool = False) -> dict:
+    """The dry run's counts, each project's when several, and the first conversations it would take."""
+    with _acting(request, all_projects, "prune preview for every project"):
+        result = prune_by_retention(days=days, dry_run=True, actor=actor_of(request), all_projects=all_projects)
+        shown = result.conversation_ids[:PREVIEW_LIST]
+        by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
+    context.update(preview=result, older_than_days=days or "", all_projects=all_projects,
+                   preview_rows=[by_id[i] for i in shown if i in by_id])
     return context
+
+
+def _days(raw: str, *, required: bool) -> int | None:
+    """The period typed; blank means each project's own retention where that is allowed."""
+    raw = (raw or "").strip()
+    if not raw and not required:
+        return None
+    return check_days(params.int_field(raw, "older_than_days", minimum=1, maximum=MAX_DAYS))
 
 
 @require_safe
 @admin_required
 def prune_page(request):
     raw = request.GET.get("older_than_days", "").strip()
-    context = _prune_context(older_than_days=raw or default_retention_days())
+    all_projects = _all_projects(request.GET) and acts_for_every_project(request)
+    context = _prune_context(request, older_than_days=raw or ("" if all_projects else _project(request).kept_days),
+                             all_projects=all_projects)
     status = 200
-    if raw:
+    if raw or all_projects:
         try:
-            days = check_days(params.int_field(raw, "older_than_days", minimum=1, maximum=MAX_DAYS))
+            days = _days(raw, required=not all_projects)
         except InvalidInput as exc:
             context["error"] = exc.message
             status = 422
         else:
-            _with_preview(context, request, days)
+            _with_preview(context, request, days, all_projects)
     return render(request, "retention/prune.html", context, status=status)
+
+
+@require_POST
+@admin_required
+def prune_retention(request):
+    """How long this project keeps a conversation after its last row (blank: the server's default)."""
+    try:
+        project_store.set_retention(project=_project(request), retention_days=request.POST.get("retention_days", ""),
+                                    actor=actor_of(request))
+    except InvalidInput as exc:
+        return render(request, "retention/prune.html", _prune_context(request, retention_error=exc.message),
+                      status=exc.status)
+    return _redirect(request, reverse("retention:prune"))
 
 
 def _confirmed_counts(post) -> tuple[int, int] | None:
@@ -104,29 +149,34 @@ def prune_run(request):
     """Runs only what the admin confirmed: the confirmation box carries the preview's
     counts, and when the store would now take more or fewer (time passed, agents wrote)
     the new preview is shown to be confirmed again. Nothing is deleted on one click."""
+    all_projects = _all_projects(request.POST)
+    if all_projects and not acts_for_every_project(request):
+        raise PermissionDenied("only a superuser prunes every project")
     try:
-        days = check_days(params.int_field(request.POST.get("older_than_days", ""), "older_than_days",
-                                           minimum=1, maximum=MAX_DAYS))
+        days = _days(request.POST.get("older_than_days", ""), required=not all_projects)
     except InvalidInput as exc:
         return render(request, "retention/prune.html",
-                      _prune_context(older_than_days=request.POST.get("older_than_days", ""), error=exc.message),
-                      status=422)
+                      _prune_context(request, older_than_days=request.POST.get("older_than_days", ""),
+                                     error=exc.message), status=422)
     confirmed = _confirmed_counts(request.POST)
     if confirmed is None:
-        context = _with_preview(_prune_context(), request, days)
+        context = _with_preview(_prune_context(request), request, days, all_projects)
         context["error"] = "Tick the box to confirm the counts: nothing was pruned."
         return render(request, "retention/prune.html", context, status=422)
-    context = _with_preview(_prune_context(), request, days)
+    context = _with_preview(_prune_context(request), request, days, all_projects)
     preview = context["preview"]
     if (preview.conversations, preview.messages) != confirmed:
         context["error"] = (f"The preview changed since you confirmed it ({confirmed[0]} conversations, "
                             f"{confirmed[1]} messages): check the new counts and confirm again. Nothing was pruned.")
         return render(request, "retention/prune.html", context, status=409)
     try:
-        result = prune_older_than(days=days, actor=actor_of(request))
+        with _acting(request, all_projects, "prune of every project"):
+            result = prune_by_retention(days=days, actor=actor_of(request), all_projects=all_projects)
     except StoreError as exc:  # another prune or a deletion request is running
-        return render(request, "retention/prune.html", _prune_context(older_than_days=days, error=exc.message),
-                      status=exc.status)
+        return render(request, "retention/prune.html",
+                      _prune_context(request, older_than_days=days or "", error=exc.message), status=exc.status)
+    if result.run_id is None:  # one run per project: the list shows this project's
+        return _redirect(request, reverse("retention:prune_runs"))
     return _redirect(request, reverse("retention:prune_run_detail", args=[result.run_id]))
 
 
