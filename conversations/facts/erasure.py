@@ -22,6 +22,7 @@ the retention app's job, after the deleting transaction, a few pages at a time.
 
 from django.db import connection, transaction
 
+from conversations import projects
 from conversations.subjects import normalize_subject
 
 from .models import ERASING, Fact, FactAccess, FactEvent
@@ -34,7 +35,7 @@ def preview_subject(subject: str) -> dict:
     facts = Fact.objects.filter(subject_norm=norm)
     return {
         "facts": facts.count(),
-        "fact_events": FactEvent.objects.filter(fact__subject_norm=norm).count(),
+        "fact_events": FactEvent.objects.filter(fact__in=facts).count(),
         "access_log": FactAccess.objects.filter(subject_norm=norm).count(),
         "sample_texts": list(facts.order_by("id").values_list("text", flat=True)[:SAMPLE_SIZE]),
     }
@@ -49,14 +50,17 @@ def erase_subject(subject: str) -> dict:
         # Facts of one subject supersede only facts of the same subject, so no
         # other subject's fact points at these.
         facts.update(superseded_by=None)
+        # Only the rows of the projects the request erases in: another project's stay.
+        fence, fenced = projects.sql_fence()
         with connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {event_table} WHERE fact_id IN "
-                f"(SELECT id FROM {fact_table} WHERE subject_norm = %s AND status = %s)",
-                [norm, ERASING],
+                f"(SELECT id FROM {fact_table} WHERE subject_norm = %s AND status = %s{fence})",
+                [norm, ERASING, *fenced],
             )
             n_events = cursor.rowcount
-            cursor.execute(f"DELETE FROM {fact_table} WHERE subject_norm = %s AND status = %s", [norm, ERASING])
-            cursor.execute(f"DELETE FROM {FactAccess._meta.db_table} WHERE subject_norm = %s", [norm])
+            cursor.execute(f"DELETE FROM {fact_table} WHERE subject_norm = %s AND status = %s{fence}",
+                           [norm, ERASING, *fenced])
+            cursor.execute(f"DELETE FROM {FactAccess._meta.db_table} WHERE subject_norm = %s{fence}", [norm, *fenced])
             n_access = cursor.rowcount
     return {"facts": n_facts, "fact_events": n_events, "access_log": n_access}

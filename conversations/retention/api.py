@@ -1,6 +1,7 @@
 """Retention over JSON: prune, deletion requests, receipts. Admin scope only."""
 
 import uuid
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from conversations.apiauth import actor_of, scope
 from conversations.errors import NotFound
 from conversations.jsonbody import StrictBody, read_body
 from conversations.models import parse_conversation_id
+from conversations.project_http import every_project
 
 from . import erasure, suggestions
 from .models import DeletionReceipt
@@ -72,6 +74,9 @@ class DeletionIn(StrictBody):
     dry_run: StrictBool = False
     # Filing a receipt that nothing is held is a choice: without it, nothing stored is a 404.
     allow_empty: StrictBool = False
+    all_projects: StrictBool = Field(False, description="Erase in every project, not only the key's (a data "
+                                                        "controller's request): an all-projects key only. Recorded "
+                                                        "in the audit log; the receipt says so.")
 
 
 class PreviewConversationOut(Schema):
@@ -161,15 +166,17 @@ def _preview_out(preview: erasure.DeletionPreview) -> dict:
                              "value": {"subject": "customer:42", "dry_run": True}}}))
 @scope("admin")
 def deletion_request(request):
+    """For the key's project; with `all_projects`, for every project (an all-projects key)."""
     payload = read_body(request, DeletionIn)
-    if payload.dry_run:
-        return _preview_out(erasure.preview_deletion(subject=payload.subject,
-                                                     conversation_ids=payload.conversation_ids))
-    if not payload.allow_empty:
-        suggestions.refuse_empty(erasure.preview_deletion(subject=payload.subject,
-                                                          conversation_ids=payload.conversation_ids))
-    receipt = erasure.execute_deletion(subject=payload.subject, conversation_ids=payload.conversation_ids,
-                                       actor=actor_of(request))
+    everywhere = payload.all_projects
+    acting = every_project(request, reason="deletion request for every project") if everywhere else nullcontext()
+    with acting:
+        ask = {"subject": payload.subject, "conversation_ids": payload.conversation_ids, "all_projects": everywhere}
+        if payload.dry_run:
+            return _preview_out(erasure.preview_deletion(**ask))
+        if not payload.allow_empty:
+            suggestions.refuse_empty(erasure.preview_deletion(**ask))
+        receipt = erasure.execute_deletion(**ask, actor=actor_of(request))
     return Status(201, _receipt_out(receipt))
 
 

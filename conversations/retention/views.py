@@ -5,7 +5,7 @@ a link is not a permission.
 """
 
 import json
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from urllib.parse import urlencode
 
@@ -216,31 +216,45 @@ def _request_fields(request):
     return request.POST.get("subject", ""), request.POST.get("conversation_ids", "")
 
 
-def _preview(subject, ids):
+def _preview(subject, ids, all_projects: bool = False):
     # Text no database can store is refused before erasure looks anything up with it.
     params.check_text(subject, "subject")
     params.check_text(ids, "conversation_ids")
-    return erasure.preview_deletion(subject=subject, conversation_ids=ids)
+    return erasure.preview_deletion(subject=subject, conversation_ids=ids, all_projects=all_projects)
 
 
-def _form_error(request, subject, ids, exc: StoreError):
+def _form_error(request, subject, ids, exc: StoreError, all_projects: bool = False):
     """The deletion form again, with what was sent and what is wrong with it."""
     return render(request, "retention/deletion_form.html",
-                  {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+                  {"subject": subject, "conversation_ids": ids, "error": exc.message, "all_projects": all_projects,
+                   "project": _project(request), "for_every_project": acts_for_every_project(request)},
+                  status=exc.status)
 
 
 @require_safe
 @admin_required
 def deletion_form(request):
-    return render(request, "retention/deletion_form.html", {"subject": "", "conversation_ids": ""})
+    return render(request, "retention/deletion_form.html", {
+        "subject": "", "conversation_ids": "", "project": _project(request),
+        "for_every_project": acts_for_every_project(request)})
 
 
-def _deletion_page(request, preview, *, error: str = "", status: int = 200):
+def _deletion_scope(request) -> bool:
+    """Whether the request is filed for every project (a superuser's choice; anyone else: 403)."""
+    all_projects = _all_projects(request.POST)
+    if all_projects and not acts_for_every_project(request):
+        raise PermissionDenied("only a superuser files a deletion request for every project")
+    return all_projects
+
+
+def _deletion_page(request, preview, *, error: str = "", status: int = 200, all_projects: bool = False):
     """The preview of a deletion request; when it would delete nothing, the stored
     subjects close to the one typed (suggestions.py) and the explicit choice to file
     a receipt that nothing is held."""
     empty = suggestions.nothing_stored(preview)
     hidden = [("subject", preview.subject), ("conversation_ids", " ".join(preview.requested_ids))]
+    if all_projects:
+        hidden.append(("all_projects", "yes"))
     if empty:
         confirmation = Confirmation(
             title="File a receipt that nothing is stored?", action=reverse("retention:deletion_execute"),
@@ -264,6 +278,7 @@ def _deletion_page(request, preview, *, error: str = "", status: int = 200):
     return render(request, "retention/deletion_preview.html", {
         "preview": preview, "nothing_stored": empty, "confirm": confirmation, "conversation_ids": hidden[1][1],
         "suggestions": suggestions.suggest_subjects(preview.subject) if empty and preview.subject else [],
+        "all_projects": all_projects, "project": _project(request),
     }, status=status)
 
 
@@ -272,34 +287,40 @@ def _deletion_page(request, preview, *, error: str = "", status: int = 200):
 def deletion_preview(request):
     # POST, not GET: the subject is personal data and must not land in URLs or access logs.
     subject, ids = _request_fields(request)
-    try:
-        preview = _preview(subject, ids)
-    except StoreError as exc:
-        return _form_error(request, subject, ids, exc)
-    return _deletion_page(request, preview)
+    all_projects = _deletion_scope(request)
+    with _acting(request, all_projects, "deletion request preview for every project"):
+        try:
+            preview = _preview(subject, ids, all_projects)
+        except StoreError as exc:
+            return _form_error(request, subject, ids, exc, all_projects)
+        return _deletion_page(request, preview, all_projects=all_projects)
 
 
 @require_POST
 @admin_required
 def deletion_execute(request):
     """Acts only when confirmed; a request that would delete nothing files its receipt
-    only when `allow_empty` says so too (sent straight at the URL, it is refused)."""
+    only when `allow_empty` says so too (sent straight at the URL, it is refused). Filed
+    for the page's project, or, by a superuser who chose it, for every project (audited)."""
     subject, ids = _request_fields(request)
-    try:
-        preview = _preview(subject, ids)
-    except StoreError as exc:
-        return _form_error(request, subject, ids, exc)
-    if not confirmed(request):
-        return _deletion_page(request, preview, status=NOT_CONFIRMED,
-                              error="Tick the confirmation box to carry out the deletion.")
-    if request.POST.get("allow_empty") != "yes" and suggestions.nothing_stored(preview):
-        return _deletion_page(request, preview, status=NOT_CONFIRMED,
-                              error="Nothing is stored about this: no receipt was filed. Choose a suggested subject, "
-                                    "or file a receipt that nothing is stored.")
-    try:
-        receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request))
-    except StoreError as exc:
-        return _form_error(request, subject, ids, exc)
+    all_projects = _deletion_scope(request)
+    with _acting(request, all_projects, "deletion request for every project"):
+        try:
+            preview = _preview(subject, ids, all_projects)
+        except StoreError as exc:
+            return _form_error(request, subject, ids, exc, all_projects)
+        if not confirmed(request):
+            return _deletion_page(request, preview, status=NOT_CONFIRMED, all_projects=all_projects,
+                                  error="Tick the confirmation box to carry out the deletion.")
+        if request.POST.get("allow_empty") != "yes" and suggestions.nothing_stored(preview):
+            return _deletion_page(request, preview, status=NOT_CONFIRMED, all_projects=all_projects,
+                                  error="Nothing is stored about this: no receipt was filed. Choose a suggested "
+                                        "subject, or file a receipt that nothing is stored.")
+        try:
+            receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request),
+                                               all_projects=all_projects)
+        except StoreError as exc:
+            return _form_error(request, subject, ids, exc, all_projects)
     return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
 
 
@@ -357,15 +378,28 @@ def delete_conversation(request, conversation_id):
 @require_safe
 @admin_required
 def receipts(request):
-    qs = DeletionReceipt.objects.newest_first()
-    before = request.GET.get("before", "")
-    if before:
-        anchor = DeletionReceipt.objects.filter(pk=_uuid_or_404(before)).first()
-        if anchor is None:
-            raise Http404("no such receipt")
-        qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
-    page, more = keyset.take(qs, RECEIPT_PAGE)
+    with _with_server_receipts(request) as seen:
+        qs = seen.newest_first().select_related("project")
+        before = request.GET.get("before", "")
+        if before:
+            anchor = seen.filter(pk=_uuid_or_404(before)).first()
+            if anchor is None:
+                raise Http404("no such receipt")
+            qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
+        page, more = keyset.take(qs, RECEIPT_PAGE)
     return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None})
+
+
+@contextmanager
+def _with_server_receipts(request):
+    """The receipts the page shows: the project's; for a superuser also those of requests
+    filed for every project, read in the audited bypass that filed them."""
+    if not acts_for_every_project(request):
+        yield DeletionReceipt.objects.all()
+        return
+    project = _project(request)
+    with every_project(request, reason="deletion receipts filed for every project"):
+        yield DeletionReceipt.everywhere.filter(Q(project_id=project.pk) | Q(project__isnull=True))
 
 
 def _uuid_or_404(value):
@@ -375,26 +409,31 @@ def _uuid_or_404(value):
         raise Http404("no such receipt") from None
 
 
-def _get_receipt(request_id) -> DeletionReceipt:
-    receipt = DeletionReceipt.objects.filter(pk=_uuid_or_404(request_id)).first()
+def _get_receipt(request, request_id) -> tuple[DeletionReceipt, dict]:
+    """The receipt and its document (which names its project), or 404."""
+    pk = _uuid_or_404(request_id)
+    receipt = DeletionReceipt.objects.filter(pk=pk).select_related("project").first()
+    if receipt is None and acts_for_every_project(request):
+        with _with_server_receipts(request) as seen:
+            receipt = seen.filter(pk=pk).select_related("project").first()
     if receipt is None:
         raise Http404("no such receipt")
-    return receipt
+    return receipt, receipt.as_document()
 
 
 @require_safe
 @admin_required
 def receipt(request, request_id):
-    receipt = _get_receipt(request_id)
-    document = json.dumps(receipt.as_document(), indent=2)
-    return render(request, "retention/receipt.html", {"receipt": receipt, "document": document})
+    receipt, document = _get_receipt(request, request_id)
+    return render(request, "retention/receipt.html",
+                  {"receipt": receipt, "document": json.dumps(document, indent=2)})
 
 
 @require_safe
 @admin_required
 def receipt_json(request, request_id):
-    receipt = _get_receipt(request_id)
-    response = JsonResponse(receipt.as_document(), json_dumps_params={"indent": 2})
+    receipt, document = _get_receipt(request, request_id)
+    response = JsonResponse(document, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="deletion-receipt-{receipt.pk}.json"'
     return response
 
