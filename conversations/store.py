@@ -290,7 +290,7 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     now, stamp = _db_now_stamped(db)
     row = [_db_id(db, cid), None, kind, text, now, None, None, None]
     position = _write_rows(db, cid, [row], expected_position, (stamp,))
-    metrics.appended(1)
+    metrics.appended(1, conversation_id=cid)
     return position
 
 
@@ -330,7 +330,7 @@ def append_messages(*, conversation_id, messages, expected_position: int | None 
     db_cid, (now, stamp) = _db_id(db, cid), _db_now_stamped(db)
     rows = [[db_cid, None, kind, text, now, None, None, None] for kind, text in encoded]
     first = _write_rows(db, cid, rows, expected_position, [stamp] * len(rows))
-    metrics.appended(len(rows))
+    metrics.appended(len(rows), conversation_id=cid)
     return Appended(first_position=first, last_position=first + len(rows) - 1)
 
 
