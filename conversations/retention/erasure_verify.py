@@ -118,10 +118,10 @@ def _run_helper(request: dict) -> dict:
     return json.loads(done.stdout)
 
 
-def checkpoint_to_disk(notes: list[str] | None = None) -> None:
+def checkpoint_to_disk() -> None:
     """Push everything the database holds in memory into the files searched."""
     if connection.vendor != "sqlite":
-        pgfiles.checkpoint(notes)
+        pgfiles.checkpoint()
         return
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -329,7 +329,7 @@ def verify(needles: list[str], notes: list[str], lease: Lease | None,
     passes = 0
     while passes < VERIFY_PASSES + wal_rounds:
         passes += 1
-        checkpoint_to_disk(notes)
+        checkpoint_to_disk()  # without pg_checkpoint, the scrub before said so (pgfiles.checkpoint)
         search = search_database_files(needles)
         search.passes = passes
         if search.status != "searched" or not search.found:
