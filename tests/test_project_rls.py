@@ -199,6 +199,14 @@ def test_the_application_works_as_a_role_the_policies_apply_to(client):
         assert traced.status_code == 200 and traced.json() == {}, traced.content
         assert api.get("/search", {"q": "traced"}).json()["items"]
 
+        copied = api.post("/langgraph/threads/copy", {"source_thread_id": "alpha-under-thread",
+                                                      "target_thread_id": "alpha-under-copy"})
+        assert copied.status_code == 200, copied.content
+        assert api.post("/langgraph/threads/delete", {"thread_id": "alpha-under-copy"}).status_code == 200
+        gone = api.post("/conversations", {"title": "alpha-under deleted by DELETE"}).json()["id"]
+        assert api.delete(f"/conversations/{gone}").status_code in (200, 204)
+        assert api.get(f"/conversations/{gone}").status_code == 404
+
         client.force_login(admin)
         page = f"/p/under-a/conversations/{cid}"
         assert client.post(f"{page}/pin/", {"pinned": "1"}).status_code in (200, 302)
