@@ -38,8 +38,11 @@ $(VENV)/.test-installed: requirements.txt requirements-dev.txt bench/requirement
 		-e "./clients/python[$(CLIENT_EXTRAS)]"
 	touch $(VENV)/.dev-installed $(VENV)/.bench-installed $(VENV)/.client-installed $@
 
+# Quiet: on a first start the admin password `bootstrap` prints must not scroll away behind
+# some 75 lines of "Applying …".
 migrate: $(VENV)/.runtime-installed
-	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py migrate --noinput -v 0
+	@echo "The database is ready (migrations applied)."
 
 run: migrate
 	MEMORYUI_URL=http://$(HOST):$(PORT)/ $(BIN)/python manage.py bootstrap

@@ -72,14 +72,14 @@ def main(argv=None):
     if fresh:
         _build(count, per)
     build_s = time.perf_counter() - t0
-    from django.db import connection
 
     from conversations.models import Conversation
 
     busy = Conversation.objects.get(title="the agent that keeps writing").pk
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_table_size('conversations_message'), pg_total_relation_size('conversations_message')")
-        heap, total = cursor.fetchone()
+    from conversations.partitions import relation_bytes
+
+    heap = relation_bytes("conversations_message", "pg_table_size")
+    total = relation_bytes("conversations_message")
     print(f"  built: message table {heap / 1e9:.2f} GB ({total / 1e9:.2f} GB with indexes), "
           f"{count * per:,} messages, in {build_s:.0f} s", flush=True)
     common.close_django()

@@ -477,11 +477,11 @@ def fork_conversation(request, conversation_id: str = ConversationId):
     "/conversations/{conversation_id}/export",
     operation_id="export_conversation",
     summary="Download a conversation",
-    response={200: None, **errors_doc(404, 422)},
+    response={200: None, **errors_doc(404, 409, 422)},
     openapi_extra={"responses": {200: {
         "description": "The conversation, streamed as a download (Content-Disposition: attachment).",
         "content": {
-            # json and anthropic: an object; openai-chat: an array of messages.
+            # json, anthropic and gemini: an object; openai-chat: an array of messages.
             "application/json": {"schema": {"type": ["object", "array"]}},
             "application/x-ndjson": {"schema": {"type": "string"}},
             "text/markdown": {"schema": {"type": "string"}},
@@ -492,13 +492,15 @@ def fork_conversation(request, conversation_id: str = ConversationId):
 def export_conversation(
     request,
     conversation_id: str = ConversationId,
-    format: Literal["json", "jsonl", "markdown", "openai-chat", "anthropic", "claude-code", "memoryui"] = Query(
-        "json", description="json, jsonl or markdown; openai-chat or anthropic (the active view as a request, "
-                            "handoff summary first); claude-code or memoryui (the full record as a transcript "
-                            "that imports back)"),
+    format: Literal["json", "jsonl", "markdown", "openai-chat", "anthropic", "gemini", "claude-code",
+                    "memoryui"] = Query(
+        "json", description="json, jsonl or markdown; openai-chat, anthropic or gemini (the active view as a "
+                            "request, handoff summary first, journal left out); claude-code or memoryui (the full "
+                            "record as a transcript that imports back)"),
 ):
     """Streamed in batches, so a long conversation exports in constant memory. Needs `read`.
-    Recorded in the audit log, as exports from the pages are."""
+    Recorded in the audit log, as exports from the pages are. 409 `nothing_to_send` for a request
+    format when the active view holds nothing a model could be sent."""
     conversation = Conversation.objects.get_live(parse_conversation_id(conversation_id))
     stream = export_stream(conversation.pk, format)
     store.record_audit(actor=actor_of(request), action="conversation.exported", target_type="conversation",

@@ -100,3 +100,11 @@ class Forbidden(StoreError):
 
     code = "forbidden"
     status = 403
+
+
+class NothingToSend(StoreError):
+    """An active view with nothing a model could be sent (no message, no summary): no request
+    body would be valid, so none is made."""
+
+    code = "nothing_to_send"
+    status = 409

@@ -10,6 +10,7 @@ workspace snapshots (conversations/ledger) come with it: in the JSON header, as 
 lines marked `record`, and as a closing Markdown section.
 """
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ FORMATS = {
 AGENT_FORMATS = {
     "openai-chat": ("application/json; charset=utf-8", "openai-chat.json"),
     "anthropic": ("application/json; charset=utf-8", "anthropic.json"),
+    "gemini": ("application/json; charset=utf-8", "gemini.json"),
     "claude-code": ("application/x-ndjson; charset=utf-8", "claude-code.jsonl"),
     "memoryui": ("application/x-ndjson; charset=utf-8", "memoryui.jsonl"),
 }
@@ -111,7 +113,10 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
     if fmt in AGENT_FORMATS:
         if _agent_exporter is None:
             raise InvalidInput(f"the {fmt} export is not installed on this server", field="format")
-        return ExportStream(chunks=buffered(_agent_exporter(conversation, fmt)), content_type=content_type,
+        chunks = _agent_exporter(conversation, fmt)
+        # The first chunk now: a view with nothing to send is a clean 409 before anything streams.
+        first = next(chunks, "")
+        return ExportStream(chunks=buffered(itertools.chain([first], chunks)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
     # Signed before anything streams, over the same snapshot the rows are read from (issue 23.3).

@@ -475,3 +475,30 @@ class IdempotencyKey(models.Model):
 
     def __str__(self):
         return f"{self.caller} {self.key}"
+
+
+class UsageTotal(models.Model):
+    """A conversation's tokens and cost so far, kept for the list to show and sort by
+    (conversations/usage_totals.py). Derived and disposable: counted from its rows' usage up to
+    `upto`, brought up to date when read, dropped with its conversation."""
+
+    conversation = models.OneToOneField(Conversation, primary_key=True, on_delete=models.DO_NOTHING,
+                                        related_name="usage_total", db_constraint=False)
+    upto = models.BigIntegerField(default=-1)
+    replies = models.IntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_tokens = models.BigIntegerField(default=0)
+    # Millionths of a US dollar, of the replies whose model has a price.
+    cost_micros = models.BigIntegerField(default=0)
+    unpriced = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["cost_micros"], name="usage_total_cost_idx")]
+
+    def __str__(self):
+        return f"usage of {self.conversation_id} through #{self.upto}"
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_tokens

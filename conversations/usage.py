@@ -84,7 +84,7 @@ def read(convo: Conversation, checkpoints=None) -> tuple[Chart, Totals]:
         cumulative.append(running)
         if kind != "assistant":
             continue
-        usage = _stored_usage(content) if content else None
+        usage = stored_usage(content) if content else None
         if usage is not None:
             totals.add(usage)
             chart.calls.append(Call(position, usage.context, False, usage))
@@ -102,7 +102,7 @@ def read(convo: Conversation, checkpoints=None) -> tuple[Chart, Totals]:
     return chart, totals
 
 
-def _stored_usage(content: str):
+def stored_usage(content: str):
     """The usage a stored reply's meta reports, or None (none, or not a JSON object)."""
     try:
         return usage_of(json.loads(content).get("meta"))
@@ -120,7 +120,7 @@ def fork_totals(convo: Conversation, children) -> list[dict]:
                                                    content__contains='"usage"')
                 .values_list("content", flat=True))
         for content in rows.iterator(chunk_size=500):
-            usage = _stored_usage(content)
+            usage = stored_usage(content)
             if usage is not None:
                 totals.add(usage)
         out.append({"conversation": child, "totals": totals})

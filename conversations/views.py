@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Coalesce
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,7 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import calls, hooks, params, store
+from . import calls, hooks, params, store, usage_totals
 from .errors import NotFound, StoreError
 from .export import FORMATS, export_stream
 from .http import conversation_or_404, position_or_404
@@ -71,6 +72,15 @@ def _int_param(request, name, *, default=None, minimum=0, maximum=params.MAX_POS
 
 
 LIST_CURSOR = "conversations"
+# The list's orders: (field to sort by, its keyset kind, newest or largest first). Tokens and cost
+# come from the usage totals (conversations/usage_totals.py), brought up to date before sorting.
+LIST_SORTS = {
+    "activity": ("last_activity_at", datetime, "Last activity"),
+    "rows": ("next_position", int, "Rows"),
+    "tokens": ("sort_tokens", int, "Tokens"),
+    "cost": ("sort_cost", int, "Cost"),
+    "created": ("created_at", datetime, "Created"),
+}
 
 
 NAMESPACE_CHOICES = 200
@@ -86,7 +96,11 @@ LIST_FLAGS = {
 @reader_required
 def index(request):
     older = _int_param(request, "older", minimum=1, maximum=36500)
-    after = params.cursor_param(request.GET, "cursor", LIST_CURSOR, datetime, uuid.UUID)
+    sort = request.GET.get("sort", "activity")
+    if sort not in LIST_SORTS:
+        raise params.BadParameter(f"sort must be one of {', '.join(LIST_SORTS)}", field="sort")
+    field, kind, _ = LIST_SORTS[sort]
+    after = params.cursor_param(request.GET, "cursor", f"{LIST_CURSOR}:{sort}", kind, uuid.UUID)
     q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
     namespace = params.text_param(request.GET, "namespace", max_length=200)
     about_id = params.text_param(request.GET, "about", max_length=100)
@@ -95,47 +109,36 @@ def index(request):
     # conversation's page links its subject this way, so no subject goes into an address.
     about = conversation_or_404(about_id) if about_id else None
 
-    live_children = Conversation.objects.live().filter(parent_id=OuterRef("pk"))
-    qs = Conversation.objects.live().with_checkpoint_flag().with_fork_count()
-    if q:
-        match = Q(title__icontains=q) | Q(subject__icontains=q)
-        try:
-            match |= Q(pk=parse_conversation_id(q))
-        except NotFound:
-            pass
-        qs = qs.filter(match)
-    if namespace:
-        qs = qs.filter(namespace=namespace)
-    if about is not None:
-        qs = qs.about(about.subject) if about.subject else qs.filter(pk=about.pk)
-    if "forks" in flags:
-        qs = qs.filter(Exists(live_children))
-    if "forked" in flags:
-        qs = qs.filter(parent_id__isnull=False)
-    if "checkpoint" in flags:
-        qs = qs.filter(has_checkpoint=True)
-    if "pinned" in flags:
-        qs = qs.filter(pinned=True)
-    if older:
-        qs = qs.filter(last_activity_at__lt=timezone.now() - timedelta(days=older))
+    qs = _filtered(Conversation.objects.live().with_checkpoint_flag().with_fork_count(), q=q, namespace=namespace,
+                   about=about, flags=flags, older=older)
+    if sort in ("tokens", "cost"):
+        usage_totals.refresh(qs.filter(Q(usage_total__isnull=True) | Q(usage_total__upto__lt=F("next_position") - 1)))
+        qs = qs.annotate(sort_tokens=Coalesce(F("usage_total__input_tokens") + F("usage_total__output_tokens")
+                                              + F("usage_total__cache_tokens"), 0),
+                         sort_cost=Coalesce(F("usage_total__cost_micros"), 0))
     if after:
         at, cid = after
-        qs = qs.filter(Q(last_activity_at__lt=at) | Q(last_activity_at=at, pk__lt=cid))
-    # Keyset, newest activity first; one row more than shown says whether there is a next page.
-    rows = list(qs.order_by("-last_activity_at", "-id")[: LIST_PAGE + 1])
+        qs = qs.filter(Q(**{f"{field}__lt": at}) | Q(**{field: at, "pk__lt": cid}))
+    # Keyset, largest (newest) first; one row more than shown says whether there is a next page.
+    rows = list(qs.order_by(f"-{field}", "-id")[: LIST_PAGE + 1])
     more_url = None
     if len(rows) > LIST_PAGE:
         rows = rows[:LIST_PAGE]
         kept = {k: v for k, v in request.GET.items() if k != "cursor" and v}
         last = rows[-1]
-        cursor = params.encode_cursor(LIST_CURSOR, last.last_activity_at, last.pk)
+        cursor = params.encode_cursor(f"{LIST_CURSOR}:{sort}", getattr(last, field), last.pk)
         more_url = "?" + urlencode({**kept, "cursor": cursor})
+    totals = usage_totals.refresh(rows)
+    for row in rows:
+        row.totals = totals[row.pk]
+        row.namespace_label = namespace_label(row.namespace, row.meta)
     filtered = bool(q or flags or older or namespace or about)
     # The namespaces agents filed conversations under (read off the namespace index).
     namespaces = list(Conversation.objects.live().exclude(namespace="").order_by("namespace")
                       .values_list("namespace", flat=True).distinct()[:NAMESPACE_CHOICES])
     if namespace and namespace not in namespaces:
         namespaces.append(namespace)
+    namespaces = [(ns, namespace_label(ns, _meta_in(ns))) for ns in namespaces]
     return _render(
         request,
         "conversations/index.html",
@@ -151,9 +154,52 @@ def index(request):
             "older": older or "",
             "filtered": filtered,
             "first_page": after is None,
+            "sort": sort,
+            "sorts": [(key, label) for key, (_, _, label) in LIST_SORTS.items()],
+            "sort_query": urlencode({k: v for k, v in request.GET.items() if k not in ("sort", "cursor") and v}),
         },
         fragments=("conversation-list", "conversation-list-more"),
     )
+
+
+def _filtered(qs, *, q, namespace, about, flags, older):
+    """The list's filters: words of a title or subject (or an id), a namespace, a subject, flags, age."""
+    if q:
+        match = Q(title__icontains=q) | Q(subject__icontains=q)
+        try:
+            match |= Q(pk=parse_conversation_id(q))
+        except NotFound:
+            pass
+        qs = qs.filter(match)
+    if namespace:
+        qs = qs.filter(namespace=namespace)
+    if about is not None:
+        qs = qs.about(about.subject) if about.subject else qs.filter(pk=about.pk)
+    if "forks" in flags:
+        qs = qs.filter(Exists(Conversation.objects.live().filter(parent_id=OuterRef("pk"))))
+    if "forked" in flags:
+        qs = qs.filter(parent_id__isnull=False)
+    if "checkpoint" in flags:
+        qs = qs.filter(has_checkpoint=True)
+    if "pinned" in flags:
+        qs = qs.filter(pinned=True)
+    if older:
+        qs = qs.filter(last_activity_at__lt=timezone.now() - timedelta(days=older))
+    return qs
+
+
+def namespace_label(namespace: str, meta) -> str:
+    """A namespace as a person reads it: Claude Code files a session under its project folder
+    with the slashes turned to dashes (`-srv-billing`); the folder, as the session recorded it,
+    is its name. Any other namespace is shown as it is (the raw value goes in a title)."""
+    cwd = (meta or {}).get("claude_code", {}).get("cwd") if isinstance((meta or {}).get("claude_code"), dict) else None
+    if isinstance(cwd, str) and cwd.strip() and namespace.startswith("-"):
+        return cwd.strip()
+    return namespace
+
+
+def _meta_in(namespace: str):
+    return Conversation.objects.live().filter(namespace=namespace).values_list("meta", flat=True).first()
 
 
 # ---- one conversation ------------------------------------------------------
@@ -205,7 +251,8 @@ def _descendants(conversation):
         level = list(
             Conversation.objects.live()
             .filter(parent_id__in=frontier)
-            .order_by("created_at", "id")
+            # Children where they branch off, in the order of the record; then by creation.
+            .order_by(F("forked_from_position").asc(nulls_last=True), "created_at", "id")
             .only("id", "title", "parent_id", "forked_from_position", "next_position", "created_at",
                   "parent_relation")[
                 : TREE_LIMIT - total + 1

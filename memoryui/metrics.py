@@ -153,6 +153,7 @@ def on_import_source_saved(sender, instance, created, **kwargs):
 
 
 def on_receipt_saved(sender, instance, created, **kwargs):
+    """A receipt filed, or a window's verdict on one (its `status`: erased, verified, found, …)."""
     if created:
         erasure_verified((instance.verification or {}).get("status", "none"), instance.project_id)
 
@@ -208,6 +209,25 @@ def _stat_size(path: Path) -> int:
         return 0
 
 
+# Gauges an app reads at scrape time (a callable yielding metric families), registered from its
+# AppConfig.ready(): the deletion requests waiting for their window, and those past their deadline.
+_SCRAPE_TIME: list = []
+
+
+def register_scrape_time(collect) -> None:
+    if collect not in _SCRAPE_TIME:
+        _SCRAPE_TIME.append(collect)
+
+
+class _AppGauges:
+    def collect(self):
+        for collect in _SCRAPE_TIME:
+            try:
+                yield from collect()
+            except DatabaseError:
+                connection.close_if_unusable_or_obsolete()
+
+
 class _ThisProcess:
     """The process's own registry, when there is no multiprocess folder (runserver, tests)."""
 
@@ -226,6 +246,7 @@ def scrape() -> bytes:
     else:
         registry.register(_ThisProcess())
     registry.register(_DatabaseSize())
+    registry.register(_AppGauges())
     return generate_latest(registry)
 
 

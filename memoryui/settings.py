@@ -249,6 +249,18 @@ MEMORYUI_UPLOAD_TTL_MINUTES = float(os.environ.get("MEMORYUI_UPLOAD_TTL_MINUTES"
 MEMORYUI_OTLP_MAX_BYTES = int(os.environ.get("MEMORYUI_OTLP_MAX_BYTES", 8 * 1024 * 1024))
 MEMORYUI_OTLP_MAX_SPANS = int(os.environ.get("MEMORYUI_OTLP_MAX_SPANS", 1000))
 MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES = int(os.environ.get("MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES", 256 * 1024))
+# Deletion requests in two phases (conversations/retention/window.py): the rows go at once, and the
+# database files are cleaned and searched in a maintenance window (`manage.py erasure_window`) by the
+# deadline, once for every request filed since the last window. "at-once" searches within each request.
+MEMORYUI_ERASURE_VERIFY = os.environ.get("MEMORYUI_ERASURE_VERIFY", "window").strip().lower()
+MEMORYUI_ERASURE_DEADLINE_HOURS = float(os.environ.get("MEMORYUI_ERASURE_DEADLINE_HOURS", 24))
+# Where a filed request's needles (personal data) wait for their window, never in the database.
+MEMORYUI_ERASURE_PENDING_DIR = Path(os.environ.get("MEMORYUI_ERASURE_PENDING_DIR", DATA_DIR / "erasure-pending"))
+# PostgreSQL: hash partitions of the message table by conversation (conversations/partitions.py).
+# A deletion request rewrites and searches only the partitions its conversations were in, so keep
+# partitions about the same size as the table grows: `manage.py message_partitions --count N`
+# changes it later (about 16 per million messages keeps a request's cost flat).
+MEMORYUI_PG_MESSAGE_PARTITIONS = int(os.environ.get("MEMORYUI_PG_MESSAGE_PARTITIONS", 16))
 # The pg_repack program that gives a pruned PostgreSQL table's disk back ("" turns it off).
 MEMORYUI_PG_REPACK = os.environ.get("MEMORYUI_PG_REPACK", "pg_repack").strip()
 # Prices per million tokens that override or extend conversations/prices.py's table, by model.

@@ -170,3 +170,11 @@ def settle(page) -> None:
     observed and its htmx requests sent) and no htmx request is still in flight."""
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     page.wait_for_function("() => !document.querySelector('.htmx-request')")
+
+
+def unfold(page, *selectors: str) -> None:
+    """Open folded parts of a page as a reader does, by their summary: on a conversation page
+    `#conv-panels` (figures, chart, fork tree, task state) and `#row-filters` (filters, jump to)."""
+    for selector in selectors:
+        if page.locator(f"{selector}:not([open])").count():
+            page.locator(f"{selector} > summary").click()

@@ -20,6 +20,12 @@ from pathlib import Path
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
+# Deletion requests verify within the request in most tests (MEMORYUI_ERASURE_VERIFY=at-once, an
+# operator's setting too), so each can assert its receipt; the default, two phases with a window,
+# is tested by tests/test_erasure_window.py. Set here, before the settings are read; the servers
+# and commands the tests start inherit it.
+os.environ.setdefault("MEMORYUI_ERASURE_VERIFY", "at-once")
+
 
 def _index(worker: str) -> int:
     return int(worker.removeprefix("gw")) if worker.removeprefix("gw").isdigit() else 0

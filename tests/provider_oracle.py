@@ -24,7 +24,6 @@ type can say:
 wrong (empty: valid); `assert_valid_openai` / `assert_valid_anthropic` raise with it.
 """
 
-import json
 import re
 import types
 import typing
@@ -273,6 +272,87 @@ def _anthropic_user_problems(where: str, blocks: list, pending: list, problems: 
         problems.append(f"{where}: the tool_use ids {missing} of the message before are not answered here")
 
 
+# ---- Gemini ------------------------------------------------------------------------------------
+
+_GEMINI_BODY_KEYS = {"contents", "systemInstruction", "system_instruction", "tools", "toolConfig",
+                     "generationConfig", "safetySettings", "cachedContent"}
+
+
+def gemini_problems(body) -> list[str]:
+    """What Gemini's generateContent would refuse in this body: every content and the system
+    instruction checked by google-genai's own `types.Content` (unknown keys forbidden, every
+    value typed), then the rules across turns: roles `user` and `model` only, the first turn
+    the user's, no empty turn and no empty text part; each `functionCall` of a model turn
+    answered by a `functionResponse` with its name (and id) at the start of the very next
+    user turn, and no `functionResponse` answering nothing."""
+    from google.genai import types
+    from pydantic import ValidationError
+
+    problems = []
+    if not isinstance(body, dict):
+        return ["the body must be an object"]
+    unknown = set(body) - _GEMINI_BODY_KEYS
+    if unknown:
+        problems.append(f"unknown keys {sorted(unknown)}")
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return problems + ["contents must be a non-empty list"]
+    for name in ("systemInstruction", "system_instruction"):
+        if name in body:
+            try:
+                types.Content.model_validate(body[name])
+            except ValidationError as exc:
+                problems.append(f"{name}: {str(exc).splitlines()[0]}")
+    pending: list[tuple[str, str]] = []
+    for i, content in enumerate(contents):
+        where = f"contents[{i}]"
+        try:
+            types.Content.model_validate(content)
+        except ValidationError as exc:
+            problems.append(f"{where}: {' '.join(str(exc).split())[:300]}")
+            continue
+        if i == 0 and content.get("role") != "user":
+            problems.append(f"{where}: the first turn must be the user's")
+        pending = _gemini_turn_problems(where, content.get("role"), content.get("parts") or [], pending, problems)
+    return problems
+
+
+def _gemini_turn_problems(where: str, role, parts: list, pending: list, problems: list) -> list:
+    """One turn's problems (added to `problems`); the calls the next turn must answer."""
+    if role not in ("user", "model"):
+        problems.append(f"{where}: role must be user or model, not {role!r}")
+    if not parts:
+        problems.append(f"{where}: a turn needs at least one part")
+    if any("text" in part and not str(part["text"]).strip() and len(part) == 1 for part in parts):
+        problems.append(f"{where}: an empty text part")
+    answers = [(part["functionResponse"].get("name"), part["functionResponse"].get("id"))
+               for part in parts if "functionResponse" in part]
+    lead = 0
+    while lead < len(parts) and "functionResponse" in parts[lead]:
+        lead += 1
+    if answers and lead != len(answers):
+        problems.append(f"{where}: functionResponse parts must come before any other part")
+    if role == "model":
+        if answers:
+            problems.append(f"{where}: functionResponse parts belong in a user turn")
+        if pending:
+            problems.append(f"{where}: the functionCalls {pending} of the turn before are not answered")
+        return [(part["functionCall"].get("name"), part["functionCall"].get("id"))
+                for part in parts if "functionCall" in part]
+    for answer in answers:
+        if answer not in pending:
+            problems.append(f"{where}: functionResponse {answer} answers no functionCall of the turn before")
+    missing = [call for call in pending if call not in answers]
+    if missing:
+        problems.append(f"{where}: the functionCalls {missing} of the turn before are not answered here")
+    return []
+
+
+def assert_valid_gemini(body, context: str = "") -> None:
+    problems = gemini_problems(body)
+    assert not problems, f"Gemini would refuse this body{' (' + context + ')' if context else ''}: {problems[:5]}"
+
+
 def openai_body(messages: list, model: str = "gpt-4o") -> dict:
     """A Chat Completions request around a `messages` list (what to_openai_messages returns)."""
     return {"model": model, "messages": messages}
@@ -295,34 +375,54 @@ def assert_valid_anthropic(body, context: str = "") -> None:
 
 def rendered_bodies(handoff: str | None, messages: list[dict], *, model_row_meta: bool = False) -> dict:
     """Every request body memoryui renders for one active view (`handoff`: the checkpoint
-    summary or None; `messages`: the rows after the fold): the client's
-    `to_openai_messages` / `to_anthropic_messages` (journal dropped and kept as text) and
-    the server's `openai-chat` / `anthropic` exports. {name: (provider, body)}."""
-    from conversations.formats import anthropic as anthropic_format
-    from conversations.formats import openai_chat
-    from memoryui_client import to_anthropic_messages, to_openai_messages
+    summary or None; `messages`: the rows after the fold): the client's `to_openai_messages`,
+    `to_anthropic_messages` and `to_gemini_contents` and the server's `openai-chat`,
+    `anthropic` and `gemini` renderers, each with the journal dropped and kept as text.
+    {name: (provider, body)}; a body is None where the renderer said there is nothing to send."""
+    from conversations.errors import NothingToSend as ServerNothing
+    from conversations.formats import requests
+    from memoryui_client import NothingToSend, to_anthropic_messages, to_gemini_contents, to_openai_messages
 
     view = {"handoff": {"kind": "system", "content": handoff} if handoff else None,
             "items": [{"position": i, "message": m} for i, m in enumerate(messages)]}
     rows = [(m["kind"], m) for m in messages]
+
+    def body(make, wrap, *empty):
+        try:
+            return wrap(make())
+        except empty:
+            return None
+
     out = {}
     for journal in ("drop", "text"):
-        out[f"client openai journal={journal}"] = ("openai", openai_body(to_openai_messages(view, journal=journal)))
-        out[f"client anthropic journal={journal}"] = (
-            "anthropic", anthropic_body(to_anthropic_messages(view, journal=journal)))
-    out["export openai-chat"] = ("openai", openai_body(json.loads("".join(openai_chat.render(rows, handoff)))))
-    out["export anthropic"] = ("anthropic", json.loads("".join(anthropic_format.render(rows, handoff))))
+        out[f"client openai journal={journal}"] = ("openai", body(
+            lambda j=journal: to_openai_messages(view, journal=j), openai_body, NothingToSend))
+        out[f"client anthropic journal={journal}"] = ("anthropic", body(
+            lambda j=journal: to_anthropic_messages(view, journal=j), anthropic_body, NothingToSend))
+        out[f"client gemini journal={journal}"] = ("gemini", body(
+            lambda j=journal: to_gemini_contents(view, journal=j), dict, NothingToSend))
+        out[f"export openai-chat journal={journal}"] = ("openai", body(
+            lambda j=journal: list(requests.openai_body(rows, handoff, journal=j)), openai_body, ServerNothing))
+        out[f"export anthropic journal={journal}"] = ("anthropic", body(
+            lambda j=journal: requests.anthropic_body(rows, handoff, journal=j), anthropic_body, ServerNothing))
+        out[f"export gemini journal={journal}"] = ("gemini", body(
+            lambda j=journal: requests.gemini_body(rows, handoff, journal=j), dict, ServerNothing))
     return out
 
 
 def invalid_renderings(handoff: str | None, messages: list[dict]) -> dict:
-    """{renderer: problems} for each rendering of this view that a provider would refuse.
-    A view with no message a provider can take at all (only journal rows, or nothing
-    after the fold, with the journal dropped) has no body to judge and is skipped."""
-    judges = {"openai": openai_problems, "anthropic": anthropic_problems}
+    """{renderer: problems} for each rendering of this view that a provider would refuse. A
+    renderer that found nothing to send made no body (NothingToSend): then every renderer of
+    the same journal mode must agree, and none may make a body with no message."""
+    judges = {"openai": openai_problems, "anthropic": anthropic_problems, "gemini": gemini_problems}
     bad = {}
-    for name, (provider, body) in rendered_bodies(handoff, messages).items():
-        if not body["messages"]:
+    bodies = rendered_bodies(handoff, messages)
+    for journal in ("drop", "text"):
+        made = {name: b is not None for name, (_, b) in bodies.items() if name.endswith(f"journal={journal}")}
+        if len(set(made.values())) > 1:
+            bad[f"journal={journal}"] = [f"renderers disagree on whether there is anything to send: {made}"]
+    for name, (provider, body) in bodies.items():
+        if body is None:
             continue
         problems = judges[provider](body)
         if problems:

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.models import Conversation
-from conversations.retention import erasure
+from conversations.retention import erasure, pgfiles
 from tests import helpers
+from tests.conftest import skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,3 +117,12 @@ def delete_conversations(*conversation_ids, actor: str = "user:admin"):
     page and POST /api/v1/deletion-requests with conversation ids): the same path as above,
     one search of the database files for all of them."""
     return erasure.execute_deletion(conversation_ids=list(conversation_ids), actor=actor, kind="conversation")
+
+
+def require_repack():
+    """PostgreSQL erasure rewrites tables online with pg_repack: a test of that needs it (a
+    missing pg_repack skips it, and fails it under CI=true)."""
+    if connection.vendor == "postgresql":
+        problem = pgfiles.repack_problem()
+        if problem:
+            skip_or_fail(problem)

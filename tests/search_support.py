@@ -50,8 +50,14 @@ def index_bytes() -> bytes:
             cursor.execute("SELECT block FROM search_message_fts_data")
             return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)
         cursor.execute("CHECKPOINT")
-        cursor.execute("SELECT current_setting('data_directory') || '/' "
-                       "|| pg_relation_filepath('search_message_tsv_idx')")
-        path = cursor.fetchone()[0]
-    with open(path, "rb") as f:
-        return f.read()
+        # The index itself, or, on the partitioned message table, each partition's index.
+        cursor.execute("SELECT current_setting('data_directory') || '/' || pg_relation_filepath(i.oid) "
+                       "FROM pg_class i WHERE (i.oid = 'search_message_tsv_idx'::regclass OR i.oid IN "
+                       "(SELECT inhrelid FROM pg_inherits WHERE inhparent = 'search_message_tsv_idx'::regclass)) "
+                       "AND pg_relation_filepath(i.oid) IS NOT NULL")
+        paths = [row[0] for row in cursor.fetchall()]
+    out = b""
+    for path in paths:
+        with open(path, "rb") as f:
+            out += f.read()
+    return out

@@ -14,6 +14,7 @@ from conversations.models import Conversation
 from conversations.roles import AUDITOR
 from tests.api_support import make_key
 from tests.claude_sdk_support import Stores, run_async, write_session_files
+from tests.helpers import unfold
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -55,6 +56,7 @@ def test_an_auditor_reads_a_claude_agent_sdk_session_with_its_fold_and_subagent(
         expect(record).to_contain_text(seen, use_inner_text=True)
     text = record.inner_text()
     assert "This session is being continued" not in text.split("Fold after")[0]  # the summary is the fold's
+    unfold(page, "#conv-panels")
     tree = page.locator(".fork-tree")
     assert "subagent" in tree.inner_text() and "spawned at #5" in tree.inner_text()
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -133,6 +133,43 @@ def _small_targets(page) -> list[str]:
         }""", CONTROLS)
 
 
+# A keyboard walk: Tab from the top through every stop (at most KEY_STOPS), and the name each stop
+# gives a screen reader, as the accessible-name rules compute it for these elements.
+KEY_STOPS = 150
+_FOCUSED = r"""() => {
+    const el = document.activeElement;
+    if (!el || el === document.body) return null;
+    const text = (e) => (e && (e.innerText || e.textContent) || '').replace(/\s+/g, ' ').trim();
+    let name = el.getAttribute('aria-label') || '';
+    const by = el.getAttribute('aria-labelledby');
+    if (!name && by) name = by.split(/\s+/).map(id => text(document.getElementById(id))).join(' ').trim();
+    if (!name && el.labels && el.labels.length) name = [...el.labels].map(text).join(' ').trim();
+    if (!name && ['A', 'BUTTON', 'SUMMARY'].includes(el.tagName)) name = text(el);
+    if (!name && el.tagName === 'a' && el.querySelector('title')) name = text(el.querySelector('title'));
+    if (!name) name = el.getAttribute('title') || el.getAttribute('placeholder') || el.getAttribute('alt') || '';
+    if (!name && el.tagName === 'INPUT' && ['submit', 'button'].includes(el.type)) name = el.value;
+    return {tag: el.tagName.toLowerCase(), id: el.id, cls: typeof el.className === 'string' ? el.className : '',
+            name: name.trim(), key: el.tagName + '#' + el.id + '.' + (el.getAttribute('href') || el.name || '')
+              + ':' + [...el.parentNode.children].indexOf(el)};
+}"""
+
+
+def keyboard_walk(page) -> tuple[int, list[str]]:
+    """(tab stops met from the top, the unnamed ones)."""
+    page.evaluate("() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); }")
+    stops, unnamed, seen = 0, [], set()
+    for _ in range(KEY_STOPS):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(_FOCUSED)
+        if focused is None or focused["key"] in seen:
+            break
+        seen.add(focused["key"])
+        stops += 1
+        if not focused["name"]:
+            unnamed.append(f"<{focused['tag']} id={focused['id']!r} class={focused['cls'][:40]!r}>")
+    return stops, unnamed
+
+
 def walk(browser, live_server, admin, paths, viewport, *, check_width: bool):
     # bypass_csp: axe arrives as an inline script; the CSP itself is tested in test_csp_browser.py.
     context = browser.new_context(viewport=viewport, bypass_csp=True)
@@ -158,6 +195,9 @@ def walk(browser, live_server, admin, paths, viewport, *, check_width: bool):
             if shot:
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SHOTS / shot), full_page=viewport is PHONE)
+            if not check_width and not path.startswith("/api/"):
+                _, unnamed = keyboard_walk(page)
+                small += [f"{path}: a control with no name a screen reader could say: {u}" for u in unnamed[:5]]
             page.add_script_tag(path=str(axe))
             found = _run_axe(page)
             counts[path] = sum(v["count"] for v in found)
@@ -182,7 +222,7 @@ def test_every_page_fits_a_phone_and_has_no_serious_axe_violation(world, browser
         wide, small, violations, counts = walk(browser, live_server, world["admin"], paths, viewport,
                                         check_width=viewport is PHONE)
         problems += [f"[{name}] sideways: {w}" for w in wide]
-        problems += [f"[{name}] under 44 px: {t}" for t in small]
+        problems += [f"[{name}] {'under 44 px' if viewport is PHONE else 'keyboard'}: {t}" for t in small]
         for path, found in violations.items():
             for v in found:
                 problems.append(f"[{name}] axe {v['impact']} {v['id']} on {path}: {v['help']} "

@@ -10,7 +10,7 @@ import pytest
 from conversations import store, views
 from conversations.models import Message
 from conversations.roles import AUDITOR
-from tests.helpers import below_the_bar
+from tests.helpers import below_the_bar, unfold
 from tests.test_browser_search_follow import VIEWPORTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
@@ -91,6 +91,7 @@ def test_errors_only_and_tool_filters_narrow_both_views(live_server, logged_in_p
     context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     page.evaluate("window.__sameDocument = true")
+    unfold(page, "#row-filters")
     page.get_by_label("Errors only").check()
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**errors=1**")
@@ -223,8 +224,7 @@ def test_jump_to_focuses_the_row_and_aligns_the_active_view(live_server, logged_
     c = _session(filler=60)
     context, page = _open(logged_in_page, viewport)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
-    if viewport == "phone":  # the filters fold behind a button on a phone (issue 24.6)
-        page.locator("button.phone-toggle", has_text="Filter rows").click()
+    unfold(page, "#row-filters")  # the filters fold into one line at every width
     page.get_by_label("Jump to #").fill("50")
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**at=50**")

@@ -14,6 +14,7 @@ from conversations.models import Conversation
 from conversations.roles import AUDITOR
 from memoryui_client.integrations.langgraph import MemoryuiSaver
 from tests.api_support import make_key
+from tests.helpers import unfold
 from tests.test_langgraph_saver import FAST, weather_agent
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -47,6 +48,7 @@ def test_an_auditor_reads_a_langgraph_thread_and_its_time_travel_fork(live_serve
     for seen in ("What is the weather in Paris?", "get_weather", "Paris: 14 °C, light rain",
                  "It is 14 °C in Paris, with light rain."):
         assert seen in record
+    unfold(page, "#conv-panels")
     tree = page.locator(".fork-tree").inner_text()
     assert "at #2" in tree and "replayed from" in tree
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import pytest
 from conversations.roles import AUDITOR
 from tests.api_support import make_key
 from tests.conftest import skip_or_fail
-from tests.helpers import wait_for_polls
+from tests.helpers import unfold, wait_for_polls
 from tests.test_browser_ui import _shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -88,6 +88,7 @@ def test_an_auditor_reads_the_task_state_the_retried_refund_and_the_workspace(li
     page.set_viewport_size({"width": 1400, "height": 1500})
     page.goto(f"{live_server.url}/conversations/{cid}/")
 
+    unfold(page, "#conv-panels")  # the task state and actions fold with the other panels
     state = page.locator("#task-state")
     assert "version 3" in state.locator("h3").inner_text()
     assert state.locator("dl.state").get_by_text("RF-77120").is_visible()

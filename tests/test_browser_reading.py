@@ -13,7 +13,7 @@ import pytest
 from conversations import store
 from conversations.imports import entry_appends, entry_streams
 from conversations.roles import AUDITOR
-from tests.helpers import below_the_bar, count_polls, polls_sent, wait_for_polls
+from tests.helpers import below_the_bar, count_polls, polls_sent, unfold, wait_for_polls
 from tests.test_one_reply_one_row import session_entries
 
 pytestmark = [pytest.mark.browser, pytest.mark.same_on_every_database, pytest.mark.django_db(transaction=True)]
@@ -87,7 +87,8 @@ def test_a_reply_reads_as_one_turn_with_its_numbers_and_one_menu(live_server, lo
     # Per reply: model, tokens, cache and a cost from the price table.
     usage = reply.locator(".usage")
     assert "claude-sonnet-4-5" in usage.inner_text() and usage.locator(".cost").inner_text().startswith("$")
-    # The header's totals load after the first paint.
+    # The header's totals load after the first paint, folded with the other panels.
+    unfold(page, "#conv-panels")
     expect(page.locator("#usage-cost")).to_contain_text("$")
     # One small menu per row; closed, none of its actions takes room.
     assert not reply.get_by_role("link", name="What the model saw").is_visible()
@@ -103,8 +104,7 @@ def test_a_reply_reads_as_one_turn_with_its_numbers_and_one_menu(live_server, lo
         _settle(page)
         _shot(page, "turn-parallel-tool-calls.png", full_page=True)
     # Collapse all leaves one line per row: its first words.
-    if viewport is PHONE:
-        page.locator("button.phone-toggle", has_text="Filter rows").click()
+    unfold(page, "#row-filters")
     page.get_by_role("button", name="Collapse all").click()
     expect(page.locator("#p0 .msg-body")).to_be_hidden()
     preview = page.locator("#p0 .preview-line")
@@ -203,6 +203,7 @@ def test_the_context_chart_shows_folds_forks_and_jumps_to_a_row(live_server, log
                                                              parent_relation="subagent")
     context, page, errors = _open(logged_in_page)
     page.goto(f"{live_server.url}/conversations/{c.pk}/")
+    unfold(page, "#conv-panels")
     chart = page.locator("#context-chart svg")
     chart.wait_for()
     points = chart.locator("a.point")
@@ -380,7 +381,7 @@ def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(l
     first = page.locator("#p0").bounding_box()
     assert first["y"] < PHONE["height"], first
     # The ledger, opened: its heading shows, and nothing scrolls sideways.
-    page.locator("button.phone-toggle", has_text="Task state and actions").click()
+    unfold(page, "#conv-panels")
     expect(page.locator("#ledger-title")).to_be_visible()
     assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
     for box in page.locator(".ledger-box").evaluate_all("els => els.map(e => e.getBoundingClientRect().right)"):
@@ -390,7 +391,7 @@ def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(l
     _settle(page)
     _shot(page, "phone-ledger.png")
     # Tap targets: the permalink, the kind checkboxes, the row menu, First/Latest/Live.
-    page.locator("button.phone-toggle", has_text="Filter rows").click()
+    unfold(page, "#row-filters")
     for selector in ("#p2 a.pos", ".kind-check", "#p2 details.row-menu > summary", ".page-nav .button",
                      "button[data-live]"):
         box = page.locator(selector).first.bounding_box()

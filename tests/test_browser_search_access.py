@@ -9,6 +9,7 @@ from django.utils import timezone
 from conversations import store
 from conversations.access.models import ConversationAccess
 from conversations.roles import ADMIN, AUDITOR
+from tests.helpers import unfold
 from tests.test_browser_search_follow import VIEWPORTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -45,6 +46,7 @@ def test_search_filters_narrow_the_hits_and_more_arrive_once(live_server, user, 
         page.select_option("select[name=order]", "newest")  # the row list, in pages (the default groups them)
         for name, value in fields.items():
             if name == "kind":
+                unfold(page, "#row-filters")
                 page.locator(f"input[name=kind][value={value}]").check()
             else:
                 page.fill(f"input[name={name}]", value)

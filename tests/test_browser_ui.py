@@ -12,6 +12,7 @@ import pytest
 from conversations import demo, store, views
 from conversations.models import Conversation
 from conversations.roles import ADMIN, AUDITOR
+from tests.helpers import unfold
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,6 +71,7 @@ def test_an_admin_audits_forks_checkpoints_and_exports(live_server, logged_in_pa
     page.set_viewport_size({"width": 1400, "height": 900})
 
     # Filter by kind (htmx swaps the views and keeps the URL shareable).
+    unfold(page, "#row-filters")
     page.locator("form.toolbar label.kind-tool input").check()
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url("**kind=tool**")

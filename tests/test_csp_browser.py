@@ -13,7 +13,7 @@ import pytest
 
 from conversations import demo
 from conversations.roles import ADMIN
-from tests.helpers import settle, wait_until
+from tests.helpers import settle, unfold, wait_until
 from tests.test_crawler import fill, routes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -90,6 +90,7 @@ def test_no_page_breaks_the_content_security_policy(live_server, logged_in_page)
 
     # htmx swaps: the conversation page's kind filter, and a review decision in the facts queue.
     page.goto(live_server.url + f"/conversations/{ticket.pk}/")
+    unfold(page, "#row-filters")
     page.locator("input[name=kind]").first.click()
     quiet(page, in_flight)
     violations += page.evaluate("window.__csp")

@@ -195,12 +195,12 @@ def test_postgresql_text_found_only_in_planner_statistics_is_sampled_again(monke
     resamples = []
     real_resample = erasure_scrub.resample_statistics
 
-    def resample(notes, lease):
+    def resample(notes, lease, touched=None):
         resamples.append(1)
         if vendor == "postgresql":
-            real_resample(notes, lease)
+            real_resample(notes, lease, touched)
 
-    monkeypatch.setattr(erasure_verify, "search_database_files", lambda needles: next(searches))
+    monkeypatch.setattr(erasure_verify, "search_database_files", lambda needles, touched=None: next(searches))
     monkeypatch.setattr(erasure_verify, "checkpoint_to_disk", lambda: None)
     monkeypatch.setattr(erasure_verify, "_strings_in_live_data", lambda values: set())
     monkeypatch.setattr(erasure_scrub, "resample_statistics", resample)

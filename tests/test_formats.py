@@ -319,12 +319,22 @@ def test_anthropic_render_is_a_request_body_with_the_handoff_first_and_roles_alt
                        "meta": {"model": "claude-x"}}),
         ("tool", {"kind": "tool", "tool_call_id": "t1", "content": "done"}),
     ], "The story so far.")))
-    assert body["model"] == "claude-x" and body["max_tokens"] > 0 and body["system"] == "Be brief."
+    # The handoff opens the system prompt, as the clients' renderer puts it (formats/requests.py).
+    assert body["model"] == "claude-x" and body["max_tokens"] > 0
+    assert body["system"] == "The story so far.\n\nBe brief."
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
-    assert "The story so far." in body["messages"][0]["content"][0]["text"]
-    assert body["messages"][0]["content"][1] == {"type": "text", "text": "Go on."}
+    assert body["messages"][0]["content"] == [{"type": "text", "text": "Go on."}]
     assert body["messages"][1]["content"][0]["input"] == {"a": 1}
     assert_valid_anthropic(body)
+
+
+def test_a_model_of_another_provider_never_goes_into_an_anthropic_body():
+    rows = [("user", {"kind": "user", "content": "Hi"}),
+            ("assistant", {"kind": "assistant", "content": "Hello.", "meta": {"model": "gpt-4o"}})]
+    body = json.loads("".join(anthropic.render(rows, None, model="gpt-4.1")))
+    assert body["model"] == anthropic.DEFAULT_MODEL
+    rows.append(("assistant", {"kind": "assistant", "content": "Again.", "meta": {"model": "claude-opus-4"}}))
+    assert json.loads("".join(anthropic.render(rows, None)))["model"] == "claude-opus-4"
 
 
 @pytest.mark.parametrize("arguments", ["NaN", "-Infinity", "1e999", "[1, 2]", "not json"])

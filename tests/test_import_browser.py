@@ -9,6 +9,7 @@ import pytest
 
 from conversations.models import Conversation
 from conversations.roles import ADMIN
+from tests.helpers import unfold
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,11 +44,13 @@ def test_an_admin_imports_a_session_and_reads_its_fold_fork_and_subagent(live_se
     # The session: the fold after #7, the rewind as a fork at #5, the subagent under the fork.
     assert page.locator("#record .fold").count() == 1
     assert "Fold after #7" in page.locator("#record .fold").inner_text()
+    unfold(page, "#conv-panels")
     tree = page.locator(".fork-tree")
     assert "at #5" in tree.inner_text() and "subagent" in tree.inner_text()
     page.screenshot(path=str(SHOTS / "import-session.png"), full_page=True)
 
     page.set_viewport_size({"width": 1400, "height": 900})
+    unfold(page, "#conv-panels")
     page.locator(".fork-tree a", has_text="Subagent 7f3a9c").click()
     page.wait_for_url("**/conversations/*/")
     crumbs = page.locator("nav.crumbs").inner_text()

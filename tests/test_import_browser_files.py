@@ -7,6 +7,7 @@ from conversations.frameworks.samples import AGENT_ID, claude_agent_session
 from conversations.models import Conversation
 from conversations.roles import ADMIN
 from tests.claude_sdk_support import write_session_files
+from tests.helpers import unfold
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -39,6 +40,7 @@ def test_an_admin_uploads_a_session_with_its_subagent_in_one_go(live_server, log
 
     page.get_by_role("link", name=session.title, exact=True).click()
     page.wait_for_url("**/conversations/*/")
+    unfold(page, "#conv-panels")
     tree = page.locator(".fork-tree")
     expect(tree).to_contain_text(f"spawned at #{agent.forked_from_position}")
     page.locator(".fork-tree a", has_text=f"Subagent {AGENT_ID}").click()

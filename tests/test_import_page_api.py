@@ -177,7 +177,11 @@ def test_exports_of_the_active_view_put_the_handoff_first(client):
     chat = json.loads(_export(c.pk, "openai-chat"))
     assert chat == [{"role": "system", "content": "They talked."}, {"role": "user", "content": "new"}]
     body = json.loads(_export(c.pk, "anthropic"))
-    assert body["messages"][0]["content"][0]["text"].endswith("They talked.")
+    # The handoff opens the system prompt, as the clients' renderers put it (formats/requests.py).
+    assert body["system"] == "They talked." and body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "new"}]}]
+    gemini = json.loads(_export(c.pk, "gemini"))
+    assert gemini["systemInstruction"] == {"parts": [{"text": "They talked."}]}
     login_as(client, "auditor")
     page = client.get(f"/conversations/{c.pk}/export.anthropic")
     assert page.status_code == 200 and page["Content-Disposition"].endswith('.anthropic.json"')

@@ -162,3 +162,49 @@ def test_it_escapes_titles_and_subjects(client, auditor):
 
 def test_it_rejects_post(client, auditor):
     assert client.post("/").status_code == 405
+
+
+def _replies(title: str, tokens: list[int], *, namespace: str = "", meta=None):
+    c = store.create_conversation(title=title, namespace=namespace, meta=meta)
+    for n in tokens:
+        store.append_message(conversation_id=c.pk, message={
+            "kind": "assistant", "content": "ok", "meta": {"model": "claude-sonnet-4-5",
+                                                          "usage": {"input_tokens": n, "output_tokens": 10}}})
+    return c
+
+
+def test_the_list_shows_tokens_and_cost_and_sorts_by_each(client):
+    _replies("Small talk", [100])  # 110 tokens
+    _replies("Big job", [50_000, 60_000])  # 110,020 tokens
+    _replies("Many rows", [10] * 5)  # 100 tokens, five rows
+    login_as(client, "auditor")
+    body = client.get("/").content.decode()
+    assert 'data-label="Tokens"' in body and ">110,020</td>" in body and 'data-label="Cost">$0.' in body
+
+    def order(sort):
+        page = client.get("/", {"sort": sort}).content.decode()
+        return sorted(("Small talk", "Big job", "Many rows"), key=page.index)
+
+    assert order("tokens") == ["Big job", "Small talk", "Many rows"]
+    assert order("rows") == ["Many rows", "Big job", "Small talk"]
+    assert order("cost")[0] == "Big job"
+    assert 'aria-sort="descending"' in client.get("/", {"sort": "cost"}).content.decode()
+    assert client.get("/", {"sort": "nonsense"}).status_code == 400
+
+
+def test_the_totals_count_rows_appended_since_they_were_last_read(client):
+    c = _replies("Growing", [100])
+    login_as(client, "auditor")
+    assert "110</td>" in client.get("/").content.decode()
+    usage = {"input_tokens": 5, "output_tokens": 5}
+    store.append_message(conversation_id=c.pk, message={"kind": "assistant", "content": "more",
+                                                        "meta": {"model": "x", "usage": usage}})
+    assert "120</td>" in client.get("/").content.decode()
+
+
+def test_a_claude_code_namespace_shows_as_its_project_folder(client):
+    _replies("Session", [1], namespace="-srv-billing", meta={"claude_code": {"cwd": "/srv/billing"}})
+    login_as(client, "auditor")
+    body = client.get("/").content.decode()
+    assert 'title="namespace -srv-billing">/srv/billing</span>' in body
+    assert '<option value="-srv-billing">/srv/billing</option>' in body

@@ -86,3 +86,12 @@ def test_more_results_inside_one_conversation_arrive_by_cursor(client, convo):
 def test_an_unknown_conversation_is_a_404(client):
     login_as(client, "auditor")
     assert client.get("/search/", {"q": "x", "conversation": "00000000-0000-0000-0000-000000000000"}).status_code == 404
+
+
+def test_a_search_that_matched_only_titles_says_no_row_matched(client):
+    store.create_conversation(title="Quokka refund", subject="cust:quokka")
+    store.create_conversation(title="Quokka again")
+    login_as(client, "auditor")
+    body = client.get("/search/", {"q": "quokka"}).content.decode()
+    assert "No row matches; <strong>2</strong> conversations have the words in their title or subject." in body
+    assert "0</strong> matching rows" not in body

@@ -205,9 +205,9 @@ def test_the_manifest_names_every_file_and_is_signed(subject_data, admin_key):
 
 def test_the_receipts_of_deletion_requests_for_the_subject_come_with_it(subject_data, admin_key):
     mine = DeletionReceipt.objects.create(actor="user:a", kind="subject", subject_sha256=hashlib.sha256(
-        b"customer:42").hexdigest(), conversation_ids=[], counts={}, verification={"status": "verified"})
+        b"customer:42").hexdigest(), conversation_ids=[], counts={}, filed_verification={"status": "verified"})
     DeletionReceipt.objects.create(actor="user:a", kind="subject", subject_sha256=hashlib.sha256(
-        b"customer:43").hexdigest(), conversation_ids=[], counts={}, verification={})
+        b"customer:43").hexdigest(), conversation_ids=[], counts={}, filed_verification={})
     zf = _zip(admin_key.get("/subject-export", {"subject": "Customer:42"}))
     receipts = [json.loads(line) for line in zf.read("deletion_receipts.jsonl").splitlines()]
     assert [r["request_id"] for r in receipts] == [str(mine.pk)]

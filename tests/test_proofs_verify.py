@@ -269,6 +269,23 @@ def test_tampering_with_a_bundle_is_caught(tmp_path, convo, edit, expected):
     assert not report.ok and expected in _problems(report)
 
 
+@pytest.mark.parametrize("folder", ["", "subject-export/"])
+def test_a_bundle_unpacked_and_zipped_again_still_verifies(tmp_path, convo, folder):
+    """Zip tools add an entry for each folder they pack, and a bundle zipped again from the folder
+    it was unpacked into has every file under that folder: neither is a file added to the export."""
+    path = _bundle(tmp_path, convo)
+
+    def repack(members):
+        out = {f"{folder}conversations/": b""} if not folder else {folder: b"", f"{folder}conversations/": b""}
+        out.update({folder + name: data for name, data in members.items()})
+        return out
+
+    _rewrite_zip(path, repack)
+    report = verify_path(path, pinned_keys=_pinned())
+    assert report.ok, _problems(report)
+    assert report.files_checked == 9
+
+
 def test_the_command_line_answers_in_words_json_and_exit_status(tmp_path, convo, capsys):
     path = _write(tmp_path, convo, "jsonl")
     key_file = tmp_path / "key.txt"

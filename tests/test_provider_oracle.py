@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from tests.provider_oracle import anthropic_problems, openai_problems
+from tests.provider_oracle import anthropic_problems, gemini_problems, openai_problems
 
 OPENAI_OK = {"model": "gpt-4o", "messages": [
     {"role": "system", "content": "Be brief."},
@@ -41,9 +41,25 @@ def _with(body, change):
     return body
 
 
+GEMINI_OK = {"systemInstruction": {"parts": [{"text": "Be brief."}]}, "contents": [
+    {"role": "user", "parts": [{"text": "Refund order 7"},
+                               {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}]},
+    {"role": "model", "parts": [
+        {"text": "Checking."},
+        {"functionCall": {"id": "c1", "name": "order_status", "args": {"order": 7}}},
+        {"functionCall": {"id": "c2", "name": "refund", "args": {}}}]},
+    {"role": "user", "parts": [
+        {"functionResponse": {"id": "c2", "name": "refund", "response": {"output": "sent"}}},
+        {"functionResponse": {"id": "c1", "name": "order_status", "response": {"error": "no such order"}}},
+        {"text": "[did] refund sent"}]},
+    {"role": "model", "parts": [{"text": "Done."}]},
+]}
+
+
 def test_it_accepts_valid_bodies():
     assert openai_problems(OPENAI_OK) == []
     assert anthropic_problems(ANTHROPIC_OK) == []
+    assert gemini_problems(GEMINI_OK) == []
 
 
 OPENAI_BAD = {
@@ -113,3 +129,28 @@ def test_it_refuses_each_invalid_anthropic_body(name):
 def test_it_names_where_the_body_is_wrong():
     problems = openai_problems(_with(OPENAI_OK, OPENAI_BAD["an unknown key in a message"]))
     assert problems == ["body.messages[0]: unknown key 'kind' in ChatCompletionSystemMessageParam"]
+
+
+GEMINI_BAD = {
+    "an unknown top-level key": lambda b: b.update(messages=[]),
+    "no contents": lambda b: b.update(contents=[]),
+    "an unknown key in a part": lambda b: b["contents"][0]["parts"][0].update(kind="user"),
+    "an Anthropic image block": lambda b: b["contents"][0]["parts"].append(
+        {"type": "image", "source": {"type": "url", "url": "https://x"}}),
+    "a role of OpenAI's": lambda b: b["contents"][1].update(role="assistant"),
+    "starting with the model": lambda b: b["contents"].insert(0, {"role": "model", "parts": [{"text": "hi"}]}),
+    "a call left unanswered": lambda b: b["contents"][2]["parts"].pop(1),
+    "an answer to no call": lambda b: b["contents"][0]["parts"].insert(
+        0, {"functionResponse": {"id": "c9", "name": "x", "response": {}}}),
+    "text before the answers": lambda b: b["contents"][2]["parts"].insert(0, {"text": "first"}),
+    "an answer under another name": lambda b: b["contents"][2]["parts"][0]["functionResponse"].update(name="x"),
+    "an empty turn": lambda b: b["contents"][3].update(parts=[]),
+    "an empty text part": lambda b: b["contents"][3].update(parts=[{"text": " "}]),
+    "args as a string": lambda b: b["contents"][1]["parts"][1]["functionCall"].update(args="{}"),
+    "a system instruction with an unknown key": lambda b: b["systemInstruction"].update(text="x"),
+}
+
+
+@pytest.mark.parametrize("name", list(GEMINI_BAD))
+def test_it_refuses_each_invalid_gemini_body(name):
+    assert gemini_problems(_with(GEMINI_OK, GEMINI_BAD[name])), name

@@ -108,7 +108,7 @@ def test_it_puts_a_journal_entry_written_between_a_call_and_its_result_after_the
     turns = to_anthropic_messages(view(README_DID), journal="text")["messages"]
     assert turns[2]["content"] == [{"type": "tool_result", "tool_use_id": "call_7", "content": "refund 7 sent"},
                                    {"type": "text", "text": "[did] refund sent"}]
-    body = json.loads("".join(anthropic.render([(m["kind"], m) for m in README_DID], None)))
+    body = json.loads("".join(anthropic.render([(m["kind"], m) for m in README_DID], None, journal="text")))
     assert [b["type"] for b in body["messages"][2]["content"]] == ["tool_result", "text"]
 
 

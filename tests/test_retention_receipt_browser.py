@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from conversations.models import Conversation
 from conversations.roles import ADMIN
+from tests.helpers import unfold
 from tests.retention_support import conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -51,6 +52,7 @@ def test_the_import_page_says_the_archive_is_older_than_the_policy_and_pins_it(l
 
     page.get_by_role("link", name="Coupons crash checkout", exact=True).click()
     page.wait_for_url("**/conversations/*/")
+    unfold(page, "#conv-panels")
     expect(page.locator("#last-activity")).to_contain_text("2025-11-02")
     expect(page.locator("#received-at")).to_contain_text(timezone.now().strftime("%Y-%m-%d"))
     expect(page.locator(".badge.pinned").first).to_be_visible()

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from conversations import store
 from conversations.models import Conversation
+from conversations.partitions import relation_bytes
 from conversations.retention import erasure, pruning
 from conversations.search import lineage
 from conversations.search.models import BorrowedRows
@@ -71,7 +72,7 @@ def index_size() -> int:
         if connection.vendor == "sqlite":
             cursor.execute("SELECT coalesce(sum(length(block)), 0) FROM search_message_fts_data")
         else:
-            cursor.execute("SELECT pg_relation_size('search_message_tsv_idx')")
+            return relation_bytes("search_message_tsv_idx", "pg_relation_size")
         return cursor.fetchone()[0]
 
 

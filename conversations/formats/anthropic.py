@@ -234,21 +234,20 @@ def parse(data, *, subject: str = "") -> Plan:
 render_document = render_messages_document
 
 
-def render(active_rows, handoff: str | None, *, model: str | None = None, max_tokens: int = 4096):
-    """Chunks of one JSON request body: the active view, ready to send again (formats/requests.py)."""
-    system_parts, rows = [], []
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+def render(active_rows, handoff: str | None, *, model: str | None = None, max_tokens: int = 4096,
+           journal: str = "drop"):
+    """Chunks of one JSON request body: the active view, ready to send again (formats/requests.py).
+    The model is the last Anthropic model the view's replies name (else `model`, else a default):
+    a model of another provider never goes into an Anthropic body."""
+    rows = []
     for kind, message in active_rows:
-        if kind == "system":
-            system_parts.append(requests.text_of(message.get("content")))
-        elif kind != "thought":  # thinking without its signature cannot be sent back
-            rows.append((kind, message))
-        if kind == "assistant" and isinstance(message.get("meta"), dict) and isinstance(
-                message["meta"].get("model"), str):
-            model = message["meta"]["model"]
-    lead = [{"type": "text", "text": f"Summary of the conversation so far:\n\n{handoff}"}] if handoff else []
-    body = {"model": model or "claude-sonnet-4-5", "max_tokens": max_tokens}
-    system = "\n\n".join(s for s in system_parts if s.strip())
-    if system:
-        body["system"] = system
-    body["messages"] = requests.anthropic_messages(requests.settle(rows), lead=lead)
+        rows.append((kind, message))
+        named = message.get("meta", {}).get("model") if isinstance(message.get("meta"), dict) else None
+        if kind == "assistant" and requests.provider_of(named) == "anthropic":
+            model = named
+    body = {"model": model if requests.provider_of(model) == "anthropic" else DEFAULT_MODEL,
+            "max_tokens": max_tokens, **requests.anthropic_body(rows, handoff, journal=journal)}
     yield json.dumps(body, ensure_ascii=False, indent=1) + "\n"

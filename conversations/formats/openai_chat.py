@@ -160,18 +160,14 @@ def parse(data, *, subject: str = "") -> Plan:
 render_document = render_messages_document
 
 
-def render(active_rows, handoff: str | None):
-    """Chunks of a JSON array: the active view as Chat Completions messages, one reply one
-    assistant message, results right after their calls (formats/requests.py)."""
-    yield "["
-    first = True
-    if handoff:
-        yield "\n" + json.dumps({"role": "system", "content": handoff}, ensure_ascii=False)
-        first = False
-    # A model's own reasoning is not sent back as a chat message; the other journal
-    # kinds are, as tagged user text.
-    rows = ((kind, message) for kind, message in active_rows if kind != "thought")
-    for message in requests.openai_messages(requests.settle(rows), journal_role="user"):
-        yield ("\n" if first else ",\n") + json.dumps(message, ensure_ascii=False)
-        first = False
+def render(active_rows, handoff: str | None, *, journal: str = "drop"):
+    """Chunks of a JSON array: the active view as Chat Completions messages (formats/requests.py:
+    the handoff first, one reply one assistant message, results right after their calls, the
+    journal left out unless `journal="text"`). NothingToSend, before the first chunk, when the
+    view has nothing to send."""
+    messages = requests.openai_body(active_rows, handoff, journal=journal)
+    first = next(messages)
+    yield "[\n" + json.dumps(first, ensure_ascii=False)
+    for message in messages:
+        yield ",\n" + json.dumps(message, ensure_ascii=False)
     yield "\n]\n"

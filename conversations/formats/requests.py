@@ -1,8 +1,23 @@
-"""The active view as request bodies the model APIs accept: the rules both exports share.
+"""The active view as request bodies the model APIs accept: the one set of rules the exports
+(`openai-chat`, `anthropic`, `gemini`) and both clients' renderers follow.
 
-`openai_chat.render` and `anthropic.render` write what `settle` orders. The client's
-`to_openai_messages` / `to_anthropic_messages` (clients/python, which cannot import the
-server) keep the same rules; the tests judge both with the SDKs' typed request params.
+`openai_body`, `anthropic_body` and `gemini_body` write what `settle` orders. The clients'
+`to_openai_messages` / `to_anthropic_messages` / `to_gemini_contents` (clients/python and
+clients/typescript, which cannot import the server) keep the same rules, and one
+differential test renders every generated and every real conversation all three ways and
+compares (tests/test_render_rules.py); the providers' own typed request models judge each
+body (tests/provider_oracle.py).
+
+- The handoff (a checkpoint's summary) comes first: OpenAI's first `system` message, the
+  start of Anthropic's `system`, of Gemini's `systemInstruction`; `system` rows follow it.
+- The journal (note, thought, heard, said, did, woke) is an agent's record of its own inner
+  life, not a turn: left out, unless asked for (`journal="text"`), then kept as `[kind] text`
+  (an OpenAI `system` message; text in the user turn for Anthropic and Gemini). Never as the
+  user's words.
+- A view with nothing to send (no message, no summary; or only journal rows left out) has no
+  valid body: `NothingToSend`. One with only a summary or system text sends it, with a
+  `(continued)` user turn where the API needs one.
+- A model name goes only into a body of its own provider (`provider_of`).
 
 - One reply, one message: a reply stored over several adjacent assistant rows (older
   imports kept one row per tool call) is one assistant message with all its calls.
@@ -20,11 +35,41 @@ server) keep the same rules; the tests judge both with the SDKs' typed request p
 import json
 import re
 
+from ..errors import InvalidInput, NothingToSend
 from ..message_schema import JOURNAL_KINDS
 from .base import loads
 
 NO_RESULT = "(no result was recorded for this call)"
 CONTINUED = "(continued)"
+JOURNAL_MODES = ("drop", "text")
+NOTHING = ("the active view holds nothing a model could be sent (no message and no summary; journal rows are "
+           "left out unless asked for)")
+# Which provider a model name is of: its body alone carries it.
+_PROVIDERS = (("anthropic", ("claude",)), ("gemini", ("gemini", "models/gemini")),
+              ("openai", ("gpt", "chatgpt", "o1", "o3", "o4", "codex", "ft:gpt", "davinci", "text-")))
+
+
+def provider_of(model) -> str | None:
+    """"anthropic", "openai" or "gemini" for a model name of theirs, else None."""
+    if not isinstance(model, str):
+        return None
+    name = model.strip().lower()
+    for provider, prefixes in _PROVIDERS:
+        if name.startswith(prefixes):
+            return provider
+    return None
+
+
+def check_journal(journal: str) -> str:
+    if journal not in JOURNAL_MODES:
+        raise InvalidInput(f"journal must be one of {', '.join(JOURNAL_MODES)}", field="journal")
+    return journal
+
+
+def _chosen(rows, journal: str):
+    """The rows a body is made of: journal rows left out unless kept as text."""
+    check_journal(journal)
+    return ((kind, m) for kind, m in rows if journal == "text" or kind not in JOURNAL_KINDS)
 
 
 def settle(rows):
@@ -154,9 +199,21 @@ def openai_text(content) -> str:
     return "\n\n".join(b["text"] if b.get("type") == "text" else _placeholder(b)["text"] for b in blocks_of(content))
 
 
+def _js_numbers(value):
+    """Integral floats as integers: JavaScript keeps no `.0`, so the TypeScript client writes
+    `149` for a stored `149.0`; both sides write the same arguments text."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _js_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    return value
+
+
 def arguments_text(call: dict) -> str:
     arguments = call.get("arguments")
-    return arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+    return arguments if isinstance(arguments, str) else json.dumps(_js_numbers(arguments or {}), ensure_ascii=False)
 
 
 def openai_messages(settled, *, journal_role: str = "system"):
@@ -278,3 +335,124 @@ def _trim_final_text(last: list[dict]) -> None:
             last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
         elif len(last) > 1:
             last.pop()
+
+
+# ---- the three bodies ------------------------------------------------------------------------
+
+
+def openai_body(rows, handoff: str | None, *, journal: str = "drop"):
+    """Chat Completions messages, yielded one by one (a long view streams); NothingToSend,
+    before anything is yielded, when there is nothing to send."""
+    messages = openai_messages(settle(_chosen(rows, journal)), journal_role="system")
+    first = next(messages, None)
+    if handoff:
+        yield {"role": "system", "content": handoff}
+    elif first is None:
+        raise NothingToSend(NOTHING)
+    if first is not None:
+        yield first
+        yield from messages
+
+
+def _system_and_turns(rows, handoff: str | None, journal: str) -> tuple[list[str], list]:
+    system = [handoff] if handoff else []
+    settled = []
+    for turn, m in settle(_chosen(rows, journal)):
+        if turn == "system":
+            system.append(text_of(m.get("content")))
+        else:
+            settled.append((turn, m))
+    return [s for s in system if s.strip()], settled
+
+
+def anthropic_body(rows, handoff: str | None, *, journal: str = "drop") -> dict:
+    """{"system"?, "messages"} for the Messages API."""
+    system, settled = _system_and_turns(rows, handoff, journal)
+    messages = anthropic_messages(settled)
+    if not messages:
+        if not system:
+            raise NothingToSend(NOTHING)
+        messages = [{"role": "user", "content": [{"type": "text", "text": CONTINUED}]}]
+    body = {"system": "\n\n".join(system)} if system else {}
+    body["messages"] = messages
+    return body
+
+
+def gemini_body(rows, handoff: str | None, *, journal: str = "drop") -> dict:
+    """{"systemInstruction"?, "contents"} for Gemini's generateContent (its REST form)."""
+    system, settled = _system_and_turns(rows, handoff, journal)
+    contents = gemini_contents(settled)
+    if not contents:
+        if not system:
+            raise NothingToSend(NOTHING)
+        contents = [{"role": "user", "parts": [{"text": CONTINUED}]}]
+    body = {"systemInstruction": {"parts": [{"text": "\n\n".join(system)}]}} if system else {}
+    body["contents"] = contents
+    return body
+
+
+# ---- Gemini ----------------------------------------------------------------------------------
+
+
+def _gemini_part(block: dict) -> dict:
+    kind = block.get("type")
+    if kind == "text":
+        return {"text": block.get("text", "")}
+    if kind == "image":
+        source = block.get("source") if isinstance(block.get("source"), dict) else {}
+        if source.get("type") == "base64" and isinstance(source.get("data"), str):
+            return {"inlineData": {"mimeType": source.get("media_type") or "image/png", "data": source["data"]}}
+        if source.get("type") == "url" and isinstance(source.get("url"), str):
+            return {"fileData": {"fileUri": source["url"]}}
+    if kind == "image_url":
+        image = _image_of(block)
+        if image is not None:
+            return _gemini_part(image)
+    return {"text": _placeholder(block)["text"]}
+
+
+def _gemini_parts(content) -> list[dict]:
+    return [p for p in (_gemini_part(b) for b in blocks_of(content)) if p.get("text", True) != ""]
+
+
+def _response_of(result: dict) -> dict:
+    text = openai_text(result["content"]) or "(empty result)"
+    return {"error": text} if result.get("is_error") else {"output": text}
+
+
+def gemini_contents(settled) -> list[dict]:
+    """Settled turns (without system ones) as Gemini contents: `user` and `model` turns, a
+    reply's calls as `functionCall` parts answered by `functionResponse` parts (by name and
+    id) at the start of the next user turn."""
+    turns: list[dict] = []
+    names: dict[str, str] = {}
+
+    def add(role: str, parts: list[dict]) -> None:
+        if not parts:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["parts"] += parts
+        else:
+            turns.append({"role": role, "parts": parts})
+
+    for turn, m in settled:
+        if turn == "user":
+            add("user", _gemini_parts(m["content"]))
+        elif turn == "assistant":
+            parts = [{"text": b["text"]} if b.get("type") == "text" else {"text": _placeholder(b)["text"]}
+                     for b in blocks_of(m["content"])]
+            for c in m["tool_calls"]:
+                names[c["id"]] = c["name"]
+                parts.append({"functionCall": {"id": c["id"], "name": c["name"], "args": _input_of(c)}})
+            add("model", parts)
+        elif turn == "results":
+            add("user", [{"functionResponse": {"id": r["tool_call_id"],
+                                               "name": names.get(r["tool_call_id"]) or r.get("name") or "tool",
+                                               "response": _response_of(r)}} for r in m])
+        elif turn == "journal":
+            add("user", [{"text": journal_text(m)}])
+        elif turn == "orphan":
+            add("user", [{"text": orphan_text(m)}])
+    if turns and turns[0]["role"] == "model":
+        turns.insert(0, {"role": "user", "parts": [{"text": CONTINUED}]})
+    return turns

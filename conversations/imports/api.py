@@ -74,6 +74,7 @@ class EntriesDeletedOut(Schema):
     conversation_ids: list[str]
     counts: dict[str, Any]
     verification: dict[str, Any]
+    verify_by: str | None
     receipt_id: str
     receipt_url: str
 

@@ -16,7 +16,7 @@ of openai-chat and anthropic are built per message), so memory stays flat.
 
 import json
 
-from conversations.formats import anthropic, claude_code, memoryui, openai_chat, openai_responses
+from conversations.formats import anthropic, claude_code, gemini_api, memoryui, openai_chat, openai_responses
 from conversations.models import Checkpoint, Message
 from conversations.reads import decode_row, list_active
 
@@ -95,6 +95,10 @@ def chunks(conversation, fmt: str):
         else:
             model = conversation.meta.get("model") if isinstance(conversation.meta.get("model"), str) else None
             yield from anthropic.render(rows, handoff, model=model)
+        return
+    if fmt == "gemini":
+        handoff, rows = _active(conversation)
+        yield from gemini_api.render(rows, handoff)
         return
     if fmt == "claude-code":
         source = _source(conversation, "claude-code")

@@ -17,7 +17,7 @@ from conversations.jsonbody import StrictBody, read_body
 from conversations.models import parse_conversation_id
 from conversations.project_http import every_project
 
-from . import erasure, suggestions
+from . import erasure, suggestions, window
 from .models import DeletionReceipt
 from .pruning import MAX_BATCH, MAX_DAYS, prune_by_retention
 
@@ -119,6 +119,8 @@ class ReceiptOut(Schema):
     conversation_ids: list[str]
     counts: dict
     verification: dict
+    verify_by: datetime | None = Field(None, description="Two phases: the rows went when the request was filed "
+                                                        "(status `erased`); the files are searched by then.")
 
 
 class ReceiptListOut(ListOut):
@@ -178,6 +180,29 @@ def deletion_request(request):
             suggestions.refuse_empty(erasure.preview_deletion(**ask))
         receipt = erasure.execute_deletion(**ask, actor=actor_of(request))
     return Status(201, _receipt_out(receipt))
+
+
+class WindowReceiptOut(Schema):
+    request_id: str
+    status: str
+
+
+class WindowOut(Schema):
+    checked: int = Field(..., description="Deletion requests whose files this window cleaned and searched.")
+    seconds: float
+    receipts: list[WindowReceiptOut]
+
+
+@router.post("/deletion-requests/window", response={200: WindowOut, **errors_doc(409)},
+             summary="Run the maintenance window: clean and search the files for every waiting request")
+@scope("admin")
+def erasure_window(request):
+    """Deletion requests answer `erased` once their rows are gone; their files are cleaned and searched
+    in a window (cron: `manage.py erasure_window`), once for all of them. This runs it now. 409 while
+    a prune or a deletion request runs."""
+    result = window.run_window(actor=actor_of(request))
+    return {"checked": len(result.receipts), "seconds": round(result.seconds, 3),
+            "receipts": [{"request_id": r, "status": result.statuses[r]} for r in result.receipts]}
 
 
 def _receipt_out(receipt: DeletionReceipt) -> dict:

@@ -10,9 +10,11 @@ class RetentionConfig(AppConfig):
     label = "retention"
 
     def ready(self):
-        from . import erasure
-        from .models import DeletionReceipt
+        from . import erasure, window
+        from .models import DeletionReceipt, ReceiptCheck
 
         # The API's DELETE of a conversation takes the deletion request's path (text gone, verified, a receipt).
         hooks.delete_conversation.register(erasure.delete_one_conversation)
         post_save.connect(metrics.on_receipt_saved, sender=DeletionReceipt, dispatch_uid="metrics_receipts")
+        post_save.connect(metrics.on_receipt_saved, sender=ReceiptCheck, dispatch_uid="metrics_receipt_checks")
+        metrics.register_scrape_time(window.gauges)

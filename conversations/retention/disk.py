@@ -27,8 +27,19 @@ def database_bytes() -> int:
         return int(cursor.fetchone()[0])
 
 
-def postgres_relation_files() -> tuple[list[Path], str | None]:
-    """Every file of the current database (all relations, forks and 1 GB segments).
+# The file nodes of some relations, with their TOAST tables and every index of either.
+_NODES_OF = """
+WITH named AS (SELECT oid, reltoastrelid FROM pg_class WHERE relname = ANY(%s) AND relkind = 'r'),
+     rels AS (SELECT oid FROM named UNION SELECT reltoastrelid FROM named WHERE reltoastrelid <> 0)
+SELECT pg_relation_filenode(oid) FROM rels
+UNION SELECT pg_relation_filenode(indexrelid) FROM pg_index WHERE indrelid IN (SELECT oid FROM rels)
+"""
+
+
+def postgres_relation_files(skip_relations=()) -> tuple[list[Path], str | None]:
+    """Every file of the current database (all relations, forks and 1 GB segments), but those
+    of `skip_relations` (tables, by name, with their TOAST and indexes): partitions a deletion
+    request's conversations were never in (conversations/partitions.py).
 
     Returns (files, problem); problem says why the files cannot be listed or read,
     in which case the caller must not claim a verification.
@@ -46,6 +57,10 @@ def postgres_relation_files() -> tuple[list[Path], str | None]:
             "WHERE relkind IN ('r', 't', 'i', 'm', 'S') AND pg_relation_filepath(oid) IS NOT NULL"
         )
         relpaths = [row[0] for row in cursor.fetchall()]
+        skipped = set()
+        if skip_relations:
+            cursor.execute(_NODES_OF, [list(skip_relations)])
+            skipped = {str(node) for (node,) in cursor.fetchall() if node}
     if not data_directory.is_dir() or not os.access(data_directory, os.R_OK | os.X_OK):
         return [], f"the data directory {data_directory} is not readable by this process"
     # Every file of the database's own folder (so an orphaned or not yet unlinked
@@ -63,6 +78,7 @@ def postgres_relation_files() -> tuple[list[Path], str | None]:
         else:
             stems = {(data_directory / rel).name for rel in relpaths if (data_directory / rel).parent == folder}
             files += [folder / n for n in names if n.split(".")[0].split("_")[0] in stems]
+    files = [f for f in files if f.name.split(".")[0].split("_")[0] not in skipped]
     unreadable = [f for f in files if not os.access(f, os.R_OK)]
     if unreadable:
         return [], f"{len(unreadable)} relation files are not readable by this process"

@@ -59,15 +59,16 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
+from django.utils import timezone
 
-from conversations import idempotency, params, projects, store
+from conversations import idempotency, params, partitions, projects, store
 from conversations.errors import InvalidInput, NotFound
 from conversations.facts import erasure as facts_erasure
 from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.owned import owned_tables
 
-from . import disk, erasure_receipt, erasure_scrub, erasure_verify, pgfiles
+from . import disk, erasure_receipt, erasure_scrub, erasure_verify, pgfiles, window
 from . import erased as erased_rows
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
@@ -278,6 +279,8 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     erasure = _facts_erasure() if subject else None
     fact_texts = (erasure.preview_subject(subject).get("sample_texts") or []) if erasure else []
     victim_ids = [uuid.UUID(r.id) for r in preview.conversations]
+    # PostgreSQL: the partitions their rows are in, the only ones to rewrite and search.
+    touched = set(partitions.partitions_holding(victim_ids))
 
     # What to look for afterwards, chosen before anything is deleted.
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
@@ -291,7 +294,20 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     files_left = erasure_verify.erase_leftovers(subject=subject, conversation_ids=victim_ids, needles=candidates)
     counts["uploads"] = sum(1 for r in files_left["removed"] if r["removed"])
     id_needles = _id_needles(victim_ids)
-    checked = _scrub_and_verify(candidates + id_needles, xid, lease, seconds)
+    if window.mode() == window.WINDOW:
+        # Phase one ends here: the files are cleaned and searched in the next window.
+        filed_at = timezone.now()
+        pending = window.Pending(
+            receipt_id=str(request_id), filed_at=filed_at.isoformat(),
+            verify_by=window.deadline_for(filed_at).isoformat(), subject_given=bool(subject),
+            candidates=candidates, id_needles=id_needles, touched=sorted(touched), files_left=files_left,
+            seconds=seconds, xid=xid)
+        window.save(pending)
+        verification = window.erased_verification(pending=pending, seconds=seconds)
+        return in_turn(lambda: _store_receipt(request_id, subject, victim_ids, counts, verification, actor=actor,
+                                              kind=kind, project_id=project_id,
+                                              verify_by=window.deadline_for(filed_at)))
+    checked = _scrub_and_verify(candidates + id_needles, xid, lease, seconds, touched)
     verification = erasure_receipt.verification(
         checked, subject=subject, candidates=candidates, id_needles=id_needles, files_left=files_left, seconds=seconds)
     receipt = in_turn(lambda: _store_receipt(request_id, subject, victim_ids, counts, verification,
@@ -344,35 +360,37 @@ def _id_needles(victim_ids: list[uuid.UUID]) -> list[str]:
             if cid not in still_stored][:erasure_verify.MAX_ID_NEEDLES]
 
 
-def _scrub_and_verify(needles: list[str], xid: int | None, lease: Lease, seconds: dict) -> erasure_receipt.Checked:
+def _scrub_and_verify(needles: list[str], xid: int | None, lease: Lease, seconds: dict,
+                      touched: set[str] | None = None) -> erasure_receipt.Checked:
     """Steps 6 and 7: scrub the files, then search them (timed into `seconds`)."""
     rewrite: dict = {}
     wal = pgfiles.WalState()
     if connection.in_atomic_block:
         # An outer transaction (a test, a caller's atomic) still holds the rows:
         # nothing can be verified, and the receipt must not claim it was.
-        notes = erasure_scrub.scrub_disk(xid, lease, rewrite)
+        notes = erasure_scrub.scrub_disk(xid, lease, rewrite, touched)
         search = erasure_verify.FileSearch(
             status="not_possible", files=[], found=None, found_in=[], found_count=0,
             problem="ran inside an outer transaction: the deletion was not yet committed")
         return erasure_receipt.Checked(search, set(), notes, rewrite, wal)
     clock = time.monotonic()
-    notes = erasure_scrub.scrub_disk(xid, lease, rewrite)
+    notes = erasure_scrub.scrub_disk(xid, lease, rewrite, touched)
     seconds["scrub"] = round(time.monotonic() - clock, 3)
     clock = time.monotonic()
-    search, set_aside = erasure_verify.verify(needles, notes, lease, wal)
+    search, set_aside = erasure_verify.verify(needles, notes, lease, wal, touched)
     seconds["verify"] = round(time.monotonic() - clock, 3)
     return erasure_receipt.Checked(search, set_aside, notes, rewrite, wal)
 
 
 def _store_receipt(request_id, subject: str, victim_ids: list[uuid.UUID], counts: dict, verification: dict, *,
-                   actor: str, kind: str, project_id: int | None) -> DeletionReceipt:
+                   actor: str, kind: str, project_id: int | None, verify_by=None) -> DeletionReceipt:
     """Step 8: the receipt and its audit event, one transaction."""
     with transaction.atomic():
         receipt = DeletionReceipt.everywhere.create(
             id=request_id, project_id=project_id, actor=str(actor)[:200], kind=kind,
             subject_sha256=subject_sha256(subject),
-            conversation_ids=[str(i) for i in victim_ids], counts=counts, verification=verification,
+            conversation_ids=[str(i) for i in victim_ids], counts=counts, filed_verification=verification,
+            verify_by=verify_by,
         )
         store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
                            target_id=str(receipt.pk), project_id=project_id,

@@ -10,6 +10,7 @@ import time
 from django.apps import apps
 from django.db import DatabaseError, OperationalError, connection
 
+from conversations import partitions
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
 
@@ -86,7 +87,7 @@ def _vacuum_full(cursor, table: str, notes: list[str], lease: Lease | None) -> N
         cursor.execute("SET lock_timeout = 0")
 
 
-def resample_statistics(notes: list[str], lease: Lease | None) -> None:
+def resample_statistics(notes: list[str], lease: Lease | None, touched: set[str] | None = None) -> None:
     """PostgreSQL: planner statistics that still hold deleted text, sampled again.
 
     ANALYZE samples a row whose deletion is still in progress as a live row, so an
@@ -95,7 +96,7 @@ def resample_statistics(notes: list[str], lease: Lease | None) -> None:
     transaction older than its replacement is open. Both are gone after the tables are
     analysed again, older snapshots have ended, and the catalog is rewritten."""
     with connection.cursor() as cursor:
-        for table in _tables_holding_subject_data():
+        for table in _tables_holding_subject_data(touched) + _partitioned_parents():
             cursor.execute(f'ANALYZE "{table}"')
             _clear_statistics_if_empty(cursor, table, notes)
     _wait_for_older_snapshots(current_xid(), notes)
@@ -127,14 +128,15 @@ def is_statistics_file(name: str) -> bool:
     return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{_PG_STATISTIC_OID})")
 
 
-def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewrite: dict) -> None:
+def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewrite: dict,
+                    touched: set[str] | None) -> None:
     _wait_for_older_snapshots(xid, notes)
     problem = pgfiles.repack_problem()
     rewrite.update(method="pg_repack" if problem is None else "vacuum_full", tables={})
     if problem is not None:
         rewrite["writers_waited"] = True
         notes.append(f"{problem}: the tables were rewritten with VACUUM FULL, and appends waited for each rewrite")
-    tables = _tables_holding_subject_data()
+    tables = _tables_holding_subject_data(touched)
     failures = pgfiles.repack_tables(tables, lease) if problem is None else dict.fromkeys(tables, "not installed")
     for table in tables:
         failed = failures[table]
@@ -147,6 +149,11 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
             rewrite["tables"][table] = "vacuum_full" if failed else "pg_repack"
             _clear_statistics_if_empty(cursor, table, notes)
     with connection.cursor() as cursor:
+        for parent in _partitioned_parents():
+            # A partitioned table's own statistics sample all its partitions (taken again from
+            # what they hold now; dropped when they hold nothing).
+            cursor.execute(f'ANALYZE "{parent}"')
+            _clear_statistics_if_empty(cursor, parent, notes)
         try:
             # Planner statistics keep sample column values; ANALYZE (pg_repack's, or
             # VACUUM's) replaced them, this drops the dead copies.
@@ -156,17 +163,19 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
     pgfiles.checkpoint(notes)
 
 
-def scrub_disk(xid: int | None = None, lease: Lease | None = None, rewrite: dict | None = None) -> list[str]:
+def scrub_disk(xid: int | None = None, lease: Lease | None = None, rewrite: dict | None = None,
+               touched: set[str] | None = None) -> list[str]:
     """After the deleting transactions: leave no copy of the deleted text in the files.
 
-    On PostgreSQL `rewrite` is filled with how each table was rewritten (pgfiles.py)."""
+    On PostgreSQL `rewrite` is filled with how each table was rewritten (pgfiles.py); of a
+    partitioned table only the partitions in `touched` are (all of them when it is None)."""
     notes: list[str] = []
     if connection.in_atomic_block:
         return ["the files were not scrubbed: called inside a transaction"]
     if connection.vendor == "sqlite":
         _scrub_sqlite(notes, lease)
     else:
-        _scrub_postgres(xid, notes, lease, rewrite if rewrite is not None else {})
+        _scrub_postgres(xid, notes, lease, rewrite if rewrite is not None else {}, touched)
     return notes
 
 
@@ -178,7 +187,9 @@ def current_xid() -> int | None:
         return int(cursor.fetchone()[0])
 
 
-def _tables_holding_subject_data() -> list[str]:
+def _tables_holding_subject_data(touched: set[str] | None = None) -> list[str]:
+    """The tables a request rewrites: a partitioned table's partitions in place of itself,
+    only those in `touched` (the partitions its conversations were in) when it is given."""
     tables = [Message._meta.db_table, Checkpoint._meta.db_table, Conversation._meta.db_table]
     tables += [t.table for t in owned_tables()]
     try:
@@ -186,4 +197,12 @@ def _tables_holding_subject_data() -> list[str]:
             tables.append(model._meta.db_table)
     except LookupError:
         pass
-    return list(dict.fromkeys(tables))
+    out = []
+    for table in dict.fromkeys(tables):
+        leaves = partitions.leaves(table)
+        out += [leaf for leaf in leaves if touched is None or leaf in touched] if leaves else [table]
+    return out
+
+
+def _partitioned_parents() -> list[str]:
+    return [t for t in (Message._meta.db_table,) if partitions.leaves(t)]

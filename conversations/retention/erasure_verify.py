@@ -15,6 +15,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db import connection, models
 
+from conversations import partitions
 from conversations.facts.models import Fact
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
@@ -134,8 +135,10 @@ def _page_size() -> int:
         return int(cursor.execute("PRAGMA page_size").fetchone()[0])
 
 
-def search_database_files(needles: list[str | bytes]) -> FileSearch:
-    """Search the raw bytes of every database file for each needle (str as UTF-8, or bytes).
+def search_database_files(needles: list[str | bytes], touched: set[str] | None = None) -> FileSearch:
+    """Search the raw bytes of every database file for each needle (str as UTF-8, or bytes);
+    on PostgreSQL, of a partitioned table only the partitions in `touched` (the ones the
+    deleted rows were in: no other ever held them), all when it is None.
 
     The files are read by a separate process. Found needles are counted, never
     returned: the result goes into receipts.
@@ -149,7 +152,7 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
                   "kind": "sqlite-main" if p == main else "sqlite-wal" if p.name.endswith("-wal") else "other"}
                  for p in paths]
     else:
-        paths, problem = disk.postgres_relation_files()
+        paths, problem = disk.postgres_relation_files(skip_relations=_untouched_partitions(touched))
         specs = [{"path": str(p), "name": "/".join(p.parts[-3:]), "kind": "postgres"} for p in paths]
         if not problem:
             # The write-ahead log's segments too: a receipt is verified only for what was searched.
@@ -158,6 +161,12 @@ def search_database_files(needles: list[str | bytes]) -> FileSearch:
     if problem:
         return FileSearch(status="not_possible", files=[], found=None, found_in=[], found_count=0, problem=problem)
     return search_files(specs, needles, page_size=_page_size(), relation_names=connection.vendor == "postgresql")
+
+
+def _untouched_partitions(touched: set[str] | None) -> list[str]:
+    if touched is None:
+        return []
+    return [leaf for leaf in partitions.leaves(Message._meta.db_table) if leaf not in touched]
 
 
 def search_files(specs: list[dict], needles: list[str | bytes], *, page_size: int = 0,
@@ -313,7 +322,7 @@ def _clear_wal(found_in: list[str], wal: pgfiles.WalState, lease: Lease | None) 
 
 
 def verify(needles: list[str], notes: list[str], lease: Lease | None,
-            wal: pgfiles.WalState | None = None) -> tuple[FileSearch, set[str]]:
+           wal: pgfiles.WalState | None = None, touched: set[str] | None = None) -> tuple[FileSearch, set[str]]:
     """Search the files for the needles; returns the last search and the needles set aside.
 
     A needle found where data which stays holds it proves nothing: it is set aside.
@@ -330,7 +339,7 @@ def verify(needles: list[str], notes: list[str], lease: Lease | None,
     while passes < VERIFY_PASSES + wal_rounds:
         passes += 1
         checkpoint_to_disk()  # without pg_checkpoint, the scrub before said so (pgfiles.checkpoint)
-        search = search_database_files(needles)
+        search = search_database_files(needles, touched)
         search.passes = passes
         if search.status != "searched" or not search.found:
             break
@@ -342,7 +351,7 @@ def verify(needles: list[str], notes: list[str], lease: Lease | None,
                     scrub.is_statistics_file(name) or is_wal_file(name) for name in search.found_in):
                 acted = False
                 if any(scrub.is_statistics_file(name) for name in search.found_in):
-                    scrub.resample_statistics(notes, lease)
+                    scrub.resample_statistics(notes, lease, touched)
                     acted = True
                 if any(is_wal_file(name) for name in search.found_in) and wal_rounds < pgfiles.WAL_ROUNDS:
                     # Each WAL round earns one more pass, so the WAL never eats the passes

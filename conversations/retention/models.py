@@ -88,7 +88,11 @@ class DeletionReceipt(models.Model):
     subject_sha256 = models.CharField(max_length=64, blank=True, default="")
     conversation_ids = models.JSONField(default=list)
     counts = models.JSONField(default=dict)
-    verification = models.JSONField(default=dict)
+    # The verification as the request filed it: `erased` when the search of the files waits for
+    # the maintenance window (retention/window.py), which adds a ReceiptCheck with its verdict.
+    filed_verification = models.JSONField(default=dict, db_column="verification")
+    # When the window must have verified it by (NULL: verified when it was filed).
+    verify_by = models.DateTimeField(null=True, blank=True)
 
     objects = projects.scoped_manager(ReceiptQuerySet)
     everywhere = ReceiptQuerySet.as_manager()
@@ -101,8 +105,28 @@ class DeletionReceipt(models.Model):
         return f"deletion receipt {self.id} ({self.kind})"
 
     @property
+    def verification(self) -> dict:
+        """The latest verdict: the window's last check, else what the request filed."""
+        if not hasattr(self, "_latest_check"):
+            checks = getattr(self, "_prefetched_objects_cache", {}).get("checks")
+            latest = max(checks, key=lambda c: (c.at, c.pk)) if checks is not None and checks else (
+                None if checks is not None else ReceiptCheck.objects.filter(receipt_id=self.pk)
+                .order_by("-at", "-id").first())
+            self._latest_check = latest
+        return self._latest_check.verification if self._latest_check is not None else self.filed_verification
+
+    @property
     def verified(self) -> bool:
         return self.verification.get("status") == "verified"
+
+    @property
+    def phase(self) -> str:
+        """`erased` (the rows are gone; the files wait for the window) or `checked`."""
+        return "erased" if self.verification.get("status") == "erased" else "checked"
+
+    @property
+    def overdue(self) -> bool:
+        return self.phase == "erased" and self.verify_by is not None and self.verify_by < timezone.now()
 
     def as_document(self) -> dict:
         """The receipt as the JSON a person downloads: no subject, no text."""
@@ -118,7 +142,27 @@ class DeletionReceipt(models.Model):
             "conversation_ids": self.conversation_ids,
             "counts": self.counts,
             "verification": self.verification,
+            # Two phases: the rows went when it was filed; the files are searched by this time.
+            "verify_by": self.verify_by.isoformat() if self.verify_by else None,
         }
+
+
+class ReceiptCheck(models.Model):
+    """A maintenance window's verdict on a deletion request filed before it (retention/window.py):
+    what was searched and found, as the receipt's `verification`. Append-only in the database,
+    like the receipt it completes; the latest is the receipt's verdict."""
+
+    id = models.BigAutoField(primary_key=True)
+    receipt = models.ForeignKey(DeletionReceipt, on_delete=models.DO_NOTHING, related_name="checks")
+    at = models.DateTimeField(default=timezone.now)
+    status = models.CharField(max_length=32)
+    verification = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [models.Index(fields=["receipt", "at"], name="receiptcheck_receipt_idx")]
+
+    def __str__(self) -> str:
+        return f"check of {self.receipt_id}: {self.status}"
 
 
 class MaintenanceLease(models.Model):

@@ -181,6 +181,15 @@ def wal_segment_files() -> tuple[list[dict], str | None]:
     return [{"path": os.path.join(path, n), "name": f"pg_wal/{n}", "kind": "postgres-wal"} for n in names], None
 
 
+def wal_position() -> int | None:
+    """PostgreSQL: bytes of WAL written since the cluster began (None on SQLite)."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+        return int(cursor.fetchone()[0])
+
+
 def _current_segment(cursor) -> str:
     cursor.execute("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
     return cursor.fetchone()[0]

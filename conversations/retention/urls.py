@@ -16,6 +16,7 @@ urlpatterns = [
     path("deletion-requests/preview/", views.deletion_preview, name="deletion_preview"),
     path("deletion-requests/execute/", views.deletion_execute, name="deletion_execute"),
     path("receipts/", views.receipts, name="receipts"),
+    path("receipts/window/", views.erasure_window, name="erasure_window"),
     path("receipts/<str:request_id>/", views.receipt, name="receipt"),
     path("receipts/<str:request_id>.json", views.receipt_json, name="receipt_json"),
     path("audit/", views.audit, name="audit"),

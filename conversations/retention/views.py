@@ -9,6 +9,7 @@ from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
@@ -26,7 +27,7 @@ from conversations.models import ApiKey, AuditEvent, Conversation, Message, Proj
 from conversations.project_http import acts_for_every_project, every_project
 from conversations.roles import admin_required
 
-from . import erasure, suggestions
+from . import erasure, suggestions, window
 from .models import DeletionReceipt, PruneRun
 from .pruning import MAX_DAYS, check_days, default_retention_days, prune_by_retention
 
@@ -50,6 +51,14 @@ def _project(request) -> Project:
     return getattr(request, "project", None) or project_store.default_project()
 
 
+def _window_context() -> dict:
+    """The current project's deletion requests still waiting for the window, for the banner."""
+    waiting = window.waiting_receipts()
+    first = waiting.first()
+    return {"waiting": waiting.count(), "overdue": waiting.filter(verify_by__lt=timezone.now()).count(),
+            "next_deadline": first.verify_by if first else None}
+
+
 @require_safe
 @admin_required
 def index(request):
@@ -58,7 +67,18 @@ def index(request):
         "receipt_count": DeletionReceipt.objects.count(),
         "last_receipt": DeletionReceipt.objects.newest_first().first(),
         "retention_days": _project(request).kept_days,
+        "window": _window_context(),
     })
+
+
+@require_POST
+@admin_required
+def erasure_window(request):
+    """Run the maintenance window now: every waiting request's files cleaned and searched at once."""
+    result = window.run_window(actor=actor_of(request))
+    messages.success(request, f"The window checked {len(result.receipts)} deletion request"
+                              f"{'' if len(result.receipts) == 1 else 's'}.")
+    return _redirect(request, reverse("retention:receipts"))
 
 
 # --- prune ---------------------------------------------------------------------------
@@ -386,8 +406,9 @@ def receipts(request):
             if anchor is None:
                 raise Http404("no such receipt")
             qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
-        page, more = keyset.take(qs, RECEIPT_PAGE)
-    return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None})
+        page, more = keyset.take(qs.prefetch_related("checks"), RECEIPT_PAGE)
+    return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None,
+                                                       "window": _window_context()})
 
 
 @contextmanager

@@ -4,9 +4,12 @@ Everything returned here is plain text; templates escape it as usual. Nothing
 is marked safe: message content is untrusted model output.
 """
 
+import functools
 import json
+from decimal import Decimal
 
 from django import template
+from django.apps import apps
 
 from .. import prices, richtext
 from ..message_schema import TextBlock
@@ -209,3 +212,39 @@ def turns(items) -> dict:
                 results.setdefault(reply, {})[model.tool_call_id] = item
                 nested[item.position] = reply
     return {"results": results, "nested": nested}
+
+
+@register.filter
+def count_label(name: str) -> str:
+    """A receipt's count by what it counts ("task state events"), not its table
+    (`ledger_taskstateevent`); names that are not tables are said in words."""
+    return _COUNT_LABELS.get(name) or _table_labels().get(name) or str(name).replace("_", " ")
+
+
+_COUNT_LABELS = {"conversation_ids_not_found": "conversation ids not found", "fact_events": "fact history events",
+                 "access_log": "fact access-log rows", "uploads": "uploads waiting for an import",
+                 "imports_sourceentry": "transcript entries", "imports_importsource": "import sources",
+                 "imports_importstage": "imports in progress", "frameworks_sessionsummary": "session summaries",
+                 "access_conversationaccess": "access-log rows", "conversations_idempotencykey": "stored answers",
+                 "langgraph_langgraphcheckpoint": "LangGraph checkpoints",
+                 "langgraph_langgraphwrite": "LangGraph writes", "langgraph_langchainhistory": "LangChain histories"}
+
+
+@functools.cache
+def _table_labels() -> dict:
+    return {model._meta.db_table: str(model._meta.verbose_name_plural) for model in apps.get_models()}
+
+
+@register.filter
+def dollars(micros) -> str:
+    """Millionths of a dollar (conversations/usage_totals.py) as the pages write money."""
+    return prices.money(Decimal(int(micros or 0)) / 1_000_000)
+
+
+@register.filter
+def grouped(number) -> str:
+    """A count with thousands separated (35,850)."""
+    try:
+        return f"{int(number):,}"
+    except (TypeError, ValueError):
+        return str(number)

@@ -252,6 +252,8 @@
 
   function setUp(views) {
     var stateUrl = views.dataset.stateUrl;
+    // The rows there were when the reader arrived: only rows appended since count as new.
+    var arrived = Number(views.dataset.nextPosition);
     var marker = newRowsMarker();
     var button = document.querySelector("button[data-live]");
     var known = { next_position: Number(views.dataset.nextPosition), checkpoint: views.dataset.checkpoint || null,
@@ -292,7 +294,8 @@
       });
       return Promise.all(work).then(function () {
         var record = document.getElementById("record");
-        if (record && pending(record)) marker.beyond(known.next_position - 1 - lastPosition(record));
+        // Rows past what is loaded (a reader further up) count only if they came after the reader did.
+        if (record && pending(record)) marker.beyond(known.next_position - Math.max(arrived, lastPosition(record) + 1));
         else marker.beyond(0);
         return changed;
       });

@@ -117,7 +117,9 @@
   // Jump targets clear the sticky top bar, whatever its height (it wraps on a phone).
   function measureTopbar() {
     var bar = document.querySelector("header.topbar");
-    if (bar) document.documentElement.style.setProperty("--topbar-h", bar.getBoundingClientRect().height + "px");
+    // A top bar that scrolls away (a phone's) leaves nothing for a jump target to clear.
+    var sticky = bar && window.getComputedStyle(bar).position === "sticky";
+    if (bar) document.documentElement.style.setProperty("--topbar-h", (sticky ? bar.getBoundingClientRect().height : 0) + "px");
   }
 
   // On a phone, the panels above the rows fold behind a button each, so the messages
@@ -183,9 +185,43 @@
     if (menu) { menu.open = false; menu.querySelector("summary").focus(); }
   });
 
+  // Panels folded into one line ("About this conversation") open as the person left them, per
+  // person and browser: the messages come first, and a reader who wants the panels keeps them.
+  function rememberOpen() {
+    var person = document.body.dataset.person || "anyone";
+    document.querySelectorAll("details[data-remember]").forEach(function (details) {
+      var key = "memoryui." + details.dataset.remember + "." + person;
+      try { if (window.localStorage.getItem(key) === "open") details.open = true; } catch (e) { /* private mode */ }
+      details.addEventListener("toggle", function () {
+        try { window.localStorage.setItem(key, details.open ? "open" : "closed"); } catch (e) { /* private mode */ }
+      });
+    });
+  }
+
+  // The context chart is one tab stop: the arrow keys move along its points (Home and End to the
+  // first and last), Enter opens the focused point's row, Escape goes back to the chart.
+  function chartKeys(event) {
+    var svg = event.target.closest && event.target.closest(".context-chart svg");
+    if (!svg) return;
+    var points = Array.prototype.slice.call(svg.querySelectorAll("a.point"));
+    if (!points.length) return;
+    var at = points.indexOf(event.target);
+    var next = null;
+    if (event.key === "ArrowRight" || event.key === "ArrowDown") next = at < 0 ? 0 : Math.min(points.length - 1, at + 1);
+    else if (event.key === "ArrowLeft" || event.key === "ArrowUp") next = at < 0 ? points.length - 1 : Math.max(0, at - 1);
+    else if (event.key === "Home") next = 0;
+    else if (event.key === "End") next = points.length - 1;
+    else if (event.key === "Escape" && at >= 0) { event.preventDefault(); svg.focus(); return; }
+    if (next === null) return;
+    event.preventDefault();
+    points[next].focus();
+  }
+  document.addEventListener("keydown", chartKeys);
+
   document.addEventListener("DOMContentLoaded", function () {
     measureTopbar();
     phoneCollapse();
+    rememberOpen();
     window.addEventListener("resize", measureTopbar);
     focusFromLocation();
     stampTimes();

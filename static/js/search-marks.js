@@ -83,4 +83,17 @@
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
   else run();
+
+  // "Find in this conversation": the hits appear where the reader looks, and the focus moves to
+  // them (on a desktop the box sits above the rows, the hits below the fold otherwise).
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var config = event.detail && event.detail.requestConfig;
+    var from = config && config.elt;
+    if (!from || !from.closest || !from.closest("form.find")) return;
+    var results = document.getElementById("find-results");
+    if (!results) return;
+    var count = results.querySelector(".find-count, .error");
+    results.scrollIntoView({ block: "nearest" });
+    if (count) { count.setAttribute("tabindex", "-1"); count.focus({ preventScroll: true }); }
+  });
 })();

@@ -3,7 +3,13 @@
  * client's memoryui_client.formats (read its docstring for the whole table):
  *
  * - `toOpenAIMessages(view)` → the `messages` of OpenAI's Chat Completions API;
- * - `toAnthropicMessages(view)` → {system?, messages} for Anthropic's Messages API.
+ * - `toAnthropicMessages(view)` → {system?, messages} for Anthropic's Messages API;
+ * - `toGeminiContents(view)` → {systemInstruction?, contents} for Gemini's generateContent.
+ *
+ * The server's exports and the Python client follow the same rules (tests/test_render_rules.py
+ * renders every conversation all three ways and compares). A view with nothing to send throws
+ * `NothingToSend`; one with only a handoff or system text sends it, with a `(continued)` user
+ * turn where Anthropic and Gemini need one.
  *
  * The handoff (the checkpoint's summary) comes first; journal rows (note, thought, …) are
  * dropped unless `journal: "text"` keeps them as `[kind] text`. Every body is one the APIs
@@ -20,6 +26,15 @@ import type { ActiveView, Message } from "./types.js";
 export type JournalMode = "drop" | "text";
 type Row = Record<string, any>;
 type Block = Record<string, any>;
+
+/** The view holds nothing a model could be sent: no request body would be valid. */
+export class NothingToSend extends Error {
+  constructor() {
+    super("the active view holds nothing a model could be sent (no message and no summary; journal rows are " +
+      "left out unless asked for)");
+    this.name = "NothingToSend";
+  }
+}
 
 export const JOURNAL_KINDS: readonly string[] = ["note", "thought", "heard", "said", "did", "woke"];
 export const NO_RESULT = "(no result was recorded for this call)";
@@ -186,6 +201,7 @@ export function toOpenAIMessages(view: Pick<ActiveView, "items"> & { handoff?: A
     } else if (turn === "journal") out.push({ role: "system", content: journalText(m) });
     else if (turn === "orphan") out.push({ role: "user", content: orphanText(m) });
   }
+  if (!out.length) throw new NothingToSend();
   return out;
 }
 
@@ -222,6 +238,20 @@ function strictArguments(text: string): unknown {
   return value;
 }
 
+/** A call's arguments as an object (JSON text parsed strictly; anything else wrapped). */
+function toolInput(c: Row): unknown {
+  let input: unknown = c.arguments;
+  if (typeof input === "string") {
+    try {
+      input = strictArguments(input);
+    } catch {
+      input = { arguments: input };
+    }
+  }
+  if (input === null || typeof input !== "object" || Array.isArray(input)) input = { arguments: input };
+  return input;
+}
+
 /** Settled turns (see `settle`) as alternating Messages API turns, without `system`. */
 export function anthropicTurns(settled: Settled[]): Row[] {
   const ids = toolIds();
@@ -237,16 +267,7 @@ export function anthropicTurns(settled: Settled[]): Row[] {
     else if (turn === "assistant") {
       const content = blocks(m.content).map((b) => (b.type === "text" ? b : placeholder(b)));
       for (const c of m.tool_calls) {
-        let input: unknown = c.arguments;
-        if (typeof input === "string") {
-          try {
-            input = strictArguments(input);
-          } catch {
-            input = { arguments: input };
-          }
-        }
-        if (input === null || typeof input !== "object" || Array.isArray(input)) input = { arguments: input };
-        content.push({ type: "tool_use", id: ids(c.id), name: c.name, input });
+        content.push({ type: "tool_use", id: ids(c.id), name: c.name, input: toolInput(c) });
       }
       add("assistant", content);
     } else if (turn === "results") {
@@ -281,12 +302,86 @@ export function toAnthropicMessages(view: Pick<ActiveView, "items"> & { handoff?
   const system = view.handoff ? [textOf(view.handoff.content)] : [];
   const settled = settle(messagesOf(view), { journal });
   system.push(...settled.filter(([turn]) => turn === "system").map(([, m]) => textOf((m as Row).content)));
-  const request: { system?: string; messages: Row[] } = {
-    messages: anthropicTurns(settled.filter(([turn]) => turn !== "system")),
-  };
   const kept = system.filter((s) => s.trim());
-  if (kept.length) request.system = kept.join("\n\n");
-  return request;
+  let messages = anthropicTurns(settled.filter(([turn]) => turn !== "system"));
+  if (!messages.length) {
+    if (!kept.length) throw new NothingToSend();
+    messages = [{ role: "user", content: [{ type: "text", text: CONTINUED }] }];
+  }
+  // The system prompt first, as the Python client writes it (the same keys in the same order).
+  return kept.length ? { system: kept.join("\n\n"), messages } : { messages };
+}
+
+// ---- Gemini --------------------------------------------------------------------------------
+
+function geminiPart(b: Block): Block {
+  if (b.type === "text") return { text: b.text ?? "" };
+  if (b.type === "image") {
+    const source: Row = b.source && typeof b.source === "object" ? b.source : {};
+    if (source.type === "base64" && typeof source.data === "string") {
+      return { inlineData: { mimeType: source.media_type || "image/png", data: source.data } };
+    }
+    if (source.type === "url" && typeof source.url === "string") return { fileData: { fileUri: source.url } };
+  }
+  if (b.type === "image_url") {
+    const image = imageOf(b);
+    if (image) return geminiPart(image);
+  }
+  return { text: placeholder(b).text };
+}
+
+const geminiParts = (content: unknown): Block[] =>
+  blocks(content).map(geminiPart).filter((p) => !("text" in p) || p.text !== "");
+
+/** Settled turns (see `settle`), without `system`, as Gemini `user` / `model` contents. */
+export function geminiContents(settled: Settled[]): Row[] {
+  const turns: { role: "user" | "model"; parts: Block[] }[] = [];
+  const names = new Map<string, string>();
+  const add = (role: "user" | "model", parts: Block[]): void => {
+    if (!parts.length) return;
+    const last = turns[turns.length - 1];
+    if (last && last.role === role) last.parts.push(...parts);
+    else turns.push({ role, parts });
+  };
+  for (const [turn, m] of settled) {
+    if (turn === "user") add("user", geminiParts(m.content));
+    else if (turn === "assistant") {
+      const parts: Block[] = blocks(m.content).map((b) => ({ text: b.type === "text" ? b.text : placeholder(b).text }));
+      for (const c of m.tool_calls) {
+        names.set(c.id, c.name);
+        parts.push({ functionCall: { id: c.id, name: c.name, args: toolInput(c) } });
+      }
+      add("model", parts);
+    } else if (turn === "results") {
+      add("user", m.map((r) => {
+        const text = openaiText(r.content) || "(empty result)";
+        return { functionResponse: { id: r.tool_call_id, name: names.get(r.tool_call_id) || r.name || "tool",
+          response: r.is_error ? { error: text } : { output: text } } };
+      }));
+    } else if (turn === "journal") add("user", [{ text: journalText(m) }]);
+    else if (turn === "orphan") add("user", [{ text: orphanText(m) }]);
+  }
+  if (turns.length && turns[0].role === "model") turns.unshift({ role: "user", parts: [{ text: CONTINUED }] });
+  return turns;
+}
+
+/** The active view as Gemini's generateContent body: {systemInstruction?, contents}. */
+export function toGeminiContents(view: Pick<ActiveView, "items"> & { handoff?: ActiveView["handoff"] },
+                                 options: { journal?: JournalMode } = {}):
+  { systemInstruction?: { parts: { text: string }[] }; contents: Row[] } {
+  const journal = options.journal ?? "drop";
+  checkMode(journal);
+  const system = view.handoff ? [textOf(view.handoff.content)] : [];
+  const settled = settle(messagesOf(view), { journal });
+  system.push(...settled.filter(([turn]) => turn === "system").map(([, m]) => textOf((m as Row).content)));
+  const kept = system.filter((s) => s.trim());
+  let contents = geminiContents(settled.filter(([turn]) => turn !== "system"));
+  if (!contents.length) {
+    if (!kept.length) throw new NothingToSend();
+    contents = [{ role: "user", parts: [{ text: CONTINUED }] }];
+  }
+  if (kept.length) return { systemInstruction: { parts: [{ text: kept.join("\n\n") }] }, contents };
+  return { contents };
 }
 
 export type { Message };

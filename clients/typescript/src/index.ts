@@ -3,6 +3,6 @@ export type { AppendOptions, ClientOptions, WriteOptions } from "./client.js";
 export { encodeJson, newIdempotencyKey, parseRetryAfter, Retries, RETRY_STATUSES } from "./core.js";
 export type { Call, RetryOptions } from "./core.js";
 export * from "./errors.js";
-export { settle, toAnthropicMessages, toOpenAIMessages } from "./formats.js";
+export { NothingToSend, settle, toAnthropicMessages, toGeminiContents, toOpenAIMessages } from "./formats.js";
 export type { JournalMode } from "./formats.js";
 export type * from "./types.js";

@@ -1,6 +1,7 @@
 // Renders views with the TypeScript formats, for tests/test_typescript_client.py to compare
-// with the Python client's: reads [view, …] as JSON from the file named by argv[2] and
-// prints [{openai: {drop, text}, anthropic: {drop, text}, ai: [problem, …]} | {error}, …].
+// with the Python client's and the server's: reads [view, …] as JSON from the file named by argv[2]
+// and prints [{openai: {drop, text}, anthropic: {drop, text}, gemini: {drop, text},
+// ai: [problem, …]} | {error}, …]; a renderer that found nothing to send gives "nothing_to_send".
 // `ai` lists what is wrong with the view as Vercel AI SDK ModelMessages: what the SDK's own
 // schema refuses, and a tool call not answered in the tool message right after it.
 import { readFileSync } from "node:fs";
@@ -8,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { modelMessageSchema } from "ai";
 
 import { toModelMessages } from "../dist/ai.js";
-import { toAnthropicMessages, toOpenAIMessages } from "../dist/index.js";
+import { NothingToSend, toAnthropicMessages, toGeminiContents, toOpenAIMessages } from "../dist/index.js";
 
 function aiProblems(view) {
   const messages = toModelMessages(view);
@@ -27,12 +28,21 @@ function aiProblems(view) {
 }
 
 const views = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const orNothing = (make) => {
+  try {
+    return make();
+  } catch (error) {
+    if (error instanceof NothingToSend) return "nothing_to_send";
+    throw error;
+  }
+};
 const render = (view) => {
   try {
-    const out = { openai: {}, anthropic: {}, ai: aiProblems(view) };
+    const out = { openai: {}, anthropic: {}, gemini: {}, ai: aiProblems(view) };
     for (const journal of ["drop", "text"]) {
-      out.openai[journal] = toOpenAIMessages(view, { journal });
-      out.anthropic[journal] = toAnthropicMessages(view, { journal });
+      out.openai[journal] = orNothing(() => toOpenAIMessages(view, { journal }));
+      out.anthropic[journal] = orNothing(() => toAnthropicMessages(view, { journal }));
+      out.gemini[journal] = orNothing(() => toGeminiContents(view, { journal }));
     }
     return out;
   } catch (error) {

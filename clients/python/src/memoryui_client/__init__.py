@@ -20,14 +20,15 @@ from .errors import (
     Unencodable,
     UnsupportedMediaType,
 )
-from .formats import to_anthropic_messages, to_openai_messages
+from .formats import NothingToSend, to_anthropic_messages, to_gemini_contents, to_openai_messages
 from .workspace import Snapshot, SnapshotError, restore_snapshot, take_snapshot
 
 __all__ = [
     "AsyncMemoryui", "BadRequest", "Call", "CheckpointSplitsToolCall", "Conflict", "Forbidden", "IdempotencyKeyReused",
     "InvalidInput",
-    "Memoryui", "MemoryuiError", "NotFound", "PayloadTooLarge", "PositionConflict", "RateLimited", "Retries",
+    "Memoryui", "MemoryuiError", "NotFound", "NothingToSend", "PayloadTooLarge", "PositionConflict", "RateLimited",
+    "Retries",
     "ServerError", "Snapshot", "SnapshotError", "TransportError", "Unauthenticated", "Unencodable",
     "UnsupportedMediaType",
-    "restore_snapshot", "take_snapshot", "to_anthropic_messages", "to_openai_messages",
+    "restore_snapshot", "take_snapshot", "to_anthropic_messages", "to_gemini_contents", "to_openai_messages",
 ]

@@ -3,6 +3,12 @@
 `to_openai_messages(view)` → the `messages` list of OpenAI's Chat Completions API.
 `to_anthropic_messages(view)` → {"system": …, "messages": […]} for Anthropic's Messages API
 (`client.messages.create(model=…, max_tokens=…, **to_anthropic_messages(view))`).
+`to_gemini_contents(view)` → {"systemInstruction": …, "contents": […]}, Gemini's generateContent
+body (`client.models.generate_content(model=…, contents=body["contents"],
+config={"system_instruction": body["systemInstruction"]})` with google-genai).
+
+The server's exports (`openai-chat`, `anthropic`, `gemini`) follow the same rules, and a test
+renders every conversation both ways and compares (tests/test_render_rules.py).
 
 `view` is what `Memoryui.active()` returns (or GET /conversations/{id}/active): the
 checkpoint's `handoff` comes first, then every item's message, in position order.
@@ -17,6 +23,14 @@ Mapping:
 | `assistant` + `tool_calls` | `assistant` + `tool_calls` (arguments as JSON text) | `assistant`, `tool_use` (`input`) |
 | `tool` | `tool` with `tool_call_id` | a `tool_result` block in a `user` message (`is_error` kept) |
 | journal: `note`, `thought`, `heard`, `said`, `did`, `woke` | dropped (default) | dropped (default) |
+
+Gemini: the handoff and `system` rows make `systemInstruction`; `user` and `model` turns; a
+reply's calls are `functionCall` parts (`args`), answered by `functionResponse` parts (matched by
+name and id; `{"output": …}`, or `{"error": …}` for an error) at the start of the next user turn.
+
+A view with nothing to send (no message and no handoff, or only journal rows left out) raises
+`NothingToSend`: no body would be valid. A view with only a handoff or system text sends it, with
+a `(continued)` user turn where Anthropic and Gemini need one.
 
 The journal is an agent's record of its own inner life, not turns of the
 conversation with the model, so by default it is left out. With
@@ -45,6 +59,14 @@ request params and the API's rules across messages):
 
 import json
 import re
+
+
+class NothingToSend(ValueError):
+    """The view holds nothing a model could be sent: no request body would be valid."""
+
+
+NOTHING = ("the active view holds nothing a model could be sent (no message and no summary; journal rows are "
+           "left out unless asked for)")
 
 JOURNAL_KINDS = ("note", "thought", "heard", "said", "did", "woke")
 JOURNAL_MODES = ("drop", "text")
@@ -215,9 +237,21 @@ def _openai_text(content):
     return "\n\n".join(b["text"] for b in blocks)
 
 
+def _js_numbers(value):
+    """Integral floats as integers: JavaScript keeps no `.0`, so the TypeScript client writes
+    `149` for a stored `149.0`; both sides write the same arguments text."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _js_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    return value
+
+
 def _arguments_text(call: dict) -> str:
     arguments = call.get("arguments")
-    return arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+    return arguments if isinstance(arguments, str) else json.dumps(_js_numbers(arguments or {}), ensure_ascii=False)
 
 
 def to_openai_messages(view: dict, *, journal: str = "drop") -> list[dict]:
@@ -247,6 +281,8 @@ def to_openai_messages(view: dict, *, journal: str = "drop") -> list[dict]:
             out.append({"role": "system", "content": _journal_text(m)})
         elif turn == "orphan":
             out.append({"role": "user", "content": _orphan_text(m)})
+    if not out:
+        raise NothingToSend(NOTHING)
     return out
 
 
@@ -355,8 +391,89 @@ def to_anthropic_messages(view: dict, *, journal: str = "drop") -> dict:
     _check_mode(journal)
     system = [_text_of(view["handoff"]["content"])] if view.get("handoff") else []
     settled = settle(_messages(view), journal=journal)
-    system += [_text_of(m["content"]) for turn, m in settled if turn == "system"]
-    request: dict = {"messages": anthropic_turns([(t, m) for t, m in settled if t != "system"])}
-    if any(s.strip() for s in system):
-        request["system"] = "\n\n".join(s for s in system if s.strip())
+    system = [s for s in system + [_text_of(m["content"]) for turn, m in settled if turn == "system"] if s.strip()]
+    messages = anthropic_turns([(t, m) for t, m in settled if t != "system"])
+    if not messages:
+        if not system:
+            raise NothingToSend(NOTHING)
+        messages = [{"role": "user", "content": [{"type": "text", "text": CONTINUED}]}]
+    request: dict = {"system": "\n\n".join(system)} if system else {}
+    request["messages"] = messages
     return request
+
+
+# ---- Gemini ------------------------------------------------------------------------------
+
+
+def _gemini_part(block: dict) -> dict:
+    kind = block.get("type")
+    if kind == "text":
+        return {"text": block.get("text", "")}
+    if kind == "image":
+        source = block.get("source") if isinstance(block.get("source"), dict) else {}
+        if source.get("type") == "base64" and isinstance(source.get("data"), str):
+            return {"inlineData": {"mimeType": source.get("media_type") or "image/png", "data": source["data"]}}
+        if source.get("type") == "url" and isinstance(source.get("url"), str):
+            return {"fileData": {"fileUri": source["url"]}}
+    if kind == "image_url":
+        image = _image_of(block)
+        if image is not None:
+            return _gemini_part(image)
+    return {"text": _placeholder(block)["text"]}
+
+
+def _gemini_parts(content) -> list[dict]:
+    return [p for p in (_gemini_part(b) for b in _blocks(content)) if p.get("text", True) != ""]
+
+
+def gemini_contents(settled) -> list[dict]:
+    """Settled turns (see `settle`), without `system`, as Gemini `user` / `model` contents."""
+    turns: list[dict] = []
+    names: dict[str, str] = {}
+
+    def add(role: str, parts: list[dict]) -> None:
+        if not parts:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["parts"] += parts
+        else:
+            turns.append({"role": role, "parts": parts})
+
+    for turn, m in settled:
+        if turn == "user":
+            add("user", _gemini_parts(m["content"]))
+        elif turn == "assistant":
+            parts = [{"text": b["text"]} if b.get("type") == "text" else {"text": _placeholder(b)["text"]}
+                     for b in _blocks(m["content"])]
+            for c in m["tool_calls"]:
+                names[c["id"]] = c["name"]
+                parts.append({"functionCall": {"id": c["id"], "name": c["name"], "args": _tool_input(c)}})
+            add("model", parts)
+        elif turn == "results":
+            add("user", [{"functionResponse": {
+                "id": r["tool_call_id"], "name": names.get(r["tool_call_id"]) or r.get("name") or "tool",
+                "response": ({"error": _openai_text(r["content"]) or "(empty result)"} if r.get("is_error")
+                             else {"output": _openai_text(r["content"]) or "(empty result)"})}} for r in m])
+        elif turn == "journal":
+            add("user", [{"text": _journal_text(m)}])
+        elif turn == "orphan":
+            add("user", [{"text": _orphan_text(m)}])
+    if turns and turns[0]["role"] == "model":
+        turns.insert(0, {"role": "user", "parts": [{"text": CONTINUED}]})
+    return turns
+
+
+def to_gemini_contents(view: dict, *, journal: str = "drop") -> dict:
+    """The active view as Gemini's generateContent body: {"systemInstruction"?, "contents"}."""
+    _check_mode(journal)
+    system = [_text_of(view["handoff"]["content"])] if view.get("handoff") else []
+    settled = settle(_messages(view), journal=journal)
+    system = [s for s in system + [_text_of(m["content"]) for turn, m in settled if turn == "system"] if s.strip()]
+    contents = gemini_contents([(t, m) for t, m in settled if t != "system"])
+    if not contents:
+        if not system:
+            raise NothingToSend(NOTHING)
+        contents = [{"role": "user", "parts": [{"text": CONTINUED}]}]
+    body: dict = {"systemInstruction": {"parts": [{"text": "\n\n".join(system)}]}} if system else {}
+    body["contents"] = contents
+    return body

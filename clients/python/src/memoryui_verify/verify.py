@@ -325,14 +325,29 @@ def verify_jsonl(lines, name: str, keys: Keys, report: Report) -> Conversation:
     return result
 
 
+def _bundle_names(zf: zipfile.ZipFile) -> tuple[str, set[str]]:
+    """The bundle's root inside the zip ("", or the one folder it was unpacked into and zipped
+    again from) and its file names under it. A folder's own entry ("conversations/"), which zip
+    tools add when they pack a folder, is no file of the export and is left out."""
+    files = {n for n in zf.namelist() if not n.endswith("/")}
+    if "manifest.json" in files:
+        return "", files
+    roots = {n[: -len("manifest.json")] for n in files if n.endswith("/manifest.json") and n.count("/") == 1}
+    if len(roots) == 1:
+        root = roots.pop()
+        if all(n.startswith(root) for n in files):
+            return root, {n[len(root):] for n in files}
+    return "", files
+
+
 def verify_bundle(zf: zipfile.ZipFile, keys: Keys, report: Report) -> None:
-    names = set(zf.namelist())
+    root, names = _bundle_names(zf)
     if "manifest.json" not in names or "manifest.sig.json" not in names:
         report.problems.append("not a memoryui subject export: manifest.json or manifest.sig.json is missing")
         return
-    manifest_bytes = zf.read("manifest.json")
+    manifest_bytes = zf.read(root + "manifest.json")
     manifest = json.loads(manifest_bytes)
-    signature = json.loads(zf.read("manifest.sig.json"))
+    signature = json.loads(zf.read(root + "manifest.sig.json"))
     for k in manifest.get("keys", []):
         keys.learn(k.get("public_key"), k.get("key_id"), report, "manifest.json")
     keys.learn(signature.get("public_key"), signature.get("key_id"), report, "manifest.sig.json")
@@ -348,7 +363,7 @@ def verify_bundle(zf: zipfile.ZipFile, keys: Keys, report: Report) -> None:
             report.problems.append(f"{path} is in the manifest but not in the file (removed)")
             continue
         digest, size = hashlib.sha256(), 0
-        with zf.open(path) as member:
+        with zf.open(root + path) as member:
             for block in iter(lambda: member.read(1 << 16), b""):
                 digest.update(block)
                 size += len(block)
@@ -359,7 +374,7 @@ def verify_bundle(zf: zipfile.ZipFile, keys: Keys, report: Report) -> None:
     for path in sorted(p for p in listed if p.startswith("conversations/") and p.endswith(".jsonl")):
         if path not in names:
             continue
-        with zf.open(path) as member:
+        with zf.open(root + path) as member:
             result = verify_jsonl(io.TextIOWrapper(member, encoding="utf-8"), path, keys, report)
         expected = heads.pop(result.conversation_id, None)
         if expected is None:
@@ -369,7 +384,7 @@ def verify_bundle(zf: zipfile.ZipFile, keys: Keys, report: Report) -> None:
     for cid in heads:
         report.problems.append(f"conversation {cid} is in the manifest but its file is missing")
     if "erased_rows.jsonl" in listed and "erased_rows.jsonl" in names:
-        with zf.open("erased_rows.jsonl") as member:
+        with zf.open(root + "erased_rows.jsonl") as member:
             verify_erased(io.TextIOWrapper(member, encoding="utf-8"), keys, report)
 
 

@@ -10,7 +10,7 @@ TABLE = "conversations_idempotencykey"
 
 
 class Migration(migrations.Migration):
-    dependencies = [("conversations", "0010_row_level_security")]
+    dependencies = [("conversations", "0012_usage_totals")]
 
     operations = [
         add_project_column(model_name="idempotencykey", table=TABLE, null=True),
