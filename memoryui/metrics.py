@@ -154,8 +154,10 @@ def on_import_source_saved(sender, instance, created, **kwargs):
 
 def on_receipt_saved(sender, instance, created, **kwargs):
     """A receipt filed, or a window's verdict on one (its `status`: erased, verified, found, …)."""
-    if created:
-        erasure_verified((instance.verification or {}).get("status", "none"), instance.project_id)
+    if created and enabled():
+        # A window's check is of its receipt, whose project (or every project) it counts under.
+        receipt = instance.receipt if hasattr(instance, "receipt_id") else instance
+        erasure_verified((instance.verification or {}).get("status", "none"), receipt.project_id)
 
 
 def on_conversation_saved(sender, instance, created, **kwargs):

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from django.apps import apps
 from django.db import models
+from django.test import override_settings
 
-from conversations import api_keys, projects
+from conversations import api_keys, projects, usage_totals
 from conversations.imports import store as imports_store
 from conversations.models import Conversation
 from tests.api_support import Api
@@ -190,9 +191,12 @@ def fill(client, project, marker: str, *, subject: str) -> dict:
     ok(api.post("/prune", {"older_than_days": 1}))
     gone = ok(api.post("/conversations", {"title": f"{marker} to erase", "subject": f"{subject}-gone"}))
     ok(api.post(f"/conversations/{gone['id']}/messages", {"kind": "user", "content": f"{marker} erased text"}))
-    ok(api.post("/deletion-requests", {"subject": f"{subject}-gone"}))
+    with override_settings(MEMORYUI_ERASURE_VERIFY="window"):  # the receipt, then the window's check of it
+        ok(api.post("/deletion-requests", {"subject": f"{subject}-gone"}))
+        ok(api.post("/deletion-requests/window"))
     with projects.scoped(projects.one(project.pk)):
         # An import still being written leaves its stage row (imports/models.py, ImportStage).
         imports_store.stage_conversation(holder=f"fill:{marker}", staged=[], title=f"{marker} staged")
         conversation = Conversation.objects.get(pk=cid)
+        usage_totals.refresh([conversation])  # what the conversation list reads, kept per conversation
     return {"api": api, "conversation": conversation, "fork_id": fork["id"], "fact_id": fact["id"]}

@@ -34,11 +34,25 @@ def fenced_tables():
     return [t for t in project_tables() if t.table not in OUTSIDE_ROW_LEVEL_SECURITY]
 
 
+# Partitions (the message table's: conversations/partitions.py), every level down.
+PARTITIONS = ("WITH RECURSIVE leaf(oid) AS (SELECT %s::regclass::oid UNION ALL SELECT i.inhrelid "
+              "FROM pg_inherits i JOIN leaf ON i.inhparent = leaf.oid) "
+              "SELECT c.relname FROM leaf JOIN pg_class c ON c.oid = leaf.oid WHERE c.relkind = 'r' "
+              "AND c.relispartition")
+
+
+def partitions_of(cursor, table: str) -> list[str]:
+    return [name for (name,) in cursor.execute(PARTITIONS, [table]).fetchall()]
+
+
 @pytest.mark.django_db
 def test_every_table_of_project_data_has_a_forced_policy():
     tables = [t.table for t in fenced_tables()]
     assert {"conversations_message", "facts_factevent", "retention_erasedrow", "imports_sourceentry",
             "conversations_idempotencykey"} <= set(tables)
+    with connection.cursor() as cursor:
+        # A query that names a partition meets the partition's own policies, not its table's.
+        tables += [leaf for table in tables for leaf in partitions_of(cursor, table)]
     with connection.cursor() as cursor:
         cursor.execute("SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, "
                        "(SELECT count(*) FROM pg_policy p WHERE p.polrelid = c.oid) "
@@ -55,7 +69,8 @@ def test_every_table_is_a_model_whose_project_data_is_found():
         cursor.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                        "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')")
         present = {name for (name,) in cursor.fetchall()}
-    known = set(connection.introspection.django_table_names(include_views=False)) | {"django_migrations"}
+        known = set(connection.introspection.django_table_names(include_views=False)) | {"django_migrations"}
+        known |= {leaf for table in known for leaf in partitions_of(cursor, table)}
     assert present <= known, f"tables no model describes (do they hold a project's rows?): {present - known}"
 
 
@@ -73,9 +88,11 @@ def _set(conn, project="", all_projects="off"):
                  [str(project), all_projects])
 
 
-def _keys(conn, table) -> set:
+def _keys(conn, table, relation: str | None = None) -> set:
+    """The keys of the rows of `table` the connection reads (through `relation`: one of its partitions)."""
     columns = sql.SQL(", ").join(map(sql.Identifier, table.key_columns))
-    return {row_key(r) for r in conn.execute(sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(table.table)))}
+    relation = sql.Identifier(relation or table.table)
+    return {row_key(r) for r in conn.execute(sql.SQL("SELECT {} FROM {}").format(columns, relation))}
 
 
 def _where_key(table, keys) -> sql.Composed:
@@ -118,6 +135,8 @@ def test_raw_sql_as_the_application_role_sees_only_the_project_it_set(client, ra
     copies = {t.table: _one_row(raw, t, next(iter(owned[t.table][b.pk]))) for t in tables}
 
     generated = {name for (name,) in raw.execute("SELECT attname FROM pg_attribute WHERE attgenerated <> ''")}
+    leaves = {t.table: partitions_of(raw, t.table) for t in tables}
+    assert leaves["conversations_message"], "the message table is partitioned on PostgreSQL"
     role = role_name()
     for statement in grants(role):
         raw.execute(statement)
@@ -129,6 +148,9 @@ def test_raw_sql_as_the_application_role_sees_only_the_project_it_set(client, ra
         seen = _keys(raw, table)
         assert not seen & theirs, f"{table.table}: project A reads B's rows"
         assert ours <= seen, f"{table.table}: project A does not read its own rows"
+        through = set().union(*(_keys(raw, table, leaf) for leaf in leaves[table.table])) if leaves[table.table] \
+            else seen
+        assert through == seen, f"{table.table}: its partitions answer project A otherwise than the table"
         first = table.key_columns[0]
         changed = raw.execute(sql.SQL("UPDATE {} SET {} = {} WHERE ").format(
             sql.Identifier(table.table), sql.Identifier(first), sql.Identifier(first)) + _where_key(table, theirs))
@@ -147,11 +169,14 @@ def test_raw_sql_as_the_application_role_sees_only_the_project_it_set(client, ra
 
     _set(raw)
     for table in tables:
-        assert _keys(raw, table) == set(), f"{table.table}: rows are read with no project set"
+        for relation in [table.table, *leaves[table.table]]:
+            assert _keys(raw, table, relation) == set(), f"{relation}: rows are read with no project set"
 
     _set(raw, all_projects="on")
     for table in tables:
         assert len(_keys(raw, table)) == totals[table.table], f"{table.table}: all_projects does not read every row"
+        if leaves[table.table]:
+            assert sum(len(_keys(raw, table, leaf)) for leaf in leaves[table.table]) == totals[table.table]
 
 
 @pytest.mark.slow
