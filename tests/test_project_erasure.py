@@ -198,3 +198,22 @@ def test_a_superuser_exports_every_project_from_the_page(client, held_in_two):
     one = client.post("/p/export-a/admin/proofs/subject-export/download/", {"subject": SUBJECT})
     text, _ = _zip_text(b"".join(one.streaming_content))
     assert "alpha-exported" in text and "beta-exported" not in text
+
+
+@pytest.mark.django_db(transaction=True)  # the window cleans the files, outside any transaction
+def test_the_window_tells_a_project_of_its_own_requests_only(client, settings):
+    settings.MEMORYUI_ERASURE_VERIFY = "window"
+    apis, filed = {}, {}
+    for slug in ("window-a", "window-b"):
+        project = create_project(slug=slug)
+        _, secret = api_keys.create_api_key(name=f"{slug}-admin", scopes=["admin"], project=project)
+        apis[slug] = Api(client, secret)
+        with projects.scoped(projects.one(project.pk)):
+            Conversation.objects.create(title=f"{slug} talk", subject=SUBJECT)
+        answer = apis[slug].post("/deletion-requests", {"subject": SUBJECT})
+        assert answer.status_code == 201, answer.content
+        filed[slug] = answer.json()["request_id"]
+    ran = apis["window-a"].post("/deletion-requests/window")
+    assert ran.status_code == 200, ran.content
+    assert ran.json()["checked"] == 1 and [r["request_id"] for r in ran.json()["receipts"]] == [filed["window-a"]]
+    assert filed["window-b"] not in ran.content.decode()

@@ -188,7 +188,8 @@ class WindowReceiptOut(Schema):
 
 
 class WindowOut(Schema):
-    checked: int = Field(..., description="Deletion requests whose files this window cleaned and searched.")
+    checked: int = Field(..., description="The project's deletion requests whose files this window cleaned and "
+                                          "searched (it runs for every project's at once).")
     seconds: float
     receipts: list[WindowReceiptOut]
 
@@ -201,8 +202,9 @@ def erasure_window(request):
     in a window (cron: `manage.py erasure_window`), once for all of them. This runs it now. 409 while
     a prune or a deletion request runs."""
     result = window.run_window(actor=actor_of(request))
-    return {"checked": len(result.receipts), "seconds": round(result.seconds, 3),
-            "receipts": [{"request_id": r, "status": result.statuses[r]} for r in result.receipts]}
+    ours = result.visible()
+    return {"checked": len(ours), "seconds": round(result.seconds, 3),
+            "receipts": [{"request_id": r, "status": result.statuses[r]} for r in ours]}
 
 
 def _receipt_out(receipt: DeletionReceipt) -> dict:

@@ -75,9 +75,8 @@ def index(request):
 @admin_required
 def erasure_window(request):
     """Run the maintenance window now: every waiting request's files cleaned and searched at once."""
-    result = window.run_window(actor=actor_of(request))
-    messages.success(request, f"The window checked {len(result.receipts)} deletion request"
-                              f"{'' if len(result.receipts) == 1 else 's'}.")
+    checked = len(window.run_window(actor=actor_of(request)).visible())
+    messages.success(request, f"The window checked {checked} deletion request{'' if checked == 1 else 's'}.")
     return _redirect(request, reverse("retention:receipts"))
 
 
