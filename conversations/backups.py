@@ -170,8 +170,19 @@ def pg_client_env() -> dict:
     return env
 
 
+# A backup holds every project. The application's role is subject to row-level security
+# (conversations/migration_sql.py), and pg_dump by default refuses a table whose policies
+# would filter it: it dumps through them instead, with every project seen, as the manifest
+# is computed (an operator's process sees every project: conversations/projects.py).
+_EVERY_PROJECT = "-c memoryui.all_projects=on"
+
+
 def _backup_postgres(target: Path) -> dict:
     pg_dump = _pg_tool("pg_dump")
+    # The project scope goes to the server before the snapshot's transaction: its isolation
+    # level must be its first statement (memoryui/postgresql/base.py sends the scope otherwise).
+    connection.ensure_connection()
+    connection.sync_scope()
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -180,8 +191,10 @@ def _backup_postgres(target: Path) -> dict:
         # pg_dump reads the very snapshot the manifest is computed in, while this transaction holds it.
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.close(fd)
-        done = subprocess.run([pg_dump, "-Fc", "--no-owner", "--no-privileges", f"--snapshot={snapshot}",
-                               "-f", str(target)], env=pg_client_env(), capture_output=True, text=True)
+        env = pg_client_env()
+        env["PGOPTIONS"] = f"{env.get('PGOPTIONS', '')} {_EVERY_PROJECT}".strip()
+        done = subprocess.run([pg_dump, "-Fc", "--no-owner", "--no-privileges", "--enable-row-security",
+                               f"--snapshot={snapshot}", "-f", str(target)], env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise BackupError(f"pg_dump failed: {done.stderr.strip()[-2000:]}")
         described = _describe(DEFAULT_DB_ALIAS)

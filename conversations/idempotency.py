@@ -336,7 +336,7 @@ def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
         caller, key, sent, answer["status"], answer["content_type"], answer["body"],
         field("conversation_id").get_db_prep_value(answer["conversation_id"], connection),
         answer["subject_norm"], connection.ops.adapt_datetimefield_value(timezone.now()),
-        projects.current().project_id,  # None where every project is seen
+        projects.project_of_new_row(),
     ]
     try:
         return fetch_first(_INSERT, values) is not None
@@ -378,7 +378,7 @@ def forget(*, conversation_ids=(), subject: str = "") -> int:
     ids = [str(i) for i in conversation_ids]
     total = 0
     norm = normalize_subject(subject) if subject else ""
-    # The request's project's keys (every project's for a request filed for all of them).
+    # Only the keys of the projects the deletion acts in: another project's answers stay.
     keys = projects.fence(IdempotencyKey.objects.all())
     if norm:
         total += keys.filter(subject_norm=norm).delete()[0]

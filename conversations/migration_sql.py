@@ -162,9 +162,17 @@ def scoped_managers(model_name: str, **options):
 # rows of the project the connection's `memoryui.project` setting names, or every row while
 # `memoryui.all_projects` is on (memoryui/postgresql/base.py sets both from the request's
 # scope). FORCE applies the policies to the tables' owner too, which is the role the
-# application connects as; a superuser bypasses them (docs/operations: do not run as one).
+# application connects as; a superuser bypasses them (docs/OPERATIONS.md: do not run as one).
 # A table whose rows hang off another (messages off their conversation) sees what its parent
 # sees: a policy's subquery is itself under the parent's policy.
+
+# Tables with a project column that stay outside row-level security, and why; every other
+# table of project data has a policy (tests/test_project_rls.py finds them from the models).
+OUTSIDE_ROW_LEVEL_SECURITY = {
+    "conversations_apikey": "a key is looked up by its hash before its project is known",
+    "conversations_membership": "memberships decide which project a person acts in: read before the fence is set",
+}
+
 
 def _policy(table: str, condition: str) -> list[str]:
     return [

@@ -457,8 +457,8 @@ class IdempotencyKey(models.Model):
     conversation_id = models.UUIDField(null=True, blank=True)
     subject_norm = models.CharField(max_length=1200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
-    # The project the write was made in (NULL: a caller that saw every project): erasure in one
-    # project forgets that project's keys only.
+    # The project the write acted in (its answer is that project's data: row-level security
+    # fences it, and a deletion request forgets it with the project's rows); NULL: none.
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                                 db_index=False, default=projects.project_of_new_row)
 

@@ -15,6 +15,8 @@ row-level security policies, read from the catalog, and copies the rows in one t
 SQLite has no partitions: its erasure searches the one file once per window instead.
 """
 
+import re
+
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -150,8 +152,39 @@ def repartition(table: str = MESSAGE_TABLE, key: str = MESSAGE_KEY, n: int | Non
             cursor.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         for policy in found["policies"]:
             cursor.execute(_policy_sql(table, policy))
+        _fence_leaves(cursor, table, found)
         cursor.execute(f"ANALYZE {table}")
     return n
+
+
+def fence_partitions(table: str = MESSAGE_TABLE, *, db=None) -> None:
+    """Give each partition of `table` the table's row-level security (its migration: the
+    partitions made before they carried it)."""
+    db = db or connection
+    if db.vendor != "postgresql":
+        return
+    with transaction.atomic(using=db.alias), db.cursor() as cursor:
+        if count(table, cursor=cursor):
+            _fence_leaves(cursor, table, _definition(cursor, table))
+
+
+def _fence_leaves(cursor, table: str, found: dict) -> None:
+    """The table's policies on each of its partitions too. A query through the table meets the
+    table's own; one that names a partition meets only the partition's, which would otherwise
+    answer every project's rows (conversations/migration_sql.py)."""
+    enabled, forced = found["security"]
+    leaves = [name for (name,) in _fetch(
+        cursor, "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s", [table])]
+    # A policy names the table's columns through the table: the partition's instead.
+    own = re.compile(rf"\b{re.escape(table)}\.")
+    for leaf in leaves:
+        cursor.execute(f"ALTER TABLE {leaf} {'ENABLE' if enabled else 'DISABLE'} ROW LEVEL SECURITY")
+        cursor.execute(f"ALTER TABLE {leaf} {'FORCE' if forced else 'NO FORCE'} ROW LEVEL SECURITY")
+        for name, permissive, roles, cmd, qual, with_check in found["policies"]:
+            cursor.execute(f'DROP POLICY IF EXISTS "{name}" ON {leaf}')
+            cursor.execute(_policy_sql(leaf, (name, permissive, roles, cmd, qual and own.sub(f"{leaf}.", qual),
+                                              with_check and own.sub(f"{leaf}.", with_check))))
 
 
 def relation_bytes(name: str, size: str = "pg_total_relation_size") -> int:

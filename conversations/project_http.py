@@ -22,13 +22,16 @@ template or view names the project to stay in it.
 """
 
 import re
+from contextlib import contextmanager
 
 from django.http import Http404, HttpResponseRedirect
 from django.urls import get_script_prefix, set_script_prefix
 
-from . import projects
+from . import project_store, projects
 from .apiauth import authenticate_bearer
+from .errors import Forbidden
 from .models import ApiKey, Project
+from .roles import actor_of
 
 HEADER = "X-Memoryui-Project"
 EVERY_PROJECT = "*"
@@ -61,35 +64,58 @@ class ProjectMiddleware:
         prefix = before
         if project is not None and project.pk != projects.DEFAULT_PROJECT_ID:
             prefix = f"{before.rstrip('/')}/p/{project.slug}/"
-        set_script_prefix(prefix)
-        try:
-            with projects.scoped(scope):
-                response = self.get_response(request)
-        finally:
-            set_script_prefix(before)
+        with _in_project(scope, prefix, before):
+            response = self.get_response(request)
         if scope.every:
             response[HEADER] = EVERY_PROJECT
         if response.streaming:
-            response.streaming_content = _within(scope, prefix, response.streaming_content)
+            # A streamed answer (an export, a ZIP) is read after this returns: in the same scope.
+            response.streaming_content = _streamed_in(response.streaming_content, scope, prefix, before)
         return response
 
 
-def _within(scope: projects.Scope, prefix: str, chunks):
-    """A streamed body (an export, a ZIP) is read after the view returned, when this middleware
-    has left the request's scope: each chunk is made inside it again, or its queries would read
-    every project's rows."""
-    iterator = iter(chunks)
+@contextmanager
+def _in_project(scope, prefix: str, before: str):
+    set_script_prefix(prefix)
+    try:
+        with projects.scoped(scope):
+            yield
+    finally:
+        set_script_prefix(before)
+
+
+_END = object()
+
+
+def _streamed_in(chunks, scope, prefix: str, before: str):
+    """The chunks of a streamed answer, each made inside the request's project scope."""
+    chunks = iter(chunks)
     while True:
-        before = get_script_prefix()
-        set_script_prefix(prefix)
-        try:
-            with projects.scoped(scope):
-                chunk = next(iterator)
-        except StopIteration:
+        with _in_project(scope, prefix, before):
+            chunk = next(chunks, _END)
+        if chunk is _END:
             return
-        finally:
-            set_script_prefix(before)
         yield chunk
+
+
+def acts_for_every_project(request) -> bool:
+    """Whether the caller may act for every project: an all-projects API key, or a superuser
+    (an admin of every project) on the pages or the API from their browser."""
+    key = getattr(request, "api_key", None)
+    if key is not None:
+        return key.project_id is None
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_superuser)
+
+
+@contextmanager
+def every_project(request, *, reason: str):
+    """The block acts for every project, recorded in the audit log with `reason`
+    (project_store.bypass), when the caller may (`acts_for_every_project`); 403 otherwise."""
+    if not acts_for_every_project(request):
+        raise Forbidden("only a superuser or an all-projects API key may act for every project", field="all_projects")
+    with project_store.bypass(reason=reason, actor=actor_of(request)):
+        yield
 
 
 def _bearer(request) -> ApiKey | None | bool:

@@ -19,7 +19,7 @@ from datetime import datetime
 from django.apps import apps
 from django.db import connection
 
-from . import chain
+from . import chain, projects
 from .models import AuditEvent, Checkpoint, Conversation, Message
 
 PAGE = 5000
@@ -132,11 +132,14 @@ def checkpoint_records(conversation_id):
     return model_records(Checkpoint, "checkpoint", conversation_id)
 
 
-def audit_records(after_id: int | None = None):
-    sql = (f"SELECT id, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash FROM {_AUDIT} "
-           "WHERE id > %s ORDER BY id LIMIT %s")
+def audit_records(after_id: int | None = None, *, counted=None):
+    """The audit chain's records from after `after_id`; `counted(project_id)` is called for each."""
+    sql = (f"SELECT id, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash, project_id "
+           f"FROM {_AUDIT} WHERE id > %s ORDER BY id LIMIT %s")
     rows = _paged(sql, [], 0, after=after_id)
-    for pk, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash in rows:
+    for pk, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash, project_id in rows:
+        if counted is not None:
+            counted(project_id)
         if isinstance(detail, str):
             detail = json.loads(detail)
         body = chain.payload("audit", [_canonical_db_time(at), actor, action, target_type, target_id, detail])
@@ -198,14 +201,29 @@ def _fork_point(conversation: Conversation) -> chain.Verdict | None:
 
 def verify_audit(*, last: int | None = None) -> chain.Verdict:
     """The audit log's chain; with `last`, only its last `last` events, linked from the chain
-    hash of the event before them (the page; verify_log walks it all)."""
+    hash of the event before them (the page; verify_log walks it all).
+
+    The chain is one for the whole server, so it is walked past the project fence (each link
+    needs the event before it, whichever project's); inside one project the verdict counts
+    that project's events only, and shows nothing of the others' but their hashes' agreement."""
+    scope = projects.current()
+    own = 0
+
+    def counted(project_id):
+        nonlocal own
+        own += scope.sees(project_id)
+
     genesis, after = chain.GENESIS, None
-    if last is not None:
-        before = list(AuditEvent.everywhere.order_by("-id").values_list("id", "chain_hash")[last:last + 1])
-        if before:
-            after, prev = before[0]
-            genesis = bytes(prev) if prev is not None else chain.GENESIS
-    return chain.verify_rows(audit_records(after), record_type="audit", genesis=genesis, first_position=None)
+    with projects.unfenced():
+        if last is not None:
+            before = list(AuditEvent.everywhere.order_by("-id").values_list("id", "chain_hash")[last:last + 1])
+            if before:
+                after, prev = before[0]
+                genesis = bytes(prev) if prev is not None else chain.GENESIS
+        verdict = chain.verify_rows(audit_records(after, counted=counted), record_type="audit", genesis=genesis,
+                                    first_position=None)
+    verdict.rows = own
+    return verdict
 
 
 def audit_events_seen(*, last: int) -> int:

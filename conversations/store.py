@@ -290,7 +290,7 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     now, stamp = _db_now_stamped(db)
     row = [_db_id(db, cid), None, kind, text, now, None, None, None]
     position = _write_rows(db, cid, [row], expected_position, (stamp,))
-    metrics.appended(1)
+    metrics.appended(1, conversation_id=cid)
     return position
 
 
@@ -330,7 +330,7 @@ def append_messages(*, conversation_id, messages, expected_position: int | None 
     db_cid, (now, stamp) = _db_id(db, cid), _db_now_stamped(db)
     rows = [[db_cid, None, kind, text, now, None, None, None] for kind, text in encoded]
     first = _write_rows(db, cid, rows, expected_position, [stamp] * len(rows))
-    metrics.appended(len(rows))
+    metrics.appended(len(rows), conversation_id=cid)
     return Appended(first_position=first, last_position=first + len(rows) - 1)
 
 
@@ -551,7 +551,9 @@ def record_audit(*, actor: str, action: str, target_type: str = "", target_id: s
             # other goes where the operator's writes go, into `default` (projects.for_write).
             found = _project_of(target_id) if target_type == "conversation" and target_id else None
             project_id = found if found is not None else projects.DEFAULT_PROJECT_ID
-    with transaction.atomic():
+    # One chain for the whole database: its last event is read, and the new one written, past
+    # the project fence (the event may be the server's own, or a project's the scope names).
+    with projects.unfenced(), transaction.atomic():
         advisory_lock(AUDIT_CHAIN_LOCK)
         prev = AuditEvent.everywhere.order_by("-id").values_list("chain_hash", flat=True).first()
         at = timezone.now()

@@ -62,7 +62,7 @@ class RequestObservationMiddleware:
                 metrics.observe_request(route=route, method=request.method, status=response.status_code,
                                         seconds=seconds)
                 if response.get(REPLAYED_HEADER) == "true":
-                    metrics.replayed()
+                    metrics.replayed(getattr(request, "project_scope", None))
             if self.json_lines:
                 route = _route(request)
                 # The path without its query string (README, "What the server keeps about requests").

@@ -1,11 +1,18 @@
 """`manage.py check --deploy` is clean under the production settings the README documents
-(README, "Running it in production"); without them Django names what is missing."""
+(README, "Running it in production"); without them Django names what is missing, and on
+PostgreSQL it warns when row-level security would not apply to the application's role."""
 
+import os
 import secrets
 import subprocess
 import sys
 
+import pytest
+from django.db import connection
+
+from conversations import deploy_checks
 from tests.retention_support import ROOT, subprocess_env
+from tests.rls_support import django_connection_as_app_role
 
 # The README's production block, as environment variables.
 PRODUCTION = {
@@ -43,3 +50,24 @@ def test_it_names_what_is_missing_without_them(tmp_path):
     assert done.returncode != 0
     for check in ("security.W004", "security.W008", "security.W012", "security.W016"):
         assert check in done.stderr, done.stderr
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.django_db
+def test_it_warns_when_the_application_connects_to_postgresql_as_a_superuser(tmp_path):
+    # The tests connect as a superuser: the very setup the check is there to catch.
+    settings = connection.settings_dict
+    url = f"postgres://{settings.get('USER') or ''}@{settings.get('HOST') or ''}/{settings['NAME']}"
+    done = check_deploy(tmp_path, **PRODUCTION, DATABASE_URL=url,
+                        **{k: os.environ[k] for k in ("PGPORT", "PGHOST", "PGUSER") if k in os.environ})
+    assert done.returncode != 0
+    assert "memoryui.W001" in done.stderr and "docs/OPERATIONS.md" in done.stderr, done.stderr
+    assert "security.W" not in done.stderr  # nothing else: the documented settings stay clean
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.django_db
+def test_it_says_nothing_of_a_role_row_level_security_applies_to():
+    assert [w.id for w in deploy_checks.check_row_level_security_applies()] == [deploy_checks.W001]
+    with django_connection_as_app_role():
+        assert deploy_checks.check_row_level_security_applies() == []

@@ -1,6 +1,7 @@
 """/metrics: off (404) without MEMORYUI_METRICS_TOKEN, 401 without the token, and under
 gunicorn the workers' counts add up; nothing a client sent (a subject, a message's text,
-an API key, an idempotency key) is ever in a scrape."""
+an API key, an idempotency key) is ever in a scrape; what counts a project's data says
+which project."""
 
 import http.client
 import json
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.mmap_dict import MmapedDict
 
-from conversations import api_keys, store
+from conversations import api_keys, projects, store
+from conversations.project_store import create_project
+from tests.api_support import Api
 from tests.server_support import free_port, start_gunicorn
 
 TOKEN = "scrape-token-for-tests"
@@ -146,3 +149,52 @@ def test_two_workers_add_up_and_no_label_holds_what_a_client_sent(tmp_path):
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     assert not (tmp_path / "prometheus" / str(proc.pid)).exists(), "the server's metrics folder outlived it"
+
+
+@pytest.mark.django_db
+def test_what_counts_a_projects_data_carries_the_project(client, settings):
+    """Appends, conversations, facts, imports, replays, prunes and receipts, by project; the
+    operator's work for every project as `*`."""
+    settings.MEMORYUI_METRICS_TOKEN = TOKEN
+    scrape_headers = {"Authorization": f"Bearer {TOKEN}"}
+    before = samples(client.get("/metrics", headers=scrape_headers).content.decode())
+    alpha, beta = create_project(slug="metrics-alpha"), create_project(slug="metrics-beta")
+    for project, appends in ((alpha, 3), (beta, 1)):
+        _, secret = api_keys.create_api_key(name=f"m-{project.slug}", project=project,
+                                            scopes=["read", "write", "admin", "facts:write"])
+        api = Api(client, secret)
+        made = api.post("/conversations", {"title": MARK_TEXT, "subject": MARK_SUBJECT}).json()
+        for i in range(appends):
+            keyed = {"Idempotency-Key": f"{MARK_IDEMPOTENCY}-{i}"}
+            body = {"kind": "user", "content": f"{MARK_TEXT} {i}"}
+            assert api.post(f"/conversations/{made['id']}/messages", body, headers=keyed).status_code == 201
+        assert api.post(f"/conversations/{made['id']}/messages", body, headers=keyed)["Idempotent-Replayed"] == "true"
+        assert api.post("/facts", {"subject": MARK_SUBJECT, "text": MARK_TEXT, "importance": 1}).status_code == 201
+        journal = json.dumps({"kind": "note", "text": f"imported into {project.slug}"}) + "\n"
+        assert api.post("/imports", {"format": "journal", "content": journal}).status_code in (200, 201)
+        assert api.post("/prune", {}).status_code == 200
+    # An operator's process appends where every project is seen: the conversation's project counts it.
+    with projects.scoped(projects.one(beta.pk)):
+        theirs = store.create_conversation(title="by the operator")
+    store.append_message(conversation_id=theirs.pk, message={"kind": "note", "text": "operator"})
+    _, secret = api_keys.create_api_key(name="m-ops", scopes=["admin"], all_projects=True)
+    erased = Api(client, secret).post("/deletion-requests", {"subject": MARK_SUBJECT, "all_projects": True})
+    assert erased.status_code == 201
+
+    text = client.get("/metrics", headers=scrape_headers).content.decode()
+    after = samples(text)
+
+    def grew(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    for slug, appends, made in (("metrics-alpha", 3, 2), ("metrics-beta", 1 + 1, 3)):
+        assert grew("memoryui_appended_messages_total", project=slug) == appends
+        assert grew("memoryui_conversations_created_total", project=slug) == made
+        assert grew("memoryui_facts_written_total", project=slug, status="proposed") == 1
+        assert grew("memoryui_idempotent_replays_total", project=slug) == 1
+        assert grew("memoryui_imports_total", project=slug, format="journal") == 1
+        assert grew("memoryui_maintenance_runs_total", project=slug, kind="prune", outcome="finished") == 1
+    assert grew("memoryui_maintenance_runs_total", project="*", kind="deletion", outcome="finished") == 1
+    assert grew("memoryui_erasure_verifications_total", project="*") == 1
+    for secret_text in (MARK_SUBJECT, MARK_TEXT, MARK_IDEMPOTENCY):
+        assert secret_text not in text

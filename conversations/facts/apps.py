@@ -1,6 +1,14 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_save
+
+from memoryui import metrics
 
 
 class FactsConfig(AppConfig):
     name = "conversations.facts"
     label = "facts"
+
+    def ready(self):
+        from .models import Fact
+
+        post_save.connect(metrics.on_fact_saved, sender=Fact, dispatch_uid="metrics_facts")

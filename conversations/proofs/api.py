@@ -1,5 +1,6 @@
 """Proofs over JSON: the public signing keys, signed heads on request, the subject access export."""
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.http import StreamingHttpResponse
@@ -9,6 +10,7 @@ from conversations import keyset
 from conversations.api_schemas import ListOut, errors_doc
 from conversations.apiauth import actor_of, public, scope
 from conversations.models import Conversation, parse_conversation_id
+from conversations.project_http import every_project
 
 from . import bundle, heads
 from .models import SignedHead
@@ -100,10 +102,15 @@ def list_signed_heads(request, conversation_id: str = Path(..., description="The
 )
 @scope("admin")
 def export_subject(request, subject: str = Query(..., description="Whom the export is about; matched as a "
-                                                                   "deletion request matches it (NFC, case-folded).")):
-    """GDPR Art. 15 and 20. Needs `admin`. Recorded in the audit log and the access logs; the audit
+                                                                   "deletion request matches it (NFC, case-folded)."),
+                   all_projects: bool = Query(False, description="Every project's rows, not only the key's: an "
+                                                                  "all-projects key only; recorded in the audit log.")):
+    """GDPR Art. 15 and 20. Needs `admin`. Holds the key's project's rows, or every project's with
+    `all_projects`; the manifest says which. Recorded in the audit log and the access logs; the audit
     event names the subject by its SHA-256 only. Check the file offline with `memoryui-verify`."""
-    export = bundle.prepare(subject)
+    acting = every_project(request, reason="subject export for every project") if all_projects else nullcontext()
+    with acting:
+        export = bundle.prepare(subject, all_projects=all_projects)
     bundle.record_download(export, actor=actor_of(request), via="api")
     response = StreamingHttpResponse(export.chunks(), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'

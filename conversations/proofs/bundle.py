@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from conversations import export as conversation_export
-from conversations import params, store
+from conversations import params, projects, store
 from conversations.access.models import ConversationAccess
 from conversations.access.store import record_access
 from conversations.errors import InvalidInput
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.facts.store import record_access as record_fact_access
 from conversations.ledger import export as ledger_export
-from conversations.models import Conversation
+from conversations.models import Conversation, Project
 from conversations.retention.models import DeletionReceipt, ErasedRow
 from conversations.subjects import normalize_subject
 
@@ -61,15 +61,26 @@ class SubjectExport:
     facts: int
     messages: int
     filename: str
+    # What it holds: one project's rows (its slug), or every project's (None); read in this scope.
+    project: str | None = None
+    scope: projects.Scope = projects.EVERY
 
     def chunks(self) -> Iterator[bytes]:
-        return _zip_chunks(self)
+        """The ZIP, each chunk made in the scope the export was prepared in (a download is read
+        after the request that asked for it has returned)."""
+        chunks = _zip_chunks(self)
+        while True:
+            with projects.scoped(self.scope):
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            yield chunk
 
     def audit_detail(self, via: str) -> dict:
         """Ids and counts, and the subject as a hash: the audit log holds no personal text."""
         return {"subject_sha256": hashlib.sha256(self.subject.encode("utf-8")).hexdigest(),
                 "conversations": len(self.conversation_ids), "messages": self.messages, "facts": self.facts,
-                "via": via}
+                "via": via, "project": self.project, "all_projects": self.project is None}
 
 
 def clean_subject(subject) -> str:
@@ -85,27 +96,45 @@ def clean_subject(subject) -> str:
     return subject
 
 
-def prepare(subject) -> SubjectExport:
-    """What the export will hold; checks the subject at once (InvalidInput naming the field)."""
+def prepare(subject, *, all_projects: bool = False) -> SubjectExport:
+    """What the export will hold: the subject's rows in the current project, or in every project
+    (`all_projects`, where every project is seen: projects.acting). Checks the subject at once
+    (InvalidInput naming the field)."""
     subject = clean_subject(subject)
     keys.active_key()  # SigningUnavailable (503) now, before anything streams, if the key cannot sign
-    rows = list(Conversation.objects.live().about(subject).order_by("created_at", "id")
-                .values_list("id", "next_position"))
-    norm = normalize_subject(subject)
-    facts = Fact.objects.filter(subject_norm=norm).count()
+    with projects.acting(all_projects=all_projects) as project_id:
+        rows = list(Conversation.objects.live().about(subject).order_by("created_at", "id")
+                    .values_list("id", "next_position"))
+        norm = normalize_subject(subject)
+        facts = Fact.objects.filter(subject_norm=norm).count()
+        scope = projects.current()
     digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()[:12]
+    slug = Project.objects.get(pk=project_id).slug if project_id is not None else None
     return SubjectExport(subject=subject, conversation_ids=[r[0] for r in rows], facts=facts,
-                         messages=sum(r[1] for r in rows), filename=f"subject-export-{digest}.zip")
+                         messages=sum(r[1] for r in rows), filename=f"subject-export-{digest}.zip",
+                         project=slug, scope=scope)
 
 
 def record_download(export: SubjectExport, *, actor: str, via: str) -> None:
-    """The download is a read of the subject's conversations and facts: audited, and in the access logs."""
-    store.record_audit(actor=actor, action="subject.exported", target_type="subject",
-                       target_id=export.audit_detail(via)["subject_sha256"][:64], detail=export.audit_detail(via))
-
-    for cid in export.conversation_ids:
-        record_access(conversation_id=cid, actor=actor, via="export", detail="subject zip")
-    record_fact_access(actor=actor, subject=export.subject, view="subject access export")
+    """The download is a read of the subject's conversations and facts: audited, and in the access
+    logs (an export of every project: in each project's, as each conversation's own)."""
+    with projects.scoped(export.scope):
+        store.record_audit(actor=actor, action="subject.exported", target_type="subject",
+                           target_id=export.audit_detail(via)["subject_sha256"][:64], detail=export.audit_detail(via),
+                           **({"project_id": None} if export.project is None else {}))
+        held: dict[int, list] = {}
+        for cid, project_id in Conversation.objects.filter(pk__in=export.conversation_ids).values_list("pk",
+                                                                                                        "project_id"):
+            held.setdefault(project_id, []).append(cid)
+        for project_id in Fact.objects.filter(subject_norm=normalize_subject(export.subject)).values_list(
+                "project_id", flat=True).distinct():
+            held.setdefault(project_id, [])
+    # Each project's access logs get their own rows of the read.
+    for project_id, ids in sorted(held.items()):
+        with projects.scoped(projects.one(project_id)):
+            for cid in ids:
+                record_access(conversation_id=cid, actor=actor, via="export", detail="subject zip")
+            record_fact_access(actor=actor, subject=export.subject, view="subject access export")
 
 
 def _dumps(value) -> str:
@@ -208,8 +237,9 @@ def _conversation_line(conversation: Conversation) -> str:
 
 
 def _readme(export: SubjectExport, when) -> str:
+    held = f"the project {export.project}" if export.project else "every project"
     return (
-        f"memoryui subject access export\n\nSubject: {export.subject}\nCreated: {params.iso(when)}\n"
+        f"memoryui subject access export\n\nSubject: {export.subject}\nHeld in: {held}\nCreated: {params.iso(when)}\n"
         f"Conversations: {len(export.conversation_ids)}; messages: {export.messages}; facts: {export.facts}\n\n"
         "Everything memoryui held about this subject when the export was made, matched as a deletion\n"
         "request matches it (Unicode NFC, case-folded). See the module docstring of\n"
@@ -249,7 +279,8 @@ def _zip_chunks(export: SubjectExport) -> Iterator[bytes]:
     key = keys.active_key()
     manifest = {
         "format": FORMAT, "version": VERSION, "created_at": params.iso(when), "subject": export.subject,
-        "subject_normalized": norm, "files": list(zs.files),
+        "subject_normalized": norm, "project": export.project, "all_projects": export.project is None,
+        "files": list(zs.files),
         "heads": [{k: v for k, v in h.items() if k != "public_key"} for h in signed],
         "keys": heads.keys_document()["keys"],
     }

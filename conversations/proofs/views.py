@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from conversations import store
 from conversations.errors import InvalidInput
+from conversations.project_http import acts_for_every_project, every_project
 from conversations.roles import actor_of, is_admin, role_required
 
 from . import bundle, heads
@@ -36,7 +37,10 @@ def keys_page(request):
 
 def _export_page(request, *, status=200, **context):
     context.setdefault("subject", "")
+    context.setdefault("all_projects", False)
     context["tab"] = "subject_export"
+    context["for_every_project"] = acts_for_every_project(request)
+    context["project"] = getattr(request, "project", None)
     response = render(request, "proofs/subject_export.html", context, status=status)
     add_never_cache_headers(response)  # the page names the subject
     return response
@@ -48,24 +52,34 @@ def subject_export_form(request):
     return _export_page(request)
 
 
+def _prepare(request, subject: str):
+    """The export of the page's project, or of every project for a superuser who asked (audited)."""
+    all_projects = request.POST.get("all_projects") == "yes"
+    if not all_projects:
+        return bundle.prepare(subject)
+    with every_project(request, reason="subject export for every project"):
+        return bundle.prepare(subject, all_projects=True)
+
+
 @require_POST
 @_admin_only
 def subject_export_request(request):
     subject = request.POST.get("subject", "")
     try:
-        export = bundle.prepare(subject)
+        export = _prepare(request, subject)
     except (InvalidInput, SigningUnavailable) as exc:
-        return _export_page(request, status=exc.status, subject=subject, error=exc.message)
+        return _export_page(request, status=exc.status, subject=subject, error=exc.message,
+                            all_projects=request.POST.get("all_projects") == "yes")
     store.record_audit(actor=actor_of(request), action="subject.export_requested", target_type="subject",
                        target_id=export.audit_detail("page")["subject_sha256"], detail=export.audit_detail("page"))
-    return _export_page(request, subject=export.subject, export=export)
+    return _export_page(request, subject=export.subject, export=export, all_projects=export.project is None)
 
 
 @require_POST
 @_admin_only
 def subject_export_download(request):
     try:
-        export = bundle.prepare(request.POST.get("subject", ""))
+        export = _prepare(request, request.POST.get("subject", ""))
     except (InvalidInput, SigningUnavailable) as exc:
         return _export_page(request, status=exc.status, subject=request.POST.get("subject", ""), error=exc.message)
     bundle.record_download(export, actor=actor_of(request), via="page")

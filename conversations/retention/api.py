@@ -1,6 +1,7 @@
 """Retention over JSON: prune, deletion requests, receipts. Admin scope only."""
 
 import uuid
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -8,31 +9,50 @@ from django.db.models import Q
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import StrictBool, StrictInt, StrictStr
 
-from conversations import keyset, params
+from conversations import keyset, params, projects
 from conversations.api_schemas import ListOut, errors_doc, inline_schema, json_body_doc
 from conversations.apiauth import actor_of, scope
 from conversations.errors import NotFound
 from conversations.jsonbody import StrictBody, read_body
 from conversations.models import parse_conversation_id
+from conversations.project_http import every_project
 
 from . import erasure, suggestions, window
 from .models import DeletionReceipt
-from .pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_older_than
+from .pruning import MAX_BATCH, MAX_DAYS, prune_by_retention
 
 router = Router(tags=["retention"])
 RECEIPT_PAGE = 50
 
 
 class PruneIn(StrictBody):
-    older_than_days: StrictInt = Field(default_factory=default_retention_days, ge=1, le=MAX_DAYS)
+    older_than_days: StrictInt | None = Field(
+        None, ge=1, le=MAX_DAYS, description="Days since memoryui received a conversation's last row; default: each "
+                                             "project's own retention (else MEMORYUI_RETENTION_DAYS).")
     dry_run: StrictBool = False
     batch_size: StrictInt = Field(5000, ge=1, le=MAX_BATCH)
 
 
-class PruneOut(Schema):
-    dry_run: bool
+class ProjectPruneOut(Schema):
+    project: str
     older_than_days: int
     cutoff: datetime
+    conversations: int
+    messages: int
+    checkpoints: int
+    resumed: int
+    estimated_bytes: int
+    run_id: int | None
+
+
+class PruneOut(Schema):
+    dry_run: bool
+    project: str | None = Field(..., description="The project pruned; null when several were (see `projects`).")
+    projects: list[ProjectPruneOut] = Field(..., description="Each project pruned, by its own retention, with its "
+                                                             "own run: one for a project's key, every project for "
+                                                             "an all-projects key that names none.")
+    older_than_days: int | None = Field(..., description="Null when the projects pruned keep different periods.")
+    cutoff: datetime | None
     conversations: int
     messages: int
     checkpoints: int
@@ -54,6 +74,9 @@ class DeletionIn(StrictBody):
     dry_run: StrictBool = False
     # Filing a receipt that nothing is held is a choice: without it, nothing stored is a 404.
     allow_empty: StrictBool = False
+    all_projects: StrictBool = Field(False, description="Erase in every project, not only the key's (a data "
+                                                        "controller's request): an all-projects key only. Recorded "
+                                                        "in the audit log; the receipt says so.")
 
 
 class PreviewConversationOut(Schema):
@@ -111,10 +134,13 @@ class ReceiptListOut(ListOut):
                                                                                        "dry_run": True}}}))
 @scope("admin")
 def prune(request):
+    """The key's project, by its own retention; an all-projects key that names no project
+    (`X-Memoryui-Project`) prunes every project, each by its own, one run each."""
     payload = read_body(request, PruneIn)
-    result = prune_older_than(days=payload.older_than_days, dry_run=payload.dry_run,
-                              batch_size=payload.batch_size, actor=actor_of(request))
-    return result.as_dict() | {"cutoff": result.cutoff}
+    result = prune_by_retention(days=payload.older_than_days, dry_run=payload.dry_run, batch_size=payload.batch_size,
+                                actor=actor_of(request), all_projects=projects.current().every)
+    # The moments as every answer writes them (params.iso), where as_dict keeps isoformat.
+    return result.as_dict() | {"cutoff": result.cutoff, "projects": result.projects}
 
 
 def _preview_out(preview: erasure.DeletionPreview) -> dict:
@@ -142,15 +168,17 @@ def _preview_out(preview: erasure.DeletionPreview) -> dict:
                              "value": {"subject": "customer:42", "dry_run": True}}}))
 @scope("admin")
 def deletion_request(request):
+    """For the key's project; with `all_projects`, for every project (an all-projects key)."""
     payload = read_body(request, DeletionIn)
-    if payload.dry_run:
-        return _preview_out(erasure.preview_deletion(subject=payload.subject,
-                                                     conversation_ids=payload.conversation_ids))
-    if not payload.allow_empty:
-        suggestions.refuse_empty(erasure.preview_deletion(subject=payload.subject,
-                                                          conversation_ids=payload.conversation_ids))
-    receipt = erasure.execute_deletion(subject=payload.subject, conversation_ids=payload.conversation_ids,
-                                       actor=actor_of(request))
+    everywhere = payload.all_projects
+    acting = every_project(request, reason="deletion request for every project") if everywhere else nullcontext()
+    with acting:
+        ask = {"subject": payload.subject, "conversation_ids": payload.conversation_ids, "all_projects": everywhere}
+        if payload.dry_run:
+            return _preview_out(erasure.preview_deletion(**ask))
+        if not payload.allow_empty:
+            suggestions.refuse_empty(erasure.preview_deletion(**ask))
+        receipt = erasure.execute_deletion(**ask, actor=actor_of(request))
     return Status(201, _receipt_out(receipt))
 
 
@@ -160,7 +188,8 @@ class WindowReceiptOut(Schema):
 
 
 class WindowOut(Schema):
-    checked: int = Field(..., description="Deletion requests whose files this window cleaned and searched.")
+    checked: int = Field(..., description="The project's deletion requests whose files this window cleaned and "
+                                          "searched (it runs for every project's at once).")
     seconds: float
     receipts: list[WindowReceiptOut]
 
@@ -173,8 +202,9 @@ def erasure_window(request):
     in a window (cron: `manage.py erasure_window`), once for all of them. This runs it now. 409 while
     a prune or a deletion request runs."""
     result = window.run_window(actor=actor_of(request))
-    return {"checked": len(result.receipts), "seconds": round(result.seconds, 3),
-            "receipts": [{"request_id": r, "status": result.statuses[r]} for r in result.receipts]}
+    ours = result.visible()
+    return {"checked": len(ours), "seconds": round(result.seconds, 3),
+            "receipts": [{"request_id": r, "status": result.statuses[r]} for r in ours]}
 
 
 def _receipt_out(receipt: DeletionReceipt) -> dict:

@@ -8,7 +8,23 @@ PostgreSQL the relation files of the current database under data_directory.
 import os
 from pathlib import Path
 
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
+
+
+def execute_if_permitted(cursor, sql: str) -> DatabaseError | None:
+    """Run a statement the database role may lack the right to (SHOW data_directory,
+    CHECKPOINT: a superuser's, or pg_read_all_settings's and pg_checkpoint's; the application's
+    own role has neither: docs/OPERATIONS.md). None when it ran, else the refusal; inside a
+    transaction a savepoint keeps a refusal from aborting it."""
+    try:
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                cursor.execute(sql)
+        else:
+            cursor.execute(sql)
+    except DatabaseError as exc:
+        return exc
+    return None
 
 
 def sqlite_files() -> list[Path]:
@@ -45,11 +61,10 @@ def postgres_relation_files(skip_relations=()) -> tuple[list[Path], str | None]:
     in which case the caller must not claim a verification.
     """
     with connection.cursor() as cursor:
-        try:
-            cursor.execute("SHOW data_directory")
-            data_directory = Path(cursor.fetchone()[0])
-        except Exception as exc:  # not a superuser / pg_read_all_settings
-            return [], f"the data directory is not visible to this database user ({type(exc).__name__})"
+        refused = execute_if_permitted(cursor, "SHOW data_directory")
+        if refused is not None:  # not a superuser / pg_read_all_settings
+            return [], f"the data directory is not visible to this database user ({type(refused).__name__})"
+        data_directory = Path(cursor.fetchone()[0])
         cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
         database_oid = cursor.fetchone()[0]
         cursor.execute(

@@ -160,7 +160,7 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
             cursor.execute("VACUUM FULL pg_statistic")
         except Exception as exc:
             notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
-        cursor.execute("CHECKPOINT")
+    pgfiles.checkpoint(notes)
 
 
 def scrub_disk(xid: int | None = None, lease: Lease | None = None, rewrite: dict | None = None,

@@ -38,6 +38,7 @@ from django.db import DatabaseError, connection
 
 from conversations.backups import pg_client_env
 
+from . import disk
 from .lease import Lease
 
 # pg_repack gives up on a table whose exclusive lock it could not get for this long
@@ -162,10 +163,9 @@ def _segno(name: str) -> int:
 
 def wal_directory() -> tuple[str | None, str | None]:
     with connection.cursor() as cursor:
-        try:
-            cursor.execute("SHOW data_directory")
-        except DatabaseError as exc:
-            return None, f"the data directory is not visible to this database user ({type(exc).__name__})"
+        refused = disk.execute_if_permitted(cursor, "SHOW data_directory")
+        if refused is not None:
+            return None, f"the data directory is not visible to this database user ({type(refused).__name__})"
         path = os.path.join(cursor.fetchone()[0], "pg_wal")
     if not os.access(path, os.R_OK | os.X_OK):
         return None, f"{path} is not readable by this process"
@@ -195,13 +195,33 @@ def _current_segment(cursor) -> str:
     return cursor.fetchone()[0]
 
 
+def checkpoint(notes: list[str] | None = None) -> bool:
+    """CHECKPOINT: what the server holds in memory goes into the files searched. It needs a
+    superuser or the pg_checkpoint role; the application's own role, which row-level security
+    applies to, may have neither (docs/OPERATIONS.md). Without it the files are searched as the
+    server last wrote them, and `notes` says why; False then."""
+    with connection.cursor() as cursor:
+        refused = disk.execute_if_permitted(cursor, "CHECKPOINT")
+    if refused is None:
+        return True
+    if getattr(refused.__cause__, "sqlstate", None) != "42501":  # insufficient_privilege
+        raise refused
+    if notes is not None and NO_CHECKPOINT not in notes:
+        notes.append(NO_CHECKPOINT)
+    return False
+
+
+NO_CHECKPOINT = ("no CHECKPOINT: the database role needs the pg_checkpoint role (or to be a superuser) "
+                 "to push what the server holds in memory into the files searched")
+
+
 def switch_and_checkpoint() -> None:
     """End the current segment and checkpoint: every segment before it may be recycled."""
     with connection.cursor() as cursor:
         # A switch with nothing written since the last one is a no-op: write a tiny record first.
         cursor.execute("SELECT pg_logical_emit_message(false, 'memoryui', 'erasure')")
         cursor.execute("SELECT pg_switch_wal()")
-        cursor.execute("CHECKPOINT")
+    checkpoint()
 
 
 def advance_past(segment: str, lease: Lease | None) -> int:

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from conversations import idempotency, projects, store
 from conversations.errors import InvalidInput
-from conversations.models import Checkpoint, Conversation, Message
+from conversations.models import Checkpoint, Conversation, Message, Project
 from conversations.owned import owned_tables
 from conversations.search import lineage as search_lineage
 
@@ -75,8 +75,9 @@ class PruneResult:
     estimated_bytes: int
     conversation_ids: list[str]
     dry_run: bool
-    older_than_days: int
-    cutoff: datetime
+    # None for several projects pruned by retentions that differ (each in `projects`).
+    older_than_days: int | None
+    cutoff: datetime | None
     # Conversations a previous, interrupted prune had already marked.
     resumed: int = 0
     run_id: int | None = None
@@ -84,6 +85,9 @@ class PruneResult:
     uploads_removed: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # The project pruned (its slug); None for the sum of several, each then in `projects`.
+    project: str | None = None
+    projects: list[dict] = field(default_factory=list)
 
     @property
     def bytes_freed(self) -> int:
@@ -91,9 +95,37 @@ class PruneResult:
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        data["cutoff"] = self.cutoff.isoformat()
+        data["cutoff"] = self.cutoff.isoformat() if self.cutoff else None
+        data["projects"] = [p | {"cutoff": p["cutoff"].isoformat()} for p in self.projects]
         data["bytes_freed"] = self.bytes_freed
         return data
+
+    def of_project(self) -> dict:
+        """This project's part of a prune of several."""
+        return {"project": self.project, "older_than_days": self.older_than_days, "cutoff": self.cutoff,
+                "conversations": self.conversations, "messages": self.messages, "checkpoints": self.checkpoints,
+                "resumed": self.resumed, "estimated_bytes": self.estimated_bytes, "run_id": self.run_id}
+
+
+def _combined(results: list[PruneResult]) -> PruneResult:
+    """One result for a prune of several projects: their sums, each project's own in `projects`."""
+    if len(results) == 1:
+        only = results[0]
+        only.projects = [only.of_project()]
+        return only
+    days = {r.older_than_days for r in results}
+    cutoffs = {r.cutoff for r in results}
+    return PruneResult(
+        conversations=sum(r.conversations for r in results), messages=sum(r.messages for r in results),
+        checkpoints=sum(r.checkpoints for r in results), bytes_before=results[0].bytes_before,
+        bytes_after=results[-1].bytes_after, estimated_bytes=sum(r.estimated_bytes for r in results),
+        conversation_ids=[cid for r in results for cid in r.conversation_ids], dry_run=results[0].dry_run,
+        older_than_days=days.pop() if len(days) == 1 else None, cutoff=cutoffs.pop() if len(cutoffs) == 1 else None,
+        resumed=sum(r.resumed for r in results), run_id=None,
+        uploads_removed=sum(r.uploads_removed for r in results), seconds=sum(r.seconds for r in results),
+        notes=[f"{r.project}: {note}" for r in results for note in r.notes],
+        projects=[r.of_project() for r in results],
+    )
 
 
 def check_days(days) -> int:
@@ -290,6 +322,37 @@ def prune_older_than(
                                  project_id=project_id)
 
 
+def prune_by_retention(
+    *,
+    days: int | None = None,
+    dry_run: bool = False,
+    batch_size: int = 5000,
+    progress: Progress | None = None,
+    actor: str = "system",
+    all_projects: bool = False,
+) -> PruneResult:
+    """Prune the current project, or every project (`all_projects`), each by its own retention
+    (`Project.retention_days`, else MEMORYUI_RETENTION_DAYS) unless `days` gives one period for
+    all: one run per project, each with its own PruneRun. The result is the project's, or for
+    several projects their sums with each one's own in `projects`."""
+    if days is not None:
+        days = check_days(days)
+    batch_size = check_batch_size(batch_size)
+    results = []
+    with projects.acting(all_projects=all_projects) as project_id:
+        if project_id is not None:
+            chosen = [(Project.objects.get(pk=project_id), projects.current())]
+        else:
+            chosen = [(p, projects.one(p.pk)) for p in Project.objects.order_by("id")]
+        for project, scope in chosen:
+            with projects.scoped(scope):
+                result = _prune_in_project(days=days or project.kept_days, dry_run=dry_run, batch_size=batch_size,
+                                           progress=progress, actor=actor, project_id=project.pk)
+            result.project = project.slug
+            results.append(result)
+    return _combined(results)
+
+
 def _prune_in_project(*, days, dry_run, batch_size, progress, actor, project_id) -> PruneResult:
     days = check_days(days)
     batch_size = check_batch_size(batch_size)
@@ -322,11 +385,12 @@ def _prune_in_project(*, days, dry_run, batch_size, progress, actor, project_id)
 def _start_run(*, actor, days, cutoff, batch_size, bytes_before, project_id) -> PruneRun:
     with transaction.atomic():
         # A run killed without a chance to record its end (SIGKILL, power loss) stays
-        # "running"; this run holds the maintenance lease, so that run is dead: it
-        # picks up its marked conversations, and says so on it.
-        PruneRun.everywhere.filter(status=PruneRun.RUNNING).update(
-            status=PruneRun.FAILED, finished_at=timezone.now(),
-            error="interrupted before it could record its end; a later run finished its work")
+        # "running"; this run holds the maintenance lease, so that run is dead, whatever
+        # project it pruned: it picks up its marked conversations, and says so on it.
+        with projects.unfenced():
+            PruneRun.everywhere.filter(status=PruneRun.RUNNING).update(
+                status=PruneRun.FAILED, finished_at=timezone.now(),
+                error="interrupted before it could record its end; a later run finished its work")
         run = PruneRun.everywhere.create(
             project_id=project_id, actor=str(actor)[:200], older_than_days=days, cutoff=cutoff,
             batch_size=batch_size, bytes_before=bytes_before,

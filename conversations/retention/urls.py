@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("prune/", views.prune_page, name="prune"),
     path("prune/run/", views.prune_run, name="prune_run"),
+    path("prune/retention/", views.prune_retention, name="prune_retention"),
     path("prune/progress/", views.prune_progress, name="prune_progress"),
     path("prune/runs/", views.prune_runs, name="prune_runs"),
     path("prune/runs/<int:run_id>/", views.prune_run_detail, name="prune_run_detail"),

@@ -5,10 +5,12 @@ a link is not a permission.
 """
 
 import json
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -16,17 +18,18 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from conversations import keyset, params
+from conversations import keyset, params, project_store
 from conversations.apiauth import actor_of
 from conversations.confirm import NOT_CONFIRMED, Confirmation, confirmed, render_confirmation
 from conversations.errors import InvalidInput, NotFound, StoreError
 from conversations.facts.models import Fact
-from conversations.models import ApiKey, AuditEvent, Conversation, Message, parse_conversation_id
+from conversations.models import ApiKey, AuditEvent, Conversation, Message, Project, parse_conversation_id
+from conversations.project_http import acts_for_every_project, every_project
 from conversations.roles import admin_required
 
 from . import erasure, suggestions, window
 from .models import DeletionReceipt, PruneRun
-from .pruning import MAX_DAYS, check_days, default_retention_days, prune_older_than
+from .pruning import MAX_DAYS, check_days, default_retention_days, prune_by_retention
 
 PREVIEW_LIST = 200
 AUDIT_PAGE = 100
@@ -41,6 +44,11 @@ def _redirect(request, url):
         response["HX-Redirect"] = url
         return response
     return HttpResponseRedirect(url)
+
+
+def _project(request) -> Project:
+    """The project of the page (the middleware's), or `default` where the request named none."""
+    return getattr(request, "project", None) or project_store.default_project()
 
 
 def _window_context() -> dict:
@@ -58,7 +66,7 @@ def index(request):
         "last_run": PruneRun.objects.first(),
         "receipt_count": DeletionReceipt.objects.count(),
         "last_receipt": DeletionReceipt.objects.newest_first().first(),
-        "retention_days": default_retention_days(),
+        "retention_days": _project(request).kept_days,
         "window": _window_context(),
     })
 
@@ -67,44 +75,80 @@ def index(request):
 @admin_required
 def erasure_window(request):
     """Run the maintenance window now: every waiting request's files cleaned and searched at once."""
-    result = window.run_window(actor=actor_of(request))
-    messages.success(request, f"The window checked {len(result.receipts)} deletion request"
-                              f"{'' if len(result.receipts) == 1 else 's'}.")
+    checked = len(window.run_window(actor=actor_of(request)).visible())
+    messages.success(request, f"The window checked {checked} deletion request{'' if checked == 1 else 's'}.")
     return _redirect(request, reverse("retention:receipts"))
 
 
 # --- prune ---------------------------------------------------------------------------
 
-def _prune_context(**extra) -> dict:
-    return {"retention_days": default_retention_days(), "max_days": MAX_DAYS,
+def _prune_context(request, **extra) -> dict:
+    project = _project(request)
+    extra.setdefault("older_than_days", project.kept_days)
+    return {"project": project, "retention_days": project.kept_days, "server_days": default_retention_days(),
+            "max_days": MAX_DAYS, "for_every_project": acts_for_every_project(request),
             "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first(),
             "recent_runs": PruneRun.objects.all()[:5], **extra}
 
 
-def _with_preview(context: dict, request, days: int) -> dict:
-    """The dry run's counts and the first conversations it would take."""
-    result = prune_older_than(days=days, dry_run=True, actor=actor_of(request))
-    shown = result.conversation_ids[:PREVIEW_LIST]
-    by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
-    context.update(preview=result, older_than_days=days, preview_rows=[by_id[i] for i in shown if i in by_id])
+def _all_projects(data) -> bool:
+    return data.get("all_projects") == "yes"
+
+
+def _acting(request, all_projects: bool, reason: str):
+    """The page's project, or every project for a superuser who asked (audited)."""
+    return every_project(request, reason=reason) if all_projects else nullcontext()
+
+
+def _with_preview(context: dict, request, days: int | None, all_projects: bool = False) -> dict:
+    """The dry run's counts, each project's when several, and the first conversations it would take."""
+    with _acting(request, all_projects, "prune preview for every project"):
+        result = prune_by_retention(days=days, dry_run=True, actor=actor_of(request), all_projects=all_projects)
+        shown = result.conversation_ids[:PREVIEW_LIST]
+        by_id = {str(c.pk): c for c in Conversation.objects.filter(pk__in=shown)}
+    context.update(preview=result, older_than_days=days or "", all_projects=all_projects,
+                   preview_rows=[by_id[i] for i in shown if i in by_id])
     return context
+
+
+def _days(raw: str, *, required: bool) -> int | None:
+    """The period typed; blank means each project's own retention where that is allowed."""
+    raw = (raw or "").strip()
+    if not raw and not required:
+        return None
+    return check_days(params.int_field(raw, "older_than_days", minimum=1, maximum=MAX_DAYS))
 
 
 @require_safe
 @admin_required
 def prune_page(request):
     raw = request.GET.get("older_than_days", "").strip()
-    context = _prune_context(older_than_days=raw or default_retention_days())
+    all_projects = _all_projects(request.GET) and acts_for_every_project(request)
+    context = _prune_context(request, older_than_days=raw or ("" if all_projects else _project(request).kept_days),
+                             all_projects=all_projects)
     status = 200
-    if raw:
+    if raw or all_projects:
         try:
-            days = check_days(params.int_field(raw, "older_than_days", minimum=1, maximum=MAX_DAYS))
+            days = _days(raw, required=not all_projects)
         except InvalidInput as exc:
             context["error"] = exc.message
             status = 422
         else:
-            _with_preview(context, request, days)
+            _with_preview(context, request, days, all_projects)
     return render(request, "retention/prune.html", context, status=status)
+
+
+@require_POST
+@admin_required
+def prune_retention(request):
+    """How long this project keeps a conversation after its last row (blank: the server's default)."""
+    try:
+        project_store.set_retention(project=_project(request), retention_days=request.POST.get("retention_days", ""),
+                                    actor=actor_of(request))
+    except InvalidInput as exc:
+        return render(request, "retention/prune.html", _prune_context(request, retention_error=exc.message),
+                      status=exc.status)
+    return _redirect(request, reverse("retention:prune"))
 
 
 def _confirmed_counts(post) -> tuple[int, int] | None:
@@ -124,29 +168,34 @@ def prune_run(request):
     """Runs only what the admin confirmed: the confirmation box carries the preview's
     counts, and when the store would now take more or fewer (time passed, agents wrote)
     the new preview is shown to be confirmed again. Nothing is deleted on one click."""
+    all_projects = _all_projects(request.POST)
+    if all_projects and not acts_for_every_project(request):
+        raise PermissionDenied("only a superuser prunes every project")
     try:
-        days = check_days(params.int_field(request.POST.get("older_than_days", ""), "older_than_days",
-                                           minimum=1, maximum=MAX_DAYS))
+        days = _days(request.POST.get("older_than_days", ""), required=not all_projects)
     except InvalidInput as exc:
         return render(request, "retention/prune.html",
-                      _prune_context(older_than_days=request.POST.get("older_than_days", ""), error=exc.message),
-                      status=422)
+                      _prune_context(request, older_than_days=request.POST.get("older_than_days", ""),
+                                     error=exc.message), status=422)
     confirmed = _confirmed_counts(request.POST)
     if confirmed is None:
-        context = _with_preview(_prune_context(), request, days)
+        context = _with_preview(_prune_context(request), request, days, all_projects)
         context["error"] = "Tick the box to confirm the counts: nothing was pruned."
         return render(request, "retention/prune.html", context, status=422)
-    context = _with_preview(_prune_context(), request, days)
+    context = _with_preview(_prune_context(request), request, days, all_projects)
     preview = context["preview"]
     if (preview.conversations, preview.messages) != confirmed:
         context["error"] = (f"The preview changed since you confirmed it ({confirmed[0]} conversations, "
                             f"{confirmed[1]} messages): check the new counts and confirm again. Nothing was pruned.")
         return render(request, "retention/prune.html", context, status=409)
     try:
-        result = prune_older_than(days=days, actor=actor_of(request))
+        with _acting(request, all_projects, "prune of every project"):
+            result = prune_by_retention(days=days, actor=actor_of(request), all_projects=all_projects)
     except StoreError as exc:  # another prune or a deletion request is running
-        return render(request, "retention/prune.html", _prune_context(older_than_days=days, error=exc.message),
-                      status=exc.status)
+        return render(request, "retention/prune.html",
+                      _prune_context(request, older_than_days=days or "", error=exc.message), status=exc.status)
+    if result.run_id is None:  # one run per project: the list shows this project's
+        return _redirect(request, reverse("retention:prune_runs"))
     return _redirect(request, reverse("retention:prune_run_detail", args=[result.run_id]))
 
 
@@ -186,31 +235,45 @@ def _request_fields(request):
     return request.POST.get("subject", ""), request.POST.get("conversation_ids", "")
 
 
-def _preview(subject, ids):
+def _preview(subject, ids, all_projects: bool = False):
     # Text no database can store is refused before erasure looks anything up with it.
     params.check_text(subject, "subject")
     params.check_text(ids, "conversation_ids")
-    return erasure.preview_deletion(subject=subject, conversation_ids=ids)
+    return erasure.preview_deletion(subject=subject, conversation_ids=ids, all_projects=all_projects)
 
 
-def _form_error(request, subject, ids, exc: StoreError):
+def _form_error(request, subject, ids, exc: StoreError, all_projects: bool = False):
     """The deletion form again, with what was sent and what is wrong with it."""
     return render(request, "retention/deletion_form.html",
-                  {"subject": subject, "conversation_ids": ids, "error": exc.message}, status=exc.status)
+                  {"subject": subject, "conversation_ids": ids, "error": exc.message, "all_projects": all_projects,
+                   "project": _project(request), "for_every_project": acts_for_every_project(request)},
+                  status=exc.status)
 
 
 @require_safe
 @admin_required
 def deletion_form(request):
-    return render(request, "retention/deletion_form.html", {"subject": "", "conversation_ids": ""})
+    return render(request, "retention/deletion_form.html", {
+        "subject": "", "conversation_ids": "", "project": _project(request),
+        "for_every_project": acts_for_every_project(request)})
 
 
-def _deletion_page(request, preview, *, error: str = "", status: int = 200):
+def _deletion_scope(request) -> bool:
+    """Whether the request is filed for every project (a superuser's choice; anyone else: 403)."""
+    all_projects = _all_projects(request.POST)
+    if all_projects and not acts_for_every_project(request):
+        raise PermissionDenied("only a superuser files a deletion request for every project")
+    return all_projects
+
+
+def _deletion_page(request, preview, *, error: str = "", status: int = 200, all_projects: bool = False):
     """The preview of a deletion request; when it would delete nothing, the stored
     subjects close to the one typed (suggestions.py) and the explicit choice to file
     a receipt that nothing is held."""
     empty = suggestions.nothing_stored(preview)
     hidden = [("subject", preview.subject), ("conversation_ids", " ".join(preview.requested_ids))]
+    if all_projects:
+        hidden.append(("all_projects", "yes"))
     if empty:
         confirmation = Confirmation(
             title="File a receipt that nothing is stored?", action=reverse("retention:deletion_execute"),
@@ -234,6 +297,7 @@ def _deletion_page(request, preview, *, error: str = "", status: int = 200):
     return render(request, "retention/deletion_preview.html", {
         "preview": preview, "nothing_stored": empty, "confirm": confirmation, "conversation_ids": hidden[1][1],
         "suggestions": suggestions.suggest_subjects(preview.subject) if empty and preview.subject else [],
+        "all_projects": all_projects, "project": _project(request),
     }, status=status)
 
 
@@ -242,34 +306,40 @@ def _deletion_page(request, preview, *, error: str = "", status: int = 200):
 def deletion_preview(request):
     # POST, not GET: the subject is personal data and must not land in URLs or access logs.
     subject, ids = _request_fields(request)
-    try:
-        preview = _preview(subject, ids)
-    except StoreError as exc:
-        return _form_error(request, subject, ids, exc)
-    return _deletion_page(request, preview)
+    all_projects = _deletion_scope(request)
+    with _acting(request, all_projects, "deletion request preview for every project"):
+        try:
+            preview = _preview(subject, ids, all_projects)
+        except StoreError as exc:
+            return _form_error(request, subject, ids, exc, all_projects)
+        return _deletion_page(request, preview, all_projects=all_projects)
 
 
 @require_POST
 @admin_required
 def deletion_execute(request):
     """Acts only when confirmed; a request that would delete nothing files its receipt
-    only when `allow_empty` says so too (sent straight at the URL, it is refused)."""
+    only when `allow_empty` says so too (sent straight at the URL, it is refused). Filed
+    for the page's project, or, by a superuser who chose it, for every project (audited)."""
     subject, ids = _request_fields(request)
-    try:
-        preview = _preview(subject, ids)
-    except StoreError as exc:
-        return _form_error(request, subject, ids, exc)
-    if not confirmed(request):
-        return _deletion_page(request, preview, status=NOT_CONFIRMED,
-                              error="Tick the confirmation box to carry out the deletion.")
-    if request.POST.get("allow_empty") != "yes" and suggestions.nothing_stored(preview):
-        return _deletion_page(request, preview, status=NOT_CONFIRMED,
-                              error="Nothing is stored about this: no receipt was filed. Choose a suggested subject, "
-                                    "or file a receipt that nothing is stored.")
-    try:
-        receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request))
-    except StoreError as exc:
-        return _form_error(request, subject, ids, exc)
+    all_projects = _deletion_scope(request)
+    with _acting(request, all_projects, "deletion request for every project"):
+        try:
+            preview = _preview(subject, ids, all_projects)
+        except StoreError as exc:
+            return _form_error(request, subject, ids, exc, all_projects)
+        if not confirmed(request):
+            return _deletion_page(request, preview, status=NOT_CONFIRMED, all_projects=all_projects,
+                                  error="Tick the confirmation box to carry out the deletion.")
+        if request.POST.get("allow_empty") != "yes" and suggestions.nothing_stored(preview):
+            return _deletion_page(request, preview, status=NOT_CONFIRMED, all_projects=all_projects,
+                                  error="Nothing is stored about this: no receipt was filed. Choose a suggested "
+                                        "subject, or file a receipt that nothing is stored.")
+        try:
+            receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor_of(request),
+                                               all_projects=all_projects)
+        except StoreError as exc:
+            return _form_error(request, subject, ids, exc, all_projects)
     return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
 
 
@@ -327,16 +397,29 @@ def delete_conversation(request, conversation_id):
 @require_safe
 @admin_required
 def receipts(request):
-    qs = DeletionReceipt.objects.newest_first()
-    before = request.GET.get("before", "")
-    if before:
-        anchor = DeletionReceipt.objects.filter(pk=_uuid_or_404(before)).first()
-        if anchor is None:
-            raise Http404("no such receipt")
-        qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
-    page, more = keyset.take(qs.prefetch_related("checks"), RECEIPT_PAGE)
+    with _with_server_receipts(request) as seen:
+        qs = seen.newest_first().select_related("project")
+        before = request.GET.get("before", "")
+        if before:
+            anchor = seen.filter(pk=_uuid_or_404(before)).first()
+            if anchor is None:
+                raise Http404("no such receipt")
+            qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
+        page, more = keyset.take(qs.prefetch_related("checks"), RECEIPT_PAGE)
     return render(request, "retention/receipts.html", {"receipts": page, "next_before": page[-1].pk if more else None,
                                                        "window": _window_context()})
+
+
+@contextmanager
+def _with_server_receipts(request):
+    """The receipts the page shows: the project's; for a superuser also those of requests
+    filed for every project, read in the audited bypass that filed them."""
+    if not acts_for_every_project(request):
+        yield DeletionReceipt.objects.all()
+        return
+    project = _project(request)
+    with every_project(request, reason="deletion receipts filed for every project"):
+        yield DeletionReceipt.everywhere.filter(Q(project_id=project.pk) | Q(project__isnull=True))
 
 
 def _uuid_or_404(value):
@@ -346,26 +429,31 @@ def _uuid_or_404(value):
         raise Http404("no such receipt") from None
 
 
-def _get_receipt(request_id) -> DeletionReceipt:
-    receipt = DeletionReceipt.objects.filter(pk=_uuid_or_404(request_id)).first()
+def _get_receipt(request, request_id) -> tuple[DeletionReceipt, dict]:
+    """The receipt and its document (which names its project), or 404."""
+    pk = _uuid_or_404(request_id)
+    receipt = DeletionReceipt.objects.filter(pk=pk).select_related("project").first()
+    if receipt is None and acts_for_every_project(request):
+        with _with_server_receipts(request) as seen:
+            receipt = seen.filter(pk=pk).select_related("project").first()
     if receipt is None:
         raise Http404("no such receipt")
-    return receipt
+    return receipt, receipt.as_document()
 
 
 @require_safe
 @admin_required
 def receipt(request, request_id):
-    receipt = _get_receipt(request_id)
-    document = json.dumps(receipt.as_document(), indent=2)
-    return render(request, "retention/receipt.html", {"receipt": receipt, "document": document})
+    receipt, document = _get_receipt(request, request_id)
+    return render(request, "retention/receipt.html",
+                  {"receipt": receipt, "document": json.dumps(document, indent=2)})
 
 
 @require_safe
 @admin_required
 def receipt_json(request, request_id):
-    receipt = _get_receipt(request_id)
-    response = JsonResponse(receipt.as_document(), json_dumps_params={"indent": 2})
+    receipt, document = _get_receipt(request, request_id)
+    response = JsonResponse(document, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="deletion-receipt-{receipt.pk}.json"'
     return response
 

@@ -141,6 +141,15 @@ class WindowResult:
     touched: list[str] = field(default_factory=list)
     scrub_wal_bytes: int | None = None
 
+    def visible(self) -> list[str]:
+        """The receipts checked that the current scope sees: a window runs for every project's
+        requests at once, and a project is told of its own only (no id, no count of others')."""
+        if not self.receipts:
+            return []
+        seen = {str(pk) for pk in DeletionReceipt.objects.filter(
+            pk__in=[uuid.UUID(r) for r in self.receipts]).values_list("pk", flat=True)}
+        return [r for r in self.receipts if r in seen]
+
 
 def run_window(*, actor: str) -> WindowResult:
     """Scrub and search once for every request waiting; each receipt gets its verdict."""

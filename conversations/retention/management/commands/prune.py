@@ -1,8 +1,10 @@
 """manage.py prune — age-based pruning (conversations.retention.pruning).
 
-Meant for cron: quiet on success apart from the one-line summary, a progress
-bar on stderr when stderr is a terminal (or with --progress), non-zero exit on
-failure. Running it again after an interruption finishes the job.
+Every project by its own retention (a project's `retention_days`, else
+MEMORYUI_RETENTION_DAYS), one run each; `--project` prunes one, `--older-than-days`
+gives one period for all. Meant for cron: quiet on success apart from a summary line
+per project, a progress bar on stderr when stderr is a terminal (or with --progress),
+non-zero exit on failure. Running it again after an interruption finishes the job.
 """
 
 import json
@@ -11,9 +13,11 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from conversations import projects
+from conversations.api_keys import project_by_slug
 from conversations.errors import StoreError
 from conversations.params import int_argument
-from conversations.retention.pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_older_than
+from conversations.retention.pruning import MAX_BATCH, MAX_DAYS, default_retention_days, prune_by_retention
 
 
 def human_bytes(n: int) -> str:
@@ -50,8 +54,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--older-than-days", type=int_argument(minimum=1, maximum=MAX_DAYS), default=None,
-                            help="days since memoryui received their last row "
-                                 f"(default: MEMORYUI_RETENTION_DAYS, now {default_retention_days()})")
+                            help="days since memoryui received their last row (default: each project's retention, "
+                                 f"else MEMORYUI_RETENTION_DAYS, now {default_retention_days()})")
+        parser.add_argument("--project", metavar="SLUG", help="prune this project only (default: every project)")
         parser.add_argument("--dry-run", action="store_true", help="show what would go; change nothing")
         parser.add_argument("--batch-size", type=int_argument(minimum=1, maximum=MAX_BATCH), default=5000,
                             help="rows deleted per transaction (default 5000)")
@@ -61,38 +66,51 @@ class Command(BaseCommand):
         parser.add_argument("--list", action="store_true", help="with --dry-run: list the conversation ids")
 
     def handle(self, *args, **options):
-        days = options["older_than_days"]
-        if days is None:
-            days = default_retention_days()
         show_bar = options["progress"] or sys.stderr.isatty()
         try:
-            result = prune_older_than(
-                days=days, dry_run=options["dry_run"], batch_size=options["batch_size"],
-                progress=ProgressBar(self.stderr._out) if show_bar and not options["dry_run"] else None,
-                actor="system:manage.py prune",
-            )
+            with self._acting_in(options["project"]):
+                result = prune_by_retention(
+                    days=options["older_than_days"], dry_run=options["dry_run"], batch_size=options["batch_size"],
+                    progress=ProgressBar(self.stderr._out) if show_bar and not options["dry_run"] else None,
+                    actor="system:manage.py prune", all_projects=not options["project"],
+                )
         except StoreError as exc:
             raise CommandError(exc.message) from None
         if options["json"]:
             self.stdout.write(json.dumps(result.as_dict(), indent=2))
             return
+        for part in result.projects:
+            self._summary(result, part)
         if result.dry_run:
-            self.stdout.write(
-                f"dry run: would prune {result.conversations} conversations ({result.messages} messages, "
-                f"{result.checkpoints} checkpoints) inactive since before {result.cutoff:%Y-%m-%d %H:%M} UTC, "
-                f"roughly {human_bytes(result.estimated_bytes)}; database now {human_bytes(result.bytes_before)}"
-            )
-            if result.resumed:
-                self.stdout.write(f"{result.resumed} of them were left by an interrupted prune")
             if options["list"]:
                 for cid in result.conversation_ids:
                     self.stdout.write(cid)
             return
         self.stdout.write(
-            f"pruned {result.conversations} conversations ({result.messages} messages, {result.checkpoints} "
-            f"checkpoints) in {result.seconds:.1f}s; on disk {human_bytes(result.bytes_before)} -> "
-            f"{human_bytes(result.bytes_after)}; removed {result.uploads_removed} expired uploads "
-            f"(run {result.run_id})"
+            f"in {result.seconds:.1f}s; on disk {human_bytes(result.bytes_before)} -> "
+            f"{human_bytes(result.bytes_after)}; removed {result.uploads_removed} expired uploads"
         )
         for note in result.notes:
             self.stderr.write(f"note: {note}")
+
+    @staticmethod
+    def _acting_in(slug: str | None):
+        if not slug:
+            return projects.scoped(projects.EVERY)
+        try:
+            return projects.scoped(projects.one(project_by_slug(slug).pk))
+        except StoreError as exc:
+            raise CommandError(exc.message) from None
+
+    def _summary(self, result, part: dict) -> None:
+        counts = (f"{part['conversations']} conversations ({part['messages']} messages, {part['checkpoints']} "
+                  "checkpoints)")
+        kept = f"kept {part['older_than_days']} days"
+        if result.dry_run:
+            self.stdout.write(
+                f"{part['project']} ({kept}): dry run: would prune {counts} inactive since before "
+                f"{part['cutoff']:%Y-%m-%d %H:%M} UTC, roughly {human_bytes(part['estimated_bytes'])}")
+            if part["resumed"]:
+                self.stdout.write(f"{part['resumed']} of them were left by an interrupted prune")
+            return
+        self.stdout.write(f"{part['project']} ({kept}): pruned {counts} (run {part['run_id']})")

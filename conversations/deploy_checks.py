@@ -1,0 +1,39 @@
+"""`manage.py check --deploy`: what memoryui itself asks of a production deployment.
+
+memoryui.W001: the application connects to PostgreSQL as a role that row-level security does
+not apply to (a superuser, or a role with BYPASSRLS). The policies (conversations/
+migration_sql.py) are the database's own fence between projects, for when a query forgets the
+application's; such a role reads every project's rows whatever the policies say.
+"""
+
+from django.core.checks import Tags, Warning, register
+from django.db import DatabaseError, connection
+
+W001 = "memoryui.W001"
+
+
+def role_bypassing_row_security() -> str | None:
+    """The name of the role the application connects as when it bypasses row-level security, else None."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolname FROM pg_roles WHERE rolname = current_user AND (rolsuper OR rolbypassrls)")
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+@register(Tags.security, deploy=True)
+def check_row_level_security_applies(app_configs=None, **kwargs):
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        role = role_bypassing_row_security()
+    except DatabaseError:
+        return []  # no database to ask (a build step): /readyz says so when it matters
+    if role is None:
+        return []
+    return [Warning(
+        f"memoryui connects to PostgreSQL as {role!r}, a superuser or a role with BYPASSRLS: row-level security "
+        "does not apply to it, so the database does not fence projects apart when a query forgets to.",
+        hint="Connect as a role without SUPERUSER and BYPASSRLS that owns the database and ran the migrations "
+             "(docs/OPERATIONS.md, \"The application's database role\").",
+        id=W001,
+    )]
