@@ -82,7 +82,7 @@ def test_the_header_links_keep_the_project(client, two_projects):
     hrefs = re.findall(r'href="([^"]+)"', nav)
     assert hrefs == ["/p/alpha/", "/p/alpha/search/", "/p/alpha/facts/", "/p/alpha/admin/", "/p/alpha/keys/"]
     admin = client.get("/p/alpha/admin/").content.decode()
-    assert 'href="/p/alpha/keys/"' in admin
+    assert 'href="/p/alpha/keys/"' in admin and 'href="/p/alpha/admin/members/"' in admin
     assert not re.search(r'(href|action|hx-get|hx-post)="/(?!p/alpha/|static/|api/)', admin)
 
 
