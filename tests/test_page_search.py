@@ -2,8 +2,9 @@
 
 import pytest
 
-from conversations import store
-from tests.api_support import login_as
+from conversations import api_keys, projects, store
+from tests.api_support import Api, login_as
+from tests.helpers import make_person
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +87,25 @@ def test_more_results_inside_one_conversation_arrive_by_cursor(client, convo):
 def test_an_unknown_conversation_is_a_404(client):
     login_as(client, "auditor")
     assert client.get("/search/", {"q": "x", "conversation": "00000000-0000-0000-0000-000000000000"}).status_code == 404
+
+
+def test_it_finds_only_the_current_project_rows(client, two_projects):
+    alpha, beta = two_projects
+    made = {}
+    for project in (alpha, beta):
+        with projects.scoped(projects.one(project.pk)):
+            c = store.create_conversation(title=f"{project.name} ticket", subject="cust:7")
+            store.append_message(conversation_id=c.pk, message={"kind": "user", "content": f"kumquat {project.slug}"})
+            made[project.slug] = c
+    client.force_login(make_person("ann", {alpha: "auditor", beta: "auditor"}))
+    for slug, other in (("alpha", "beta"), ("beta", "alpha")):
+        for order in ("relevance", "newest"):
+            html = client.get(f"/p/{slug}/search/", {"q": "kumquat", "order": order}).content.decode()
+            assert f"kumquat {slug}" in html.replace("<mark>", "").replace("</mark>", "")
+            assert f"{other.capitalize()} ticket" not in html and str(made[other].pk) not in html
+    # The find box of a conversation of the other project is not found at all.
+    assert client.get(f"/p/alpha/conversations/{made['beta'].pk}/", {"q": "kumquat"}).status_code == 404
+    # A key of alpha likewise.
+    _, secret = api_keys.create_api_key(name="a", scopes=["read"], project=alpha)
+    hits = Api(client, secret).get("/search", {"q": "kumquat"}).json()["items"]
+    assert [h["conversation_id"] for h in hits] == [str(made["alpha"].pk)]

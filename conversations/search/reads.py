@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from sqlean import dbapi2 as Database
 
-from conversations import keyset
+from conversations import keyset, projects
 from conversations.errors import StoreError
 from conversations.message_schema import KINDS
 from conversations.models import Conversation, Message
@@ -209,7 +209,11 @@ def _aware(value):
 
 
 def _common_filters(filters: Filters, kinds, params: list) -> list[str]:
-    where = ["NOT c.deleting"]
+    # The current project's conversations only (and a narrowed key's namespaces): the index
+    # holds every project's rows.
+    fence, fence_params = projects.sql_fence("c.project_id", "c.namespace")
+    where = ["NOT c.deleting"] + ([fence.removeprefix(" AND ")] if fence else [])
+    params += fence_params
     if kinds:
         where.append(f"m.kind IN ({', '.join(['%s'] * len(kinds))})")
         params += list(kinds)
