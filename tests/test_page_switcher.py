@@ -6,9 +6,12 @@ import re
 import pytest
 
 from conversations import api_keys, projects, store
+from conversations.demo import load_demo
 from conversations.facts import store as facts_store
+from conversations.facts.models import Fact
 from tests.api_support import Api
 from tests.helpers import make_person
+from tests.test_crawler import fill, routes
 
 pytestmark = pytest.mark.django_db
 
@@ -146,3 +149,38 @@ def test_a_search_hit_links_the_page_in_the_key_project(client, two_projects):
     hits = Api(client, secret).get("/search", {"q": "kumquat"}).json()["items"]
     assert [h["page_url"] for h in hits] == [f"http://testserver/p/alpha/conversations/{ours.pk}/?at=0#p0"]
     assert hits[0]["conversations"][0]["page_url"].startswith("http://testserver/p/alpha/")
+
+
+# Where a page of a project may send the browser outside the project's own addresses.
+SHARED = ("/static/", "/api/v1/", "/login/")
+ADDRESS = re.compile(r'(?:href|action|hx-get|hx-post|src|data-[a-z-]*url|data-page-root)="(/[^"]*)"')
+
+
+def test_no_page_of_a_project_writes_an_address_outside_it(client, two_projects):
+    """Every page the URL resolver knows, opened in alpha with real ids, links, posts and
+    fetches only under /p/alpha/ (or to the static files, the API and the login page)."""
+    alpha, _ = two_projects
+    with projects.scoped(projects.one(alpha.pk)):
+        conversations = load_demo(coding_turns=4)
+        key, _ = api_keys.create_api_key(name="spare", scopes=["read"])
+        fact = Fact.objects.order_by("id").first()
+    fork = next(c for c in conversations if c.parent_id is not None)
+    ann = make_person("ann", {alpha: "admin"})
+    client.force_login(ann)
+    values = {"conversation_id": str(fork.pk), "position": "1", "fact_id": str(fact.pk), "key_id": str(key.pk),
+              "user_id": str(ann.pk), "fmt": "json", "part": "ledger"}
+    opened, outside = [], []
+    for route in routes():
+        if route.is_api or route.name in ("logout", "healthz", "readyz", "metrics", "otlp_traces") \
+                or route.route.startswith(("login/", "favicon")):
+            continue
+        path = "/p/alpha" + fill(route, values, set())
+        response = client.get(path)
+        if response.status_code != 200 or "html" not in response.get("Content-Type", "") or response.streaming:
+            continue
+        opened.append(path)
+        for address in ADDRESS.findall(response.content.decode()):
+            if not address.startswith(("/p/alpha/", *SHARED)):
+                outside.append(f"{path}: {address}")
+    assert len(opened) > 25, opened
+    assert outside == []
