@@ -195,3 +195,18 @@ def test_a_person_switches_projects_and_stays_in_each_across_navigation(live_ser
     assert page.locator(".project-current").inner_text() == "Beta"
     page.goto(live_server.url + "/")
     assert page.url == f"{live_server.url}/p/alpha/"
+
+
+def test_the_switcher_fits_a_phone_and_a_finger(live_server, logged_in_page, two_projects):
+    alpha, beta = two_projects
+    make_person("ann", {alpha: "auditor", beta: "auditor"})
+    page = logged_in_page(None, "/p/alpha/", username="ann", viewport={"width": 390, "height": 844})
+    page.locator("#project-switch > summary").click()
+    links = page.locator(".project-menu a")
+    assert links.count() == 2
+    for box in (links.nth(0).bounding_box(), links.nth(1).bounding_box(),
+                page.locator("#project-switch > summary").bounding_box()):
+        assert box["height"] >= 43.5 and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    links.nth(1).click()
+    page.wait_for_url(f"{live_server.url}/p/beta/")
