@@ -12,6 +12,7 @@ import secrets
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from . import params, projects, rows
@@ -88,10 +89,27 @@ def create_api_key(*, name: str, scopes, created_by: str = "", project=None, all
     return key, secret
 
 
-def revoke_api_key(*, key_id, revoked_by: str = "") -> ApiKey:
-    """Revoke a key of the current scope's project (another project's key is not found)."""
+def keys_seen(*, all_projects: bool = False):
+    """The keys of the current scope's project (every project's where every one is seen), with
+    the whole server's own keys only for who may see them (`all_projects`: a superuser, an
+    operator's key): to anyone else an all-projects key does not exist."""
+    scope = projects.current()
+    if scope.every:
+        own = Q(project__isnull=False)
+    elif scope.project_id is not None:
+        own = Q(project_id=scope.project_id)
+    else:
+        own = Q(pk__in=[])
+    return ApiKey.everywhere.filter(own | Q(project__isnull=True) if all_projects else own)
+
+
+def revoke_api_key(*, key_id, revoked_by: str = "", all_projects: bool = False) -> ApiKey:
+    """Revoke a key of the current scope's project (another project's key is not found), or with
+    `all_projects` one of the whole server's own keys (where every project is seen:
+    `project_store.server_wide`)."""
     with transaction.atomic():
-        key = ApiKey.objects.for_update().filter(pk=key_id).first()
+        keys = ApiKey.everywhere.filter(project__isnull=True) if all_projects else ApiKey.objects
+        key = keys.for_update().filter(pk=key_id).first()
         if key is None:
             raise NotFound(f"API key {key_id} not found", field="id")
         if key.revoked_at is None:

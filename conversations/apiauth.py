@@ -78,6 +78,8 @@ def scopes_of(request) -> set[str]:
 
 def require_scope(request, scope: str) -> None:
     scopes = scopes_of(request)
+    if scope == ANY and scopes:
+        return
     if scope not in scopes:
         has = ", ".join(sorted(scopes)) or "none"
         who = "this API key" if isinstance(getattr(request, "auth", None), ApiKey) else "your role"
@@ -85,6 +87,9 @@ def require_scope(request, scope: str) -> None:
 
 
 PUBLIC = "public"
+# Any caller who may use the API at all, whatever its scopes (`@scope(ANY)`): a key, or a
+# person with a role, asking about itself (the project it acts in).
+ANY = "any"
 
 
 def scope(name: str):

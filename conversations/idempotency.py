@@ -73,6 +73,9 @@ API_PREFIX = "/api/v1/"
 RUN_OUTSIDE_TRANSACTION = frozenset({"/api/v1/prune", "/api/v1/deletion-requests"})
 # Writes in short transactions whose handler records the answer in the last one (`settle`).
 SETTLED_BY_HANDLER = frozenset({"/api/v1/imports"})
+# Answers holding a secret shown once (a new API key's): the key row is kept, the answer is
+# not; the same request sent again learns which key the first one made, never its secret.
+SECRET_ANSWERS = frozenset({"/api/v1/keys"})
 CLAIM_STALE_SECONDS = 15 * 60
 # Rows per DELETE when expired keys are removed: each batch is one short transaction.
 DELETE_BATCH = 5000
@@ -278,8 +281,21 @@ def _hours() -> str:
     return f"{hours:g} hours"
 
 
+def _secret_withheld(response) -> JsonResponse:
+    try:
+        made = json.loads(response.content)
+    except ValueError:
+        made = {}
+    return error_json(409, f"the first request with this {HEADER} created the API key {made.get('id')} "
+                           f"({str(made.get('name', ''))[:200]!r}); its secret was shown once, in that answer, and "
+                           "is not kept: use it, or revoke that key and create another",
+                      code="idempotency_secret_not_kept", field=HEADER)
+
+
 def _answer(response, path: str) -> dict:
     """The columns describing an answer: the body as sent, and what erasure looks for."""
+    if path in SECRET_ANSWERS and response.status_code == 201:
+        response = _secret_withheld(response)
     try:
         body = response.content.decode("utf-8")
     except UnicodeDecodeError:

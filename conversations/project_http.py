@@ -62,6 +62,8 @@ class ProjectMiddleware:
         request.project = project
         request.project_scope = scope
         prefix = before
+        # The server's own prefix, under which every project's pages live (`page_address`).
+        request.project_base = before
         if project is not None and project.pk != projects.DEFAULT_PROJECT_ID:
             prefix = f"{before.rstrip('/')}/p/{project.slug}/"
         with _in_project(scope, prefix, before):
@@ -116,6 +118,29 @@ def every_project(request, *, reason: str):
         raise Forbidden("only a superuser or an all-projects API key may act for every project", field="all_projects")
     with project_store.bypass(reason=reason, actor=actor_of(request)):
         yield
+
+
+def page_address(project: Project, path: str = "/", base: str = "/") -> str:
+    """The address of the page at `path` (as a project's own URLs read it: "/search/") in
+    `project`, under the server's prefix `base`: at the root for `default`, else under /p/<slug>/."""
+    root = base.rstrip("/")
+    if project.pk == projects.DEFAULT_PROJECT_ID:
+        return f"{root}{path}"
+    return f"{root}/p/{project.slug}{path}"
+
+
+def page_url(request, path: str) -> str:
+    """`path` (a page, as in `page_address`) as an absolute address in the project the request
+    acts in: an API answer's link to a page (a search hit's) keeps the key's project. Where the
+    request sees every project (an all-projects key naming none), the root's."""
+    project = getattr(request, "project", None)
+    scope = projects.current()
+    if project is None and scope.one:
+        project = getattr(request, "_page_project", None)
+        if project is None or project.pk != scope.project_id:
+            project = request._page_project = Project.objects.filter(pk=scope.project_id).first()
+    base = getattr(request, "project_base", "/")
+    return request.build_absolute_uri(page_address(project, path, base) if project is not None else path)
 
 
 def _bearer(request) -> ApiKey | None | bool:

@@ -104,6 +104,9 @@ def role_required(allowed: Callable[[object], bool], refusal: str):
                 raise PermissionDenied(refusal)
             return view(request, *args, **kwargs)
 
+        # Read by the project switcher (conversations/switcher.py): whether the same page opens
+        # for this person in another project. functools.wraps carries it to the outer decorators.
+        wrapper.allowed = allowed
         return login_required(wrapper)
 
     return decorate

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_keys, views_live
+from . import views, views_keys, views_live, views_members
 
 # Ids are taken as strings and parsed in the views, so a malformed id is a 404 page, not a 500.
 urlpatterns = [
@@ -8,6 +8,13 @@ urlpatterns = [
     path("keys/", views_keys.keys, name="keys"),
     path("keys/create", views_keys.create_key, name="key_create"),
     path("keys/<int:key_id>/revoke", views_keys.revoke_key, name="key_revoke"),
+    path("admin/members/", views_members.members, name="members"),
+    path("admin/members/add", views_members.add_member, name="member_add"),
+    path("admin/members/create", views_members.create_member, name="member_create"),
+    path("admin/members/<int:user_id>/role", views_members.change_role, name="member_role"),
+    path("admin/members/<int:user_id>/remove", views_members.remove_member, name="member_remove"),
+    path("admin/projects/", views_members.project_list, name="projects"),
+    path("admin/projects/create", views_members.create_project, name="project_create"),
     path("conversations/<str:conversation_id>/", views.conversation, name="conversation"),
     path("conversations/<str:conversation_id>/saw/<int:position>/", views.model_saw, name="model_saw"),
     path("conversations/<str:conversation_id>/fork/<int:position>/", views.fork, name="fork"),

@@ -121,6 +121,7 @@ def _http_error(request, exc: HttpError):
 
 
 from conversations.api import router as conversations_router  # noqa: E402
+from conversations.api_projects import router as projects_router  # noqa: E402
 from conversations.facts.api import router as facts_router  # noqa: E402
 from conversations.imports.api import router as imports_router  # noqa: E402
 from conversations.langgraph.api import router as langgraph_router  # noqa: E402
@@ -137,6 +138,7 @@ api.add_router("", search_router)
 api.add_router("", imports_router)
 api.add_router("", langgraph_router)
 api.add_router("", proofs_router)
+api.add_router("", projects_router)
 
 # Keep this last: any other path under /api/v1/ answers 404 in the API's JSON
 # shape rather than with the site's HTML error page (ids with a slash land here).

@@ -113,6 +113,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "conversations.context_processors.roles",
+                "conversations.context_processors.project",
             ],
         },
     },

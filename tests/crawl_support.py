@@ -22,6 +22,7 @@ def world():
     _, secret = api_keys.create_api_key(name="crawler",
                                         scopes=["read", "write", "admin", "facts:read", "facts:write"])
     spare_key, _ = api_keys.create_api_key(name="spare", scopes=["read"])
+    spare_member = make_user("spare-member", "auditor")
     doomed = store.create_conversation(title="to delete", subject="cust:doomed")
     store.append_message(conversation_id=doomed.pk, message={"kind": "user", "content": "bye"})
     receipt = erasure.execute_deletion(subject="cust:doomed", conversation_ids=[], actor="test")
@@ -36,6 +37,6 @@ def world():
             "conversation_id": str(fork.pk), "position": "1", "fact_id": str(fact.pk),
             "key_id": str(spare_key.pk), "run_id": str(PruneRun.objects.order_by("id").first().pk),
             "request_id": str(receipt.pk if receipt else DeletionReceipt.objects.first().pk),
-            "fmt": "json", "rest": "no/such/endpoint",
+            "fmt": "json", "rest": "no/such/endpoint", "user_id": str(spare_member.pk),
         },
     }

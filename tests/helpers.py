@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from conversations.project_store import create_project
 from conversations.roles import assign_role
 
 # Every test user has this password: the login form needs one, and hashing it is cheap
@@ -51,6 +52,23 @@ def make_user(role: str | None = None, username: str | None = None, *, password:
     if role:
         assign_role(user, role)
     return user
+
+
+def make_person(username: str, roles: dict, *, superuser: bool = False):
+    """A user holding a role in each project of `roles` ({project: role}); outside every other."""
+    person = make_user(None, username)
+    for project, role in roles.items():
+        assign_role(person, role, project)
+    if superuser:
+        person.is_superuser = True
+        person.save(update_fields=["is_superuser"])
+    return person
+
+
+@pytest.fixture
+def two_projects(db):
+    """Two projects besides `default`: alpha ("Alpha") and beta ("Beta")."""
+    return create_project(slug="alpha", name="Alpha"), create_project(slug="beta", name="Beta")
 
 
 @pytest.fixture

@@ -226,6 +226,7 @@ def build_world(b_slug: str = "beta") -> World:
     add("search", B_WORD)
     add("actor", f"key:{m('key-name')}")
     add("actor", f"user:{m('person')}")
+    add("user", b_person.pk)  # an account of B's only: A's members pages must not reach it
     assert by_external.get(m("ext-root")) is not None
     ghosts = {kind: [ghost_of(value) for value in found] for kind, found in values.items()}
     world = World(a=a, b=b, a_key=a_key, b_key=b_key, b_values=values, ghosts=ghosts,

@@ -4,10 +4,10 @@
 import pytest
 from ninja import NinjaAPI, Router
 
-from conversations.apiauth import PUBLIC, public, scope
+from conversations.apiauth import ANY, PUBLIC, public, scope
 from memoryui.api import api
 
-SCOPES = {"read", "write", "admin", "facts:read", "facts:write", PUBLIC}
+SCOPES = {"read", "write", "admin", "facts:read", "facts:write", ANY, PUBLIC}
 
 
 def operations(ninja_api):

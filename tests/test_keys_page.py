@@ -6,6 +6,7 @@ from django.test import Client
 from conversations import api_keys
 from conversations.models import ApiKey, AuditEvent
 from tests.api_support import Api, login_as
+from tests.helpers import make_person
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +146,101 @@ def test_the_forms_need_the_csrf_token():
 
 def test_admins_see_the_link_in_the_navigation(client, admin):
     assert 'href="/keys/"' in client.get("/keys/").content.decode()
+
+
+# ---- projects: each key's project and namespaces; the whole server's keys for superusers only ----
+
+
+def test_it_shows_each_key_project_and_namespaces(client, two_projects):
+    alpha, _ = two_projects
+    client.force_login(make_person("ann", {alpha: "admin"}))
+    api_keys.create_api_key(name="importer", scopes=["write"], project=alpha, namespaces=["claude-code", "codex"])
+    api_keys.create_api_key(name="reader", scopes=["read"], project=alpha)
+    html = client.get("/p/alpha/keys/").content.decode()
+    importer = html.split("<td data-label=\"Name\">importer</td>", 1)[1].split("</tr>", 1)[0]
+    assert '<td data-label="Project"><code>alpha</code></td>' in importer
+    assert "<code>claude-code</code> <code>codex</code>" in importer
+    reader = html.split("<td data-label=\"Name\">reader</td>", 1)[1].split("</tr>", 1)[0]
+    assert '<span class="muted">all</span>' in reader
+
+
+def test_it_lists_only_the_project_keys_and_finds_no_other(client, two_projects):
+    alpha, beta = two_projects
+    client.force_login(make_person("ann", {alpha: "admin", beta: "admin"}))
+    theirs, secret = api_keys.create_api_key(name="beta-bot", scopes=["read"], project=beta)
+    html = client.get("/p/alpha/keys/").content.decode()
+    assert "beta-bot" not in html and theirs.prefix not in html
+    assert client.get(f"/p/alpha/keys/{theirs.pk}/revoke").status_code == 404
+    assert client.post(f"/p/alpha/keys/{theirs.pk}/revoke", {"confirm": "yes"}).status_code == 404
+    assert api_keys.authenticate_api_key(secret) is not None
+    assert "beta-bot" in client.get("/p/beta/keys/").content.decode()
+
+
+def test_it_creates_a_key_in_the_current_project_narrowed_to_namespaces(client, two_projects):
+    alpha, _ = two_projects
+    client.force_login(make_person("ann", {alpha: "admin"}))
+    response = client.post("/p/alpha/keys/create", {"name": "cc", "scopes": ["read", "write"],
+                                                    "namespaces": "claude-code, codex"})
+    assert response.status_code == 200
+    key = ApiKey.everywhere.get(name="cc")
+    assert key.project_id == alpha.pk and key.namespaces == ["claude-code", "codex"]
+    event = AuditEvent.everywhere.get(action="api_key.created", target_id=str(key.pk))
+    assert event.project_id == alpha.pk and event.detail["namespaces"] == ["claude-code", "codex"]
+
+
+def test_it_refuses_a_namespace_no_conversation_could_have(client, admin):
+    response = client.post("/keys/create", {"name": "x", "scopes": ["read"], "namespaces": "ok, bad\u200bname"})
+    assert response.status_code == 400
+    assert "namespaces holds U+200B" in response.content.decode()
+    assert ApiKey.everywhere.count() == 0
+
+
+def test_all_projects_keys_are_shown_to_superusers_only_and_marked(client, two_projects):
+    alpha, _ = two_projects
+    ops, secret = api_keys.create_api_key(name="ops-key", scopes=["admin"], all_projects=True)
+    client.force_login(make_person("ann", {alpha: "admin"}))
+    html = client.get("/p/alpha/keys/").content.decode()
+    assert "ops-key" not in html and ops.prefix not in html and 'name="all_projects"' not in html
+    assert client.get(f"/p/alpha/keys/{ops.pk}/revoke").status_code == 404
+    assert client.post(f"/p/alpha/keys/{ops.pk}/revoke", {"confirm": "yes"}).status_code == 404
+    assert api_keys.authenticate_api_key(secret) is not None
+
+    client.force_login(make_person("root", {}, superuser=True))
+    html = client.get("/p/alpha/keys/").content.decode()
+    row = html.split('<td data-label="Name">ops-key</td>', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="badge-all-projects">all projects</span>' in row
+    assert 'name="all_projects" value="yes"' in html
+    panel = client.get(f"/p/alpha/keys/{ops.pk}/revoke").content.decode()
+    assert "all projects (the whole server)" in panel
+
+
+def test_a_superuser_makes_and_revokes_an_all_projects_key(client, two_projects):
+    client.force_login(make_person("root", {}, superuser=True))
+    response = client.post("/p/alpha/keys/create", {"name": "ops", "scopes": ["admin"], "all_projects": "yes"})
+    assert response.status_code == 200
+    assert '<span class="badge-all-projects">all projects</span></h2>' in response.content.decode()
+    key = ApiKey.everywhere.get(name="ops")
+    assert key.all_projects
+    assert AuditEvent.everywhere.get(action="api_key.created", target_id=str(key.pk)).project_id is None
+    response = client.post(f"/p/alpha/keys/{key.pk}/revoke", {"confirm": "yes"})
+    assert response.status_code == 302 and response["Location"] == "/p/alpha/keys/"
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    # Asked from a project's page, both writes about the whole server went through an audited bypass.
+    assert AuditEvent.everywhere.filter(action="scope.bypass").count() == 2
+
+
+def test_an_all_projects_key_takes_no_namespaces(client):
+    client.force_login(make_person("root", {}, superuser=True))
+    response = client.post("/keys/create", {"name": "ops", "scopes": ["admin"], "all_projects": "yes",
+                                            "namespaces": "claude-code"})
+    assert response.status_code == 400 and "an all-projects key has none" in response.content.decode()
+    assert ApiKey.everywhere.count() == 0
+
+
+def test_a_project_admin_cannot_make_an_all_projects_key(client, two_projects):
+    alpha, _ = two_projects
+    client.force_login(make_person("ann", {alpha: "admin"}))
+    response = client.post("/p/alpha/keys/create", {"name": "sneaky", "scopes": ["admin"], "all_projects": "yes"})
+    assert response.status_code == 403
+    assert ApiKey.everywhere.count() == 0

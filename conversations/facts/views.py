@@ -337,9 +337,15 @@ def _subject_page(request, name: str, *, ref: int | None):
     return _vary(render(request, "facts/subject.html", context, status=status))
 
 
+def _facts_page(target: str) -> bool:
+    """Whether `target` is one of this project's fact pages (a safe place to send the reviewer
+    back to): under the project's address, which reverse() gives."""
+    return target.startswith(reverse("facts:queue")) and not target.startswith("//")
+
+
 def _back(request, fact: Fact):
     target = request.POST.get("next") or ""
-    if target.startswith("/facts/") and not target.startswith("//"):
+    if _facts_page(target):
         return redirect(target)
     return redirect(subject_url(fact))
 
@@ -351,7 +357,7 @@ def _action_failed(request, fact: Fact, error: StoreError):
 
 
 def _safe_next(raw: str, fact: Fact) -> str:
-    return raw if raw.startswith("/facts/") and not raw.startswith("//") else subject_url(fact)
+    return raw if _facts_page(raw) else subject_url(fact)
 
 
 def _invalidate_confirmation(request, fact: Fact) -> Confirmation:

@@ -5,6 +5,7 @@ from ninja import Query, Router, Schema
 from conversations import keyset, params
 from conversations.api_schemas import ListOut, errors_doc, example_doc
 from conversations.apiauth import scope
+from conversations.project_http import page_url
 
 from . import ranked
 from .params import parse_search
@@ -58,10 +59,10 @@ def hit_json(request, hit) -> dict:
         "snippet": hit.snippet_text,
         "highlights": [list(span) for span in hit.highlights],
         "url": request.build_absolute_uri(f"/api/v1/conversations/{cid}/messages?after={hit.position - 1}&limit=1"),
-        "page_url": request.build_absolute_uri(f"/conversations/{cid}/?at={hit.position}#p{hit.position}"),
+        "page_url": page_url(request, f"/conversations/{cid}/?at={hit.position}#p{hit.position}"),
         "conversations": [
             {"id": str(c.id), "title": c.title,
-             "page_url": request.build_absolute_uri(f"/conversations/{c.id}/?at={hit.position}#p{hit.position}")}
+             "page_url": page_url(request, f"/conversations/{c.id}/?at={hit.position}#p{hit.position}")}
             for c in hit.conversations
         ],
     }

@@ -54,10 +54,17 @@
       var row = button.closest("article.msg");
       if (button.dataset.copy === "json") {
         // The row as the API returns it (position, kind, message, created_at): the stored bytes, parsed.
-        // /conversations/<id>/ → /api/v1/conversations/<id>/messages, the one row after position − 1.
-        var jsonUrl = button.dataset.jsonUrl || "/api/v1" + new URL(row.querySelector("a.pos").href).pathname +
+        // <page root>conversations/<id>/ → <api root>conversations/<id>/messages, the one row after
+        // position − 1. The page root holds the project (/p/<slug>/); the API takes it as a header.
+        var pageData = document.body.dataset;
+        var pageRoot = pageData.pageRoot || "/";
+        var path = new URL(row.querySelector("a.pos").href).pathname;
+        if (path.indexOf(pageRoot) === 0) path = path.slice(pageRoot.length);
+        var jsonUrl = button.dataset.jsonUrl || (pageData.apiRoot || "/api/v1/") + path.replace(/^\//, "") +
           "messages?after=" + (Number(row.dataset.position) - 1) + "&limit=1";
-        fetch(jsonUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        var headers = { Accept: "application/json" };
+        if (pageData.project) headers["X-Memoryui-Project"] = pageData.project;
+        fetch(jsonUrl, { credentials: "same-origin", headers: headers })
           .then(function (response) { return response.json(); })
           .then(function (body) {
             var text = JSON.stringify(body.items[0], null, 2);
