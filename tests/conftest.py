@@ -141,6 +141,24 @@ def purge_sqlite_guarded_tables():
         isolation.purge()
 
 
+@pytest.fixture(autouse=True)
+def erasure_journal(tmp_path_factory):
+    """Each test its own erasure journal (conversations/retention/journal.py), also for the servers
+    and commands it starts: one test's erasures are no other's, and none reach the data folder's."""
+    from django.conf import settings
+
+    path = tmp_path_factory.mktemp("journal") / "erasure-journal.jsonl"
+    before, before_env = settings.MEMORYUI_ERASURE_JOURNAL, os.environ.get("MEMORYUI_ERASURE_JOURNAL")
+    settings.MEMORYUI_ERASURE_JOURNAL = path
+    os.environ["MEMORYUI_ERASURE_JOURNAL"] = str(path)
+    yield path
+    settings.MEMORYUI_ERASURE_JOURNAL = before
+    if before_env is None:
+        os.environ.pop("MEMORYUI_ERASURE_JOURNAL", None)
+    else:
+        os.environ["MEMORYUI_ERASURE_JOURNAL"] = before_env
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _sqlite_test_database_intact(request, django_db_blocker):
     """After each module, SQLite's own check of the test database. A module that corrupts

@@ -118,6 +118,8 @@ class DeletionReceipt(models.Model):
             "conversation_ids": self.conversation_ids,
             "counts": self.counts,
             "verification": self.verification,
+            # A request that carried out an earlier one again after a restore: which, of which backup, when.
+            "reapplied": self.verification.get("reapplied"),
         }
 
 
