@@ -142,7 +142,7 @@ def purge_sqlite_guarded_tables():
 
 
 @pytest.fixture(autouse=True)
-def erasure_journal(tmp_path_factory):
+def journal_file(tmp_path_factory):
     """Each test its own erasure journal (conversations/retention/journal.py), also for the servers
     and commands it starts: one test's erasures are no other's, and none reach the data folder's."""
     from django.conf import settings

@@ -96,6 +96,9 @@ class ReceiptOut(Schema):
     conversation_ids: list[str]
     counts: dict
     verification: dict
+    reapplied: dict | None = Field(None, description=(
+        "Set when this request carried out an earlier one again after a restore of an older backup: the earlier "
+        "request_id, the backup (after_restore_of, backup_created_at) and when (restored_at)."))
 
 
 class ReceiptListOut(ListOut):

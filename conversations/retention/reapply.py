@@ -171,6 +171,11 @@ class _Subjects:
         return self._by_sha256.get(sha, ""), None
 
 
+def subject_of(record: journal.Erasure) -> tuple[str, str | None]:
+    """The stored subject an erasure names, or "" (and why not, where it cannot tell)."""
+    return _Subjects().find(record)
+
+
 # -- carrying them out again -----------------------------------------------------------------------
 
 
