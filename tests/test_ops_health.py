@@ -100,7 +100,7 @@ def test_it_is_not_ready_when_the_database_does_not_answer(client, monkeypatch):
     assert response.status_code == 503
     assert json.loads(response.content) == {
         "status": "not_ready", "checks": {"database": "unavailable", "migrations": "unknown",
-                                          "maintenance": "unknown"}}
+                                          "erasures": "unknown", "maintenance": "unknown"}}
 
 
 @pytest.mark.parametrize("method", ["post", "put", "delete"])
