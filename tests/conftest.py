@@ -19,7 +19,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "python" / "src"))
 
 # Shared fixtures: tests name them as arguments, never import them.
-pytest_plugins = ["tests.helpers", "tests.api_support", "tests.crawl_support"]
+pytest_plugins = ["tests.helpers", "tests.api_support", "tests.crawl_support", "tests.backup_support"]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # The browser tests drive Debian's Chromium. Most run in its headless shell (the package

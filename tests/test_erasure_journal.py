@@ -310,11 +310,12 @@ def test_gathering_refuses_journals_that_are_missing_damaged_or_two(journal_file
     found = reapply.gather(backup_path=backup, manifest={"erasure_journal": {}})
     assert not found.problems and found.chosen.path == journal_file
 
-    # The live journal lost: the backup's copy is used, and the live one made from it.
+    # The servers' journal not found (a fresh data folder): the backup's copy knows only what was
+    # erased before the backup, so that is refused but for the flag, which uses the copy.
     saved = journal_file.read_bytes()
     journal_file.unlink()
     found = reapply.gather(backup_path=backup)
-    assert not found.problems and found.chosen.label == "backup's copy"
+    assert "servers' erasure journal is not at" in found.problems[0] and found.chosen.label == "backup's copy"
     assert reapply.adopt(found.chosen).head == journal.read(backup.with_name("b.db.erasure-journal")).head
     journal_file.unlink()
 

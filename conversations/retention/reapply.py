@@ -4,12 +4,14 @@
 `manage.py reapply_erasures` (after any other restore: a provider's snapshot, a point-in-time
 recovery) both end here:
 
-1. before anything is loaded, the journals are gathered and checked (`gather`): the one the
-   settings name, the copy beside the backup, and one named on the command line. Each must
-   verify, and they must be one journal (the shorter ones prefixes of the longest). A journal
-   missing, damaged or disagreeing refuses the restore, unless the operator says
-   `--without-erasure-journal` (then what still verifies is used, a damaged journal is moved
-   aside, and the audit log says what was lost);
+1. before anything is loaded, the journals are gathered and checked (`gather`): the servers'
+   (the one the settings name, or one named on the command line: a restore into a fresh data
+   folder does not find it there) and the copy beside the backup. Each must verify, and they
+   must be one journal (the shorter ones prefixes of the longest). The servers' journal
+   missing (the copy knows only what was erased before the backup), a journal damaged, or two
+   that disagree refuse the restore, unless the operator says `--without-erasure-journal`
+   (then what still verifies is used, a damaged journal is moved aside, and the audit log
+   says what was lost);
 2. the configured journal is brought up to the longest copy (`adopt`), and compared with the
    head the restored database last recorded (erasure_journal.anchor);
 3. every erasure whose receipt the database lacks is carried out again (`reapply`), in
@@ -104,6 +106,10 @@ def gather(*, backup_path: Path | None = None, manifest: dict | None = None,
             where = f"{configured}" + (f" nor beside the backup ({candidates[1][1].name})" if backup_path else "")
             problems.append(f"there is no erasure journal: none at {where}")
         return gathered
+    if not damaged and given is None and not any(s.label == "configured" for s in found):
+        # A backup's copy knows only what was erased before the backup: the servers' journal knows the rest.
+        problems.append(f"the servers' erasure journal is not at {configured} (MEMORYUI_ERASURE_JOURNAL): name it "
+                        "with --erasure-journal; the backup's copy holds only what was erased before the backup")
     longest = max(found, key=lambda s: s.journal.entries)
     for other in found:
         if other.journal.journal_id != longest.journal.journal_id \
