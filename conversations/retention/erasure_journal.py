@@ -17,6 +17,7 @@
 
 import hashlib
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -184,8 +185,14 @@ class _Readiness:
         self.follower = None
         self.confirmed: set[str] = set()
         self.journal_id = ""
+        # A server's threads probe at once: one reads the journal at a time.
+        self._lock = threading.Lock()
 
     def __call__(self) -> str:
+        with self._lock:
+            return self._check()
+
+    def _check(self) -> str:
         path = journal.configured_path()
         if self.follower is None or self.follower.path != path:
             self.follower, self.confirmed = journal.Follower(path), set()
