@@ -95,6 +95,7 @@ def copy_verified(source: Path, target: Path) -> journal.Journal:
         why = "is missing" if current is None else f"does not verify: {'; '.join(current.problems)}"
         raise journal.JournalError(f"the erasure journal {source} {why}")
     partial = target.with_name(f".{target.name}.partial")
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         with open(source, "rb") as src:
             data = src.read(current.size)

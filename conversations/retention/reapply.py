@@ -41,7 +41,9 @@ from conversations.backups import BackupError
 from conversations.facts import erasure as facts_erasure
 from conversations.models import Conversation, Project
 
-from . import erasure, erasure_journal, journal
+from . import erasure, journal
+from .erasure_journal import ID_BATCH, ROWS_PER_ENTRY, anchor_problem, copy_path, copy_verified, not_shown, set_aside
+from .erasure_journal import replace as replace_journal
 from .lease import in_turn
 from .models import DeletionReceipt, ErasedRow, MaintenanceLease
 
@@ -73,7 +75,7 @@ def gather(*, backup_path: Path | None = None, manifest: dict | None = None,
     configured = journal.configured_path()
     candidates = [("configured", configured)]
     if backup_path is not None:
-        candidates.append(("backup's copy", erasure_journal.copy_path(Path(backup_path))))
+        candidates.append(("backup's copy", copy_path(Path(backup_path))))
     if given is not None:
         candidates.append(("given", Path(given).resolve()))
     found, problems, damaged, seen = [], [], False, set()
@@ -129,7 +131,7 @@ def adopt(source: Source) -> journal.Journal:
         return source.journal
     live = journal.read(configured)
     if live is None:
-        erasure_journal.copy_verified(source.path, configured)
+        copy_verified(source.path, configured)
     elif source.journal.entries > live.entries:
         with open(source.path, "rb") as f:
             f.seek(live.size)
@@ -205,11 +207,11 @@ def pending(current: journal.Journal) -> tuple[list[journal.Erasure], set[str]]:
     no sign of at all (those still to delete)."""
     ids = list(current.erasures)
     have = set()
-    for i in range(0, len(ids), erasure_journal.ID_BATCH):
-        chunk = ids[i:i + erasure_journal.ID_BATCH]
+    for i in range(0, len(ids), ID_BATCH):
+        chunk = ids[i:i + ID_BATCH]
         have |= {str(x) for x in DeletionReceipt.everywhere.filter(id__in=chunk).values_list("id", flat=True)}
     lacking = [current.erasures[r] for r in ids if r not in have]
-    unseen = set(erasure_journal.not_shown([r.request_id for r in lacking]))
+    unseen = set(not_shown([r.request_id for r in lacking]))
     return lacking, unseen
 
 
@@ -267,7 +269,7 @@ def _receipt_back(record: journal.Erasure, new_receipt, why: dict, actor: str) -
             ErasedRow.objects.bulk_create(
                 [ErasedRow(receipt_id=record.request_id, conversation_ref=ref, record_type=kind, position=position,
                            commitment=bytes.fromhex(c) if c else None, chain_hash=bytes.fromhex(h) if h else None)
-                 for ref, kind, position, c, h in record.rows], batch_size=erasure_journal.ROWS_PER_ENTRY,
+                 for ref, kind, position, c, h in record.rows], batch_size=ROWS_PER_ENTRY,
                 ignore_conflicts=True)
         store.record_audit(actor=actor, action="deletion.reapplied", target_type="deletion_request",
                            target_id=record.request_id, project_id=record.project_id if back else None,
@@ -283,6 +285,9 @@ def _receipt_back(record: journal.Erasure, new_receipt, why: dict, actor: str) -
 class Plan:
     gathered: Gathered
     without: bool
+    # The configured journal, brought up to the one chosen before the load (None: none usable).
+    current: journal.Journal | None = None
+    set_aside: Path | None = None
 
 
 def restore_prepare(*, path: Path, manifest: dict, erasure_journal: Path | None = None,
@@ -297,7 +302,17 @@ def restore_prepare(*, path: Path, manifest: dict, erasure_journal: Path | None 
     if without_erasure_journal and not gathered.problems:
         raise BackupError(f"{FLAG} is for a journal that is missing or does not verify; the erasure journal "
                           f"{gathered.chosen.path} verifies, and the restore re-applies it")
-    return Plan(gathered=gathered, without=without_erasure_journal)
+    plan = Plan(gathered=gathered, without=without_erasure_journal)
+    # The configured journal is made the chosen one before the load: a server started over the
+    # database meanwhile then finds what the database lacks, and is not ready until it is re-applied.
+    if without_erasure_journal and gathered.configured_damaged and gathered.chosen is not None:
+        plan.set_aside = set_aside()
+    if gathered.chosen is not None:
+        try:
+            plan.current = adopt(gathered.chosen)
+        except (journal.JournalError, OSError) as exc:
+            raise BackupError(f"the erasure journal could not be brought into place: {exc}") from None
+    return plan
 
 
 def restore_finish(plan: Plan | None, *, path: Path, manifest: dict) -> dict:
@@ -316,13 +331,11 @@ def restore_finish(plan: Plan | None, *, path: Path, manifest: dict) -> dict:
     restore_actor = "system:manage.py restore"
     gathered = plan.gathered
     if plan.without:
-        if gathered.chosen is not None:
-            # What still verifies (a backup's copy) is used; a damaged configured journal is kept aside.
-            set_aside = erasure_journal.set_aside() if gathered.configured_damaged else None
-            if set_aside:
-                notes.append(f"the damaged erasure journal is kept as {set_aside.name}")
-        else:
-            replaced = erasure_journal.replace(actor=restore_actor, reason=f"restored {Path(path).name} {FLAG}")
+        if plan.set_aside:
+            # What still verifies (a backup's copy) is used; the damaged configured journal is kept aside.
+            notes.append(f"the damaged erasure journal is kept as {plan.set_aside.name}")
+        if gathered.chosen is None:
+            replaced = replace_journal(actor=restore_actor, reason=f"restored {Path(path).name} {FLAG}")
             notes.append(f"started a new erasure journal {replaced['journal']['journal']}"
                          + (f"; the old one is kept as {replaced['set_aside']}" if replaced["set_aside"] else ""))
         with transaction.atomic():
@@ -333,8 +346,8 @@ def restore_finish(plan: Plan | None, *, path: Path, manifest: dict) -> dict:
         notes.append(f"restored {FLAG} (audited): {'; '.join(gathered.problems)}")
         if gathered.chosen is None:
             return {"notes": notes, "problems": problems}
-    current = adopt(gathered.chosen)
-    mismatch = erasure_journal.anchor_problem(current)
+    current = plan.current
+    mismatch = anchor_problem(current)
     if mismatch:
         problems.append(mismatch)
     outcome = reapply(current, why=why)
