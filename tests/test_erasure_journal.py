@@ -238,6 +238,18 @@ def test_it_deletes_what_the_database_still_holds_and_files_a_receipt_saying_so(
     assert again.reapplied == [] and again.receipts_back == 0
 
 
+def test_the_receipt_page_says_which_request_was_re_applied_after_which_restore(client, user, journal_file):
+    c = about()
+    earlier = newer_erasure(subject=SUBJECT, conversations=[c])
+    [done] = reapply.reapply(journal.read(journal_file), why=WHY).reapplied
+    client.force_login(user("admin"))
+    page = client.get(f"/admin/receipts/{done['receipt_id']}/").content.decode()
+    assert "an earlier request carried out again after a restore" in page
+    assert f"/admin/receipts/{earlier.pk}/" in page and "<code>nightly.db</code>" in page
+    assert "taken 2026-12-01T02:00:00 UTC" in page and "on 2026-12-03T09:00:00 UTC" in page
+    assert client.get(f"/admin/receipts/{earlier.pk}/").status_code == 200  # the earlier one is back
+
+
 def test_it_brings_back_the_commitments_of_rows_the_backup_never_had(journal_file):
     c = conversation(title="grew", subject=SUBJECT, messages=3)
     receipt = DeletionReceipt(id=uuid.uuid4(), project_id=1, actor="user:boss", kind="subject",

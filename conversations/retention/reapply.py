@@ -38,6 +38,7 @@ from django.utils.dateparse import parse_datetime
 
 from conversations import idempotency, projects, store
 from conversations.backups import BackupError
+from conversations.errors import StoreError
 from conversations.facts import erasure as facts_erasure
 from conversations.models import Conversation, Project
 
@@ -239,10 +240,14 @@ def reapply(current: journal.Journal, *, why: dict, actor: str = ACTOR) -> Outco
             if subject or ids:
                 note = {**why, "request_id": record.request_id, "request_created_at": record.receipt.get("created_at")}
                 scope = projects.EVERY if record.all_projects else projects.one(record.project_id)
-                with projects.scoped(scope):
-                    new_receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor,
-                                                           kind="reapplied", all_projects=record.all_projects,
-                                                           reapplies=note)
+                try:
+                    with projects.scoped(scope):
+                        new_receipt = erasure.execute_deletion(subject=subject, conversation_ids=ids, actor=actor,
+                                                               kind="reapplied", all_projects=record.all_projects,
+                                                               reapplies=note)
+                except StoreError as exc:  # another maintenance run holds the lease, say: it stays pending
+                    outcome.problems.append(f"erasure {record.request_id} was not re-applied: {exc}")
+                    continue
                 outcome.reapplied.append({"request_id": record.request_id, "receipt_id": str(new_receipt.pk),
                                           "status": new_receipt.verification.get("status")})
             else:
