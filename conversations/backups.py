@@ -1,11 +1,16 @@
 """Backups that restore: `manage.py backup PATH` and `manage.py restore PATH`.
 
-A backup is two files: PATH (the database) and PATH.manifest.json, which says what
+A backup is PATH (the database), PATH.manifest.json, and what the sub-apps keep beside it
+(`hooks.backup_extras`: retention's erasure journal, PATH.erasure-journal, copied after the
+database, so it is at least as new). The manifest says what
 PATH holds as of its snapshot: every table's row count and a SHA-256 of its rows in
 key order (copying.py's digests), and the migrations applied. A restore refuses a
 database that is not empty, loads PATH, then checks the result against the manifest:
 integrity, the migrations, every count and every digest. A backup whose manifest
-does not match what came back is reported as failed, never as restored.
+does not match what came back is reported as failed, never as restored. Around the load,
+`hooks.restore_prepare` may refuse it first (no erasure journal to re-apply) and
+`hooks.restore_finish` re-applies every erasure newer than the backup
+(retention/reapply.py) before the restored store is ready.
 
 - **SQLite**: SQLite's online backup API, through the store's own SQLite library
   (sqlean; memoryui/sqlite/base.py says why there is one library per process), in one
@@ -33,6 +38,7 @@ from django.db.migrations.recorder import MigrationRecorder
 
 from memoryui.sqlite.base import Database  # the store's SQLite library, never Python's own
 
+from . import hooks
 from .copying import _table_digest, models_in_order
 
 FORMAT = "memoryui-backup/1"
@@ -48,6 +54,9 @@ class Verification:
     tables: dict[str, tuple[int, int]] = field(default_factory=dict)  # table → (manifest rows, restored rows)
     mismatched_tables: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # After the load verified: what the sub-apps did (notes) and could not do (unfinished).
+    notes: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -93,13 +102,14 @@ def backup(path: Path) -> dict:
         raise BackupError(f"the folder {path.parent} does not exist")
     describe = _backup_sqlite if connection.vendor == "sqlite" else _backup_postgres
     partial = path.with_name(f".{path.name}.partial")
+    created_at = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         described = describe(partial)
+        described.update(hooks.backup_extras(path))
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-    manifest = {"format": FORMAT, "vendor": connection.vendor,
-                "created_at": datetime.now(UTC).isoformat(timespec="seconds"), **described}
+    manifest = {"format": FORMAT, "vendor": connection.vendor, "created_at": created_at, **described}
     _write_durably(manifest_path(path), json.dumps(manifest, indent=1, sort_keys=True).encode())
     return manifest
 
@@ -219,7 +229,10 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
-def restore(path: Path) -> Verification:
+def restore(path: Path, *, erasure_journal: Path | None = None, without_erasure_journal: bool = False) -> Verification:
+    """Load the backup into the empty database, verify it, then let the sub-apps finish it
+    (re-apply the erasures newer than the backup: the options say where their journal is,
+    or that the restore goes on without it)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise BackupError(f"{path} is not a file")
@@ -232,11 +245,24 @@ def restore(path: Path) -> Verification:
     if existing:
         raise BackupError(f"the database is not empty ({len(existing)} tables, e.g. {existing[0]}); "
                           "restore into a new, empty database")
+    plan = hooks.restore_prepare(path=path, manifest=manifest, erasure_journal=erasure_journal,
+                                 without_erasure_journal=without_erasure_journal)
+    load(path)
+    result = verify(manifest)
+    if result.verified:
+        finished = hooks.restore_finish(plan, path=path, manifest=manifest)
+        result.notes += finished["notes"]
+        result.unfinished += finished["problems"]
+    return result
+
+
+def load(path: Path) -> None:
+    """The backup's rows into the empty database, unverified and nothing re-applied: what a
+    restore does first (and what restoring with other tools amounts to)."""
     if connection.vendor == "sqlite":
-        _restore_sqlite(path)
+        _restore_sqlite(Path(path))
     else:
-        _restore_postgres(path)
-    return verify(manifest)
+        _restore_postgres(Path(path))
 
 
 def _restore_sqlite(path: Path) -> None:

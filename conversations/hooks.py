@@ -49,3 +49,13 @@ ledger_mark = Hook("ledger_mark", lambda conversation_id: "")
 # Delete one conversation the way a deletion request does (text gone, verified, a receipt):
 # returns the receipt. Provided by conversations.retention.
 delete_conversation = Hook("delete_conversation", _no_deletion_path)
+
+# What a backup set carries besides the database (retention's erasure journal): called with the
+# backup's path once the database copy is made; returns what to add to the backup's manifest.
+backup_extras = Hook("backup_extras", lambda path: {})
+# Before a restore loads anything (path, manifest and the command's erasure-journal options):
+# checks what it needs to re-apply erasures newer than the backup; raises BackupError to refuse.
+restore_prepare = Hook("restore_prepare", lambda **options: None)
+# After the restored database verified (the prepared plan, path, manifest): re-applies those
+# erasures; returns {"notes": [...], "problems": [...]}.
+restore_finish = Hook("restore_finish", lambda plan, **options: {"notes": [], "problems": []})

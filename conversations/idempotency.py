@@ -407,6 +407,12 @@ def forget(*, conversation_ids=(), subject: str = "") -> int:
     return total
 
 
+def stored_subjects() -> set[str]:
+    """Every subject (normal form) a stored answer is about: what a restore hashes to find the
+    subjects an erasure journal names (retention/reapply.py)."""
+    return set(IdempotencyKey.objects.exclude(subject_norm="").values_list("subject_norm", flat=True).distinct())
+
+
 # -- documentation --------------------------------------------------------------------
 
 HEADER_DOC = {

@@ -5,7 +5,11 @@ only which check failed.
 
 - /healthz: the process is up and serving (no database query: a database outage
   must not make an orchestrator restart healthy app servers).
-- /readyz: the database answers, every migration is applied, and the maintenance
+- /readyz: the database answers, every migration is applied, the database shows every
+  erasure of the erasure journal (`erasures`: a restored backup, or a point-in-time
+  recovery, is not ready until `manage.py restore` or `manage.py reapply_erasures` has
+  re-applied those newer than it; the journal missing, another one or damaged is not
+  ready either: conversations/retention/erasure_journal.py), and the maintenance
   lease is not stuck (its holder stopped beating: a crashed prune or deletion request,
   which the next run takes over but an operator should hear about). 503 while any
   fails; a server whose database went away is ready again as soon as it is back,
@@ -17,7 +21,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from conversations.retention import lease
+from conversations.retention import erasure_journal, lease
 
 # Migrations are not un-applied under a running server: once seen complete, not asked again.
 _migrated = False
@@ -30,9 +34,11 @@ def healthz(request):
 
 @require_GET
 def readyz(request):
-    checks = {"database": _database(), "migrations": "unknown", "maintenance": "unknown"}
+    checks = {"database": _database(), "migrations": "unknown", "erasures": "unknown", "maintenance": "unknown"}
     if checks["database"] == "ok":
         checks["migrations"] = _run(_migrations)
+        if checks["migrations"] == "ok":
+            checks["erasures"] = _run(erasure_journal.readiness)
         checks["maintenance"] = _run(_maintenance)
     ready = all(v == "ok" for v in checks.values())
     return JsonResponse({"status": "ready" if ready else "not_ready", "checks": checks},

@@ -3,10 +3,13 @@
 DATABASE_URL     PostgreSQL (postgres:///name) or SQLite (sqlite:////abs/path);
                  unset: the embedded SQLite database under the data folder.
 SECRET_KEY       unset: generated once and kept in the data folder.
+SECRET_KEY_FALLBACKS  comma-separated earlier SECRET_KEYs (after a rotation).
 DEBUG            "1"/"true" turns it on; off by default.
 ALLOWED_HOSTS    comma-separated; default 127.0.0.1,localhost.
 MEMORYUI_DATA_DIR  where the embedded database and the secret key live (default ./data).
 MEMORYUI_SIGNING_KEY_FILE  an Ed25519 PEM key that signs heads; unset: made in the data folder.
+MEMORYUI_ERASURE_JOURNAL   the erasure journal's file (default: in the data folder; shared storage
+                 when several app servers serve one PostgreSQL).
 """
 
 import os
@@ -44,6 +47,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Keys of an earlier SECRET_KEY still check what they signed (sessions) and match the erasure
+# journal's subject keys (conversations/retention/journal.py) after a rotation.
+SECRET_KEY_FALLBACKS = [k.strip() for k in os.environ.get("SECRET_KEY_FALLBACKS", "").split(",") if k.strip()]
 DEBUG = env_flag("DEBUG")
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()
@@ -238,6 +244,12 @@ MEMORYUI_METRICS_TOKEN = os.environ.get("MEMORYUI_METRICS_TOKEN", "").strip()
 # The Ed25519 key that signs chain heads and export manifests (conversations/proofs/keys.py):
 # a PEM (PKCS#8) private key file; unset, one is made on first start in the data folder (0600).
 MEMORYUI_SIGNING_KEY_FILE = os.environ.get("MEMORYUI_SIGNING_KEY_FILE", "").strip()
+
+# The erasure journal (conversations/retention/journal.py): what every deletion request erased, kept
+# outside the database so that a restore re-applies it. With several app servers it must be one
+# file on storage they all share, and it is kept with the backups.
+MEMORYUI_ERASURE_JOURNAL = Path(os.environ.get("MEMORYUI_ERASURE_JOURNAL", "").strip()
+                                or DATA_DIR / "erasure-journal.jsonl").resolve()
 
 # Largest encoded message the store accepts (docs/DESIGN.md: 1 MiB by default).
 MEMORYUI_MAX_MESSAGE_BYTES = int(os.environ.get("MEMORYUI_MAX_MESSAGE_BYTES", 1024 * 1024))

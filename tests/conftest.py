@@ -19,7 +19,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "python" / "src"))
 
 # Shared fixtures: tests name them as arguments, never import them.
-pytest_plugins = ["tests.helpers", "tests.api_support", "tests.crawl_support"]
+pytest_plugins = ["tests.helpers", "tests.api_support", "tests.crawl_support", "tests.backup_support"]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # The browser tests drive Debian's Chromium. Most run in its headless shell (the package
@@ -139,6 +139,24 @@ def purge_sqlite_guarded_tables():
     for a test that needs an empty database before it starts. PostgreSQL: nothing to do."""
     if connection.vendor == "sqlite":
         isolation.purge()
+
+
+@pytest.fixture(autouse=True)
+def journal_file(tmp_path_factory):
+    """Each test its own erasure journal (conversations/retention/journal.py), also for the servers
+    and commands it starts: one test's erasures are no other's, and none reach the data folder's."""
+    from django.conf import settings
+
+    path = tmp_path_factory.mktemp("journal") / "erasure-journal.jsonl"
+    before, before_env = settings.MEMORYUI_ERASURE_JOURNAL, os.environ.get("MEMORYUI_ERASURE_JOURNAL")
+    settings.MEMORYUI_ERASURE_JOURNAL = path
+    os.environ["MEMORYUI_ERASURE_JOURNAL"] = str(path)
+    yield path
+    settings.MEMORYUI_ERASURE_JOURNAL = before
+    if before_env is None:
+        os.environ.pop("MEMORYUI_ERASURE_JOURNAL", None)
+    else:
+        os.environ["MEMORYUI_ERASURE_JOURNAL"] = before_env
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -7,26 +7,17 @@ import http.client
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
 
 import pytest
-from django.db import connection
 
 from conversations import api_keys, store
-from tests.conftest import skip_or_fail
-from tests.retention_support import ROOT, database_url, subprocess_env
+from tests.backup_support import manage, need_pg_tools
+from tests.retention_support import database_url
 from tests.server_support import free_port, start_gunicorn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def manage(*args, url: str, data_dir) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env=subprocess_env(DATABASE_URL=url, MEMORYUI_DATA_DIR=str(data_dir)))
 
 
 def post(port, path, body, key):
@@ -46,35 +37,6 @@ def get(port, path, key):
     data = json.loads(response.read() or b"null")
     conn.close()
     return response.status, data
-
-
-@pytest.fixture
-def fresh_database(tmp_path):
-    """An empty database of the kind under test, its URL; dropped afterwards on PostgreSQL."""
-    made = []
-
-    def make() -> str:
-        if connection.vendor == "sqlite":
-            return f"sqlite:///{tmp_path / f'restored-{len(made)}-{uuid.uuid4().hex[:6]}.sqlite3'}"
-        name = f"{connection.settings_dict['NAME']}_restored_{uuid.uuid4().hex[:8]}"
-        with connection.cursor() as cursor:
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        made.append(name)
-        return database_url().rsplit("/", 1)[0] + "/" + name
-
-    yield make
-    for name in made:
-        with connection.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def need_pg_tools():
-    if connection.vendor != "sqlite":
-        import shutil
-
-        for tool in ("pg_dump", "pg_restore", "psql"):
-            if not shutil.which(tool):
-                skip_or_fail(f"{tool} is not installed")
 
 
 def test_a_backup_taken_under_writers_restores_every_acknowledged_append(tmp_path, fresh_database):

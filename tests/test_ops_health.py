@@ -3,14 +3,15 @@ each of /readyz's checks failing on its own (tests/test_ops_outage.py stops the 
 under a running server)."""
 
 import json
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.db.utils import OperationalError
 from django.utils import timezone
 
-from conversations.retention import lease
-from conversations.retention.models import MaintenanceLease
+from conversations.retention import erasure_journal, lease
+from conversations.retention.models import DeletionReceipt, MaintenanceLease
 from memoryui import health
 from tests.retention_support import conversation
 
@@ -28,7 +29,8 @@ def test_it_is_ready_with_the_database_migrated_and_no_lease(client):
     response = client.get("/readyz")
     assert response.status_code == 200, response.content
     assert response.json() == {"status": "ready",
-                               "checks": {"database": "ok", "migrations": "ok", "maintenance": "ok"}}
+                               "checks": {"database": "ok", "migrations": "ok", "erasures": "ok",
+                                          "maintenance": "ok"}}
     assert "no-store" in response["Cache-Control"]
 
 
@@ -54,6 +56,20 @@ def test_it_is_not_ready_while_a_dead_run_holds_the_lease(client):
     assert response.status_code == 503
     assert response.json()["checks"]["maintenance"] == "stuck"
     assert b"a prune that crashed" not in response.content
+
+
+def test_it_is_not_ready_while_the_erasure_journal_holds_an_erasure_the_database_does_not_show(client, journal_file):
+    # As after restoring a backup older than a deletion request: the journal has it, the database not
+    # (tests/test_erasure_journal.py and tests/test_ops_restore_erasures.py go through all of it).
+    receipt = DeletionReceipt(id=uuid.uuid4(), project_id=1, actor="user:boss", kind="subject", counts={},
+                              created_at=timezone.now(), conversation_ids=[], filed_verification={"status": "verified"})
+    erasure_journal.record_erasure(receipt, subject="customer:hidden@example.com")
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["erasures"] == "not_reapplied"
+    assert b"hidden" not in response.content and str(receipt.pk).encode() not in response.content
+    receipt.save(force_insert=True)
+    assert client.get("/readyz").status_code == 200
 
 
 def test_it_is_not_ready_with_a_migration_unapplied(client, monkeypatch):
@@ -84,7 +100,7 @@ def test_it_is_not_ready_when_the_database_does_not_answer(client, monkeypatch):
     assert response.status_code == 503
     assert json.loads(response.content) == {
         "status": "not_ready", "checks": {"database": "unavailable", "migrations": "unknown",
-                                          "maintenance": "unknown"}}
+                                          "erasures": "unknown", "maintenance": "unknown"}}
 
 
 @pytest.mark.parametrize("method", ["post", "put", "delete"])

@@ -118,11 +118,11 @@ def test_readyz_answers_503_while_postgresql_is_down_and_recovers_by_itself(clus
                             MEMORYUI_DATA_DIR=str(tmp_path), MEMORYUI_METRICS_TOKEN="scrape-token")
     try:
         assert readyz(port) == (200, {"status": "ready", "checks": {"database": "ok", "migrations": "ok",
-                                                                    "maintenance": "ok"}})
+                                                                    "erasures": "ok", "maintenance": "ok"}})
         cluster.stop()
         down = wait_for(port, 503)
         assert down == {"status": "not_ready", "checks": {"database": "unavailable", "migrations": "unknown",
-                                                          "maintenance": "unknown"}}
+                                                          "erasures": "unknown", "maintenance": "unknown"}}
         # Every probe while it is down says so, whichever worker answers; /healthz stays up.
         for _ in range(6):
             assert readyz(port)[0] == 503

@@ -5,6 +5,8 @@ The contract the retention app relies on:
 - `preview_subject(subject)` → {"facts", "fact_events", "access_log", "sample_texts"}:
   what erasure would remove, and up to five fact texts the caller can look for in
   the database files afterwards to prove they are gone.
+- `stored_subjects()`: every subject (in normal form, or as typed) the facts store holds, for a restore
+  that must find which of them an erasure journal names (retention/reapply.py).
 - `erase_subject(subject)` → {"facts", "fact_events", "access_log"}: deletes the
   subject's facts, their events, the access-log rows naming the subject, and
   their full-text index entries. It opens no transaction of its own beyond a
@@ -39,6 +41,15 @@ def preview_subject(subject: str) -> dict:
         "access_log": FactAccess.objects.filter(subject_norm=norm).count(),
         "sample_texts": list(facts.order_by("id").values_list("text", flat=True)[:SAMPLE_SIZE]),
     }
+
+
+def stored_subjects(*, as_typed: bool = False) -> set[str]:
+    """Normal forms, or (`as_typed`) the subjects as they were typed."""
+    column = "subject" if as_typed else "subject_norm"
+    found = set()
+    for model in (Fact, FactAccess):
+        found |= set(model.everywhere.exclude(**{column: ""}).values_list(column, flat=True).distinct())
+    return found
 
 
 def erase_subject(subject: str) -> dict:

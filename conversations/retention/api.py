@@ -121,6 +121,9 @@ class ReceiptOut(Schema):
     verification: dict
     verify_by: datetime | None = Field(None, description="Two phases: the rows went when the request was filed "
                                                         "(status `erased`); the files are searched by then.")
+    reapplied: dict | None = Field(None, description=(
+        "Set when this request carried out an earlier one again after a restore of an older backup: the earlier "
+        "request_id, the backup (after_restore_of, backup_created_at) and when (restored_at)."))
 
 
 class ReceiptListOut(ListOut):

@@ -10,11 +10,15 @@ class RetentionConfig(AppConfig):
     label = "retention"
 
     def ready(self):
-        from . import erasure, window
+        from . import erasure, erasure_journal, reapply, window
         from .models import DeletionReceipt, ReceiptCheck
 
         # The API's DELETE of a conversation takes the deletion request's path (text gone, verified, a receipt).
         hooks.delete_conversation.register(erasure.delete_one_conversation)
+        # Backups carry the erasure journal, and a restore re-applies what it holds (reapply.py).
+        hooks.backup_extras.register(erasure_journal.for_backup)
+        hooks.restore_prepare.register(reapply.restore_prepare)
+        hooks.restore_finish.register(reapply.restore_finish)
         post_save.connect(metrics.on_receipt_saved, sender=DeletionReceipt, dispatch_uid="metrics_receipts")
         post_save.connect(metrics.on_receipt_saved, sender=ReceiptCheck, dispatch_uid="metrics_receipt_checks")
         metrics.register_scrape_time(window.gauges)

@@ -35,9 +35,10 @@ rawfiles.py for why that would lose other workers' writes):
    On SQLite a match left in a page's unused space (a stale copy of a row that a
    b-tree rebalance moved) is zeroed through SQLite itself, page by page, and
    the search runs again;
-8. store the receipt (append-only) with its audit event in one transaction:
-   ids, counts, SHA-256 of the subject and the verification — never the subject
-   or a text.
+8. journal the request outside the database (erasure_journal.py: what a restore of
+   an older backup re-applies), then store the receipt (append-only) with its
+   audit event in one transaction: ids, counts, SHA-256 of the subject and the
+   verification — never the subject or a text.
 
 Files outside the database that may hold the subject (an import preview waiting
 for its confirmation: leftovers.py) are no rows: after the deletion every such file
@@ -68,7 +69,7 @@ from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.owned import owned_tables
 
-from . import disk, erasure_receipt, erasure_scrub, erasure_verify, pgfiles, window
+from . import disk, erasure_journal, erasure_receipt, erasure_scrub, erasure_verify, pgfiles, window
 from . import erased as erased_rows
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
@@ -259,21 +260,23 @@ def _sample_strings(preview: DeletionPreview, fact_texts: list[str]) -> list[str
 # --- the request -----------------------------------------------------------------
 
 def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind: str = "subject",
-                     all_projects: bool = False) -> DeletionReceipt:
+                     all_projects: bool = False, reapplies: dict | None = None) -> DeletionReceipt:
     """Carry out a deletion request (see the module docstring) and return its receipt.
 
     The request erases in the current project (`default` where the caller is every project's
     and named none), or in every project with `all_projects` (a data controller's request,
-    filed where every project is seen); the receipt says which.
+    filed where every project is seen); the receipt says which. `reapplies` (reapply.py) says
+    which earlier request this one carries out again after a restore; its receipt says so.
     Raises MaintenanceRunning (409) while a prune or another deletion runs."""
     subject, ids = clean_request(subject, conversation_ids)
     with projects.acting(all_projects=all_projects) as project_id, \
             maintenance(kind="deletion", actor=actor) as lease:
-        return _execute(subject, ids, actor=actor, kind=kind, lease=lease, project_id=project_id)
+        return _execute(subject, ids, actor=actor, kind=kind, lease=lease, project_id=project_id,
+                        reapplies=reapplies)
 
 
 def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease: Lease,
-             project_id: int | None) -> DeletionReceipt:
+             project_id: int | None, reapplies: dict | None = None) -> DeletionReceipt:
     request_id = uuid.uuid4()
     preview = _preview(subject, ids)
     erasure = _facts_erasure() if subject else None
@@ -304,14 +307,17 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
             seconds=seconds, xid=xid)
         window.save(pending)
         verification = window.erased_verification(pending=pending, seconds=seconds)
-        return in_turn(lambda: _store_receipt(request_id, subject, victim_ids, counts, verification, actor=actor,
-                                              kind=kind, project_id=project_id,
-                                              verify_by=window.deadline_for(filed_at)))
+        if reapplies:
+            verification["reapplied"] = reapplies
+        return _store_receipt(request_id, subject, victim_ids, counts, verification, actor=actor,
+                              kind=kind, project_id=project_id, verify_by=window.deadline_for(filed_at))
     checked = _scrub_and_verify(candidates + id_needles, xid, lease, seconds, touched)
     verification = erasure_receipt.verification(
         checked, subject=subject, candidates=candidates, id_needles=id_needles, files_left=files_left, seconds=seconds)
-    receipt = in_turn(lambda: _store_receipt(request_id, subject, victim_ids, counts, verification,
-                                             actor=actor, kind=kind, project_id=project_id))
+    if reapplies:
+        verification["reapplied"] = reapplies
+    receipt = _store_receipt(request_id, subject, victim_ids, counts, verification,
+                             actor=actor, kind=kind, project_id=project_id)
     if verification["status"] != "verified":
         log.warning("deletion %s: verification %s", request_id, verification["status"])
     return receipt
@@ -384,20 +390,30 @@ def _scrub_and_verify(needles: list[str], xid: int | None, lease: Lease, seconds
 
 def _store_receipt(request_id, subject: str, victim_ids: list[uuid.UUID], counts: dict, verification: dict, *,
                    actor: str, kind: str, project_id: int | None, verify_by=None) -> DeletionReceipt:
-    """Step 8: the receipt and its audit event, one transaction."""
-    with transaction.atomic():
-        receipt = DeletionReceipt.everywhere.create(
-            id=request_id, project_id=project_id, actor=str(actor)[:200], kind=kind,
-            subject_sha256=subject_sha256(subject),
-            conversation_ids=[str(i) for i in victim_ids], counts=counts, filed_verification=verification,
-            verify_by=verify_by,
-        )
-        store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
-                           target_id=str(receipt.pk), project_id=project_id,
-                           detail={"status": verification["status"],
-                                   "strings_checked": verification["strings_checked"],
-                                   "files_searched": verification["files_searched"]})
-        return receipt
+    """Step 8: the receipt's journal entry, then the receipt and its audit event in one transaction.
+
+    The entry goes first (erasure_journal.py): a receipt never exists without it, and a crash
+    between leaves an entry whose receipt is missing, which a restore re-applies all the same."""
+    receipt = DeletionReceipt(
+        id=request_id, project_id=project_id, actor=str(actor)[:200], kind=kind, created_at=timezone.now(),
+        subject_sha256=subject_sha256(subject),
+        conversation_ids=[str(i) for i in victim_ids], counts=counts, filed_verification=verification,
+        verify_by=verify_by,
+    )
+    anchor = erasure_journal.record_erasure(receipt, subject=subject)
+
+    def insert():
+        with transaction.atomic():
+            receipt.save(force_insert=True)
+            store.record_audit(actor=actor, action="deletion.receipt", target_type="deletion_receipt",
+                               target_id=str(receipt.pk), project_id=project_id,
+                               detail={"status": verification["status"],
+                                       "strings_checked": verification["strings_checked"],
+                                       "files_searched": verification["files_searched"],
+                                       "journal": anchor})
+            return receipt
+
+    return in_turn(insert)
 
 
 def delete_one_conversation(*, conversation_id, actor: str) -> DeletionReceipt:

@@ -35,11 +35,14 @@ def wal_account(search: FileSearch, wal: pgfiles.WalState) -> dict:
 def scope() -> str:
     # Files outside the database that may hold personal data (leftovers.py), searched after removal.
     outside = "; and the upload folder of the data directory (import previews waiting for confirmation)"
+    # Backups made before still hold it: the erasure journal makes every restore erase it again (reapply.py).
+    backups = ("; backups taken before still hold it, and a restore of one re-applies this erasure from the "
+               "erasure journal")
     if connection.vendor == "sqlite":
-        return "the SQLite main file, its -wal and -shm files" + outside
+        return "the SQLite main file, its -wal and -shm files" + outside + backups
     return ("every relation file of the database (tables, TOAST, indexes, planner statistics, all forks) under "
             "data_directory, and every segment of the write-ahead log (pg_wal)" + outside
-            + "; replicas, WAL archives and backups are not covered")
+            + "; streaming replicas and WAL archives are not covered (docs/SCALING.md)" + backups)
 
 
 @dataclass

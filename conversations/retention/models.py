@@ -144,6 +144,8 @@ class DeletionReceipt(models.Model):
             "verification": self.verification,
             # Two phases: the rows went when it was filed; the files are searched by this time.
             "verify_by": self.verify_by.isoformat() if self.verify_by else None,
+            # A request that carried out an earlier one again after a restore: which, of which backup, when.
+            "reapplied": self.filed_verification.get("reapplied"),
         }
 
 

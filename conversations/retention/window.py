@@ -41,7 +41,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from conversations import projects, store
 
-from . import erasure_receipt, erasure_scrub, erasure_verify, pgfiles
+from . import erasure_journal, erasure_receipt, erasure_scrub, erasure_verify, pgfiles
 from .lease import Lease, in_turn, maintenance
 from .models import DeletionReceipt, ReceiptCheck
 
@@ -213,15 +213,17 @@ def _verify_all(waiting: list[Pending], lease: Lease, result: WindowResult) -> d
 
 
 def _store_check(pending: Pending, verification: dict) -> None:
+    receipt = DeletionReceipt.everywhere.get(pk=uuid.UUID(pending.receipt_id))
+    # The journal first, as for the receipt: a restore then brings the verdict back with it.
+    anchor = erasure_journal.record_check(receipt, verification)
     with transaction.atomic():
-        receipt = DeletionReceipt.everywhere.get(pk=uuid.UUID(pending.receipt_id))
         ReceiptCheck.objects.create(receipt=receipt, status=verification["status"], verification=verification)
         store.record_audit(actor="system:erasure window", action="deletion.verified", target_type="deletion_receipt",
                            target_id=pending.receipt_id, project_id=receipt.project_id,
                            detail={"status": verification["status"],
                                    "strings_checked": verification["strings_checked"],
                                    "files_searched": verification["files_searched"],
-                                   "window_requests": verification["window"]["requests"]})
+                                   "window_requests": verification["window"]["requests"], "journal": anchor})
 
 
 def waiting_receipts():
