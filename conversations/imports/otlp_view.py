@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from conversations.apiauth import authenticate_bearer
 from conversations.errors import ImportInProgress, StoreError
+from memoryui.connections import close_after_answer
 
 from . import otlp
 
@@ -107,6 +108,7 @@ def traces(request):
     try:
         body = _read_body(request, _max_bytes())
         if body is None:
+            close_after_answer()  # what is left of the body is still on the connection
             return _status(413, f"the body is over {_max_bytes()} bytes; send smaller batches", binary=binary,
                            field="body")
         doc = otlp.decode_protobuf(body) if binary else otlp.decode_json(body)
