@@ -123,18 +123,21 @@ def traces(request):
 
 
 def _answer(result: otlp.Result, *, binary: bool) -> HttpResponse:
+    # The specification's partial success: rejected spans are counted; an errorMessage with no
+    # span rejected is a warning, which says what was accepted but not kept.
     rejected = len(result.rejected)
-    message = "; ".join(f"span {sid or '?'}: {reason}" for sid, reason in result.rejected[:20])[:2000]
+    message = result.not_kept()
     if binary:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
         answer = ExportTraceServiceResponse()
-        if rejected:
+        if rejected or message:
             answer.partial_success.rejected_spans = rejected
             answer.partial_success.error_message = message
         response = HttpResponse(answer.SerializeToString(), content_type=PROTOBUF)
     else:
-        doc = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}} if rejected else {}
+        doc = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}} if rejected or message \
+            else {}
         response = HttpResponse(json.dumps(doc), content_type=JSON)
     response["Cache-Control"] = "no-store"
     return response
