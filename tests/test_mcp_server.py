@@ -128,10 +128,49 @@ def test_every_tool_works_over_stdio_and_writes_what_it_says(live_server):
     proposed = Fact.objects.get(pk=out["proposed"]["id"])
     assert proposed.status == "proposed" and proposed.text == "Travels to Oslo in March."
 
+    # The output shapes are an interface (models and prompts read them): pinned, and the keys
+    # the lists had before `items` still hold the same lists.
+    assert shapes(out) == json.loads(SHAPES.read_text()), (
+        f"an MCP tool's output changed shape; if that is meant, keep the old keys working and update {SHAPES}")
+    for name, legacy in (("listed", "conversations"), ("by_id", "conversations"), ("found", "hits"),
+                         ("recalled", "facts")):
+        assert out[name][legacy] == out[name]["items"], name
+
     assert out["refused"].is_error and "memoryui refused" in out["refused"].content[0].text
     assert "position" in out["refused"].content[0].text
     assert out["missing"].is_error and "not_found" in out["missing"].content[0].text
     assert out["schema_refused"].is_error and "importance" in out["schema_refused"].content[0].text
+
+
+SHAPES = Path(__file__).parent / "fixtures" / "mcp_output_shapes.json"
+
+
+def shape(value):
+    """The shape of a tool's output: keys and JSON types, a list by its first item."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}[type(value)]
+
+
+def shapes(out: dict) -> dict:
+    return {name: shape(value) for name, value in sorted(out.items()) if isinstance(value, dict)}
+
+
+def test_without_legacy_keys_the_lists_are_items_alone(live_server):
+    key = make_key(["read", "facts:read"], name="mcp-items")
+    store.create_conversation(title="One", namespace="n")
+    params = server_params(live_server.url, key)
+    params.args.append("--no-legacy-keys")
+
+    async def calls(session):
+        return [payload(await session.call_tool("list_conversations", {})),
+                payload(await session.call_tool("recall_facts", {"subject": "nobody"}))]
+
+    _, (listed, recalled) = run_async(session_calls(params, calls))
+    assert set(listed) == {"items", "next"} and len(listed["items"]) == 1
+    assert recalled == {"items": [], "next": None}
 
 
 def test_a_key_without_the_scope_comes_back_as_a_tool_error(live_server):

@@ -8,6 +8,13 @@ create one, append messages, checkpoint (fold) and fork it, recall approved fact
 about a subject and propose a new one. Every call goes to memoryui's HTTP API with
 the key from MEMORYUI_API_KEY; what the API refuses comes back as a tool error
 carrying the API's code, message and field, so the model can correct itself.
+
+A tool's output is read by models and by the prompts written for them: its shape is
+an interface (tests/fixtures/mcp_output_shapes.json pins it). The lists are `items`
+(with `next`); the keys they had before, `conversations` (list_conversations, and
+find_conversations by external id), `hits` (find_conversations by words) and `facts`
+(recall_facts), hold the same list too, so a prompt or client reading them keeps
+working. `--no-legacy-keys` (build_server(legacy_keys=False)) leaves them out.
 """
 
 import argparse
@@ -52,8 +59,9 @@ def _error(exc: MemoryuiError) -> ToolError:
 
 
 def build_server(url: str | None = None, *, api_key: str | None = None, client: AsyncMemoryui | None = None,
-                 ) -> MCPServer:
-    """The MCP server with its tools, talking to memoryui at `url` with `api_key`."""
+                 legacy_keys: bool = True) -> MCPServer:
+    """The MCP server with its tools, talking to memoryui at `url` with `api_key`. With
+    `legacy_keys`, a list is also under the key it had before `items` (see the module)."""
     # WARNING: stderr is the MCP client's log; a line per HTTP request would drown it.
     server = MCPServer(name="memoryui", title="memoryui", instructions=INSTRUCTIONS, log_level="WARNING",
                        description="Durable, append-only memory for agents: conversations, checkpoints, forks, "
@@ -73,9 +81,12 @@ def build_server(url: str | None = None, *, api_key: str | None = None, client: 
         except MemoryuiError as exc:
             raise _error(exc) from None
 
-    _conversation_reads(server, mui, call)
+    def listing(items: list, next_cursor, legacy: str) -> dict[str, Any]:
+        return {"items": items, "next": next_cursor, **({legacy: items} if legacy_keys else {})}
+
+    _conversation_reads(server, mui, call, listing)
     _conversation_writes(server, mui, call)
-    _fact_tools(server, mui, call)
+    _fact_tools(server, mui, call, listing)
     return server
 
 
@@ -83,7 +94,7 @@ ConversationId = Annotated[str, Field(description="The conversation's id (a UUID
                                                   "find_conversations return it.")]
 
 
-def _conversation_reads(server: MCPServer, mui, call) -> None:
+def _conversation_reads(server: MCPServer, mui, call, listing) -> None:
     """The tools that find and read conversations."""
     @server.tool(title="List conversations")
     async def list_conversations(
@@ -98,7 +109,7 @@ def _conversation_reads(server: MCPServer, mui, call) -> None:
         external id and message count. Page with `cursor`."""
         page = await call(mui()._run, _core.list_page(cursor=cursor, limit=limit, subject=subject,
                                                        namespace=namespace))
-        return {"items": [_summary(c) for c in page["items"]], "next": page.get("next")}
+        return listing([_summary(c) for c in page["items"]], page.get("next"), "conversations")
 
     @server.tool(title="Find conversations")
     async def find_conversations(
@@ -118,11 +129,11 @@ def _conversation_reads(server: MCPServer, mui, call) -> None:
             raise ToolError("give exactly one of query (words to find) and external_id (a framework's id)")
         if external_id:
             found = await call(mui().find, external_id=external_id, namespace=namespace or "")
-            return {"items": [_summary(found)] if found else [], "next": None}
+            return listing([_summary(found)] if found else [], None, "conversations")
         params = {k: v for k, v in {"q": query, "namespace": namespace, "subject": subject,
                                      "limit": limit}.items() if v is not None}
         page = await call(mui()._run, _core.Call("GET", "/search", params=params))
-        return {"items": page["items"], "next": page.get("next")}
+        return listing(page["items"], page.get("next"), "hits")
 
     @server.tool(title="Read a conversation's active view")
     async def read_conversation(conversation_id: ConversationId) -> dict[str, Any]:
@@ -191,7 +202,7 @@ def _conversation_writes(server: MCPServer, mui, call) -> None:
         return _summary(await call(mui().fork, conversation_id, position=position, title=title))
 
 
-def _fact_tools(server: MCPServer, mui, call) -> None:
+def _fact_tools(server: MCPServer, mui, call, listing) -> None:
     """The tools that recall and propose long-term facts."""
     @server.tool(title="Recall facts")
     async def recall_facts(
@@ -201,7 +212,7 @@ def _fact_tools(server: MCPServer, mui, call) -> None:
     ) -> dict[str, Any]:
         """Approved, current facts about a subject, best first (a person approved each one;
         proposed, expired and invalidated facts are never recalled)."""
-        return {"items": await call(mui().recall, subject=subject, query=query, limit=limit), "next": None}
+        return listing(await call(mui().recall, subject=subject, query=query, limit=limit), None, "facts")
 
     @server.tool(title="Propose a fact")
     async def propose_fact(
@@ -231,12 +242,15 @@ def main(argv: list[str] | None = None) -> None:
                                          "the fact tools).")
     parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000"),
                         help="memoryui's address (default: MEMORYUI_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--no-legacy-keys", action="store_true",
+                        help="answer lists under `items` only, without the keys they had before "
+                             "(conversations, hits, facts)")
     args = parser.parse_args(argv)
     key = os.environ.get("MEMORYUI_API_KEY")
     if not key:
         print("memoryui-mcp: set MEMORYUI_API_KEY to an API key (manage.py create_api_key)", file=sys.stderr)
         raise SystemExit(2)
-    build_server(args.url, api_key=key).run("stdio")
+    build_server(args.url, api_key=key, legacy_keys=not args.no_legacy_keys).run("stdio")
 
 
 if __name__ == "__main__":
