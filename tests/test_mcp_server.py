@@ -192,6 +192,14 @@ def test_without_a_key_it_says_so_and_stops():
     assert done.returncode == 2 and "MEMORYUI_API_KEY" in done.stderr
 
 
+def test_without_an_address_it_says_so_and_stops():
+    env = {**os.environ, "PYTHONPATH": str(CLIENT_SRC), "MEMORYUI_API_KEY": "mui_x"}
+    env.pop("MEMORYUI_URL", None)
+    done = subprocess.run([sys.executable, "-m", "memoryui_client.integrations.mcp_server"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--url" in done.stderr
+
+
 def test_it_is_installed_as_the_memoryui_mcp_console_script():
     project = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
     assert project["scripts"]["memoryui-mcp"] == "memoryui_client.integrations.mcp_server:main"

@@ -54,6 +54,17 @@ function env(name: string): string | undefined {
   return process?.env?.[name];
 }
 
+/** The server: `url`, else MEMORYUI_URL; never a guessed default, which would send an agent's
+ * memory to whatever answers there. */
+function serverUrl(url: string | undefined): string {
+  const found = url?.trim() || env("MEMORYUI_URL")?.trim();
+  if (!found) {
+    throw new TypeError('no memoryui server given: pass its URL (new Memoryui("http://127.0.0.1:8000")) '
+      + "or set MEMORYUI_URL");
+  }
+  return found;
+}
+
 function baseUrl(url: string): string {
   const trimmed = url.replace(/\/+$/, "");
   return trimmed.endsWith("/api/v1") ? trimmed : `${trimmed}/api/v1`;
@@ -87,7 +98,7 @@ export class Memoryui {
     if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
     const retries = options.retries instanceof Retries ? options.retries : new Retries(options.retries);
     this.transport = {
-      baseUrl: baseUrl(url ?? env("MEMORYUI_URL") ?? "http://127.0.0.1:8000"), headers, retries,
+      baseUrl: baseUrl(serverUrl(url)), headers, retries,
       fetch: options.fetch ?? globalThis.fetch.bind(globalThis), timeout: options.timeout ?? 30_000,
       sleep: options.sleep ?? sleep,
     };

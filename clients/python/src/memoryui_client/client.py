@@ -41,6 +41,22 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
+def server_url(url: str | None) -> str:
+    """The server to talk to: `url`, else MEMORYUI_URL; never a guess, since a default address would
+    send an agent's memory to whatever answers there (or fail far from the cause)."""
+    url = (url or "").strip() or (os.environ.get("MEMORYUI_URL") or "").strip()
+    if not url:
+        raise ValueError("no memoryui server given: pass its URL (Memoryui(\"http://127.0.0.1:8000\")) "
+                         "or set MEMORYUI_URL")
+    return url
+
+
+def _unreachable(exc: httpx.TransportError, http, call: Call) -> TransportError:
+    """A connection that failed, naming the address it was for (a refused connection says nothing else)."""
+    url = str(http.base_url).rstrip("/") + call.path
+    return TransportError(f"could not reach memoryui at {url}: {type(exc).__name__}: {exc}", code="transport_error")
+
+
 def _retry_wait(retries: Retries, attempt: int, response: httpx.Response, waited: float) -> float | None:
     return retries.wait_before_retry(attempt, response.status_code, response.headers.get("Retry-After"), waited)
 
@@ -50,7 +66,7 @@ class _Operations:
 
     def _connect(self, client_class, url: str | None, *, api_key, retries, timeout, transport, sleep):
         """Open the httpx client to `url` (or MEMORYUI_URL) with the key (or MEMORYUI_API_KEY)."""
-        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
+        url = server_url(url)
         self.retries = retries or Retries()
         self._sleep = sleep
         self._http = client_class(base_url=_base_url(url), headers=_headers(api_key or os.environ.get(
@@ -174,7 +190,7 @@ class Memoryui(_Operations):
                                               headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 self._sleep(self.retries.delay(attempt))
                 continue
             if response.is_success:
@@ -249,7 +265,7 @@ class Memoryui(_Operations):
                     return
             except httpx.TransportError as exc:  # only before the first byte is a retry clean
                 if started or attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 self._sleep(self.retries.delay(attempt))
 
 
@@ -279,7 +295,7 @@ class AsyncMemoryui(_Operations):
                                                     content=body, headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 await self._sleep(self.retries.delay(attempt))
                 continue
             if response.is_success:
@@ -350,5 +366,5 @@ class AsyncMemoryui(_Operations):
                     return
             except httpx.TransportError as exc:
                 if started or attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 await self._sleep(self.retries.delay(attempt))

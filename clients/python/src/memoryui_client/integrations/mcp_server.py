@@ -240,12 +240,15 @@ def main(argv: list[str] | None = None) -> None:
         prog="memoryui-mcp", description="memoryui as an MCP server over stdio. The API key is read from "
                                          "MEMORYUI_API_KEY (scopes: read, write; facts:read and facts:write for "
                                          "the fact tools).")
-    parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000"),
-                        help="memoryui's address (default: MEMORYUI_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL"),
+                        help="memoryui's address, e.g. http://127.0.0.1:8000 (default: MEMORYUI_URL)")
     parser.add_argument("--no-legacy-keys", action="store_true",
                         help="answer lists under `items` only, without the keys they had before "
                              "(conversations, hits, facts)")
     args = parser.parse_args(argv)
+    if not (args.url or "").strip():
+        print("memoryui-mcp: give memoryui's address with --url (or MEMORYUI_URL)", file=sys.stderr)
+        raise SystemExit(2)
     key = os.environ.get("MEMORYUI_API_KEY")
     if not key:
         print("memoryui-mcp: set MEMORYUI_API_KEY to an API key (manage.py create_api_key)", file=sys.stderr)
