@@ -49,3 +49,7 @@ ledger_mark = Hook("ledger_mark", lambda conversation_id: "")
 # Delete one conversation the way a deletion request does (text gone, verified, a receipt):
 # returns the receipt. Provided by conversations.retention.
 delete_conversation = Hook("delete_conversation", _no_deletion_path)
+# The conversations a framework's id names (a LangGraph thread id, a Claude or OpenAI Agents
+# session id, an OTel conversation or trace id): [(conversation, framework)], for the search
+# box. Provided by conversations.imports (imports/lookup.py).
+find_by_framework_id = Hook("find_by_framework_id", lambda text: [])

@@ -142,6 +142,19 @@ export class Memoryui {
     return page.items[0] ?? null;
   }
 
+  /**
+   * The conversations a framework knows by its own id, where it stands now first: `framework`
+   * "langgraph" (a thread id; `checkpointNs` "" for the root graph, omitted for all), "claude" or
+   * "openai-agents" (a session id), "otel" (a gen_ai.conversation.id or a trace id), "pydantic-ai"
+   * (a history id), "langchain" (a session id).
+   */
+  async lookup(options: { framework: string; id: string; checkpointNs?: string }): Promise<ConversationSummary[]> {
+    const query: Query = { framework: options.framework, id: options.id };
+    if (options.checkpointNs !== undefined) query.checkpoint_ns = options.checkpointNs;
+    const page = await this.run<ConversationPage>({ method: "GET", path: "/lookup", query });
+    return page.items;
+  }
+
   get(conversationId: string): Promise<Conversation> {
     return this.run({ method: "GET", path: `/conversations/${id(conversationId)}` });
   }

@@ -92,6 +92,13 @@ class _Operations:
         """The conversation with this external id, or None."""
         return self._run(_core.find(external_id=external_id, namespace=namespace))
 
+    def lookup(self, framework: str, id: str, *, checkpoint_ns: str | None = None) -> list[dict]:
+        """The conversations a framework knows by its own id, where it stands now first:
+        `framework` "langgraph" (a thread id; `checkpoint_ns` "" for the root graph, omitted for
+        all), "claude" or "openai-agents" (a session id), "otel" (a gen_ai.conversation.id or a
+        trace id), "pydantic-ai" (a history id), "langchain" (a session id)."""
+        return self._run(_core.lookup(framework=framework, id=id, checkpoint_ns=checkpoint_ns))
+
     def get(self, conversation_id):
         return self._run(_core.get(conversation_id))
 
