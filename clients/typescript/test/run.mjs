@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "..", "..", "..");
-const files = readdirSync(here).filter((name) => name.endsWith(".test.mjs")).sort().map((name) => join("test", name));
+const files = readdirSync(here).filter((name) => name.endsWith(".test.mjs")).sort().map((name) => join(here, name));
 
 async function startServer() {
   const python = join(root, ".venv", "bin", "python");
