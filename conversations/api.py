@@ -69,7 +69,7 @@ def _conversation_path(conversation_id) -> str:
     return f"/api/v1/conversations/{conversation_id}"
 
 
-def _summary(c: Conversation, request) -> dict:
+def conversation_summary(c: Conversation, request) -> dict:
     return {
         "id": str(c.pk),
         "title": c.title,
@@ -103,7 +103,7 @@ def _detail(conversation_id, request) -> dict:
     # Most conversations have no checkpoint: the count (from the same statement) spares the look-up.
     latest = c.latest_checkpoint() if c.checkpoint_count else None
     return {
-        **_summary(c, request),
+        **conversation_summary(c, request),
         "meta": c.meta,
         "next_position": c.next_position,
         "lineage": [
@@ -223,7 +223,7 @@ def list_conversations(
     next_url = keyset.next_url(request, next_cursor, [
         ("limit", limit), ("order", order), ("subject", subject), ("namespace", namespace),
         ("external_id", external_id)])
-    return keyset.listing([_summary(c, request) for c in rows], next_cursor, next_url)
+    return keyset.listing([conversation_summary(c, request) for c in rows], next_cursor, next_url)
 
 
 ConversationId = Path(..., description="The conversation's id (a UUID).", example=EXAMPLE_ID)

@@ -59,3 +59,7 @@ restore_prepare = Hook("restore_prepare", lambda **options: None)
 # After the restored database verified (the prepared plan, path, manifest): re-applies those
 # erasures; returns {"notes": [...], "problems": [...]}.
 restore_finish = Hook("restore_finish", lambda plan, **options: {"notes": [], "problems": []})
+# The conversations a framework's id names (a LangGraph thread id, a Claude or OpenAI Agents
+# session id, an OTel conversation or trace id): [(conversation, framework)], for the search
+# box. Provided by conversations.imports (imports/lookup.py).
+find_by_framework_id = Hook("find_by_framework_id", lambda text: [])

@@ -5,6 +5,8 @@ from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpResponse
 from django.shortcuts import resolve_url
 
+from memoryui.connections import close_after_answer
+
 from .http import API_PREFIX, error_json
 
 
@@ -69,6 +71,7 @@ class ApiErrorShapeMiddleware:
         # Pages take files (the import page), the API one JSON body: each has its own limit.
         body_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if is_api else settings.MEMORYUI_MAX_UPLOAD_BYTES
         if _is_chunked(request) and not _buffer_chunked_body(request, body_limit):
+            close_after_answer()  # the rest of the body is still on the connection
             message = _API_ERROR_MESSAGES[413] + f" ({body_limit} bytes)"
             if is_api:
                 return error_json(413, message)
@@ -76,6 +79,7 @@ class ApiErrorShapeMiddleware:
         if not is_api:
             return self.get_response(request)
         if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            close_after_answer()
             return error_json(413, _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)")
         head = request.method == "HEAD"
         if head:

@@ -68,6 +68,19 @@ def on_starting(server):
     _prepare_metrics_dir()
 
 
+def pre_request(worker, req):
+    # The app may answer before reading a body (413): it then asks for `Connection: close`.
+    from memoryui import connections
+
+    connections.serving(req)
+
+
+def post_request(worker, req, environ, resp):
+    from memoryui import connections
+
+    connections.serving(None)
+
+
 def child_exit(server, worker):
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess

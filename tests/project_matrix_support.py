@@ -226,6 +226,8 @@ def build_world(b_slug: str = "beta") -> World:
     add("search", B_WORD)
     add("actor", f"key:{m('key-name')}")
     add("actor", f"user:{m('person')}")
+    for framework_id in (m("oai-session"), m("lc-session"), thread, m("otel-conv")):  # as PATH_VALUES' framework
+        add("framework_id", framework_id)
     add("user", b_person.pk)  # an account of B's only: A's members pages must not reach it
     assert by_external.get(m("ext-root")) is not None
     ghosts = {kind: [ghost_of(value) for value in found] for kind, found in values.items()}

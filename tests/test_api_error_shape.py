@@ -59,7 +59,7 @@ def test_an_unhandled_exception_is_a_json_500(reader, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(api, "_summary", explode)
+    monkeypatch.setattr(api, "conversation_summary", explode)
     api_client = Client(raise_request_exception=False)
     from conversations import store
 

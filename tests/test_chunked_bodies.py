@@ -169,3 +169,26 @@ def test_in_process_a_chunked_upload_to_the_import_page_past_the_api_limit_is_re
                               **{"wsgi.input": io.BytesIO(body)})
     assert response.status_code == 200, response.content[:500]
     assert 'name="token"' in response.content.decode()  # previewed, waiting for its confirmation
+
+
+# ---- a refused body and the client's connection pool ------------------------------------------
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_a_413_before_the_body_is_read_closes_the_connection_and_a_pooled_client_goes_on(server, key,
+                                                                                         conversation, chunked):
+    """The body past the limit stays unread on the connection: the answer says `Connection: close`,
+    so a pooled client opens a new connection for its next request instead of failing on the old one."""
+    import httpx
+
+    body = json.dumps({"messages": [{"kind": "note", "text": "z" * (LIMIT // 2)}] * 4}).encode()
+    path = f"http://127.0.0.1:{server}/api/v1/conversations/{conversation.pk}/messages"
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        refused = http.post(path + "/batch", content=_blocks(body) if chunked else body,
+                            headers={"Content-Type": "application/json"})
+        assert refused.status_code == 413, refused.content
+        assert refused.headers["Connection"] == "close"
+        for n in range(3):  # on the same pool: each one is served
+            answer = http.post(path, json={"kind": "note", "text": f"after the refused body {n}"})
+            assert answer.status_code == 201, answer.content
+    assert Message.objects.filter(conversation=conversation).count() == 3

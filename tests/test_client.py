@@ -261,6 +261,33 @@ def test_connection_errors_are_retried_then_raised():
     assert len(seen) == 3
 
 
+def test_a_refused_connection_names_the_address_it_was_for(live_server):
+    from tests.server_support import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    for client in (Memoryui(closed, retries=Retries(attempts=1)), AsyncMemoryui(closed, retries=Retries(attempts=1))):
+        with pytest.raises(TransportError) as refused:
+            result = client.get("3f1c")
+            if asyncio.iscoroutine(result):
+                run_async(result)
+        assert f"could not reach memoryui at {closed}/api/v1/conversations/3f1c" in str(refused.value)
+        assert "ConnectError" in str(refused.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Memoryui(), lambda: AsyncMemoryui(), lambda: Memoryui(" "),
+    lambda: __import__("memoryui_client.integrations.claude", fromlist=["x"]).MemoryuiSessionStore(),
+    lambda: __import__("memoryui_client.integrations.openai_agents", fromlist=["x"]).MemoryuiSession("s"),
+    lambda: __import__("memoryui_client.integrations.langgraph", fromlist=["x"]).MemoryuiSaver(),
+], ids=["sync", "async", "blank", "claude", "openai-agents", "langgraph"])
+def test_without_an_address_it_fails_clearly_instead_of_guessing_one(monkeypatch, make):
+    monkeypatch.delenv("MEMORYUI_URL", raising=False)
+    with pytest.raises(ValueError, match="MEMORYUI_URL"):
+        make()
+    monkeypatch.setenv("MEMORYUI_URL", "http://127.0.0.1:9")
+    make()  # the variable is the other way to give it
+
+
 def test_each_write_gets_its_own_key_and_a_given_key_is_used():
     transport, seen = scripted(ok())
     mui = Memoryui("http://127.0.0.1:9", transport=transport)

@@ -131,10 +131,49 @@ def test_every_tool_works_over_stdio_and_writes_what_it_says(live_server):
     proposed = Fact.objects.get(pk=out["proposed"]["id"])
     assert proposed.status == "proposed" and proposed.text == "Travels to Oslo in March."
 
+    # The output shapes are an interface (models and prompts read them): pinned, and the keys
+    # the lists had before `items` still hold the same lists.
+    assert shapes(out) == json.loads(SHAPES.read_text()), (
+        f"an MCP tool's output changed shape; if that is meant, keep the old keys working and update {SHAPES}")
+    for name, legacy in (("listed", "conversations"), ("by_id", "conversations"), ("found", "hits"),
+                         ("recalled", "facts")):
+        assert out[name][legacy] == out[name]["items"], name
+
     assert out["refused"].is_error and "memoryui refused" in out["refused"].content[0].text
     assert "position" in out["refused"].content[0].text
     assert out["missing"].is_error and "not_found" in out["missing"].content[0].text
     assert out["schema_refused"].is_error and "importance" in out["schema_refused"].content[0].text
+
+
+SHAPES = Path(__file__).parent / "fixtures" / "mcp_output_shapes.json"
+
+
+def shape(value):
+    """The shape of a tool's output: keys and JSON types, a list by its first item."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}[type(value)]
+
+
+def shapes(out: dict) -> dict:
+    return {name: shape(value) for name, value in sorted(out.items()) if isinstance(value, dict)}
+
+
+def test_without_legacy_keys_the_lists_are_items_alone(live_server):
+    key = make_key(["read", "facts:read"], name="mcp-items")
+    store.create_conversation(title="One", namespace="n")
+    params = server_params(live_server.url, key)
+    params.args.append("--no-legacy-keys")
+
+    async def calls(session):
+        return [payload(await session.call_tool("list_conversations", {})),
+                payload(await session.call_tool("recall_facts", {"subject": "nobody"}))]
+
+    _, (listed, recalled) = run_async(session_calls(params, calls))
+    assert set(listed) == {"items", "next"} and len(listed["items"]) == 1
+    assert recalled == {"items": [], "next": None}
 
 
 def test_a_key_without_the_scope_comes_back_as_a_tool_error(live_server):
@@ -215,6 +254,14 @@ def test_without_a_key_it_says_so_and_stops():
     done = subprocess.run([sys.executable, "-m", "memoryui_client.integrations.mcp_server", "--url",
                            "http://127.0.0.1:9"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "MEMORYUI_API_KEY" in done.stderr
+
+
+def test_without_an_address_it_says_so_and_stops():
+    env = {**os.environ, "PYTHONPATH": str(CLIENT_SRC), "MEMORYUI_API_KEY": "mui_x"}
+    env.pop("MEMORYUI_URL", None)
+    done = subprocess.run([sys.executable, "-m", "memoryui_client.integrations.mcp_server"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--url" in done.stderr
 
 
 def test_it_is_installed_as_the_memoryui_mcp_console_script():

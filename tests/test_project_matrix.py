@@ -55,6 +55,7 @@ OBJECTS = {
     "session_id": "session", "thread_id": "thread", "source_thread_id": "thread",
     "thread_ids": "thread", "checkpoint_id": "langgraph_checkpoint", "run_ids": "langgraph_run",
     "idempotency_key": "business_key", "q": "search", "query": "search", "actor": "actor", "user_id": "user",
+    "id": "framework_id",
 }
 # Names that hold no object: left out of a query (their default), kept as the example has them
 # in a body, and given one of these values where a path needs them.
@@ -72,9 +73,11 @@ NEUTRAL = {
     "metadata_json", "parent_checkpoint_id", "target_thread_id", "task_id", "task_path", "writes", "strategy",
     "scopes", "pinned", "confirm", "token", "all_projects", "namespaces", "fmt", "part", "rest", "sort",
     # accounts are the server's, not a project's; a role, a filter, a new project's address
-    "username", "role", "active", "slug",
+    "username", "role", "active", "slug", "framework",
 }
-PATH_VALUES = {"fmt": list(FORMATS), "part": list(PARTS), "position": ["0", "1", "4"]}
+# B's framework ids (project_matrix_support: framework_id) are, in turn, of these frameworks.
+PATH_VALUES = {"fmt": list(FORMATS), "part": list(PARTS), "position": ["0", "1", "4"],
+               "framework": ["openai-agents", "langchain", "langgraph", "otel"]}
 # Pages that are the server's, not a project's, or end the session the walk runs in.
 NOT_PROJECT_PAGES = {
     "favicon.ico": "a redirect to a static file", "healthz": "liveness, no data", "readyz": "readiness, no data",
@@ -111,6 +114,8 @@ _VOLATILE = [
     # A redirect naming the row it made (an access-log row), a download named by a digest
     (re.compile(r"(Location: [^\n]*?=)\d+"), r"\1<n>"),
     (re.compile(r"subject-export-[0-9a-f]{12}"), "subject-export-<digest>"),
+    # A LangGraph thread's conversation is keyed by its id's digest: A's own, made by a write above
+    (re.compile(r"thread-[0-9a-f]{40}"), "thread-<digest>"),
     (re.compile(r'"(?:id|run_id|seconds|bytes_before|bytes_after|bytes_freed|receipt_id|request_id|position|'
                 r'first_position|last_position|updated_ms|mtime|signed_at|signature|chain_hash|key_id|public_key|'
                 r'generation|bytes)": ?("[^"]*"|[\d.e-]+)'), '"<volatile>"'),
@@ -390,6 +395,9 @@ def _api_attempt(op: Operation, world, i: int, body, extra, *, ghost: bool, prob
     wanted += [("namespace" if name == "external_namespace" else name,
                 "external_namespace" if name == "external_namespace" else OBJECTS[name], j) for name, j in extra]
     pairs = [(name, _value(world, kind, j, ghost=ghost)) for name, kind, j in wanted]
+    # A required query parameter that names no object: the value that goes with B's i-th object.
+    pairs += [(name, PATH_VALUES[name][i % len(PATH_VALUES[name])]) for name, required in _names(op, "query")
+              if required and name not in OBJECTS and name in PATH_VALUES]
     sent += [value for _, value in pairs]
     data = None
     if body == "build":

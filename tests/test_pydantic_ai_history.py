@@ -131,3 +131,30 @@ def test_an_append_lands_after_what_another_writer_stored_meanwhile(live_server,
     later = agent.run_sync("Bye", message_history=seen_by_two).new_messages()
     two.append(later)  # planned on an older read: appended after the other writer's messages, not over them
     assert two.load() == seen_by_two + first + later
+
+
+def test_a_tools_model_retry_is_stored_as_a_tool_error(live_server, key):
+    # Since pydantic-ai 2.68 the tool's ModelRetry comes back as a ToolReturnPart whose outcome is
+    # "retried" (no RetryPromptPart): the row the model's error was is a tool row with is_error.
+    from pydantic_ai import ModelRetry
+
+    agent = Agent(TestModel())
+    tries = []
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        tries.append(city)
+        if len(tries) == 1:
+            raise ModelRetry("unknown city; try Oslo")
+        return "sunny"
+
+    result = agent.run_sync("What is the weather?")
+    saved = history(live_server, key, "retries")
+    saved.save(result.all_messages())
+    stored = rows(saved.conversation_id)
+    tools = [r for r in stored if r["kind"] == "tool"]
+    assert [t.get("is_error", False) for t in tools] == [True, False]
+    assert "unknown city; try Oslo" in tools[0]["content"] and tools[1]["content"] == "sunny"
+    assert tools[0]["meta"]["outcome"] == "retried"
+    assert saved.load() == result.all_messages()
+    assert_provider_valid(stored)

@@ -22,19 +22,16 @@ import pytest
 from django.db import connection
 
 from conversations import api_keys
-from conversations.frameworks.samples import AGENT_ID, claude_agent_session
 from conversations.project_store import create_project
 from conversations.roles import AUDITOR
 from memoryui_client import to_anthropic_messages, to_openai_messages
 from tests.api_support import Api, make_key
-from tests.claude_sdk_support import write_session_files
+from tests.node_server import claude_sessions
 from tests.provider_oracle import anthropic_body, anthropic_problems, openai_body, openai_problems
 from tests.render_support import NOTHING, generated_view
 from tests.typescript_support import TS, build, generate_types, tools, typecheck_against
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 
 
 @pytest.fixture(scope="module")
@@ -152,21 +149,6 @@ def rows_in(namespace_prefix: str) -> list[tuple[str, int]]:
         return [(external_id or "", count) for external_id, count in cursor.fetchall()]
 
 
-def claude_sessions(config: Path) -> dict:
-    """Claude Code session files under `config` (CLAUDE_CONFIG_DIR): the sample session with a
-    compaction and a subagent, and the importer's fixture session."""
-    sample = claude_agent_session()
-    write_session_files(config, sample)
-    fixture = (FIXTURES / "claude_code_session.jsonl").read_text()
-    fixture_id = json.loads(fixture.splitlines()[1])["sessionId"]
-    (config / "projects" / "-home-dev-shop").mkdir(parents=True)
-    (config / "projects" / "-home-dev-shop" / f"{fixture_id}.jsonl").write_text(fixture)
-    return {"sessionId": sample.session_id, "dir": "/srv/billing", "projectKey": sample.project_key,
-            "namespacePrefix": f"ts-claude-import-{uuid.uuid4().hex[:8]}/",
-            "agentId": AGENT_ID, "fixture": {"sessionId": fixture_id, "dir": "/home/dev/shop",
-                                             "projectKey": "-home-dev-shop"}}
-
-
 @pytest.mark.slow
 def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path):
     node, _ = tools()
@@ -174,9 +156,9 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path)
     key = make_key(["read", "write", "facts:read", "facts:write"], name="typescript")
     admin_key = make_key(["read", "write", "admin", "facts:read", "facts:write"], name="typescript-admin")
     projects = two_projects()
+    # What `npm test` runs (test/run.mjs: the *.test.mjs files), given this suite's live server.
     done = subprocess.run(
-        [node, "--test", "--test-reporter=spec", "--test-concurrency=4", *sorted(
-            str(p.relative_to(TS)) for p in (TS / "test").glob("*.test.mjs"))],
+        [node, "test/run.mjs", "--test-reporter=spec"],
         cwd=TS, capture_output=True, text=True, timeout=600,
         env={**os.environ, "MEMORYUI_URL": live_server.url, "MEMORYUI_API_KEY": key,
              "MEMORYUI_ADMIN_KEY": admin_key, "NO_COLOR": "1", "CLAUDE_CONFIG_DIR": str(tmp_path),
@@ -250,7 +232,7 @@ def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
     assert kinds == ["user", "thought", "assistant", "tool", "assistant", "tool", "assistant",
                      "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
     assert checkpoints == 1
-    assert children == [(f"{sample['sessionId']}/subagents/agent-{AGENT_ID}", "subagent")]
+    assert children == [(f"{sample['sessionId']}/subagents/agent-{sample['agentId']}", "subagent")]
 
 
 # ---- the README's snippets, and what a person sees of a conversation written from TypeScript ----

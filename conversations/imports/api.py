@@ -35,14 +35,15 @@ from ninja import Field, Query, Router, Schema
 from pydantic import BaseModel
 
 from conversations import idempotency, keyset, params
-from conversations.api_schemas import ListOut, json_body_doc, passed_raw
+from conversations.api import EXAMPLE_SUMMARY, conversation_summary
+from conversations.api_schemas import ConversationSummary, ListOut, errors_doc, example_doc, json_body_doc, passed_raw
 from conversations.apiauth import actor_of, scope
 from conversations.errors import InvalidInput, NotFound
 from conversations.formats import CHOICES
 from conversations.http import json_response
 from conversations.jsonbody import read_json
 
-from . import entry_appends, entry_streams, importer, sessions
+from . import entry_appends, entry_streams, importer, lookup, sessions
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
@@ -75,6 +76,8 @@ class EntriesDeletedOut(Schema):
     counts: dict[str, Any]
     verification: dict[str, Any]
     verify_by: str | None
+    # Set on a request that carried out an earlier one again after a restore (retention/reapply.py).
+    reapplied: dict[str, Any] | None = None
     receipt_id: str
     receipt_url: str
 
@@ -382,3 +385,32 @@ def session_clear(request):
     namespace, session_id, _ = _session_body(request)
     stream = sessions.clear_session(namespace=namespace, session_id=session_id, actor=actor_of(request))
     return {"stream": stream.as_dict()}
+
+
+class LookupPage(ListOut):
+    items: list[ConversationSummary]
+
+
+@router.get(
+    "/lookup",
+    operation_id="lookup_conversations",
+    summary="Find conversations by a framework's id",
+    response={200: LookupPage, **errors_doc(422)},
+    openapi_extra=example_doc(200, {"items": [EXAMPLE_SUMMARY], "next": None, "next_url": None}),
+)
+@scope("read")
+def lookup_conversations(
+    request,
+    framework: str = Query(..., max_length=40, description=f"One of {', '.join(lookup.FRAMEWORKS)}.",
+                           example="langgraph"),
+    id: str = Query(..., max_length=lookup.ID_MAX, description=(
+        "The framework's own id: a LangGraph thread id, a Claude or OpenAI Agents session id, an OTel "
+        "gen_ai.conversation.id or trace id, a Pydantic AI history id, a LangChain session id."), example="t-42"),
+    checkpoint_ns: str | None = Query(None, max_length=255, description=(
+        "LangGraph: the checkpoint namespace (\"\" the root graph; omitted: the root and every subgraph).")),
+):
+    """The conversations a framework knows by this id, the one where it stands now first (a
+    LangGraph thread after time travel: the fork its latest checkpoint is in; an OpenAI Agents
+    session after clear_session: its live generation). Needs `read`."""
+    found = lookup.find(framework, id, checkpoint_ns=checkpoint_ns)
+    return keyset.listing([conversation_summary(c, request) for c in found], None, None)

@@ -42,8 +42,10 @@ def append_entries(*, format: str, namespace: str, external_id: str, entries: li
     if format != "claude-code":
         raise InvalidInput("entries can be appended for format claude-code; import whole files of "
                            f"{', '.join(f for f in FORMATS if f != 'claude-code')}", field="format")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise InvalidInput("entries must be a list of JSON objects", field="entries")
+    # Any JSON value, as the SDK's own InMemorySessionStore takes it: a line of a transcript
+    # that is not an object is kept verbatim (load gives it back) and shown as a note.
+    if not isinstance(entries, list):
+        raise InvalidInput("entries must be a list", field="entries")
     namespace = (namespace or "").strip()
     external_id = (external_id or "").strip()
     if not external_id:
@@ -95,11 +97,11 @@ def _append_entries(*, format, namespace, external_id, entries, subject, actor, 
         result.unchanged = True
         return result
     # Retries and overlapping batches: entries whose uuid is stored already are skipped.
-    uuids = [stored_uuid(e["uuid"]) for e in entries if isinstance(e.get("uuid"), str)]
+    uuids = [u for u in map(_uuid_of, entries) if u is not None]
     stored = set(SourceEntry.objects.filter(source_id=source.pk, uuid__in=uuids).values_list("uuid", flat=True))
     fresh, seen = [], set()
     for e in entries:
-        u = stored_uuid(e["uuid"]) if isinstance(e.get("uuid"), str) else None
+        u = _uuid_of(e)
         if u is not None and (u in stored or u in seen):
             continue
         if u is not None:
@@ -143,10 +145,15 @@ def _placeholder_title(session: str, subpath: str) -> str:
     return f"Claude Code session {session[:8]}"
 
 
+def _uuid_of(entry) -> str | None:
+    return stored_uuid(entry["uuid"]) if isinstance(entry, dict) and isinstance(entry.get("uuid"), str) else None
+
+
 def _name_stream(source: ImportSource, plan: Plan, entries: list, *, subpath: str) -> None:
     """A stream's conversation starts with a placeholder title; its first prompt names it,
     and a title entry (`custom-title`, `ai-title`) renames it."""
     title = plan.conversations["main"].title.strip() if "main" in plan.conversations else ""
+    entries = [e for e in entries if isinstance(e, dict)]
     titled = any(e.get("type") in ("custom-title", "ai-title") for e in entries)
     session = source.source_key.partition("/")[0]
     placeholder = _placeholder_title(session, subpath)

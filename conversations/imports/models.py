@@ -74,6 +74,8 @@ class SourceEntry(models.Model):
             models.Index(fields=["source_id", "uuid"], name="source_entry_uuid_idx"),
             models.Index(fields=["source_id", "parent_uuid"], name="source_entry_parent_idx"),
             models.Index(fields=["conversation_id"], name="source_entry_conv_idx"),
+            # An OTel span's trace id: the conversations of a trace are found by it (search/lookup.py).
+            models.Index(fields=["group"], name="source_entry_group_idx"),
         ]
 
     def __str__(self) -> str:

@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from conversations.apiauth import authenticate_bearer
 from conversations.errors import ImportInProgress, StoreError
+from memoryui.connections import close_after_answer
 
 from . import otlp
 
@@ -107,6 +108,7 @@ def traces(request):
     try:
         body = _read_body(request, _max_bytes())
         if body is None:
+            close_after_answer()  # what is left of the body is still on the connection
             return _status(413, f"the body is over {_max_bytes()} bytes; send smaller batches", binary=binary,
                            field="body")
         doc = otlp.decode_protobuf(body) if binary else otlp.decode_json(body)
@@ -121,18 +123,21 @@ def traces(request):
 
 
 def _answer(result: otlp.Result, *, binary: bool) -> HttpResponse:
+    # The specification's partial success: rejected spans are counted; an errorMessage with no
+    # span rejected is a warning, which says what was accepted but not kept.
     rejected = len(result.rejected)
-    message = "; ".join(f"span {sid or '?'}: {reason}" for sid, reason in result.rejected[:20])[:2000]
+    message = result.not_kept()
     if binary:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
         answer = ExportTraceServiceResponse()
-        if rejected:
+        if rejected or message:
             answer.partial_success.rejected_spans = rejected
             answer.partial_success.error_message = message
         response = HttpResponse(answer.SerializeToString(), content_type=PROTOBUF)
     else:
-        doc = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}} if rejected else {}
+        doc = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}} if rejected or message \
+            else {}
         response = HttpResponse(json.dumps(doc), content_type=JSON)
     response["Cache-Control"] = "no-store"
     return response

@@ -28,7 +28,8 @@ NAMESPACE = "langgraph"
 STRATEGIES = ("keep_latest", "delete")
 
 
-def _external_id(thread_id: str, checkpoint_ns: str) -> str:
+def thread_external_id(thread_id: str, checkpoint_ns: str) -> str:
+    """The external id of a thread's conversation in namespace `langgraph` (the lookup computes it too)."""
     # Thread ids and namespaces are any text (spaces, '|', ':'); the store's external ids
     # are stripped identifiers. A digest keys the conversation; the names are in its meta.
     digest = hashlib.sha256(f"{thread_id}\0{checkpoint_ns}".encode()).hexdigest()[:40]
@@ -39,14 +40,14 @@ def _first_conversation(thread_id: str, checkpoint_ns: str) -> Conversation:
     meta = {"langgraph": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
     if not checkpoint_ns:
         conversation, _ = core.get_or_create_conversation(
-            namespace=NAMESPACE, external_id=_external_id(thread_id, ""), title=f"LangGraph thread {thread_id}"[:200],
-            meta=meta)
+            namespace=NAMESPACE, external_id=thread_external_id(thread_id, ""),
+            title=f"LangGraph thread {thread_id}"[:200], meta=meta)
         return conversation
     parent = _head(thread_id, "")
     parent_id = parent.conversation_id if parent else _first_conversation(thread_id, "").pk
     parent_rows = Conversation.objects.get(pk=parent_id).next_position
     conversation, _ = core.get_or_create_conversation(
-        namespace=NAMESPACE, external_id=_external_id(thread_id, checkpoint_ns),
+        namespace=NAMESPACE, external_id=thread_external_id(thread_id, checkpoint_ns),
         title=f"LangGraph {thread_id} / {checkpoint_ns.split(':')[0]}"[:200], meta=meta,
         parent_id=parent_id, parent_relation="subagent",
         forked_from_position=parent_rows - 1 if parent_rows else None)
@@ -133,7 +134,8 @@ def _fork(conversation: Conversation, parent: LangGraphCheckpoint, checkpoint_id
         return core.fork_conversation(conversation_id=conversation.pk, position=parent.rows - 1, title=title)
     # Replayed from before the first row: nothing to copy, the branch starts empty.
     child, _ = core.get_or_create_conversation(
-        namespace=NAMESPACE, external_id=_external_id(parent.thread_id, f"{parent.checkpoint_ns}\0{checkpoint_id}"),
+        namespace=NAMESPACE,
+        external_id=thread_external_id(parent.thread_id, f"{parent.checkpoint_ns}\0{checkpoint_id}"),
         title=title, meta=conversation.meta, parent_id=conversation.pk, parent_relation="fork")
     return child
 

@@ -140,3 +140,4 @@ def _ranked(request, q, kind, subject, namespace, since, to, conversation, curso
     next_cursor = keyset.cursor_of(RANKED_CURSOR, results.next_page) if results.next_page else None
     return keyset.listing(items, next_cursor, keyset.next_url(request, next_cursor, keyset.same_query(request)),
                           query=parsed.raw_query, total=results.total, total_is_lower_bound=results.capped)
+

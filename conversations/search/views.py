@@ -6,6 +6,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
+from conversations import hooks
 from conversations.errors import StoreError
 from conversations.http import conversation_or_404
 from conversations.message_schema import KINDS
@@ -24,10 +25,15 @@ def search(request):
     kinds = request.GET.getlist("kind")
     form = {k: request.GET.get(k, "") for k in ("q", "subject", "namespace", "from", "to", "conversation", "order")}
     context = {"form": form, "kinds": [k for k in kinds if k in KINDS], "all_kinds": KINDS, "page": None,
-               "error": None, "conversation": None, "results": None, "orders": ranked.ORDERS}
+               "error": None, "conversation": None, "results": None, "orders": ranked.ORDERS, "known_by_id": []}
     status = 200
     if form["conversation"].strip():
         context["conversation"] = conversation_or_404(form["conversation"])
+    if form["q"].strip() and not form["conversation"].strip() and not request.GET.get("cursor") \
+            and not request.GET.get("page"):
+        # A framework's id typed in the box (a thread, session, conversation or trace id):
+        # the conversations it names, above the rows that mention it.
+        context["known_by_id"] = hooks.find_by_framework_id(form["q"])
     if form["q"].strip():
         try:
             parsed = parse_search(request.GET, kinds=kinds)

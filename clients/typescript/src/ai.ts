@@ -274,11 +274,18 @@ function safeParse(value: string): unknown {
  * (each step's new messages, in one batch per step) and/or `onFinish` (whatever no step
  * kept). The SDK awaits both, so a step is stored before the next model call, and a write
  * that fails fails the run instead of being lost. Each batch carries an idempotency key
- * derived from the conversation, where the run stands and the rows: retried, it is kept once.
+ * derived from the conversation, the run, where the run stands and the rows: retried, it is
+ * kept once. One persister serves a conversation's runs one after another: a run starts
+ * with `saveInput`, with a step numbered 0, or with an `onFinish` that no step of its run
+ * came before, and each run is kept whole even when it says what an earlier one said.
  */
 export class StepPersister {
   private kept = 0;
-  private readonly run: string;
+  private run: string;
+  // Whether anything was written under `run` (a new run then needs a new id).
+  private used = false;
+  // Whether a step of the current run was kept (an onFinish then ends that run).
+  private stepped = false;
 
   constructor(readonly client: Memoryui, readonly conversationId: string, options: { runId?: string } = {}) {
     this.run = options.runId ?? globalThis.crypto.randomUUID();
@@ -286,18 +293,32 @@ export class StepPersister {
 
   /** Keep the messages the run starts from (the user's turn), before the run. */
   async saveInput(messages: readonly ModelMessage[]): Promise<void> {
+    this.newRun();
     await this.write("input", toMemoryuiMessages(messages));
   }
 
   /** For `onStepFinish`: the step's messages that are not kept yet. */
-  readonly onStepFinish = async (step: { response: { messages: readonly ModelMessage[] } }): Promise<void> => {
+  readonly onStepFinish = async (step: { stepNumber?: number; response: { messages: readonly ModelMessage[] } },
+  ): Promise<void> => {
+    // The first step of a run, or messages fewer than those kept: another run of the same persister.
+    if (step.stepNumber === 0 || step.response.messages.length < this.kept) this.newRun();
+    this.stepped = true;
     await this.keep(step.response.messages);
   };
 
   /** For `onFinish`: whatever no step kept (all the run's messages, when used alone). */
   readonly onFinish = async (event: { response: { messages: readonly ModelMessage[] } }): Promise<void> => {
+    if (!this.stepped) this.newRun();
     await this.keep(event.response.messages);
+    this.stepped = false;
+    this.kept = 0; // the run is over: the next step or onFinish is another run's
   };
+
+  private newRun(): void {
+    if (this.used) this.run = globalThis.crypto.randomUUID();
+    this.used = false;
+    this.kept = 0;
+  }
 
   private async keep(all: readonly ModelMessage[]): Promise<void> {
     const fresh = all.slice(this.kept);
@@ -308,6 +329,7 @@ export class StepPersister {
 
   private async write(where: string, rows: Message[]): Promise<void> {
     if (!rows.length) return;
+    this.used = true;
     const digest = await sha256Hex(canonicalJson([this.conversationId, this.run, where, rows]));
     for (let start = 0; start < rows.length; start += 1000) {
       await this.client.appendBatch(this.conversationId, rows.slice(start, start + 1000),

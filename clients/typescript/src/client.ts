@@ -70,6 +70,17 @@ function env(name: string): string | undefined {
   return process?.env?.[name];
 }
 
+/** The server: `url`, else MEMORYUI_URL; never a guessed default, which would send an agent's
+ * memory to whatever answers there. */
+function serverUrl(url: string | undefined): string {
+  const found = url?.trim() || env("MEMORYUI_URL")?.trim();
+  if (!found) {
+    throw new TypeError('no memoryui server given: pass its URL (new Memoryui("http://127.0.0.1:8000")) '
+      + "or set MEMORYUI_URL");
+  }
+  return found;
+}
+
 function baseUrl(url: string): string {
   const trimmed = url.replace(/\/+$/, "");
   return trimmed.endsWith("/api/v1") ? trimmed : `${trimmed}/api/v1`;
@@ -107,7 +118,7 @@ export class Memoryui {
     if (this.project) headers[PROJECT_HEADER] = this.project;
     const retries = options.retries instanceof Retries ? options.retries : new Retries(options.retries);
     this.transport = {
-      baseUrl: baseUrl(url ?? env("MEMORYUI_URL") ?? "http://127.0.0.1:8000"), headers, retries,
+      baseUrl: baseUrl(serverUrl(url)), headers, retries,
       fetch: options.fetch ?? globalThis.fetch.bind(globalThis), timeout: options.timeout ?? 30_000,
       sleep: options.sleep ?? sleep,
     };
@@ -149,6 +160,19 @@ export class Memoryui {
       external_id: options.externalId };
     const page = await this.run<ConversationPage>({ method: "GET", path: "/conversations", query: query as Query });
     return page.items[0] ?? null;
+  }
+
+  /**
+   * The conversations a framework knows by its own id, where it stands now first: `framework`
+   * "langgraph" (a thread id; `checkpointNs` "" for the root graph, omitted for all), "claude" or
+   * "openai-agents" (a session id), "otel" (a gen_ai.conversation.id or a trace id), "pydantic-ai"
+   * (a history id), "langchain" (a session id).
+   */
+  async lookup(options: { framework: string; id: string; checkpointNs?: string }): Promise<ConversationSummary[]> {
+    const query: Query = { framework: options.framework, id: options.id };
+    if (options.checkpointNs !== undefined) query.checkpoint_ns = options.checkpointNs;
+    const page = await this.run<ConversationPage>({ method: "GET", path: "/lookup", query });
+    return page.items;
   }
 
   get(conversationId: string): Promise<Conversation> {

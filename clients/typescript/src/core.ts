@@ -183,8 +183,12 @@ export async function send(transport: Transport, call: Call): Promise<Response> 
         signal: AbortSignal.timeout(transport.timeout) });
     } catch (error) {
       if (attempt >= transport.retries.attempts) {
+        // A refused connection says only "fetch failed": name the address, and the cause under it.
         const name = (error as Error)?.name ?? "Error";
-        throw new TransportError(`${name}: ${(error as Error)?.message ?? String(error)}`,
+        const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
+        const why = cause?.code ?? cause?.message;
+        throw new TransportError(`could not reach memoryui at ${url}: ${name}: `
+          + `${(error as Error)?.message ?? String(error)}${why ? ` (${why})` : ""}`,
           { code: "transport_error", cause: error });
       }
       await transport.sleep(transport.retries.delay(attempt));

@@ -647,6 +647,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/lookup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Find conversations by a framework's id
+         * @description The conversations a framework knows by this id, the one where it stands now first (a
+         *     LangGraph thread after time travel: the fork its latest checkpoint is in; an OpenAI Agents
+         *     session after clear_session: its live generation). Needs `read`.
+         */
+        get: operations["lookup_conversations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/langgraph/checkpoints": {
         parameters: {
             query?: never;
@@ -2223,6 +2245,21 @@ export interface components {
         /** ClearedOut */
         ClearedOut: {
             stream: components["schemas"]["StreamOut"];
+        };
+        /** LookupPage */
+        LookupPage: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: components["schemas"]["ConversationSummary"][];
         };
         /** CheckpointPutOut */
         CheckpointPutOut: {
@@ -6291,6 +6328,99 @@ export interface operations {
             };
             /** @description The address is longer than the server accepts. */
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    lookup_conversations: {
+        parameters: {
+            query: {
+                /**
+                 * @description One of langgraph, claude, openai-agents, otel, pydantic-ai, langchain.
+                 * @example langgraph
+                 */
+                framework: string;
+                /**
+                 * @description The framework's own id: a LangGraph thread id, a Claude or OpenAI Agents session id, an OTel gen_ai.conversation.id or trace id, a Pydantic AI history id, a LangChain session id.
+                 * @example t-42
+                 */
+                id: string;
+                /** @description LangGraph: the checkpoint namespace ("" the root graph; omitted: the root and every subgraph). */
+                checkpoint_ns?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88",
+                     *           "title": "Refund for order 7",
+                     *           "subject": "customer:42",
+                     *           "created_at": "2026-05-04T09:30:12.512301Z",
+                     *           "last_activity_at": "2026-05-04T09:30:12.512301Z",
+                     *           "received_at": "2026-05-04T09:30:12.512301Z",
+                     *           "message_count": 4,
+                     *           "pinned": false,
+                     *           "namespace": "support-bot",
+                     *           "external_id": "session-7f3a9c",
+                     *           "parent_id": null,
+                     *           "forked_from_position": null,
+                     *           "parent_relation": "",
+                     *           "url": "http://127.0.0.1:8000/api/v1/conversations/3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88"
+                     *         }
+                     *       ],
+                     *       "next": null,
+                     *       "next_url": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["LookupPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -177,3 +177,26 @@ test("streamText with the mock model: onFinish alone keeps the whole run, once",
   assert.equal(keys.length, 2);
   assert.equal(new Set(keys).size, 1);
 });
+
+test("one persister kept for a conversation's next runs keeps each run, even one that says the same", async () => {
+  const reply = { content: [{ type: "text", text: "3 to 5 days." }], finishReason: finish("stop"), warnings: [],
+    usage };
+  const model = new MockLanguageModelV3({ doGenerate: async () => reply });
+  const mui = client();
+  const { id } = await mui.create({ namespace: unique("ts-ai-runs") });
+  const memory = new StepPersister(mui, id); // one per conversation, as the README makes it
+  for (const ask of ["How long does a refund take?", "And a refund to a card?", "And a refund to a card?"]) {
+    await memory.saveInput([{ role: "user", content: ask }]);
+    await generateText({ model, messages: toModelMessages(await mui.active(id)), onStepFinish: memory.onStepFinish,
+      onFinish: memory.onFinish });
+  }
+  // onFinish alone (no step callback), twice with the same answer.
+  const alone = new StepPersister(mui, id);
+  for (let n = 0; n < 2; n += 1) await generateText({ model, prompt: "Again?", onFinish: alone.onFinish });
+  const rows = (await collect(mui.messages(id))).map((item) => item.message);
+  assert.deepEqual(rows.map((r) => `${r.kind}: ${r.content}`), [
+    "user: How long does a refund take?", "assistant: 3 to 5 days.",
+    "user: And a refund to a card?", "assistant: 3 to 5 days.",
+    "user: And a refund to a card?", "assistant: 3 to 5 days.",
+    "assistant: 3 to 5 days.", "assistant: 3 to 5 days."]);
+});

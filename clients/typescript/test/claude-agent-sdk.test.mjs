@@ -237,3 +237,36 @@ test("two stores writing one session keep each other's entries and summary", asy
   assert.deepEqual((await first.listSessionSummaries("proj")).map((s) => s.data),
     (await reference.listSessionSummaries("proj")).map((s) => s.data));
 });
+
+test("entries that are not JSON objects are taken as InMemorySessionStore takes them", async () => {
+  const key = { projectKey: "proj", sessionId: "s-lines" };
+  const batch = [e({ type: "user", uuid: "u1", message: { role: "user", content: "hello" } }), 42, "a bare string",
+    [1, 2], true, e({ type: "assistant", uuid: "a1", parentUuid: "u1", message: { role: "assistant",
+      content: [{ type: "text", text: "hi" }] } })];
+  const [store, reference] = [ours(), theirs()];
+  for (const target of [store, reference]) {
+    await target.append(key, batch);
+    await target.append(key, ["more", { type: "mode", mode: "plan" }]);
+  }
+  assert.deepEqual(await store.load(key), await reference.load(key));
+});
+
+test("a transcript file with lines that are not JSON objects imports as into InMemorySessionStore", { skip: !CONFIG },
+  async () => {
+    const { mkdirSync, writeFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const sessionId = "0b8a3c1e-5d2f-4a6b-9c7d-8e9f0a1b2c3d";
+    const folder = join(process.env.CLAUDE_CONFIG_DIR, "projects", "-srv-lines");
+    mkdirSync(folder, { recursive: true });
+    const lines = [{ type: "user", uuid: "u1", sessionId, timestamp: "2026-01-01T00:00:00.000Z", cwd: "/srv/lines",
+      message: { role: "user", content: "Why?" } }, 7, "text", [1], { type: "assistant", uuid: "a1", parentUuid: "u1",
+      sessionId, timestamp: "2026-01-01T00:00:01.000Z", message: { role: "assistant", content: [
+        { type: "text", text: "Because." }] } }];
+    writeFileSync(join(folder, `${sessionId}.jsonl`), `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`);
+    const [store, reference] = [ours(), theirs()];
+    for (const target of [store, reference]) await importSessionToStore(sessionId, target, { dir: "/srv/lines" });
+    const key = { projectKey: "-srv-lines", sessionId };
+    assert.deepEqual(await store.load(key), await reference.load(key));
+    assert.deepEqual(await getSessionMessages(sessionId, { dir: "/srv/lines", sessionStore: store }),
+      await getSessionMessages(sessionId, { dir: "/srv/lines", sessionStore: reference }));
+  });

@@ -191,6 +191,32 @@ test("a server that cannot be reached is a TransportError after the retries", as
   assert.equal(waits.length, 2);
 });
 
+test("a refused connection names the address it was for", async () => {
+  const { createServer } = await import("node:net");
+  const closed = createServer().listen(0, "127.0.0.1");
+  await new Promise((done) => closed.once("listening", done));
+  const port = closed.address().port;
+  await new Promise((done) => closed.close(done)); // nothing listens there now
+  const mui = new Memoryui(`http://127.0.0.1:${port}`, { apiKey: KEY, retries: new Retries({ attempts: 1 }) });
+  await assert.rejects(mui.get("3f1c"), (error) => error instanceof TransportError
+    && error.message.startsWith(`could not reach memoryui at http://127.0.0.1:${port}/api/v1/conversations/3f1c: `)
+    && error.message.includes("ECONNREFUSED"));
+});
+
+test("without an address the client fails clearly instead of guessing one", () => {
+  const saved = process.env.MEMORYUI_URL;
+  delete process.env.MEMORYUI_URL;
+  try {
+    for (const url of [undefined, "", "  "]) {
+      assert.throws(() => new Memoryui(url, { apiKey: KEY }), (error) => error instanceof TypeError
+        && error.message.includes("MEMORYUI_URL"));
+    }
+  } finally {
+    process.env.MEMORYUI_URL = saved;
+  }
+  assert.ok(new Memoryui(undefined, { apiKey: KEY }));  // the variable is the other way to give it
+});
+
 test("a value with no JSON form is refused before anything is sent, naming where it is", async () => {
   const { fetch, seen } = recordingFetch();
   const mui = new Memoryui(URL, { apiKey: KEY, fetch });

@@ -114,4 +114,7 @@ test("popItem and clearSession behave as MemorySession's, and the run goes on af
   assert.notEqual(ours.conversationId, first);
   assert.equal((await ours.client.get(ours.conversationId)).parent_id, first);
   assert.equal((await ours.client.get(first)).message_count >= 8, true);
+  // Found by its session id, where it stands now first (the generation after clearSession).
+  assert.deepEqual((await ours.client.lookup({ framework: "openai-agents", id: ours.sessionId })).map((c) => c.id),
+    [ours.conversationId, first]);
 });

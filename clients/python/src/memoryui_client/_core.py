@@ -187,6 +187,11 @@ def find(*, external_id, namespace="") -> Call:
     return Call("GET", "/conversations", params={"namespace": namespace, "external_id": external_id}, parse=first)
 
 
+def lookup(*, framework, id, checkpoint_ns=None) -> Call:
+    return Call("GET", "/lookup", params=_clean({"framework": framework, "id": id, "checkpoint_ns": checkpoint_ns}),
+                parse=lambda response: response.json()["items"])
+
+
 def list_page(*, cursor=None, limit=None, subject=None, namespace=None, order=None) -> Call:
     return Call("GET", "/conversations", params=_clean({"cursor": cursor, "limit": limit, "subject": subject,
                                                          "namespace": namespace, "order": order}))

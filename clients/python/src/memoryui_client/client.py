@@ -59,6 +59,22 @@ def project_of(project: str | None) -> str | None:
     return named.strip() or None
 
 
+def server_url(url: str | None) -> str:
+    """The server to talk to: `url`, else MEMORYUI_URL; never a guess, since a default address would
+    send an agent's memory to whatever answers there (or fail far from the cause)."""
+    url = (url or "").strip() or (os.environ.get("MEMORYUI_URL") or "").strip()
+    if not url:
+        raise ValueError("no memoryui server given: pass its URL (Memoryui(\"http://127.0.0.1:8000\")) "
+                         "or set MEMORYUI_URL")
+    return url
+
+
+def _unreachable(exc: httpx.TransportError, http, call: Call) -> TransportError:
+    """A connection that failed, naming the address it was for (a refused connection says nothing else)."""
+    url = str(http.base_url).rstrip("/") + call.path
+    return TransportError(f"could not reach memoryui at {url}: {type(exc).__name__}: {exc}", code="transport_error")
+
+
 def _retry_wait(retries: Retries, attempt: int, response: httpx.Response, waited: float) -> float | None:
     return retries.wait_before_retry(attempt, response.status_code, response.headers.get("Retry-After"), waited)
 
@@ -69,7 +85,7 @@ class _Operations:
     def _connect(self, client_class, url: str | None, *, api_key, project, retries, timeout, transport, sleep):
         """Open the httpx client to `url` (or MEMORYUI_URL) with the key (or MEMORYUI_API_KEY),
         in `project` (or MEMORYUI_PROJECT) if one is named."""
-        url = url or os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000")
+        url = server_url(url)
         self.retries = retries or Retries()
         self.project = project_of(project)
         self._sleep = sleep
@@ -95,6 +111,13 @@ class _Operations:
     def find(self, *, external_id: str, namespace: str = ""):
         """The conversation with this external id, or None."""
         return self._run(_core.find(external_id=external_id, namespace=namespace))
+
+    def lookup(self, framework: str, id: str, *, checkpoint_ns: str | None = None) -> list[dict]:
+        """The conversations a framework knows by its own id, where it stands now first:
+        `framework` "langgraph" (a thread id; `checkpoint_ns` "" for the root graph, omitted for
+        all), "claude" or "openai-agents" (a session id), "otel" (a gen_ai.conversation.id or a
+        trace id), "pydantic-ai" (a history id), "langchain" (a session id)."""
+        return self._run(_core.lookup(framework=framework, id=id, checkpoint_ns=checkpoint_ns))
 
     def get(self, conversation_id):
         return self._run(_core.get(conversation_id))
@@ -197,7 +220,7 @@ class Memoryui(_Operations):
                                               headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 self._sleep(self.retries.delay(attempt))
                 continue
             if response.is_success:
@@ -272,7 +295,7 @@ class Memoryui(_Operations):
                     return
             except httpx.TransportError as exc:  # only before the first byte is a retry clean
                 if started or attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 self._sleep(self.retries.delay(attempt))
 
 
@@ -303,7 +326,7 @@ class AsyncMemoryui(_Operations):
                                                     content=body, headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 await self._sleep(self.retries.delay(attempt))
                 continue
             if response.is_success:
@@ -374,5 +397,5 @@ class AsyncMemoryui(_Operations):
                     return
             except httpx.TransportError as exc:
                 if started or attempt >= self.retries.attempts:
-                    raise TransportError(f"{type(exc).__name__}: {exc}", code="transport_error") from exc
+                    raise _unreachable(exc, self._http, call) from exc
                 await self._sleep(self.retries.delay(attempt))

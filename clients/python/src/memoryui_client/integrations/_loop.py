@@ -10,7 +10,7 @@ import random
 import time
 
 from .._core import Call, Retries
-from ..client import AsyncMemoryui
+from ..client import AsyncMemoryui, server_url
 
 # How long an adapter keeps trying a conditional write that other writers keep beating.
 CONFLICT_DEADLINE = 30.0
@@ -40,7 +40,7 @@ class ConflictBackoff:
 class LoopBoundClient:
     def _init_client(self, url: str | None, *, api_key: str | None, retries: Retries | None, timeout,
                      project: str | None = None) -> None:
-        self.url = url
+        self.url = server_url(url)  # here, not at the first call: a missing address fails where it is set
         self._api_key = api_key
         # Where an all-projects key acts (a project's key acts in its own): memoryui_client.client.
         self.project = project

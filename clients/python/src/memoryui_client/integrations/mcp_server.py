@@ -13,6 +13,13 @@ The server is bound to one project, and no tool takes a project: a model cannot 
 out of it. A key of one project binds it to that project. An operator's all-projects
 key binds it to the project `--project` (MEMORYUI_PROJECT) names; without one, every
 tool refuses, before anything is read or written, rather than act in every project.
+
+A tool's output is read by models and by the prompts written for them: its shape is
+an interface (tests/fixtures/mcp_output_shapes.json pins it). The lists are `items`
+(with `next`); the keys they had before, `conversations` (list_conversations, and
+find_conversations by external id), `hits` (find_conversations by words) and `facts`
+(recall_facts), hold the same list too, so a prompt or client reading them keeps
+working. `--no-legacy-keys` (build_server(legacy_keys=False)) leaves them out.
 """
 
 import argparse
@@ -72,9 +79,10 @@ async def _acts_in_every_project(client: AsyncMemoryui) -> bool:
 
 
 def build_server(url: str | None = None, *, api_key: str | None = None, project: str | None = None,
-                 client: AsyncMemoryui | None = None) -> MCPServer:
+                 client: AsyncMemoryui | None = None, legacy_keys: bool = True) -> MCPServer:
     """The MCP server with its tools, talking to memoryui at `url` with `api_key`, bound to the
-    key's project (`project`, a slug, for an all-projects key: see the module)."""
+    key's project (`project`, a slug, for an all-projects key: see the module). With
+    `legacy_keys`, a list is also under the key it had before `items` (see the module)."""
     # WARNING: stderr is the MCP client's log; a line per HTTP request would drown it.
     server = MCPServer(name="memoryui", title="memoryui", instructions=INSTRUCTIONS, log_level="WARNING",
                        description="Durable, append-only memory for agents: conversations, checkpoints, forks, "
@@ -102,9 +110,12 @@ def build_server(url: str | None = None, *, api_key: str | None = None, project:
         except MemoryuiError as exc:
             raise _error(exc) from None
 
-    _conversation_reads(server, mui, call)
+    def listing(items: list, next_cursor, legacy: str) -> dict[str, Any]:
+        return {"items": items, "next": next_cursor, **({legacy: items} if legacy_keys else {})}
+
+    _conversation_reads(server, mui, call, listing)
     _conversation_writes(server, mui, call)
-    _fact_tools(server, mui, call)
+    _fact_tools(server, mui, call, listing)
     return server
 
 
@@ -112,7 +123,7 @@ ConversationId = Annotated[str, Field(description="The conversation's id (a UUID
                                                   "find_conversations return it.")]
 
 
-def _conversation_reads(server: MCPServer, mui, call) -> None:
+def _conversation_reads(server: MCPServer, mui, call, listing) -> None:
     """The tools that find and read conversations."""
     @server.tool(title="List conversations")
     async def list_conversations(
@@ -127,7 +138,7 @@ def _conversation_reads(server: MCPServer, mui, call) -> None:
         external id and message count. Page with `cursor`."""
         page = await call(mui()._run, _core.list_page(cursor=cursor, limit=limit, subject=subject,
                                                        namespace=namespace))
-        return {"items": [_summary(c) for c in page["items"]], "next": page.get("next")}
+        return listing([_summary(c) for c in page["items"]], page.get("next"), "conversations")
 
     @server.tool(title="Find conversations")
     async def find_conversations(
@@ -147,11 +158,11 @@ def _conversation_reads(server: MCPServer, mui, call) -> None:
             raise ToolError("give exactly one of query (words to find) and external_id (a framework's id)")
         if external_id:
             found = await call(mui().find, external_id=external_id, namespace=namespace or "")
-            return {"items": [_summary(found)] if found else [], "next": None}
+            return listing([_summary(found)] if found else [], None, "conversations")
         params = {k: v for k, v in {"q": query, "namespace": namespace, "subject": subject,
                                      "limit": limit}.items() if v is not None}
         page = await call(mui()._run, _core.Call("GET", "/search", params=params))
-        return {"items": page["items"], "next": page.get("next")}
+        return listing(page["items"], page.get("next"), "hits")
 
     @server.tool(title="Read a conversation's active view")
     async def read_conversation(conversation_id: ConversationId) -> dict[str, Any]:
@@ -220,7 +231,7 @@ def _conversation_writes(server: MCPServer, mui, call) -> None:
         return _summary(await call(mui().fork, conversation_id, position=position, title=title))
 
 
-def _fact_tools(server: MCPServer, mui, call) -> None:
+def _fact_tools(server: MCPServer, mui, call, listing) -> None:
     """The tools that recall and propose long-term facts."""
     @server.tool(title="Recall facts")
     async def recall_facts(
@@ -230,7 +241,7 @@ def _fact_tools(server: MCPServer, mui, call) -> None:
     ) -> dict[str, Any]:
         """Approved, current facts about a subject, best first (a person approved each one;
         proposed, expired and invalidated facts are never recalled)."""
-        return {"items": await call(mui().recall, subject=subject, query=query, limit=limit), "next": None}
+        return listing(await call(mui().recall, subject=subject, query=query, limit=limit), None, "facts")
 
     @server.tool(title="Propose a fact")
     async def propose_fact(
@@ -258,17 +269,23 @@ def main(argv: list[str] | None = None) -> None:
         prog="memoryui-mcp", description="memoryui as an MCP server over stdio. The API key is read from "
                                          "MEMORYUI_API_KEY (scopes: read, write; facts:read and facts:write for "
                                          "the fact tools).")
-    parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL", "http://127.0.0.1:8000"),
-                        help="memoryui's address (default: MEMORYUI_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--url", default=os.environ.get("MEMORYUI_URL"),
+                        help="memoryui's address, e.g. http://127.0.0.1:8000 (default: MEMORYUI_URL)")
+    parser.add_argument("--no-legacy-keys", action="store_true",
+                        help="answer lists under `items` only, without the keys they had before "
+                             "(conversations, hits, facts)")
     parser.add_argument("--project", default=os.environ.get("MEMORYUI_PROJECT") or None,
                         help="the project (its slug) an all-projects key acts in; a project's key needs none "
                              "(default: MEMORYUI_PROJECT)")
     args = parser.parse_args(argv)
+    if not (args.url or "").strip():
+        print("memoryui-mcp: give memoryui's address with --url (or MEMORYUI_URL)", file=sys.stderr)
+        raise SystemExit(2)
     key = os.environ.get("MEMORYUI_API_KEY")
     if not key:
         print("memoryui-mcp: set MEMORYUI_API_KEY to an API key (manage.py create_api_key)", file=sys.stderr)
         raise SystemExit(2)
-    build_server(args.url, api_key=key, project=args.project).run("stdio")
+    build_server(args.url, api_key=key, project=args.project, legacy_keys=not args.no_legacy_keys).run("stdio")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ of the first row it is shown as, so the conversation reads like any other:
 - a `ModelResponse` is one assistant row: its text, and all its tool calls;
   thinking is kept in the original only (a response of thinking alone is a `thought`);
 - a `ModelRequest` is a row per part: `SystemPromptPart` → system, `UserPromptPart` →
-  user, `ToolReturnPart` → tool, `RetryPromptPart` → a tool row marked as an error
-  (or a user row when it answers no call); its `instructions` are a system row before
-  it when they change.
+  user, `ToolReturnPart` → tool (marked `is_error` when its `outcome` is not
+  "success": a tool's `ModelRetry` is one, "retried"), `RetryPromptPart` → a tool row
+  marked as an error (or a user row when it answers no call); its `instructions` are a
+  system row before it when they change.
 
 Conversations are in `namespace` (default "pydantic-ai") with the history id as
 external id. A save appends conditionally on the row count it continues from, with
@@ -102,8 +103,15 @@ def _rows_of(message: ModelMessage, instructions: str | None) -> tuple[list[dict
         elif isinstance(part, UserPromptPart):
             rows.append({"kind": "user", "content": _user_content(part.content)})
         elif isinstance(part, ToolReturnPart):
-            rows.append({"kind": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
-                         "content": part.model_response_str()})
+            row = {"kind": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
+                   "content": part.model_response_str()}
+            # Since 2.68 a tool's ModelRetry (and a failed, denied or interrupted call) is a
+            # return whose outcome says so: for the model, an error to correct.
+            outcome = getattr(part, "outcome", "success")
+            if outcome != "success":
+                row["is_error"] = True
+                row["meta"] = {"outcome": outcome}
+            rows.append(row)
         elif isinstance(part, RetryPromptPart):
             if part.tool_name:
                 rows.append({"kind": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
