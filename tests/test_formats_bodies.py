@@ -45,7 +45,7 @@ def test_each_hosted_tool_is_a_call_answered_by_its_result_with_the_providers_it
     calls, results = calls_and_results(rows)
     assert {c["name"] for c in calls.values()} == {"web_search", "code_interpreter", "image_generation"}
     assert set(calls) == set(results)
-    search = next(m for m in rows if m["kind"] == "assistant" and m.get("tool_calls", [{}])[0].get("id") == "ws_68f0c2b7")
+    search = next(m for m in rows if m.get("tool_calls", [{}])[0].get("id") == "ws_68f0c2b7")
     item = search["meta"]["openai_responses"]["item"]
     assert item["type"] == "web_search_call" and item["action"]["query"] == "tide times Brest today"
     assert "tides.example.org/brest" in results["ws_68f0c2b7"]["content"]

@@ -3,7 +3,8 @@
 Accepted: a JSON array of messages, a request body `{"model", "messages": [...], …}`,
 or JSONL with one message per line; or a response (`{"object": "chat.completion",
 "choices": [...], "usage", …}`): one assistant turn, its first choice's message, with the
-model, usage, id and finish reason in its meta (other choices are reported, kept). Roles map to kinds (`developer` → `system`,
+model, usage, id and finish reason in its meta (other choices are reported, kept).
+Roles map to kinds (`developer` → `system`,
 legacy `function` → `tool`); `tool_calls[].function` → tool calls whose arguments
 stay the string the model wrote; text parts → text, other parts (`image_url`,
 `input_audio`, `file`) stay content blocks. Each message is kept whole as an

@@ -385,6 +385,8 @@ def _looks_like_item(obj) -> bool:
 
 
 def detect_document(data) -> bool:
+    if isinstance(data, dict) and data.get("object") == "response" and isinstance(data.get("output"), list):
+        return True
     try:
         items, _, key, _split = _items(data)
     except FormatError:

@@ -151,7 +151,7 @@ def import_transcript(request):
         # and a keyed request's answer is kept with it (conversations/idempotency.py).
         answers.append(_answer(request, result))
 
-    format, dry_run, pin_old = _import_options(body)
+    format, dry_run, pin_old, allow_empty = _import_options(body)
     actor = actor_of(request)
     if "entries" in body:
         if dry_run:
@@ -159,6 +159,8 @@ def import_transcript(request):
         if pin_old:
             # A session's entries arrive as it runs: they are received, and dated, now.
             raise InvalidInput("pin_older_than_retention is for whole transcripts", field="pin_older_than_retention")
+        if allow_empty:
+            raise InvalidInput("allow_empty is for whole transcripts", field="allow_empty")
         expected = body.get("expected_entries")
         if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
             raise InvalidInput("expected_entries must be a whole number, 0 or more", field="expected_entries")
@@ -194,16 +196,16 @@ def import_transcript(request):
         namespace = body.get("namespace")
         result = importer.import_text(data, format=format, namespace=_text(body, "namespace") if namespace is not None
                                       else None, subject=_text(body, "subject"), actor=actor, dry_run=dry_run,
-                                      finish=finish, pin_older_than_retention=pin_old)
+                                      finish=finish, pin_older_than_retention=pin_old, allow_empty=allow_empty)
     # Nothing written (unchanged, a dry run): answered here; the middleware keeps a key's answer.
     return answers[0] if answers else _answer(request, result)
 
 
-def _import_options(body) -> tuple[str, bool, bool]:
-    """What every import names: its format, dry_run and pin_older_than_retention, and exactly one
-    of content, document or entries; any other field is refused."""
+def _import_options(body) -> tuple[str, bool, bool, bool]:
+    """What every import names: its format, dry_run, pin_older_than_retention and allow_empty, and
+    exactly one of content, document or entries; any other field is refused."""
     known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
-             "expected_entries", "summary", "pin_older_than_retention"}
+             "expected_entries", "summary", "pin_older_than_retention", "allow_empty"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
@@ -216,11 +218,14 @@ def _import_options(body) -> tuple[str, bool, bool]:
     pin_old = body.get("pin_older_than_retention", False)
     if not isinstance(pin_old, bool):
         raise InvalidInput("pin_older_than_retention must be true or false", field="pin_older_than_retention")
+    allow_empty = body.get("allow_empty", False)
+    if not isinstance(allow_empty, bool):
+        raise InvalidInput("allow_empty must be true or false", field="allow_empty")
     given = [k for k in ("content", "document", "entries") if k in body]
     if len(given) != 1:
         raise InvalidInput("send exactly one of content (a file's text), document (its JSON) or entries (a batch "
                            "for one session key)", field="content")
-    return format, dry_run, pin_old
+    return format, dry_run, pin_old, allow_empty
 
 
 def _answer(request, result):

@@ -52,12 +52,14 @@ PROGRESS_EVERY = 2000  # lines between two calls of `progress`
 
 
 def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result,
-                       progress=None, finish=None, meta: dict | None = None):
+                       progress=None, finish=None, meta: dict | None = None, allow_empty: bool = False):
     """Place and write a session file never imported before; fills and returns `result`.
     `progress(done, total)` is called every PROGRESS_EVERY lines placed, and at the end;
     `finish(result)` inside the last transaction (importer.import_text); `meta` is added
     to the main conversation's `claude_code` meta. A subagent's own transcript is created
-    under the call that spawned it when its session is here (subagents.py)."""
+    under the call that spawned it when its session is here (subagents.py). A file whose
+    entries make no row and no checkpoint is discarded, `result.empty` set, unless
+    `allow_empty`."""
     skel = claude_code.skeleton_of(read_jsonl(text.lines(), keep_text=False), keep_raw=False)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
@@ -94,10 +96,16 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
             if writer.full():
                 writer.flush()
         claude_code.finish_plan(plan, placer, skel)
-        if meta:
-            conversations["main"].meta.setdefault("claude_code", {}).update(meta)
         for conv in conversations.values():
             writer.take(conv)
+        if not allow_empty and not writer.wrote_anything():
+            writer.discard()
+            result.problems.extend(plan.all_problems())
+            result.empty = True
+            result.source_key = key
+            return result
+        if meta:
+            conversations["main"].meta.setdefault("claude_code", {}).update(meta)
         writer.flush()
         result.problems.extend(plan.all_problems())
         result.created.extend(writer.info(conv) for conv in conversations.values())

@@ -37,6 +37,8 @@ class ImportResult:
     distinct_from: dict | None = None
     # Ids of the conversations pinned on the caller's request (`pin_older_than_retention`).
     pinned: list[str] = field(default_factory=list)
+    # The file held no message and no checkpoint: nothing was created (see importer.EMPTY).
+    empty: bool = False
 
     @property
     def older_than_retention(self) -> list[dict]:
@@ -67,7 +69,7 @@ class ImportResult:
             "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
             "problems": [p.as_dict() for p in self.problems], "linked": self.linked,
             "retention_days": default_retention_days(), "older_than_retention": self.older_than_retention,
-            "pinned": self.pinned,
+            "pinned": self.pinned, "empty": self.empty,
             **({"distinct_from": self.distinct_from} if self.distinct_from is not None else {}),
             **({"stream": self.stream} if self.stream is not None else {}),
         }

@@ -53,7 +53,8 @@ def _totals(files: list[FileResult]) -> dict:
         "created": sum(len(r.created) for r in results), "appended": sum(len(r.appended) for r in results),
         "messages": sum(r.messages for r in results), "checkpoints": sum(r.checkpoints for r in results),
         "entries": sum(r.entries_added for r in results), "problems": sum(len(r.problems) for r in results),
-        "unchanged": all(r.unchanged for r in results), "formats": sorted({r.format for r in results}),
+        "unchanged": all(r.unchanged or r.empty for r in results), "formats": sorted({r.format for r in results}),
+        "empty": sum(r.empty for r in results),
         "older": sum(len(r.older_than_retention) for r in results),
         "pinned": sum(len(r.pinned) for r in results),
     }
@@ -71,6 +72,7 @@ def import_page(request):
     if request.method == "GET":
         return _page(request, {"values": {"format": "auto"}})
     values = {k: request.POST.get(k, "").strip()[:200] for k in ("format", "namespace", "subject")}
+    values["allow_empty"] = request.POST.get("allow_empty") == "1"
     fmt = values["format"] or "auto"
     if fmt not in CHOICES:
         return _page(request, {"values": values, "error": "Choose one of the listed formats."}, status=422)
@@ -103,7 +105,7 @@ def import_page(request):
             _remove(files)  # a failed preview has nothing to confirm
             raise
     for f in files:
-        if f.result.unchanged:
+        if f.result.unchanged or f.result.empty:
             # Nothing to confirm in it: the file has served its purpose.
             uploads.remove(uploads.folder() / f"{f.token}{uploads.UPLOAD}")
             f.token = ""
@@ -147,7 +149,8 @@ def _preview_one(f: FileResult, *, fmt: str, values: dict, actor: str) -> Import
     text = Text.open(str(uploads.folder() / f"{f.token}{uploads.UPLOAD}"))
     try:
         result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
-                                      subject=values["subject"], actor=actor, dry_run=True, path=f.name)
+                                      subject=values["subject"], actor=actor, dry_run=True, path=f.name,
+                                      allow_empty=values["allow_empty"])
     finally:
         text.close()
     touched = [c.get("id") for c in result.created + result.appended + result.present + result.linked]
@@ -170,7 +173,7 @@ def _confirm(request, values, fmt, actor):
         try:
             f.result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
                                             subject=values["subject"], actor=actor, path=f.name or None,
-                                            pin_older_than_retention=pin_old)
+                                            pin_older_than_retention=pin_old, allow_empty=values["allow_empty"])
         except StoreError as exc:
             done = [g for g in files if g.result is not None]
             message = (f"{f.name}: " if len(files) > 1 else "") + exc.message

@@ -62,14 +62,17 @@ class Command(BaseCommand):
                             help="where external ids live (default: the Claude Code project folder, or the format)")
         parser.add_argument("--subject", default="", help="whom the conversations are about")
         parser.add_argument("--dry-run", action="store_true", help="parse and check everything, write nothing")
+        parser.add_argument("--allow-empty", action="store_true",
+                            help="keep a file that holds no message as an empty conversation (default: report it, "
+                                 "create nothing)")
 
-    def handle(self, *args, paths, format, namespace, subject, dry_run, **options):
+    def handle(self, *args, paths, format, namespace, subject, dry_run, allow_empty=False, **options):
         files = _files(paths)
         if not files:
             raise CommandError("no .jsonl or .json files found")
         tty = hasattr(self.stdout, "isatty") and self.stdout.isatty()
-        totals = {"files": 0, "unchanged": 0, "failed": 0, "conversations": 0, "messages": 0, "checkpoints": 0,
-                  "problems": 0}
+        totals = {"files": 0, "unchanged": 0, "empty": 0, "failed": 0, "conversations": 0, "messages": 0,
+                  "checkpoints": 0, "problems": 0}
         for n, path in enumerate(files, 1):
             def bar(lines_done: int = 0, lines: int = 0, n=n, path=path) -> None:
                 share = (n - 1 + (lines_done / lines if lines else 0)) / len(files)
@@ -83,7 +86,8 @@ class Command(BaseCommand):
                 bar()
             try:
                 result = importer.import_path(str(path), format=format, namespace=namespace, subject=subject,
-                                              actor="system:import", dry_run=dry_run, progress=bar if tty else None)
+                                              actor="system:import", dry_run=dry_run, progress=bar if tty else None,
+                                              allow_empty=allow_empty)
             except StoreError as exc:
                 totals["failed"] += 1
                 self.stderr.write(("\n" if tty else "") + f"{path}: not imported: {exc.message}")
@@ -94,12 +98,14 @@ class Command(BaseCommand):
                 continue
             totals["files"] += 1
             totals["unchanged"] += result.unchanged
+            totals["empty"] += result.empty
             totals["conversations"] += len(result.created)
             totals["messages"] += result.messages
             totals["checkpoints"] += result.checkpoints
             totals["problems"] += len(result.problems)
             if not tty or result.problems or result.failed:
-                verb = "unchanged" if result.unchanged else ("would import" if dry_run else "imported")
+                verb = "unchanged" if result.unchanged else "empty, not imported" if result.empty else (
+                    "would import" if dry_run else "imported")
                 line = (f"{path}: {verb} ({result.format}) {len(result.created)} new conversation(s), "
                         f"{len(result.appended)} continued, {result.messages} message(s), "
                         f"{result.checkpoints} checkpoint(s)")
@@ -114,7 +120,8 @@ class Command(BaseCommand):
             self.stdout.write(f"\r[{'#' * 30}] {len(files)}/{len(files)}" + " " * 64)
         self.stdout.write(
             f"{'Dry run: nothing written. ' if dry_run else ''}{totals['files']} file(s) read, "
-            f"{totals['unchanged']} unchanged; {totals['conversations']} conversation(s) created, "
+            f"{totals['unchanged']} unchanged, {totals['empty']} with no message; "
+            f"{totals['conversations']} conversation(s) created, "
             f"{totals['messages']} message(s), {totals['checkpoints']} checkpoint(s); "
             f"{totals['problems']} problem(s), {totals['failed']} failure(s).")
         if totals["failed"] and not totals["files"]:
