@@ -240,7 +240,8 @@ class Placer:
             if not target.startswith("agent:"):
                 self.current = target
         else:
-            if parent and not is_boundary(obj):
+            # A subagent's first entry may hang off the entry of its session that started it.
+            if parent and not is_boundary(obj) and not (self.subagent_stream and not self.known):
                 problems.append(Problem(entry.line, f"parentUuid {parent[:80]} is not in this session; "
                                                     "the entry continues the conversation in file order"))
             target = self.current

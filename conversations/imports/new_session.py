@@ -52,15 +52,17 @@ PROGRESS_EVERY = 2000  # lines between two calls of `progress`
 
 
 def import_new_session(text, *, key: str, namespace: str, subject: str, actor: str, dry_run: bool, result,
-                       progress=None, finish=None, meta: dict | None = None, allow_empty: bool = False):
+                       progress=None, finish=None, meta: dict | None = None, allow_empty: bool = False,
+                       sidecar: dict | None = None):
     """Place and write a session file never imported before; fills and returns `result`.
     `progress(done, total)` is called every PROGRESS_EVERY lines placed, and at the end;
     `finish(result)` inside the last transaction (importer.import_text); `meta` is added
     to the main conversation's `claude_code` meta. A subagent's own transcript is created
     under the call that spawned it when its session is here (subagents.py). A file whose
     entries make no row and no checkpoint is discarded, `result.empty` set, unless
-    `allow_empty`."""
-    skel = claude_code.skeleton_of(read_jsonl(text.lines(), keep_text=False), keep_raw=False)
+    `allow_empty`. `sidecar`: a subagent's .meta.json (what it was for, the call that spawned it)."""
+    skel = claude_code.skeleton_of(read_jsonl(text.lines(), keep_text=False), keep_raw=False,
+                                   subagent_stream=subagents.parse_key(key) is not None)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
     order, on_line, problems = claude_code.placement(skel) if skel.entries else ([], set(), [])
@@ -69,7 +71,7 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     entries = skel.entries  # entry i is line i of `text.lines()`, and its seq
     writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
     conversations = plan.conversations
-    _place_subagent(conversations["main"], text, skel, key=key, namespace=namespace)
+    _place_subagent(conversations["main"], text, skel, key=key, namespace=namespace, sidecar=sidecar)
     try:
         writer.open(conversations["main"])
         writer.reserve_source(format=plan.format, source_key=key)
@@ -125,15 +127,29 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     return result
 
 
-def _place_subagent(main, text, skel, *, key: str, namespace: str) -> None:
-    """A subagent's own transcript: under the call that spawned it, when its session is
-    here; else created waiting for its session (whose import links it)."""
+# What a subagent's sidecar says that its conversation keeps (the placer keeps the same of an
+# agent_metadata entry).
+SIDECAR_FIELDS = ("agentType", "toolUseId", "parentAgentId", "description")
+
+
+def _place_subagent(main, text, skel, *, key: str, namespace: str, sidecar: dict | None = None) -> None:
+    """A subagent's own transcript: under the call that spawned it (a compaction agent: at its
+    checkpoint), when its session is here; else created waiting for its session (whose
+    import links it)."""
     parsed = subagents.parse_key(key)
     if parsed is None:
         return
     main.relation = "subagent"
+    about = {k: sidecar[k] for k in SIDECAR_FIELDS if isinstance((sidecar or {}).get(k), str)}
+    if about:
+        main.meta.setdefault("claude_code", {}).update(about)
     first = next((i for i, kind in enumerate(skel.kinds) if kind and kind[0] == "user"), None)
     prompt = subagents.first_prompt([_object(text.line(first))]) if first is not None else ""
-    spawn = subagents.spawn_point(namespace=namespace, session=parsed.session, agent=parsed.agent, prompt=prompt)
+    summary, ended = "", None
+    if subagents.is_compaction_agent(parsed.agent):
+        replies = [i for i, kind in enumerate(skel.kinds) if kind and kind[0] == "assistant"]
+        summary, ended = subagents.last_reply([_object(text.line(i)) for i in replies[-5:]])
+    spawn = subagents.spawn_point(namespace=namespace, session=parsed.session, agent=parsed.agent, prompt=prompt,
+                                  call_id=about.get("toolUseId"), summary=summary, ended=ended)
     if spawn is not None:
         main.parent_id, main.parent_position = spawn.conversation_id, spawn.position
