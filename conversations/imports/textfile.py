@@ -27,6 +27,7 @@ class Text:
         self.is_str = isinstance(data, str)
         self._file = None
         self._size = 0
+        self._borrowed = False
         self.chars: int | None = None
         self.sha256: str | None = None
         self.prefix_sha256: str | None = None
@@ -50,9 +51,21 @@ class Text:
             if f is not None:
                 f.close()
 
+    @classmethod
+    def of_file(cls, f, size: int) -> "Text":
+        """An open binary file (a spooled request body): small ones read whole, larger ones a block
+        at a time through its descriptor. Closing the Text does not close the file."""
+        f.seek(0)
+        if size < SMALL_FILE:
+            return cls(f.read())
+        text = cls(b"")
+        text._file, text._size, text._borrowed = f, size, True
+        return text
+
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            if not self._borrowed:
+                self._file.close()
             self._file = None
 
     def __len__(self) -> int:
