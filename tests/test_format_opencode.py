@@ -67,7 +67,8 @@ def test_a_compaction_is_a_checkpoint_before_the_request_with_the_summarys_text(
 
 def test_a_failed_reply_with_nothing_to_show_is_a_harness_row():
     last = rows(formats.parse(json.dumps(documents()[PARENT])))[-1]
-    assert last["content"] == "<local-command-stderr>MessageAbortedError: The operation was aborted.</local-command-stderr>"
+    assert last["content"] == ("<local-command-stderr>MessageAbortedError: The operation was aborted."
+                               "</local-command-stderr>")
 
 
 def test_a_child_session_is_a_subagent_naming_its_parent():
