@@ -1,7 +1,10 @@
 """The import door of the agent API.
 
 - `POST /imports` with `content` (a file's text) or `document` (its JSON): import a
-  whole transcript of any format (`format: auto` detects it). Idempotent: the same
+  whole transcript of any format (`format: auto` detects it); `sidecar`: a Claude Code
+  subagent's `.meta.json`, which names the call that spawned it. Or the file itself as
+  the body (a transcript, a zip of a folder, an OpenCode database), options in the query
+  string (imports/body.py). Bodies up to MEMORYUI_MAX_IMPORT_BYTES, read a block at a time. Idempotent: the same
   file again creates nothing; a grown session appends what is new. The answer's
   `older_than_retention` lists the conversations whose own dates are older than the
   retention period (counted from receipt, they are kept that long from now);
@@ -196,11 +199,15 @@ def _json_import(request, read):
         if not isinstance(data, (str, Text)):
             raise InvalidInput("content must be the file's text", field="content")
         namespace = body.get("namespace")
+        sidecar = body.get("sidecar")
+        if sidecar is not None and not isinstance(sidecar, dict):
+            raise InvalidInput("sidecar must be a JSON object (a subagent's .meta.json)", field="sidecar")
         try:
             result = importer.import_text(data, format=format, namespace=_text(body, "namespace")
                                           if namespace is not None else None, subject=_text(body, "subject"),
                                           actor=actor, dry_run=dry_run, finish=finish,
-                                          pin_older_than_retention=pin_old, allow_empty=allow_empty)
+                                          pin_older_than_retention=pin_old, allow_empty=allow_empty,
+                                          sidecar=sidecar)
         finally:
             if isinstance(data, Text):
                 data.close()
@@ -305,7 +312,7 @@ def _import_options(body) -> tuple[str, bool, bool, bool]:
     """What every import names: its format, dry_run, pin_older_than_retention and allow_empty, and
     exactly one of content, document or entries; any other field is refused."""
     known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
-             "expected_entries", "summary", "pin_older_than_retention", "allow_empty"}
+             "expected_entries", "summary", "pin_older_than_retention", "allow_empty", "sidecar"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
