@@ -17,7 +17,7 @@ once. A session seen before (same session id) is continued by the importer's
 incremental path instead.
 """
 
-from conversations.formats import claude_code, claude_code_placer
+from conversations.formats import claude_code, claude_code_placer, claude_code_tree
 from conversations.formats.base import UnpairedSurrogate, loads, on_line, read_jsonl, storable
 
 from . import subagents
@@ -65,10 +65,11 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
                                    subagent_stream=subagents.parse_key(key) is not None)
     plan = claude_code.new_plan(subject=subject, source_key=key)
     plan.problems.extend(skel.problems)
-    order, on_line, problems = claude_code.placement(skel) if skel.entries else ([], set(), [])
+    order, on_line, problems = claude_code.placement(skel) if len(skel) else ([], None, [])
     plan.problems.extend(problems)
-    placer = claude_code_placer.Placer(plan, subagent_stream=skel.subagent_stream)
-    entries = skel.entries  # entry i is line i of `text.lines()`, and its seq
+    placer = claude_code_placer.Placer(plan, subagent_stream=skel.subagent_stream,
+                                       known=claude_code_tree.KnownTable(skel.tree))
+    lines = skel.tree.line  # entry i is line i of `text.lines()`, and its seq
     writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
     conversations = plan.conversations
     _place_subagent(conversations["main"], text, skel, key=key, namespace=namespace, sidecar=sidecar)
@@ -80,9 +81,9 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         for done, i in enumerate(order):
             if progress is not None and done % PROGRESS_EVERY == 0:
                 progress(done, total)
-            entry = entries[i]
             line = text.line(i)  # read once: parsed here, stored as the original below
             obj = _object(line)
+            entry = claude_code.make_entry(i, lines[i], "", obj)
             placer.place(entry, obj, main_line=(entry.seq in on_line) if on_line else None)
             if len(conversations) != opened:
                 new = list(conversations)[opened:]
@@ -112,10 +113,10 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
         result.problems.extend(plan.all_problems())
         result.created.extend(writer.info(conv) for conv in conversations.values())
         result.conversation_id = writer.ids.get("main")
-        result.entries_added = len(entries)
+        result.entries_added = len(skel)
         result.source_key = key
         result.transactions, result.longest_transaction = writer.transactions, writer.longest
-        writer.publish(source_fields={"entries": len(entries),
+        writer.publish(source_fields={"entries": len(skel),
                                       "state": {"placer": plan.state, "convs": dict(writer.ids)},
                                       "consumed_chars": text.chars, "consumed_hash": text.sha256},
                        before_commit=(lambda: finish(result)) if finish is not None else None)
@@ -143,11 +144,12 @@ def _place_subagent(main, text, skel, *, key: str, namespace: str, sidecar: dict
     about = {k: sidecar[k] for k in SIDECAR_FIELDS if isinstance((sidecar or {}).get(k), str)}
     if about:
         main.meta.setdefault("claude_code", {}).update(about)
-    first = next((i for i, kind in enumerate(skel.kinds) if kind and kind[0] == "user"), None)
+    tree = skel.tree
+    first = next((i for i in range(len(tree)) if tree.type_of(i) == "user"), None)
     prompt = subagents.first_prompt([_object(text.line(first))]) if first is not None else ""
     summary, ended = "", None
     if subagents.is_compaction_agent(parsed.agent):
-        replies = [i for i, kind in enumerate(skel.kinds) if kind and kind[0] == "assistant"]
+        replies = [i for i in range(len(tree)) if tree.type_of(i) == "assistant"]
         summary, ended = subagents.last_reply([_object(text.line(i)) for i in replies[-5:]])
     spawn = subagents.spawn_point(namespace=namespace, session=parsed.session, agent=parsed.agent, prompt=prompt,
                                   call_id=about.get("toolUseId"), summary=summary, ended=ended)
