@@ -34,6 +34,9 @@ KNOWN = LINKED | METADATA
 
 
 TOOL_NAMES_KEPT = 500
+# While placing, the names of the latest calls are remembered (a result names its call's tool);
+# a session of a million lines does not keep every one of them.
+TOOL_NAMES_HELD = 20_000
 
 
 @dataclass(slots=True)
@@ -89,7 +92,7 @@ class Placer:
 
     def __init__(self, plan: Plan, *, state: dict | None = None,
                  lookup: Callable[[set[str]], dict[str, Known]] | None = None, subagent_stream: bool = False,
-                 known=None):
+                 known=None, spawn_points: bool = True):
         self.plan = plan
         state = dict(state or {})
         self.current = state.get("current", "main")
@@ -102,8 +105,10 @@ class Placer:
         self.known = known if known is not None else {}
         self.lookup = lookup
         self.subagent_stream = subagent_stream or bool(state.get("subagent_stream"))
-        # Where the entries placed outside sidechains went, for spawn points.
+        # Where the entries placed outside sidechains went, for spawn points (not kept when the
+        # caller knows no sidechain will ask: a whole file with none).
         self.trail = Trail()
+        self.spawn_points = spawn_points
         self.last_placed: tuple[str, int] | None = None
         self.forks = int(state.get("forks", 0))
         # Per conversation key: the reply whose row is not written yet (`_open_reply`), the
@@ -323,7 +328,8 @@ class Placer:
             self._assistant_rows(entry, obj, conv, at)
         self._keep(entry, key)
         if not key.startswith("agent:") or self.subagent_stream:
-            self.trail.append(entry.seq, key, self._last(conv))
+            if self.spawn_points:
+                self.trail.append(entry.seq, key, self._last(conv))
             self.last_placed = (key, self._last(conv))
         if conv.title == "" and kind == "user" and not is_tool_result(obj) and not obj.get("isMeta"):
             conv.title = first_text(_blocks(obj))
@@ -472,6 +478,8 @@ class Placer:
         args = block.get("input")
         calls.append({"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}})
         self.tool_names[call_id] = name
+        if len(self.tool_names) > 2 * TOOL_NAMES_HELD:
+            self.tool_names = dict(list(self.tool_names.items())[-TOOL_NAMES_HELD:])
 
     def _add_to_reply(self, entry: Entry, obj: dict, conv: ConvPlan, group: str | None, message: dict, *,
                       parts: list, calls: list, generated: dict) -> None:

@@ -10,8 +10,9 @@ Here each entry costs a few dozen bytes, whatever the file's size:
 - `Tree`: per entry (in file order) the 64-bit hashes of its uuid, parent uuid (or, for a
   compact boundary, its logical parent) and message id, its type as a code, its flags
   (sidechain, isMeta, a real turn) and its line number, in typed arrays; a uuid is found
-  again by binary search in the sorted hashes. Two uuids of one session sharing a 64-bit
-  hash is as likely as a collision of random 64-bit numbers among a million: not at all.
+  again through a `HashIndex` (open addressing in two arrays: no Python object per
+  entry, not even while it is built). Two uuids of one session sharing a 64-bit hash is
+  as likely as a collision of random 64-bit numbers among a million: not at all.
 - `main_line`, `placement`: the main line and the order to place entries in, computed on
   those arrays (claude_code.py describes the rules);
 - `KnownTable`: what the placer remembers of each placed entry (its conversation, its
@@ -42,6 +43,47 @@ def hash64(value: str | None) -> int:
     return number or 1
 
 
+class HashIndex:
+    """64-bit hashes (never 0) → a non-negative number, by open addressing in two arrays; a
+    hash's slot (its place in the arrays) stays the same once it is in."""
+
+    def __init__(self, capacity: int):
+        size = 16
+        while size < capacity * 4 // 3 + 1:
+            size *= 2
+        self.mask = size - 1
+        self.keys = array("q", bytes(8 * size))
+        self.values = array("i", bytes(4 * size))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def slot(self, h: int) -> int:
+        """Where `h` is, or where it would go."""
+        keys, mask = self.keys, self.mask
+        i = h & mask
+        while keys[i] != NONE and keys[i] != h:
+            i = (i + 1) & mask
+        return i
+
+    def put(self, h: int, value: int) -> int:
+        i = self.slot(h)
+        self.keys[i] = h
+        self.values[i] = value
+        return i
+
+    def find(self, h: int) -> int:
+        """The slot of `h`, or -1."""
+        if h == NONE:
+            return -1
+        i = self.slot(h)
+        return i if self.keys[i] == h else -1
+
+    def get(self, h: int, default: int = -1) -> int:
+        i = self.find(h)
+        return self.values[i] if i >= 0 else default
+
+
 class Tree:
     """The links and kinds of a stream's entries, in arrays (module docstring)."""
 
@@ -51,8 +93,8 @@ class Tree:
         self.group = array("q")
         self.code = bytearray()
         self.flags = bytearray()
-        self.line = array("l")
-        self._keys: array | None = None  # sorted unique uuid hashes
+        self.line = array("i")
+        self._index: HashIndex | None = None  # every uuid
 
     def __len__(self) -> int:
         return len(self.code)
@@ -65,23 +107,35 @@ class Tree:
         self.code.append(type_code)
         self.flags.append(flags)
         self.line.append(line)
-        self._keys = None
+        self._index = None
 
     def type_of(self, i: int) -> str | None:
         code = self.code[i]
         return TYPES[code - 1] if 1 <= code <= len(TYPES) else None
 
-    def keys(self) -> array:
-        """The sorted distinct uuid hashes: a uuid's slot in the KnownTable is its index here."""
-        if self._keys is None:
-            self._keys = array("q", sorted({h for h in self.uuid if h != NONE}))
-        return self._keys
+    def forget_links(self) -> None:
+        """Give back what only the main line needs: the parents', message ids' and (once the
+        index holds them) the uuids' hashes."""
+        self.index()
+        self.uuid = array("q")
+        self.parent = array("q")
+        self.group = array("q")
+
+    def has_sidechains(self) -> bool:
+        return any(f & SIDECHAIN for f in self.flags)
+
+    def index(self) -> HashIndex:
+        """Every uuid of the stream: a uuid's slot here is its place in the KnownTable."""
+        if self._index is None:
+            index = HashIndex(len(self))
+            for h in self.uuid:
+                if h != NONE:
+                    index.put(h, 1)
+            self._index = index
+        return self._index
 
     def slot(self, uuid: str | None) -> int:
-        h = hash64(uuid)
-        keys = self.keys()
-        i = bisect.bisect_left(keys, h)
-        return i if h != NONE and i < len(keys) and keys[i] == h else -1
+        return self.index().find(hash64(uuid))
 
     def linked_node(self, i: int) -> bool:
         return self.uuid[i] != NONE and self.code[i] in LINKED_CODES and not self.flags[i] & SIDECHAIN
@@ -103,23 +157,25 @@ class Flags:
         return self.any
 
 
-def _nodes(tree: Tree) -> tuple[bytearray, array, list[int]]:
+def _nodes(tree: Tree) -> tuple[bytearray, array, array]:
     """(a flag per entry: the linked node of its uuid, its parent node or -1 per entry, the nodes
     in the order their uuids first appear). A uuid written twice is its last entry."""
-    last: dict[int, int] = {}
-    for i in range(len(tree)):
+    n = len(tree)
+    last = HashIndex(n)  # uuid → its last linked entry
+    first = array("i")  # each uuid's first linked entry, in file order
+    for i in range(n):
         if tree.linked_node(i):
-            last[tree.uuid[i]] = i  # a dict keeps the first appearance's place, the last entry's index
-    hashes = array("q", sorted(last))
-    indexes = array("l", (last[h] for h in hashes))
-    node = bytearray(len(tree))
-    parent_of = array("l", [-1]) * len(tree)
-    for i in indexes:
+            if last.find(tree.uuid[i]) < 0:
+                first.append(i)
+            last.put(tree.uuid[i], i)
+    node = bytearray(n)
+    in_order = array("i", (last.get(tree.uuid[i]) for i in first))
+    for i in in_order:
         node[i] = 1
-        h = tree.parent[i]
-        j = bisect.bisect_left(hashes, h)
-        parent_of[i] = indexes[j] if h != NONE and j < len(hashes) and hashes[j] == h else -1
-    return node, parent_of, list(last.values())
+    parent_of = array("i", [-1]) * n
+    for i in in_order:
+        parent_of[i] = last.get(tree.parent[i])
+    return node, parent_of, in_order
 
 
 def main_line(tree: Tree) -> bytearray:
@@ -129,7 +185,7 @@ def main_line(tree: Tree) -> bytearray:
     n = len(tree)
     node, parent_of, in_order = _nodes(tree)
     _cut_cycles(parent_of, in_order)
-    root_of = array("l", [-1]) * n
+    root_of = array("i", [-1]) * n
 
     def root(i: int) -> int:
         path = []
@@ -142,7 +198,7 @@ def main_line(tree: Tree) -> bytearray:
         root_of[i] = r
         return r
 
-    leaf = array("l", [-1]) * n  # per root: its latest message
+    leaf = array("i", [-1]) * n  # per root: its latest message
     for i in range(n):
         if node[i] and tree.code[i] in (CODE["user"], CODE["assistant"]) and not tree.flags[i] & META:
             leaf[root(i)] = i
@@ -160,11 +216,13 @@ def _hang_on(tree: Tree, line: bytearray, node: bytearray, parent_of: array, mes
     """Add to the line what hangs off it: an entry whose parent is on it and that is no real turn
     of its own (a tool result, a note) or a line of a response already on it; and the entries of
     a part of the tree with no message at all."""
-    groups = array("q", sorted({tree.group[i] for i in range(len(tree)) if line[i] and tree.group[i] != NONE}))
+    groups = HashIndex(sum(line))  # the message ids of the responses on the line
+    for i in range(len(tree)):
+        if line[i] and tree.group[i] != NONE:
+            groups.put(tree.group[i], 1)
 
     def in_groups(h: int) -> bool:
-        j = bisect.bisect_left(groups, h)
-        return h != NONE and j < len(groups) and groups[j] == h
+        return groups.find(h) >= 0
 
     for _ in range(3):
         for i in range(len(tree)):
@@ -183,7 +241,7 @@ def _cut_cycles(parent_of: array, nodes) -> None:
     from each node once, in the order their uuids first appear; a walk that meets itself cuts
     the link that closed the loop."""
     done = bytearray(len(parent_of))
-    walk = array("l", [0]) * len(parent_of)  # the walk that last passed each node
+    walk = array("i", [0]) * len(parent_of)  # the walk that last passed each node
     for number, start in enumerate(nodes, 1):
         cur, last = start, -1
         while cur >= 0 and not done[cur]:
@@ -203,7 +261,7 @@ def placement(tree: Tree, first_seq: int = 0) -> tuple[array, Flags, bool]:
     a parent though several are linked). The main line and metadata first, in file order; then
     branches; then sidechains."""
     line = main_line(tree)
-    first, branches, sidechains = array("l"), array("l"), array("l")
+    first, branches, sidechains = array("i"), array("i"), array("i")
     linked, named = 0, False
     for i in range(len(tree)):
         node = tree.linked_node(i)
@@ -227,10 +285,9 @@ class KnownTable:
 
     def __init__(self, tree: Tree):
         self.tree = tree
-        size = len(tree.keys())
-        self.conv = array("l", [-1]) * size
-        self.position = array("l", [0]) * size
-        self.group = array("q", [0]) * size
+        size = len(tree.index())
+        self.conv = array("h", [-1]) * size
+        self.position = array("i", [0]) * size
         self.real_child = bytearray(size)
         self.conv_keys: list[str] = []
         self.conv_code: dict[str, int] = {}
@@ -264,7 +321,6 @@ class KnownTable:
             self.count += 1
         self.conv[s] = self.conv_code[key]
         self.position[s] = known.position
-        self.group[s] = hash64(known.group)
         self.real_child[s] = 1 if known.has_real_child else 0
 
     def update(self, other: dict) -> None:
@@ -296,10 +352,6 @@ class _KnownView:
         return self.table.position[self.slot]
 
     @property
-    def group(self):
-        return self.table.group[self.slot] or None
-
-    @property
     def has_real_child(self) -> bool:
         return bool(self.table.real_child[self.slot])
 
@@ -310,7 +362,9 @@ class _KnownView:
 
 class Trail:
     """(sequence number, conversation, position) of each entry placed outside a sidechain, in
-    runs of increasing sequence numbers (placement goes through the file's parts in order)."""
+    runs of increasing sequence numbers (placement goes through the file's parts in order).
+    Nothing of it is kept until a subagent asks (`before`): only a stream with inline
+    sidechains needs it, and those are placed after all the rest."""
 
     def __init__(self):
         self.runs: list[tuple[array, array, array]] = []
@@ -325,7 +379,7 @@ class Trail:
             self.code[key] = len(self.keys)
             self.keys.append(key)
         if not self.runs or self.runs[-1][0][-1] >= seq:
-            self.runs.append((array("q"), array("l"), array("q")))
+            self.runs.append((array("i"), array("h"), array("i")))
         seqs, convs, positions = self.runs[-1]
         seqs.append(seq)
         convs.append(self.code[key])

@@ -67,8 +67,12 @@ def import_new_session(text, *, key: str, namespace: str, subject: str, actor: s
     plan.problems.extend(skel.problems)
     order, on_line, problems = claude_code.placement(skel) if len(skel) else ([], None, [])
     plan.problems.extend(problems)
-    placer = claude_code_placer.Placer(plan, subagent_stream=skel.subagent_stream,
-                                       known=claude_code_tree.KnownTable(skel.tree))
+    # From here on placing needs the uuids' index only (memory flat: claude_code_tree.py).
+    known = claude_code_tree.KnownTable(skel.tree)
+    sidechains = skel.tree.has_sidechains()
+    skel.tree.forget_links()
+    placer = claude_code_placer.Placer(plan, subagent_stream=skel.subagent_stream, known=known,
+                                       spawn_points=sidechains)
     lines = skel.tree.line  # entry i is line i of `text.lines()`, and its seq
     writer = Writer(plan=plan, namespace=namespace, actor=actor, dry_run=dry_run)
     conversations = plan.conversations

@@ -32,7 +32,7 @@ class Text:
         self.sha256: str | None = None
         self.prefix_sha256: str | None = None
         self.starts = array("q")
-        self.ends = array("q")
+        self.lengths = array("i")
 
     @classmethod
     def open(cls, path: str) -> "Text":
@@ -100,7 +100,8 @@ class Text:
 
     def line(self, index: int) -> str:
         """The text of the index-th non-blank line that `lines()` yielded."""
-        start, end = self.starts[index], self.ends[index]
+        start = self.starts[index]
+        end = start + self.lengths[index]
         piece = self.data[start:end] if self.is_str else self._read(start, end)
         text = piece if self.is_str else self._decode(piece, start)
         return text.rstrip("\r")
@@ -143,8 +144,8 @@ class Text:
         whole text's, and `prefix_sha256` that of its first `prefix_chars` characters."""
         is_str = self.is_str
         hasher = hashlib.sha256()
-        self.starts, self.ends = array("q"), array("q")
-        starts, ends = self.starts, self.ends
+        self.starts, self.lengths = array("q"), array("i")
+        starts, lengths = self.starts, self.lengths
         chars, number = 0, 0
         self.prefix_sha256 = None
         for start, stop, piece, last in self._segments():
@@ -163,7 +164,7 @@ class Text:
             line = text.rstrip("\r")
             if line.strip():
                 starts.append(start)
-                ends.append(stop)
+                lengths.append(stop - start)
                 yield number, line, last
         self.chars = chars
         self.sha256 = hasher.hexdigest()
