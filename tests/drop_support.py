@@ -18,8 +18,24 @@ IGNORED = {
     "mimeType", "agentId", "container_id", "ghost_commit", "gitBranch", "worktree", "system_fingerprint",
     "displayName", "description", "resultDisplay", "revised_prompt", "request", "lastCheckpointHash", "files",
     "status", "title", "kind", "type", "role", "name", "agent", "mode", "summary_text", "finish_reason",
-    "stop_reason", "object", "vcs", "sources", "$rewindTo",
+    "stop_reason", "object", "vcs", "sources", "$rewindTo", "subtype", "originator", "at", "forked_from_id",
+    "parent_thread_id", "task_id", "cli_version", "model_provider", "external_id", "namespace", "subject",
+    "created_at", "last_activity_at", "message_position", "created_by", "uuids", "ids", "message_id",
 }
+# Records a format keeps as entries by design, not as rows: metadata, what a UI showed again.
+METADATA_TYPES = {
+    "summary", "custom-title", "ai-title", "file-history-snapshot", "queue-operation", "tag", "agent-name",
+    "agent_metadata", "mode", "last-prompt", "pr-link", "worktree-state", "agent-setting", "content-replacement",
+    "session_meta", "turn_context", "event_msg", "progress",
+}
+
+
+def _is_metadata(obj: dict) -> bool:
+    if "memoryui" in obj or obj.get("type") in METADATA_TYPES:
+        return True
+    if obj.get("type") == "system" and obj.get("subtype"):  # Claude Code's notes (a compaction boundary, times)
+        return True
+    return "say" in obj or "ask" in obj  # Cline's panel: the history again, for the eye
 
 
 def texts_of(value, key: str = "") -> list[str]:
@@ -29,6 +45,8 @@ def texts_of(value, key: str = "") -> list[str]:
     if isinstance(value, str):
         return [value] if len(value.strip()) >= MIN_CHARS else []
     if isinstance(value, dict):
+        if _is_metadata(value):
+            return []
         return [t for k, v in value.items() for t in texts_of(v, k)]
     if isinstance(value, list):
         return [t for v in value for t in texts_of(v, key)]

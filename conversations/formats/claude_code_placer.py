@@ -36,7 +36,7 @@ KNOWN = LINKED | METADATA
 TOOL_NAMES_KEPT = 500
 # While placing, the names of the latest calls are remembered (a result names its call's tool);
 # a session of a million lines does not keep every one of them.
-TOOL_NAMES_HELD = 20_000
+TOOL_NAMES_HELD = 2_000
 
 
 @dataclass(slots=True)

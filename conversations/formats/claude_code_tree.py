@@ -34,13 +34,19 @@ SIDECHAIN, META, REAL = 1, 2, 4
 NONE = 0  # the hash of no uuid
 
 
-def hash64(value: str | None) -> int:
-    """A uuid (or message id) as a signed 64-bit number; 0 for none."""
+def hash64(value: str | None, size: int = 8) -> int:
+    """A uuid (or message id) as a signed 64-bit (or `size`-byte) number; 0 for none."""
     if not value:
         return NONE
-    number = int.from_bytes(hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+    number = int.from_bytes(hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=size).digest(),
                             "little", signed=True)
     return number or 1
+
+
+def hash32(value: str | None) -> int:
+    """A message id as a signed 32-bit number (0 for none): it is only asked whether a response
+    is on the main line, where a rare collision would only keep a line there."""
+    return hash64(value, 4)
 
 
 class HashIndex:
@@ -48,22 +54,20 @@ class HashIndex:
     hash's slot (its place in the arrays) stays the same once it is in."""
 
     def __init__(self, capacity: int):
-        size = 16
-        while size < capacity * 4 // 3 + 1:
-            size *= 2
-        self.mask = size - 1
-        self.keys = array("q", bytes(8 * size))
-        self.values = array("i", bytes(4 * size))
+        # A little room past the capacity keeps probes short; no more, to stay small.
+        self.size = max(16, capacity + capacity // 6 + 1)
+        self.keys = array("q", [NONE]) * self.size
+        self.values = array("i", [0]) * self.size
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def slot(self, h: int) -> int:
         """Where `h` is, or where it would go."""
-        keys, mask = self.keys, self.mask
-        i = h & mask
+        keys, size = self.keys, self.size
+        i = h % size
         while keys[i] != NONE and keys[i] != h:
-            i = (i + 1) & mask
+            i = i + 1 if i + 1 < size else 0
         return i
 
     def put(self, h: int, value: int) -> int:
@@ -90,7 +94,7 @@ class Tree:
     def __init__(self):
         self.uuid = array("q")
         self.parent = array("q")
-        self.group = array("q")
+        self.group = array("i")
         self.code = bytearray()
         self.flags = bytearray()
         self.line = array("i")
@@ -103,7 +107,7 @@ class Tree:
             line: int) -> None:
         self.uuid.append(hash64(uuid))
         self.parent.append(hash64(parent))
-        self.group.append(hash64(group))
+        self.group.append(hash32(group))
         self.code.append(type_code)
         self.flags.append(flags)
         self.line.append(line)
@@ -119,7 +123,7 @@ class Tree:
         self.index()
         self.uuid = array("q")
         self.parent = array("q")
-        self.group = array("q")
+        self.group = array("i")
 
     def has_sidechains(self) -> bool:
         return any(f & SIDECHAIN for f in self.flags)
@@ -127,7 +131,7 @@ class Tree:
     def index(self) -> HashIndex:
         """Every uuid of the stream: a uuid's slot here is its place in the KnownTable."""
         if self._index is None:
-            index = HashIndex(len(self))
+            index = HashIndex(sum(1 for h in self.uuid if h != NONE))
             for h in self.uuid:
                 if h != NONE:
                     index.put(h, 1)
@@ -161,7 +165,7 @@ def _nodes(tree: Tree) -> tuple[bytearray, array, array]:
     """(a flag per entry: the linked node of its uuid, its parent node or -1 per entry, the nodes
     in the order their uuids first appear). A uuid written twice is its last entry."""
     n = len(tree)
-    last = HashIndex(n)  # uuid → its last linked entry
+    last = HashIndex(sum(1 for i in range(n) if tree.linked_node(i)))  # uuid → its last linked entry
     first = array("i")  # each uuid's first linked entry, in file order
     for i in range(n):
         if tree.linked_node(i):
@@ -216,7 +220,8 @@ def _hang_on(tree: Tree, line: bytearray, node: bytearray, parent_of: array, mes
     """Add to the line what hangs off it: an entry whose parent is on it and that is no real turn
     of its own (a tool result, a note) or a line of a response already on it; and the entries of
     a part of the tree with no message at all."""
-    groups = HashIndex(sum(line))  # the message ids of the responses on the line
+    # The message ids of the responses on the line.
+    groups = HashIndex(sum(1 for i in range(len(tree)) if line[i] and tree.group[i] != NONE))
     for i in range(len(tree)):
         if line[i] and tree.group[i] != NONE:
             groups.put(tree.group[i], 1)

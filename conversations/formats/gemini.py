@@ -106,7 +106,7 @@ class _Stream:
 
     def __init__(self):
         self.meta: dict = {}
-        self.live: list[str] = []  # the list the CLI holds now
+        self.live: dict[str, None] = {}  # the list the CLI holds now (a dict: ordered, found at once)
         self.main: list[str] = []  # every message of the main line, in the order first seen
         self.versions: dict[str, tuple[dict, Entry]] = {}  # id → (latest record, its entry)
         self.branches: list[dict] = []  # {"point": id | None, "ids": [...]}: what a rewind cut
@@ -117,8 +117,7 @@ class _Stream:
         mid = record["id"]
         new = mid not in self.versions
         self.versions[mid] = (record, entry)
-        if mid not in self.live:
-            self.live.append(mid)
+        self.live.setdefault(mid)
         if new:
             self.main.append(mid)
 
@@ -127,11 +126,12 @@ class _Stream:
             problems.append(Problem(entry.line, f"$rewindTo names message {mid[:60]!r}, which is not in the session; "
                                                 "kept, not shown"))
             return
-        cut = self.live[self.live.index(mid):]
-        self.live = self.live[:self.live.index(mid)]
+        live = list(self.live)
+        cut = set(live[live.index(mid):])
+        self.live = dict.fromkeys(live[:live.index(mid)])
         ids = [m for m in self.main if m in cut]
         self.main = [m for m in self.main if m not in cut]
-        point = self.live[-1] if self.live else None
+        point = next(reversed(self.live)) if self.live else None
         self.branches.append({"point": point, "ids": ids})
 
     def snapshot(self, messages: list, entry: Entry, problems: list) -> None:
@@ -155,7 +155,7 @@ class _Stream:
                 self.versions[record["id"]] = (record, entry)
             else:
                 self.message(record, entry)
-        self.live = list(ids)
+        self.live = dict.fromkeys(ids)
 
 
 def _read(text: str, plan: Plan) -> tuple[_Stream, list[Entry], str]:

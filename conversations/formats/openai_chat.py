@@ -167,8 +167,11 @@ def parse_response(data: dict, raw_text: str, *, subject: str = "") -> Plan:
             meta["usage"] = data["usage"]
         conv.rows.append(make_row({**out, "meta": meta}, row.at or at, row.entry, plan.problems, None) or row)
     for other in choices[1:]:
+        said = other.get("message") if isinstance(other.get("message"), dict) else {}
+        text = first_text(said.get("content"), limit=200)
         plan.problems.append(Problem(None, f"choice {other.get('index', '?')} of the response is not imported "
-                                           "(the first choice is the assistant turn); kept in the original entry"))
+                                           f"(the first choice is the assistant turn); kept in the original entry"
+                                           f"{': ' + text if text else ''}"))
     entry.position = conv.last_position
     conv.title = first_text(message.get("content")) or f"Chat completion {str(data.get('id') or '')[:40]}".strip()
     return plan

@@ -22,7 +22,8 @@ Messages and parts are in the order of their ids (OpenCode's ids sort by time).
   saying so;
 - `patch`, `snapshot`, `step-*`, `retry` and `agent` parts are kept as entries.
 
-Every session, message and part is kept as an entry. The session id is the source key.
+The session and each message with its parts are kept as entries. The session id is the
+source key.
 """
 
 from .base import (
@@ -356,20 +357,17 @@ def parse_session(doc: dict, text: str, *, subject: str = "") -> Plan:
                                            "without its title"))
     session = _Session(plan, conv)
     for n, item in enumerate(doc["messages"], 1):
+        entry = Entry(seq=len(plan.entries), line=n, raw=dumps(item), conv="main")
+        plan.entries.append(entry)
         if not isinstance(item, dict) or not isinstance(item.get("info"), dict):
-            plan.entries.append(Entry(seq=len(plan.entries), line=n, raw=dumps(item), conv="main",
-                                      position=conv.last_position))
             plan.problems.append(Problem(n, "a message without info; kept, not shown"))
+            entry.position = conv.last_position
             continue
         minfo = item["info"]
-        entry = Entry(seq=len(plan.entries), line=n, raw=dumps({"message": minfo}), conv="main")
-        plan.entries.append(entry)
         parts = []
         for part in item.get("parts") or ():
-            pentry = Entry(seq=len(plan.entries), line=n, raw=dumps({"part": part}), conv="main")
-            plan.entries.append(pentry)
             if isinstance(part, dict):
-                parts.append((part, pentry))
+                parts.append((part, entry))
             else:
                 plan.problems.append(Problem(n, "a part that is not an object; kept, not shown"))
         if minfo.get("role") == "user":
@@ -378,8 +376,7 @@ def parse_session(doc: dict, text: str, *, subject: str = "") -> Plan:
             session.assistant(minfo, parts, entry)
         else:
             plan.problems.append(Problem(n, f"a message with role {str(minfo.get('role'))[:40]!r}; kept, not shown"))
-        for e in [entry] + [p for _part, p in parts]:
-            e.position = conv.last_position
+        entry.position = conv.last_position
     if not conv.title:
         conv.title = f"OpenCode session {plan.source_key[:12]}"
     conv.title = " ".join(conv.title.split())[:300]

@@ -144,7 +144,8 @@ class Text:
         whole text's, and `prefix_sha256` that of its first `prefix_chars` characters."""
         is_str = self.is_str
         hasher = hashlib.sha256()
-        self.starts, self.lengths = array("q"), array("i")
+        # A file under 4 GiB (an API import is at most MEMORYUI_MAX_IMPORT_BYTES) needs 4 bytes a start.
+        self.starts, self.lengths = array("I" if len(self) < 1 << 32 else "q"), array("i")
         starts, lengths = self.starts, self.lengths
         chars, number = 0, 0
         self.prefix_sha256 = None
