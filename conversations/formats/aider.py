@@ -63,12 +63,11 @@ def detect_text(text: str) -> bool:
 def sessions(text: str) -> list[tuple[int, str]]:
     """(first line number, text) of each session of a history, in order; text before the first
     header (a history whose start was cut) is a session of its own."""
-    out, start, number, current = [], 1, 0, []
+    out, start, current = [], 1, []
     for number, line in enumerate(text.split("\n"), 1):
-        if HEADER.match(line) and any(x.strip() for x in current):
-            out.append((start, "\n".join(current)))
-            current, start = [], number
-        elif HEADER.match(line):
+        if line.startswith("# aider chat started at ") and HEADER.match(line):
+            if any(x.strip() for x in current):
+                out.append((start, "\n".join(current)))
             current, start = [], number
         current.append(line)
     if any(x.strip() for x in current):
@@ -111,7 +110,7 @@ def _blocks(lines: list[tuple[int, str]]) -> list[dict]:
             last("reply")["lines"].append(line)
             fenced = not line.lstrip().startswith("```")
             continue
-        if HEADER.match(line):
+        if line.startswith("# aider chat started at ") and HEADER.match(line):
             start("header", number, line)
             command_output, blank = False, True
             continue

@@ -96,7 +96,8 @@ def import_page(request):
     except StoreError as exc:
         return _page(request, {"values": values, "error": exc.message}, status=exc.status)
     if not files:
-        return _page(request, {"values": values, "error": "The zip holds no transcript (.jsonl or .json files)."},
+        return _page(request, {"values": values, "error": "The zip holds no transcript (.jsonl, .json, an Aider "
+                                                            "history or an OpenCode database)."},
                      status=422)
     for f in files:
         if f.result is not None:
