@@ -355,3 +355,14 @@ def test_imports_land_in_the_keys_project():
     by_api(key, AIDER.read_text())
     with projects.scoped(projects.EVERY):
         assert {c.project_id for c in Conversation.everywhere.all()} == {other.pk}
+
+
+def test_a_subagent_never_finds_its_parent_in_another_project():
+    """The same session id in another project is not its session: no link across projects."""
+    other = project_store.create_project(slug="elsewhere")
+    _row, secret = api_keys.create_api_key(name="elsewhere-importer", scopes=["read", "write"], project=other)
+    by_api(Api(Client(), make_key(["read", "write"])), GEMINI_LOG.read_text())  # the default project's session
+    by_api(Api(Client(), secret), GEMINI_SUB.read_text())
+    with projects.scoped(projects.EVERY):
+        sub = Conversation.everywhere.get(external_id="5e7f9a1b-2c3d-4e5f-8a9b-0c1d2e3f4a5b")
+        assert sub.project_id == other.pk and sub.parent_id is None

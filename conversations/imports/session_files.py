@@ -209,7 +209,9 @@ def spawn_point(*, format: str, namespace: str, child: str, parent: str | None) 
             return None
         rows = rows.filter(conversation_id=conversation.pk)
     else:
-        rows = rows.filter(conversation__namespace=namespace, conversation__deleting=False)
+        # The scope's own conversations only (a message has no project of its own: it is reached
+        # through its conversation's fence).
+        rows = rows.filter(conversation__in=Conversation.objects.live().filter(namespace=namespace))
     for cid, position, text in rows.order_by("position").values_list("conversation_id", "position", "content")[:50]:
         if child in _spawned(text, format):
             return str(cid), position
