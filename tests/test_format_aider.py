@@ -3,6 +3,7 @@ model's replies, edit blocks kept as written. Pure parsing."""
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,8 @@ from conversations import formats
 from conversations.formats import aider
 from tests.drop_support import unplaced
 from tests.provider_oracle import invalid_renderings
+
+pytestmark = pytest.mark.database_independent
 
 HISTORY = Path(__file__).parent / "fixtures" / "formats" / "aider" / ".aider.chat.history.md"
 

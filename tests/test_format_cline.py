@@ -4,11 +4,15 @@ Roo's condensed context as a checkpoint. Pure parsing."""
 import json
 from pathlib import Path
 
+import pytest
+
 from conversations import formats
 from conversations.formats import cline
 from conversations.imports.containers import cline_bundle
 from tests.drop_support import texts_of, unplaced
 from tests.provider_oracle import invalid_renderings
+
+pytestmark = pytest.mark.database_independent
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "cline"
 TASK = FIX / "tasks" / "1761900000123"

@@ -15,6 +15,8 @@ from conversations.formats.base import FormatError
 from tests.drop_support import texts_of, unplaced
 from tests.provider_oracle import invalid_renderings
 
+pytestmark = pytest.mark.database_independent
+
 FIX = Path(__file__).parent / "fixtures" / "formats" / "gemini"
 LEGACY = FIX / "session-2025-10-14T08-01-3f6b9e2a.json"
 LOG = FIX / "session-2026-01-20T14-00-8d2c4a6e.jsonl"

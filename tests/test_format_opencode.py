@@ -13,6 +13,8 @@ from conversations.formats.base import FormatError
 from tests.drop_support import texts_of, unplaced
 from tests.provider_oracle import invalid_renderings
 
+pytestmark = pytest.mark.database_independent
+
 STORAGE = Path(__file__).parent / "fixtures" / "formats" / "opencode" / "storage"
 PARENT, CHILD = "ses_5a1b2c3d4ffeAbCdEfGhIjKlMn", "ses_5a1b2c9e0ffeSubAgentTaskXy"
 

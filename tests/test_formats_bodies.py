@@ -11,6 +11,8 @@ import pytest
 from conversations import formats
 from tests.provider_oracle import invalid_renderings
 
+pytestmark = pytest.mark.database_independent
+
 FIX = Path(__file__).parent / "fixtures" / "formats"
 
 
