@@ -15,6 +15,11 @@
               line and indexing every row pays,
               with no parsing, mapping, validation or encoding of its own
   baseline    Django set up on a fresh database, nothing imported
+
+`--format F` (last) names the file's format (default claude-code): workload 21 imports the
+sessions of other agents the same way, and its floor reads the file as that format is
+read (json.loads of each line, of the whole document, or the Markdown's lines) and keeps
+the original entries the memoryui run kept, whatever they are.
 """
 
 import json
@@ -46,6 +51,55 @@ print(json.dumps({"appends": len(waits), "max_wait": max(waits, default=0)}))
 
 
 FLOOR_LINES = 5000  # per transaction
+
+
+# How the floor reads a file of each format once: what any importer of it must do.
+DOCUMENTS = ("opencode", "cline")
+
+
+def read_source(path: str, fmt: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        if fmt in DOCUMENTS:
+            json.loads(f.read())
+        elif fmt == "aider":
+            f.read().split("\n")
+        else:
+            for line in f:
+                json.loads(line)
+
+
+def floor_of_format(path: str, db: Path, imported: Path, fmt: str) -> float:
+    """The floor of a format whose original entries are not its lines: the memoryui run's own."""
+    source = common.connect_memoryui_file(imported)
+    rows = source.execute("SELECT kind, content, created_at FROM conversations_message "
+                          "ORDER BY conversation_id, position").fetchall()
+    entries = [raw for (raw,) in source.execute("SELECT raw FROM imports_sourceentry ORDER BY source_id, seq")]
+    source.close()
+    common.setup_django(db)
+    from conversations import store
+
+    cid = store.create_conversation(title="the floor").pk.hex
+    common.close_django()
+    conn = common.connect_memoryui_file(db, isolation_level=None)
+    conn.executescript(common.RAW_PRAGMAS)
+    t0 = time.perf_counter()
+    read_source(path, fmt)
+    done = 0
+    for start in range(0, max(len(rows), len(entries)), FLOOR_LINES):
+        part_rows, part_entries = rows[start:start + FLOOR_LINES], entries[start:start + FLOOR_LINES]
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE conversations_conversation SET next_position = ? WHERE id = ?",
+                     (done + len(part_rows), cid))
+        conn.executemany("INSERT INTO conversations_message (conversation_id, position, kind, content, created_at) "
+                         "VALUES (?, ?, ?, ?, ?)", ((cid, done + i, *row) for i, row in enumerate(part_rows)))
+        conn.executemany('INSERT INTO imports_sourceentry (source_id, seq, conversation_id, position, line, uuid, '
+                         'parent_uuid, "group", real, raw) VALUES (1, ?, ?, 0, NULL, NULL, NULL, NULL, 0, ?)',
+                         ((start + i, cid, raw) for i, raw in enumerate(part_entries)))
+        conn.execute("COMMIT")
+        done += len(part_rows)
+    seconds = time.perf_counter() - t0
+    conn.close()
+    return seconds
 
 
 def floor(path: str, db: Path, imported: Path) -> float:
@@ -93,6 +147,13 @@ def floor(path: str, db: Path, imported: Path) -> float:
 
 
 def main():
+    argv = sys.argv[1:]
+    fmt = "claude-code"
+    if "--format" in argv:
+        at = argv.index("--format")
+        fmt = argv[at + 1]
+        argv = argv[:at] + argv[at + 2:]
+    sys.argv = [sys.argv[0], *argv]
     mode, path, db = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     out = {"mode": mode}
     if mode == "raw":
@@ -122,6 +183,8 @@ def main():
             conn.executemany("INSERT INTO line (seq, raw) VALUES (?, ?)", batch)
             conn.execute("COMMIT")
         out["seconds"] = time.perf_counter() - t0
+    elif mode == "floor" and fmt != "claude-code":
+        out["seconds"] = floor_of_format(path, db, Path(sys.argv[4]), fmt)
     elif mode == "floor":
         out["seconds"] = floor(path, db, Path(sys.argv[4]))
     else:
@@ -140,7 +203,7 @@ def main():
                     stdout=subprocess.PIPE, text=True, env=dict(os.environ))
                 assert appender.stdout.readline().strip() == "ready"
             t0 = time.perf_counter()
-            result = importer.import_path(path, format="claude-code", namespace="bench")
+            result = importer.import_path(path, format=fmt, namespace="bench")
             out["seconds"] = time.perf_counter() - t0
             if appender is not None:
                 stop.write_text("stop")

@@ -60,6 +60,8 @@ from django.utils import timezone
 
 from . import projects
 from .apiauth import authenticate_bearer
+from .bodies import digest_of
+from .errors import BodyTooLarge
 from .http import error_json
 from .models import ApiKey, IdempotencyKey, key_lifetime
 from .rows import fetch_first, sqlite_form
@@ -134,7 +136,7 @@ def fingerprint(request) -> str:
     for part in (request.method.encode(), request.get_full_path().encode()):
         digest.update(part)
         digest.update(b"\n")
-    digest.update(request.body)
+    digest_of(request, digest)  # an import's body from its spool, never held whole (bodies.py)
     return digest.hexdigest()
 
 
@@ -161,7 +163,7 @@ class IdempotencyMiddleware:
             return self.get_response(request)
         try:
             sent = fingerprint(request)
-        except (RequestDataTooBig, RawPostDataException):  # the API answers 413 / 415
+        except (RequestDataTooBig, RawPostDataException, BodyTooLarge):  # the API answers 413 / 415
             return self.get_response(request)
         try:
             if request.path in RUN_OUTSIDE_TRANSACTION or request.path in SETTLED_BY_HANDLER:

@@ -7,6 +7,7 @@ from django.shortcuts import resolve_url
 
 from memoryui.connections import close_after_answer
 
+from . import bodies
 from .http import API_PREFIX, error_json
 
 
@@ -68,23 +69,27 @@ class ApiErrorShapeMiddleware:
             if is_api:
                 return error_json(414, _API_ERROR_MESSAGES[414])
             return HttpResponse(_API_ERROR_MESSAGES[414] + "\n", status=414, content_type="text/plain; charset=utf-8")
-        # Pages take files (the import page), the API one JSON body: each has its own limit.
-        body_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if is_api else settings.MEMORYUI_MAX_UPLOAD_BYTES
+        # Pages take files (the import page), the API one JSON body, its import a transcript of any
+        # size (conversations/bodies.py): each has its own limit.
+        body_limit = bodies.limit_of(request) if is_api else settings.MEMORYUI_MAX_UPLOAD_BYTES
         if _is_chunked(request) and not _buffer_chunked_body(request, body_limit):
             close_after_answer()  # the rest of the body is still on the connection
-            message = _API_ERROR_MESSAGES[413] + f" ({body_limit} bytes)"
             if is_api:
-                return error_json(413, message)
+                return error_json(413, bodies.too_large_message(request))
+            message = _API_ERROR_MESSAGES[413] + f" ({body_limit} bytes)"
             return HttpResponse(message + "\n", status=413, content_type="text/plain; charset=utf-8")
         if not is_api:
             return self.get_response(request)
-        if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        if _declared_length(request) > body_limit:
             close_after_answer()
-            return error_json(413, _API_ERROR_MESSAGES[413] + f" ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)")
+            return error_json(413, bodies.too_large_message(request))
         head = request.method == "HEAD"
         if head:
             request.method = "GET"
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        finally:
+            bodies.close(request)
         if response.status_code >= 400 and not _is_json(response):
             allow = response.get("Allow")
             response = error_json(response.status_code,
@@ -114,7 +119,7 @@ def _buffer_chunked_body(request, limit: int) -> bool:
     """
     stream, size = request.environ["wsgi.input"], 0
     # In memory up to Django's in-memory limit, past it in an unnamed temporary file (gone when closed).
-    body = tempfile.SpooledTemporaryFile(max_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    body = tempfile.SpooledTemporaryFile(max_size=min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, bodies.SPOOL_IN_MEMORY))
     while size <= limit:
         block = stream.read(min(64 * 1024, limit + 1 - size))
         if not block:

@@ -8,10 +8,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from conversations import idempotency
 from conversations.apiauth import ApiKeyAuth, ScopeError, SessionReadAuth, public
-from conversations.errors import StoreError
+from conversations.errors import InvalidInput, StoreError
 from conversations.http import code_for, error_body, store_error_body
 from conversations.rawjson import JsonRenderer
 
@@ -45,6 +46,18 @@ def _document_transport_errors(schema):
     return schema
 
 
+class OneValueParser(Parser):
+    """A query parameter that takes one value, sent twice, is refused rather than read as its
+    last value: `?subject=a&subject=b` would otherwise list b's conversations and say nothing."""
+
+    def parse_querydict(self, data, list_fields, request):
+        for key in data.keys():
+            if key not in list_fields and len(data.getlist(key)) > 1:
+                raise InvalidInput(f"the query parameter {key} takes one value; it was given "
+                                   f"{len(data.getlist(key))}", field=key)
+        return super().parse_querydict(data, list_fields, request)
+
+
 api = MemoryuiAPI(
     title="memoryui",
     version="1",
@@ -55,6 +68,7 @@ api = MemoryuiAPI(
     docs_url="/docs",
     openapi_url="/openapi.json",
     renderer=JsonRenderer(),
+    parser=OneValueParser(),
 )
 
 

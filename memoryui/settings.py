@@ -280,6 +280,8 @@ MEMORYUI_PG_REPACK = os.environ.get("MEMORYUI_PG_REPACK", "pg_repack").strip()
 MEMORYUI_MODEL_PRICES: dict = {}
 # Largest file the import page takes (a transcript or a zip of a project folder).
 MEMORYUI_MAX_UPLOAD_BYTES = 512 * 1024 * 1024
+# The largest body POST /api/v1/imports takes (conversations/bodies.py): read a block at a time, never held whole.
+MEMORYUI_MAX_IMPORT_BYTES = int(os.environ.get("MEMORYUI_MAX_IMPORT_BYTES", 256 * 1024 * 1024))
 # Long-term facts (conversations/facts/store.py and recall.py read these at call time).
 # Recall score weights: score = recency·w + importance·w + relevance·w.
 MEMORYUI_RECALL_WEIGHTS = {

@@ -21,8 +21,13 @@ from schemathesis.checks import (
 def negative_data_rejected(ctx, response, case):
     """schemathesis' negative_data_rejection, with 413 and 414 counted as rejections: a
     query string past the server's address limit (an overlong cursor) is refused before
-    any parameter is read, which is a rejection too."""
+    any parameter is read, which is a rejection too. (A parameter sent twice is a 422:
+    memoryui/api.py's parser.)"""
     if response.status_code in (413, 414):
+        return None
+    # A query parameter generated as an object goes on the wire as its Python text (one string,
+    # a valid value of a text parameter): nothing the server receives is out of its schema.
+    if any(isinstance(value, dict) for value in (case.query or {}).values()):
         return None
     return negative_data_rejection(ctx, response, case)
 

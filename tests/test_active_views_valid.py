@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from conversations import calls, store
 from conversations.demo import load_demo
 from conversations.errors import CheckpointSplitsToolCall
-from conversations.imports import importer
+from conversations.imports import containers, importer
 from conversations.models import Checkpoint, Conversation
 from conversations.reads import list_active
 from tests.provider_oracle import invalid_renderings
@@ -115,9 +115,16 @@ def test_every_demo_conversation_renders_valid():
     assert {str(c.pk): invalid_active_view(c.pk) for c in conversations} == {str(c.pk): {} for c in conversations}
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in FIX.iterdir()))
+# Every fixture as the command takes it: folders walked, an OpenCode storage put together, a
+# Cline task read with its panel (imports/containers.py).
+PIECES = {str(Path(p.name).relative_to(FIX)): p for p in containers.pieces_of_folder(FIX) if not p.skipped}
+
+
+@pytest.mark.parametrize("name", sorted(PIECES))
 def test_every_conversation_imported_from_a_fixture_renders_valid(name):
-    importer.import_text((FIX / name).read_text(), namespace=f"fixture-{name}")
+    piece = PIECES[name]
+    data = piece.data if piece.data is not None else piece.path.read_bytes()
+    importer.import_text(data, namespace=f"fixture-{name}"[:200], path=piece.name, sidecar=piece.sidecar)
     conversations = list(Conversation.objects.live())
     assert conversations
     assert {c.title: invalid_active_view(c.pk) for c in conversations} == {c.title: {} for c in conversations}

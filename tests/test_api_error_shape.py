@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from conversations.middleware import MAX_URL_LENGTH
-from tests.api_support import error_of
+from tests.api_support import error_of, make_key
 
 pytestmark = pytest.mark.django_db
 
@@ -67,3 +67,10 @@ def test_an_unhandled_exception_is_a_json_500(reader, monkeypatch):
     response = api_client.get("/api/v1/conversations", headers=reader._headers(None))
     assert_error_shape(response, 500, "internal_error")
     assert "boom" not in response.content.decode()
+
+
+def test_a_query_parameter_sent_twice_is_a_422_naming_it(client):
+    key = make_key(["read"])
+    answer = client.get("/api/v1/conversations?subject=a&subject=b", headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 422
+    assert answer.json()["error"]["field"] == "subject" and "one value" in answer.json()["error"]["message"]

@@ -171,6 +171,23 @@ def test_in_process_a_chunked_upload_to_the_import_page_past_the_api_limit_is_re
     assert 'name="token"' in response.content.decode()  # previewed, waiting for its confirmation
 
 
+@pytest.mark.parametrize("send", [send_chunked, send_raw_chunks])
+def test_a_chunked_import_past_the_other_bodies_limit_is_read_a_block_at_a_time(server, key, send):
+    """An import takes MEMORYUI_MAX_IMPORT_BYTES, not the small limit of every other body."""
+    lines = [json.dumps({"kind": "note", "text": f"line {i} " + "x" * 1000}) for i in range(LIMIT // 1000 + 50)]
+    body = json.dumps({"content": "\n".join(lines) + "\n", "format": "journal"}).encode()
+    assert len(body) > LIMIT
+    status, answer = send(server, key, "/imports", body)
+    assert status == 201 and answer["messages"] == len(lines), answer
+
+
+def test_in_process_a_chunked_import_past_its_own_limit_is_413_naming_it(client, key, settings):
+    settings.MEMORYUI_MAX_IMPORT_BYTES = 50_000
+    body = json.dumps({"content": "x" * 60_000}).encode()
+    response = post_as_gunicorn_does(client, key, "/imports", body)
+    assert response.status_code == 413 and "MEMORYUI_MAX_IMPORT_BYTES" in response.json()["error"]["message"]
+
+
 # ---- a refused body and the client's connection pool ------------------------------------------
 
 

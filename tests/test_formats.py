@@ -296,7 +296,12 @@ def test_openai_chat_render_merges_one_turns_calls_and_puts_the_handoff_first():
 def test_openai_responses_items_map_and_render_back():
     text = read("openai_responses.json")
     plan = formats.parse(text)
-    assert [k for k, _ in rows(plan.conversation("main"))] == ["user", "thought", "assistant", "tool", "assistant"]
+    assert [k for k, _ in rows(plan.conversation("main"))] == ["user", "thought", "assistant", "tool", "assistant",
+                                                                 "tool"]
+    # The hosted web search ends the reply whose text came before it, answered by its own result.
+    *_, (_, reply), (_, result) = rows(plan.conversation("main"))
+    assert reply["content"] == "18°C and cloudy." and reply["tool_calls"][0]["id"] == "ws_1"
+    assert result["tool_call_id"] == "ws_1" and result["name"] == "web_search"
     assert json.loads(openai_responses.render_document([e.raw for e in plan.entries])) == json.loads(text)
 
 

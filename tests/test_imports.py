@@ -95,7 +95,7 @@ def test_a_dry_run_writes_nothing():
 @pytest.mark.parametrize("name,kinds", [
     ("codex_rollout.jsonl", ["user", "user", "thought", "assistant", "tool", "assistant", "user", "assistant"]),
     ("openai_chat.json", ["system", "user", "assistant", "tool", "tool", "assistant"]),
-    ("openai_responses.json", ["user", "thought", "assistant", "tool", "assistant"]),
+    ("openai_responses.json", ["user", "thought", "assistant", "tool", "assistant", "tool"]),
     ("anthropic_request.json", ["system", "user", "thought", "assistant", "tool", "user", "assistant"]),
     ("journal.jsonl", ["woke", "heard", "thought", "did", "said", "note"]),
 ])

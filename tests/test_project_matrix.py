@@ -73,7 +73,7 @@ NEUTRAL = {
     "metadata_json", "parent_checkpoint_id", "target_thread_id", "task_id", "task_path", "writes", "strategy",
     "scopes", "pinned", "confirm", "token", "all_projects", "namespaces", "fmt", "part", "rest", "sort",
     # accounts are the server's, not a project's; a role, a filter, a new project's address
-    "username", "role", "active", "slug", "framework",
+    "username", "role", "active", "slug", "framework", "sidecar",
 }
 # B's framework ids (project_matrix_support: framework_id) are, in turn, of these frameworks.
 PATH_VALUES = {"fmt": list(FORMATS), "part": list(PARTS), "position": ["0", "1", "4"],
@@ -114,6 +114,7 @@ _VOLATILE = [
     # A redirect naming the row it made (an access-log row), a download named by a digest
     (re.compile(r"(Location: [^\n]*?=)\d+"), r"\1<n>"),
     (re.compile(r"subject-export-[0-9a-f]{12}"), "subject-export-<digest>"),
+    (re.compile(r'filename="([a-z-]+)-\d{8}-\d{6}'), r'filename="\1-<time>'),  # a download named by the second
     # A LangGraph thread's conversation is keyed by its id's digest: A's own, made by a write above
     (re.compile(r"thread-[0-9a-f]{40}"), "thread-<digest>"),
     (re.compile(r'"(?:id|run_id|seconds|bytes_before|bytes_after|bytes_freed|receipt_id|request_id|position|'

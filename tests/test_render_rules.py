@@ -13,7 +13,7 @@ import pytest
 
 from conversations.demo import load_demo
 from conversations.export import export_stream
-from conversations.imports import importer
+from conversations.imports import containers, importer
 from conversations.imports.models import ImportSource
 from conversations.models import Conversation
 from conversations.reads import list_active
@@ -83,8 +83,12 @@ def view_of(conversation) -> dict:
 def test_every_real_conversation_renders_alike_through_the_export_and_both_clients():
     build()
     load_demo(coding_turns=40)
-    for path in sorted(FIX.iterdir()):
-        importer.import_text(path.read_text(), namespace=f"fixture-{path.name}")
+    # Every fixture file, and every session inside the folders (Gemini CLI, Aider, OpenCode, Cline).
+    for piece in containers.pieces_of_folder(FIX):
+        if not piece.skipped:
+            data = piece.data if piece.data is not None else piece.path.read_bytes()
+            importer.import_text(data, namespace=f"fixture-{piece.name}"[:200], path=piece.name,
+                                 sidecar=piece.sidecar)
     conversations = list(Conversation.objects.live().order_by("created_at", "id"))
     assert len(conversations) >= 15
     views = [view_of(c) for c in conversations]

@@ -7,22 +7,48 @@ every format tried. The importer (conversations.imports) writes a plan through
 the store; the export module renders conversations back into these formats.
 """
 
-from . import anthropic, claude_code, codex, journal, memoryui, openai_chat, openai_responses
+from . import (
+    aider,
+    anthropic,
+    claude_code,
+    cline,
+    codex,
+    gemini,
+    journal,
+    memoryui,
+    openai_chat,
+    openai_responses,
+    opencode,
+)
 from .base import FormatError, Plan, decode_text, loads, read_jsonl, split_lines
 
-FORMATS = ("claude-code", "codex", "openai-chat", "openai-responses", "anthropic", "journal", "memoryui")
+FORMATS = ("claude-code", "codex", "openai-chat", "openai-responses", "anthropic", "journal", "memoryui", "gemini",
+           "aider", "opencode", "cline")
 CHOICES = ("auto",) + FORMATS
 # Formats whose originals are one JSON document rather than lines.
 DOCUMENT_FORMATS = ("openai-chat", "openai-responses", "anthropic")
 EXPORT_FORMATS = ("openai-chat", "anthropic", "claude-code", "memoryui")
 
+# Sessions of one agent each, identified by their own session id (not their content), which
+# grow between imports: importing one again appends what is new (importer.py).
+SESSION_FORMATS = ("gemini", "aider", "opencode", "cline")
+MODULES = {
+    "claude-code": claude_code, "codex": codex, "openai-chat": openai_chat, "openai-responses": openai_responses,
+    "anthropic": anthropic, "journal": journal, "memoryui": memoryui, "gemini": gemini, "aider": aider,
+    "opencode": opencode, "cline": cline,
+}
+
 _LINE_DETECTORS = (
     ("memoryui", memoryui.detect),
     ("codex", codex.detect),
     ("claude-code", claude_code.detect),
+    ("gemini", gemini.detect),
     ("journal", journal.detect),
 )
 _DOC_DETECTORS = (
+    ("gemini", gemini.detect_document),
+    ("opencode", opencode.detect_document),
+    ("cline", cline.detect_document),
     ("anthropic", anthropic.detect_document),
     ("openai-responses", openai_responses.detect_document),
     ("openai-chat", openai_chat.detect_document),
@@ -41,6 +67,8 @@ def detect(data) -> str:
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped:
         raise FormatError("the file is empty", field="file")
+    if aider.detect_text(stripped):
+        return "aider"
     if stripped[0] == "[" or (stripped[0] == "{" and "\n{" not in stripped.rstrip()):
         name = _detect_document(stripped)
         if name is not None:
@@ -95,8 +123,4 @@ def parse(data, *, format: str = "auto", subject: str = "") -> Plan:
     format = check_format(format)
     if format == "auto":
         format = detect(data)
-    module = {
-        "claude-code": claude_code, "codex": codex, "openai-chat": openai_chat,
-        "openai-responses": openai_responses, "anthropic": anthropic, "journal": journal, "memoryui": memoryui,
-    }[format]
-    return module.parse(data, subject=subject)
+    return MODULES[format].parse(data, subject=subject)

@@ -1,6 +1,9 @@
-"""Anthropic Messages API request bodies.
+"""Anthropic Messages API request and response bodies.
 
-Accepted: `{"model", "system", "messages": [...], …}` or a bare array of messages.
+Accepted: `{"model", "system", "messages": [...], …}` or a bare array of messages; or a
+response (`{"type": "message", "role": "assistant", "content", "usage", …}`), which is
+one assistant turn (its thinking as `thought` rows before it) with the model, usage,
+id and stop reason in its meta.
 `system` (a string or text blocks) → a `system` row first; in messages, `text`
 blocks → content, `tool_use` → tool calls, `tool_result` → `tool` rows,
 `thinking` → `thought`, `image`/`document`/others stay content blocks, and a
@@ -46,7 +49,14 @@ def _messages(data) -> tuple[list, dict | None]:
     return messages_and_envelope(data, "an Anthropic Messages request body (an object with messages)")
 
 
+def is_response(data) -> bool:
+    return isinstance(data, dict) and data.get("type") == "message" and data.get("role") == "assistant" and \
+        isinstance(data.get("content"), list) and "messages" not in data
+
+
 def detect_document(data) -> bool:
+    if is_response(data):
+        return True
     try:
         messages, envelope = _messages(data)
     except FormatError:
@@ -186,7 +196,34 @@ def _compaction(block: dict, at, entry: Entry, conv: ConvPlan, problems: list) -
         conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="anthropic"))
 
 
+def parse_response(data: dict, raw_text: str, *, subject: str = "") -> Plan:
+    """A Messages API response: one assistant turn, usage and all."""
+    plan = Plan(format=NAME, source_key=content_hash(raw_text))
+    model = data.get("model") if isinstance(data.get("model"), str) else None
+    conv = plan.add_main(subject=subject, meta={"anthropic": {"response": True}, **({"model": model} if model else {})})
+    entry = Entry(seq=0, line=None, raw=dumps({"response": data}), conv="main")
+    plan.entries.append(entry)
+    message_rows(data, entry, conv, plan.problems, model)
+    for i, row in enumerate(conv.rows):
+        if row.kind == "assistant":
+            message = row.message
+            own = {**message["meta"]["anthropic"], "response": True}
+            for field in ("id", "stop_reason", "stop_sequence"):
+                if isinstance(data.get(field), str):
+                    own[field] = data[field]
+            meta = {**message["meta"], "anthropic": own}
+            if isinstance(data.get("usage"), dict):
+                meta["usage"] = data["usage"]
+            conv.rows[i] = make_row({**message, "meta": meta}, row.at, row.entry, plan.problems, None) or row
+            break
+    entry.position = conv.last_position
+    conv.title = first_text(data.get("content")) or f"Anthropic response {str(data.get('id') or '')[:40]}".strip()
+    return plan
+
+
 def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
+    if is_response(data):
+        return parse_response(data, raw_text, subject=subject)
     messages, envelope = _messages(data)
     plan = Plan(format=NAME, source_key=content_hash(raw_text))
     conv = plan.add_main(subject=subject, meta={})

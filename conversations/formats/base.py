@@ -414,12 +414,15 @@ def messages_and_envelope(data, expected: str) -> tuple[list, dict | None]:
     raise FormatError(f"expected {expected}", field="file")
 
 
-def render_messages_document(originals: list[str]) -> str:
+def render_messages_document(originals: list[str]) -> str | None:
     """The request body again from its kept originals: an `{"envelope": …}` original
-    first, when there is one, then the messages."""
+    first, when there is one, then the messages. None for a response body (`{"response": …}`):
+    it is no request, so an export renders the conversation instead."""
     messages, envelope = [], None
     for raw in originals:
         obj = json.loads(raw)
+        if isinstance(obj, dict) and set(obj) == {"response"} and not messages:
+            return None
         if isinstance(obj, dict) and set(obj) == {"envelope"} and envelope is None and not messages:
             envelope = obj["envelope"]
             continue

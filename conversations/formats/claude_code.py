@@ -46,6 +46,7 @@ import uuid as uuidlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from . import claude_code_tree as tree_module
 from .base import (
     ConvPlan,
     Entry,
@@ -61,6 +62,7 @@ from .base import (
     split_lines,
 )
 from .claude_code_placer import KNOWN, LINKED, Placer, group_of, is_boundary, is_tool_result
+from .claude_code_tree import Tree
 
 NAME = "claude-code"
 
@@ -112,74 +114,6 @@ def new_plan(*, title: str = "", subject: str = "", source_key: str = "") -> Pla
     return plan
 
 
-def main_line(skeleton: list[Entry], objs_kind: dict[int, tuple]) -> set[int]:
-    """Seqs of the entries on the main line: per connected part of the tree (in file
-    order), the chain to its latest non-sidechain message, plus what a parallel turn
-    hangs off that chain (tool results, lines of the same response, notes)."""
-    nodes = {e.uuid: e for e in skeleton if e.uuid and objs_kind[e.seq][0] in LINKED and not objs_kind[e.seq][1]}
-    parent_of: dict[str, str | None] = {}
-    for u, e in nodes.items():
-        p = e.parent_uuid if e.parent_uuid in nodes else None
-        parent_of[u] = p
-    _cut_cycles(parent_of)
-    root_of: dict[str, str] = {}
-
-    def root(u):
-        path = []
-        while u not in root_of and parent_of.get(u) is not None:
-            path.append(u)
-            u = parent_of[u]
-        r = root_of.get(u, u)
-        for p in path:
-            root_of[p] = r
-        root_of[u] = r
-        return r
-
-    leaf_of: dict[str, Entry] = {}
-    for e in sorted(nodes.values(), key=lambda e: e.seq):
-        kind, _side, meta = objs_kind[e.seq]
-        if kind in ("user", "assistant") and not meta:
-            leaf_of[root(e.uuid)] = e
-    chain: set[str] = set()
-    for leaf in leaf_of.values():
-        cur = leaf.uuid
-        while cur is not None and cur not in chain:
-            chain.add(cur)
-            cur = parent_of.get(cur)
-    line = set(chain)
-    groups = {nodes[u].group for u in chain if nodes[u].group}
-    for _ in range(3):
-        for e in sorted(nodes.values(), key=lambda e: e.seq):
-            if e.uuid not in line and _hangs_on(e, parent_of.get(e.uuid), line, groups,
-                                                lambda u: root(u) not in leaf_of):
-                line.add(e.uuid)
-    return {nodes[u].seq for u in line}
-
-
-def _cut_cycles(parent_of: dict[str, str | None]) -> None:
-    """Drop links that make a cycle (a logicalParentUuid pointing below its boundary): walk up
-    from each node once; a walk that meets itself cuts the link that closed the loop."""
-    done: set[str] = set()
-    for u in parent_of:
-        path, on_path, cur = [], set(), u
-        while cur is not None and cur not in done:
-            if cur in on_path:
-                parent_of[path[-1]] = None
-                break
-            path.append(cur)
-            on_path.add(cur)
-            cur = parent_of.get(cur)
-        done.update(path)
-
-
-def _hangs_on(e: Entry, parent: str | None, line: set, groups: set, messageless) -> bool:
-    """Whether an entry off the chain joins the main line: a line of a part with no message at
-    all (notes only), or what hangs off the line (tool results, lines of the same response)."""
-    if parent is None or parent not in line:
-        return parent is None and messageless(e.uuid)
-    return bool(not e.real or (e.group and e.group in groups))
-
-
 def parse(data, *, subject: str = "", subagent_stream: bool = False) -> Plan:
     """A whole transcript (text or bytes) → a plan. Raises FormatError for input that is
     not a transcript at all."""
@@ -194,25 +128,36 @@ def parse(data, *, subject: str = "", subagent_stream: bool = False) -> Plan:
 
 @dataclass(slots=True)
 class Skeleton:
-    """What placing a whole stream needs to know before it starts: each entry's links
-    and kind, without its text. A large file is read twice (importer): once into this,
-    then again, entry by entry, in the order `placement` gives."""
+    """What placing a whole stream needs to know before it starts: each entry's links and
+    kind, a few bytes each (claude_code_tree.Tree), and, when asked, the entries themselves
+    with their text. A large file is read twice (importer): once into this, then again,
+    entry by entry, in the order `placement` gives."""
 
-    entries: list[Entry]
-    # Per entry (same index): (type, on a sidechain of this stream, isMeta), or None for a non-object.
-    kinds: list
+    tree: Tree
+    entries: list[Entry] | None  # entry i is line i (keep_raw), else made again as each line is placed
+    first_seq: int = 0
     subagent_stream: bool = False
     agent: str | None = None
     session: str | None = None
     problems: list = None
 
+    def __len__(self) -> int:
+        return len(self.tree)
+
+
+def _code(obj) -> int:
+    kind = obj.get("type")
+    if kind in tree_module.CODE:
+        return tree_module.CODE[kind]
+    return tree_module.METADATA_CODE if kind in KNOWN else tree_module.UNKNOWN_CODE
+
 
 def skeleton_of(lines: Iterable[Line], *, first_seq: int = 0, subagent_stream: bool = False, whole: bool = True,
                 keep_raw: bool = True) -> Skeleton:
-    """Entries (with their raw text only if `keep_raw`) and kinds of parsed lines. For a
+    """The tree (and with `keep_raw` the entries, with their raw text) of parsed lines. For a
     `whole` stream whose every linked entry is on a sidechain, it is a subagent's own file."""
-    entries: list[Entry] = []
-    kinds: list = []
+    tree = Tree()
+    entries: list[Entry] | None = [] if keep_raw else None
     problems: list[Problem] = []
     all_sidechain, any_linked, agent, session = True, False, None, None
     for i, ln in enumerate(lines):
@@ -220,10 +165,14 @@ def skeleton_of(lines: Iterable[Line], *, first_seq: int = 0, subagent_stream: b
             problems.append(Problem(ln.number, ln.error))
         obj = ln.obj
         entry = make_entry(first_seq + i, ln.number, ln.text if keep_raw else "", obj)
-        entries.append(entry)
+        if entries is not None:
+            entries.append(entry)
         if isinstance(obj, dict):
             kind = obj.get("type")
-            kinds.append((kind, bool(obj.get("isSidechain")), bool(obj.get("isMeta"))))
+            flags = (tree_module.SIDECHAIN if obj.get("isSidechain") else 0) | (
+                tree_module.META if obj.get("isMeta") else 0) | (tree_module.REAL if entry.real else 0)
+            tree.add(uuid=entry.uuid, parent=entry.parent_uuid, group=entry.group, type_code=_code(obj), flags=flags,
+                     line=ln.number)
             if kind in LINKED and obj.get("uuid"):
                 any_linked = True
                 all_sidechain = all_sidechain and bool(obj.get("isSidechain"))
@@ -232,34 +181,22 @@ def skeleton_of(lines: Iterable[Line], *, first_seq: int = 0, subagent_stream: b
             if session is None and kind in LINKED and isinstance(obj.get("sessionId"), str):
                 session = obj["sessionId"]
         else:
-            kinds.append(None)
+            tree.add(uuid=None, parent=None, group=None, type_code=0, flags=0, line=ln.number)
     if whole and not subagent_stream and any_linked and all_sidechain:
         subagent_stream = True  # a subagent's own transcript file
     if subagent_stream:  # then no entry is on a sidechain of this stream
-        kinds = [(k[0], False, k[2]) if k else None for k in kinds]
-    return Skeleton(entries=entries, kinds=kinds, subagent_stream=subagent_stream, agent=agent, session=session,
-                    problems=problems)
+        for i in range(len(tree)):
+            tree.flags[i] &= ~tree_module.SIDECHAIN
+    return Skeleton(tree=tree, entries=entries, first_seq=first_seq, subagent_stream=subagent_stream, agent=agent,
+                    session=session, problems=problems)
 
 
-def placement(skel: Skeleton) -> tuple[list[int], set[int], list[Problem]]:
-    """The order to place a whole stream's entries in (indexes into skel.entries): the main
+def placement(skel: Skeleton):
+    """The order to place a whole stream's entries in (indexes into the stream): the main
     line and metadata first, in file order; then branches; then sidechains. Returns the
-    order, the seqs on the main line, and problems about the stream as a whole."""
-    entries = skel.entries
-    kinds = {e.seq: (k or (None, False, False)) for e, k in zip(entries, skel.kinds, strict=False)}
-    on_line = main_line(entries, kinds)
-    linked_nodes = {e.seq for e in entries if e.uuid and kinds[e.seq][0] in LINKED and not kinds[e.seq][1]}
-
-    def rank(i):
-        seq = entries[i].seq
-        if kinds[seq][1]:
-            return (2, seq)
-        return (0 if seq in on_line or seq not in linked_nodes else 1, seq)
-
-    order = sorted(range(len(entries)), key=rank)
-    problems = []
-    if not any(e.parent_uuid for e in entries if e.seq in linked_nodes) and len(linked_nodes) > 1:
-        problems.append(Problem(None, "no entry links to a parent (parentUuid); file order is used"))
+    order, the main line (`seq in on_line`), and problems about the stream as a whole."""
+    order, on_line, unlinked = tree_module.placement(skel.tree, skel.first_seq)
+    problems = [Problem(None, "no entry links to a parent (parentUuid); file order is used")] if unlinked else []
     return order, on_line, problems
 
 
@@ -292,7 +229,7 @@ def feed_lines(plan: Plan, lines: list[Line], *, subagent_stream: bool = False, 
     entries = skel.entries
     placer = Placer(plan, state=state, lookup=lookup, subagent_stream=skel.subagent_stream)
     placer.prefetch({e.parent_uuid for e in entries if e.parent_uuid})
-    order, on_line = list(range(len(entries))), set()
+    order, on_line = range(len(entries)), None
     if whole and placer.lookup is None and entries:
         order, on_line, problems = placement(skel)
         plan.problems.extend(problems)

@@ -2,7 +2,6 @@
 which rows it becomes (the mapping is described in claude_code.py, which feeds it for
 whole files and for SessionStore batches alike)."""
 
-import bisect
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from .base import (
     parse_time,
     reply_message,
 )
+from .claude_code_tree import Trail
 
 LINKED = {"user", "assistant", "system", "progress", "attachment"}
 
@@ -34,6 +34,9 @@ KNOWN = LINKED | METADATA
 
 
 TOOL_NAMES_KEPT = 500
+# While placing, the names of the latest calls are remembered (a result names its call's tool);
+# a session of a million lines does not keep every one of them.
+TOOL_NAMES_HELD = 2_000
 
 
 @dataclass(slots=True)
@@ -88,7 +91,8 @@ class Placer:
     """
 
     def __init__(self, plan: Plan, *, state: dict | None = None,
-                 lookup: Callable[[set[str]], dict[str, Known]] | None = None, subagent_stream: bool = False):
+                 lookup: Callable[[set[str]], dict[str, Known]] | None = None, subagent_stream: bool = False,
+                 known=None, spawn_points: bool = True):
         self.plan = plan
         state = dict(state or {})
         self.current = state.get("current", "main")
@@ -97,12 +101,14 @@ class Placer:
         self.agents: dict[str, str] = dict(state.get("agents", {}))  # agent id → conversation key
         self.session_ids: list[str] = list(state.get("session_ids", []))
         self.title_set = bool(state.get("title_set"))
-        self.known: dict[str, Known] = {}
+        # uuid → Known; a whole file's import keeps it in a claude_code_tree.KnownTable (a few bytes each).
+        self.known = known if known is not None else {}
         self.lookup = lookup
         self.subagent_stream = subagent_stream or bool(state.get("subagent_stream"))
-        # (seq, conversation, position) of the entries placed outside sidechains, for spawn points.
-        self.trail: list[tuple[int, str, int]] = []
-        self.trail_unsorted = False
+        # Where the entries placed outside sidechains went, for spawn points (not kept when the
+        # caller knows no sidechain will ask: a whole file with none).
+        self.trail = Trail()
+        self.spawn_points = spawn_points
         self.last_placed: tuple[str, int] | None = None
         self.forks = int(state.get("forks", 0))
         # Per conversation key: the reply whose row is not written yet (`_open_reply`), the
@@ -171,13 +177,9 @@ class Placer:
         main = self._main()
         # Spawned by the entry written just before it (the Task call), wherever that was placed.
         parent_key, spawn = self.last_placed or ("main", self._last(main))
-        if self.trail_unsorted:
-            self.trail.sort()
-            self.trail_unsorted = False
-        if self.trail:
-            i = bisect.bisect_left(self.trail, (first.seq, "", -2))
-            if i:
-                _seq, parent_key, spawn = self.trail[i - 1]
+        before = self.trail.before(first.seq)
+        if before is not None:
+            parent_key, spawn = before
         prompt = first_text(_blocks(obj)) if obj.get("type") == "user" else ""
         self.plan.conversations[key] = ConvPlan(
             key=key,
@@ -240,7 +242,8 @@ class Placer:
             if not target.startswith("agent:"):
                 self.current = target
         else:
-            if parent and not is_boundary(obj):
+            # A subagent's first entry may hang off the entry of its session that started it.
+            if parent and not is_boundary(obj) and not (self.subagent_stream and not self.known):
                 problems.append(Problem(entry.line, f"parentUuid {parent[:80]} is not in this session; "
                                                     "the entry continues the conversation in file order"))
             target = self.current
@@ -325,9 +328,8 @@ class Placer:
             self._assistant_rows(entry, obj, conv, at)
         self._keep(entry, key)
         if not key.startswith("agent:") or self.subagent_stream:
-            if self.trail and entry.seq < self.trail[-1][0]:
-                self.trail_unsorted = True
-            self.trail.append((entry.seq, key, self._last(conv)))
+            if self.spawn_points:
+                self.trail.append(entry.seq, key, self._last(conv))
             self.last_placed = (key, self._last(conv))
         if conv.title == "" and kind == "user" and not is_tool_result(obj) and not obj.get("isMeta"):
             conv.title = first_text(_blocks(obj))
@@ -476,6 +478,8 @@ class Placer:
         args = block.get("input")
         calls.append({"id": call_id, "name": name, "arguments": args if isinstance(args, (dict, str)) else {}})
         self.tool_names[call_id] = name
+        if len(self.tool_names) > 2 * TOOL_NAMES_HELD:
+            self.tool_names = dict(list(self.tool_names.items())[-TOOL_NAMES_HELD:])
 
     def _add_to_reply(self, entry: Entry, obj: dict, conv: ConvPlan, group: str | None, message: dict, *,
                       parts: list, calls: list, generated: dict) -> None:

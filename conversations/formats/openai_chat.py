@@ -1,7 +1,10 @@
 """OpenAI Chat Completions message arrays.
 
 Accepted: a JSON array of messages, a request body `{"model", "messages": [...], …}`,
-or JSONL with one message per line. Roles map to kinds (`developer` → `system`,
+or JSONL with one message per line; or a response (`{"object": "chat.completion",
+"choices": [...], "usage", …}`): one assistant turn, its first choice's message, with the
+model, usage, id and finish reason in its meta (other choices are reported, kept).
+Roles map to kinds (`developer` → `system`,
 legacy `function` → `tool`); `tool_calls[].function` → tool calls whose arguments
 stay the string the model wrote; text parts → text, other parts (`image_url`,
 `input_audio`, `file`) stay content blocks. Each message is kept whole as an
@@ -43,7 +46,15 @@ def _messages(data) -> tuple[list, dict | None]:
     return messages_and_envelope(data, "a JSON array of chat messages (or a request body with messages)")
 
 
+def is_response(data) -> bool:
+    return isinstance(data, dict) and "messages" not in data and isinstance(data.get("choices"), list) and (
+        data.get("object") == "chat.completion" or any(isinstance(c, dict) and isinstance(c.get("message"), dict)
+                                                         for c in data["choices"]))
+
+
 def detect_document(data) -> bool:
+    if is_response(data):
+        return True
     try:
         messages, envelope = _messages(data)
     except FormatError:
@@ -127,7 +138,48 @@ def message_rows(m: dict, entry: Entry, problems: list) -> list:
     return [row] if row else []
 
 
+def parse_response(data: dict, raw_text: str, *, subject: str = "") -> Plan:
+    """A Chat Completions response: its first choice's message, one assistant turn."""
+    plan = Plan(format=NAME, source_key=content_hash(raw_text))
+    model = data.get("model") if isinstance(data.get("model"), str) else None
+    conv = plan.add_main(subject=subject, meta={"openai": {"response": True}, **({"model": model} if model else {})})
+    entry = Entry(seq=0, line=None, raw=dumps({"response": data}), conv="main")
+    plan.entries.append(entry)
+    choices = [c for c in data["choices"] if isinstance(c, dict)]
+    first = choices[0] if choices else None
+    message = first.get("message") if first else None
+    if not isinstance(message, dict):
+        plan.problems.append(Problem(None, "the response has no choice with a message; kept, not shown"))
+        return plan
+    at = parse_time(data.get("created"))
+    for row in message_rows({**message, "role": message.get("role") or "assistant"}, entry, plan.problems):
+        out = row.message
+        own = {**out["meta"]["openai"], "response": True}
+        for field in ("id", "system_fingerprint"):
+            if isinstance(data.get(field), str):
+                own[field] = data[field]
+        if isinstance(first.get("finish_reason"), str):
+            own["finish_reason"] = first["finish_reason"]
+        meta = {**out["meta"], "openai": own}
+        if model and out["kind"] == "assistant":
+            meta["model"] = model
+        if isinstance(data.get("usage"), dict) and out["kind"] == "assistant":
+            meta["usage"] = data["usage"]
+        conv.rows.append(make_row({**out, "meta": meta}, row.at or at, row.entry, plan.problems, None) or row)
+    for other in choices[1:]:
+        said = other.get("message") if isinstance(other.get("message"), dict) else {}
+        text = first_text(said.get("content"), limit=200)
+        plan.problems.append(Problem(None, f"choice {other.get('index', '?')} of the response is not imported "
+                                           f"(the first choice is the assistant turn); kept in the original entry"
+                                           f"{': ' + text if text else ''}"))
+    entry.position = conv.last_position
+    conv.title = first_text(message.get("content")) or f"Chat completion {str(data.get('id') or '')[:40]}".strip()
+    return plan
+
+
 def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
+    if is_response(data):
+        return parse_response(data, raw_text, subject=subject)
     messages, envelope = _messages(data)
     plan = Plan(format=NAME, source_key=content_hash(raw_text))
     conv = plan.add_main(subject=subject, meta={})

@@ -1,7 +1,10 @@
 """The import door of the agent API.
 
 - `POST /imports` with `content` (a file's text) or `document` (its JSON): import a
-  whole transcript of any format (`format: auto` detects it). Idempotent: the same
+  whole transcript of any format (`format: auto` detects it); `sidecar`: a Claude Code
+  subagent's `.meta.json`, which names the call that spawned it. Or the file itself as
+  the body (a transcript, a zip of a folder, an OpenCode database), options in the query
+  string (imports/body.py). Bodies up to MEMORYUI_MAX_IMPORT_BYTES, read a block at a time. Idempotent: the same
   file again creates nothing; a grown session appends what is new. The answer's
   `older_than_retention` lists the conversations whose own dates are older than the
   retention period (counted from receipt, they are kept that long from now);
@@ -28,22 +31,35 @@
 """
 
 import json
+import os
 import uuid
 from typing import Any
 
+from django.conf import settings
 from ninja import Field, Query, Router, Schema
 from pydantic import BaseModel
 
-from conversations import idempotency, keyset, params
+from conversations import bodies, idempotency, keyset, params
 from conversations.api import EXAMPLE_SUMMARY, conversation_summary
-from conversations.api_schemas import ConversationSummary, ListOut, errors_doc, example_doc, json_body_doc, passed_raw
+from conversations.api_schemas import (
+    ConversationSummary,
+    ListOut,
+    errors_doc,
+    example_doc,
+    json_body_doc,
+    merge_doc,
+    passed_raw,
+)
 from conversations.apiauth import actor_of, scope
-from conversations.errors import InvalidInput, NotFound
+from conversations.errors import InvalidInput, NotFound, UnsupportedMediaType
 from conversations.formats import CHOICES
 from conversations.http import json_response
 from conversations.jsonbody import read_json
 
-from . import entry_appends, entry_streams, importer, lookup, sessions
+from . import archives, containers, entry_appends, entry_streams, importer, lookup, sessions
+from . import body as body_reader
+from .result import merged
+from .textfile import Text
 
 router = Router(tags=["imports"])
 MAX_TEXT = 200
@@ -153,7 +169,10 @@ IMPORT_BODY = json_body_doc(
         "dry_run": {"type": "boolean", "default": False},
         "expected_entries": {"type": "integer", "minimum": 0},
         "summary": {"type": "object", "description": "The SDK's folded session summary (Claude Code)."},
-        "pin_older_than_retention": {"type": "boolean", "default": False}}},
+        "pin_older_than_retention": {"type": "boolean", "default": False},
+        "allow_empty": {"type": "boolean", "default": False,
+                        "description": "Keep a transcript that makes no message as an empty conversation."},
+        "sidecar": {"type": "object", "description": "A Claude Code subagent's .meta.json, beside its transcript."}}},
     {"transcript": {"summary": "A whole transcript (an OpenAI chat request)", "value": {
         "format": "openai-chat", "namespace": "support-bot", "subject": "customer:42", "document": {"messages": [
             {"role": "user", "content": "Where is my refund for order 7?"},
@@ -166,7 +185,17 @@ IMPORT_BODY = json_body_doc(
      "items": {"summary": "Responses items appended to an OpenAI Agents session", "value": {
          "format": "openai-responses", "namespace": "agents", "external_id": _EXAMPLE_SESSION,
          "entries": [{"role": "user", "content": "Where is my refund?"}]}}},
-    "Exactly one of `content`, `document` or `entries`.")
+    "Exactly one of `content`, `document` or `entries`; or the file itself as the body (text, JSON "
+    "Lines, Markdown, a zip, an SQLite database) with its options in the query string.")
+IMPORT_DOC = merge_doc(IMPORT_BODY, {
+    "parameters": [{"name": name, "in": "query", "required": False, "schema": schema,
+                    "description": "With the file itself as the body: the option a JSON body names."}
+                   for name, schema in (("format", {"type": "string", "enum": list(CHOICES)}),
+                                        ("namespace", _TEXT), ("subject", _TEXT), ("dry_run", {"type": "boolean"}),
+                                        ("allow_empty", {"type": "boolean"}),
+                                        ("pin_older_than_retention", {"type": "boolean"}))],
+    "requestBody": {"content": {kind: {"schema": {"type": "string", "format": "binary"}}
+                                for kind in body_reader.RAW_TYPES}}})
 SESSION_BODY = json_body_doc(
     {"type": "object", "additionalProperties": False, "required": ["session_id"], "properties": {
         "namespace": _TEXT, "session_id": _TEXT, "expected_entries": {"type": "integer", "minimum": 0}}},
@@ -175,13 +204,34 @@ SESSION_BODY = json_body_doc(
 
 
 @router.post("/imports", operation_id="import_transcript", summary="Import a transcript, or append entries",
-             response={200: dict, 201: dict}, openapi_extra=IMPORT_BODY)
+             response={200: dict, 201: dict}, openapi_extra=IMPORT_DOC)
 @scope("write")
 def import_transcript(request):
     """Import a whole transcript (`content` or `document`) or append a batch of Claude Code
-    `entries` to a session key. Needs `write`. Never a 500: bad input is a 4xx naming the
-    field, and problems inside the transcript come back in `problems` with line numbers."""
-    body = read_json(request, allow_nul=True)
+    `entries` to a session key; or send the file itself as the body (any other content type
+    than JSON: text, JSON Lines, Markdown, a zip, a database), its options in the query
+    string. A body of up to MEMORYUI_MAX_IMPORT_BYTES is read a block at a time, never held
+    whole. Needs `write`. Never a 500: bad input is a 4xx naming the field, and problems
+    inside the transcript come back in `problems` with line numbers."""
+    spooled = bodies.spool(request)
+    content_type = (request.content_type or "").lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        if content_type not in body_reader.RAW_TYPES:
+            raise UnsupportedMediaType(
+                f"send a JSON body ('Content-Type: application/json') or the file itself as one of "
+                f"{', '.join(body_reader.RAW_TYPES)} (got {content_type[:80]!r})", field="body")
+        return _raw_import(request, spooled)
+    read = body_reader.read_json_body(spooled)
+    try:
+        return _json_import(request, read)
+    finally:
+        read.close()
+
+
+def _json_import(request, read):
+    body = dict(read.fields)
+    if read.content is not None:
+        body["content"] = Text.open(read.content)
     answers = []
 
     def finish(result):
@@ -189,36 +239,14 @@ def import_transcript(request):
         # and a keyed request's answer is kept with it (conversations/idempotency.py).
         answers.append(_answer(request, result))
 
-    format, dry_run, pin_old = _import_options(body)
+    format, dry_run, pin_old, allow_empty = _import_options(body)
     actor = actor_of(request)
     if "entries" in body:
-        if dry_run:
-            raise InvalidInput("dry_run is for whole transcripts", field="dry_run")
-        if pin_old:
+        if dry_run or pin_old or allow_empty:
             # A session's entries arrive as it runs: they are received, and dated, now.
-            raise InvalidInput("pin_older_than_retention is for whole transcripts", field="pin_older_than_retention")
-        expected = body.get("expected_entries")
-        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
-            raise InvalidInput("expected_entries must be a whole number, 0 or more", field="expected_entries")
-        summary = body.get("summary")
-        if summary is not None and not isinstance(summary, dict):
-            raise InvalidInput("summary must be a JSON object (the SDK's summary data)", field="summary")
-        if format == "openai-responses":
-            if "summary" in body:
-                raise InvalidInput("a summary is kept for Claude Code sessions", field="summary")
-            def finish_items(stream):
-                response = json_response({"format": format, "stream": stream.as_dict()})
-                idempotency.settle(request, response)
-                answers.append(response)
-
-            stream = sessions.append_items(namespace=_text(body, "namespace"), session_id=_text(body, "external_id"),
-                                           items=body["entries"], expected_entries=expected,
-                                           subject=_text(body, "subject"), actor=actor, finish=finish_items)
-            return answers[0] if answers else json_response({"format": format, "stream": stream.as_dict()})
-        result = entry_appends.append_entries(
-            format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
-            external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
-            actor=actor, title=_text(body, "title"), expected_entries=expected, summary=summary, finish=finish)
+            name = "dry_run" if dry_run else "pin_older_than_retention" if pin_old else "allow_empty"
+            raise InvalidInput(f"{name} is for whole transcripts", field=name)
+        return _entries_import(request, body, format, actor, finish, answers)
     else:
         for name in ("expected_entries", "summary"):
             if name in body:
@@ -227,21 +255,123 @@ def import_transcript(request):
             raise InvalidInput("external_id is for entries; a transcript's own session id identifies it",
                                field="external_id")
         data = body["content"] if "content" in body else json.dumps(body["document"], ensure_ascii=False)
-        if not isinstance(data, str):
+        if not isinstance(data, (str, Text)):
             raise InvalidInput("content must be the file's text", field="content")
         namespace = body.get("namespace")
-        result = importer.import_text(data, format=format, namespace=_text(body, "namespace") if namespace is not None
-                                      else None, subject=_text(body, "subject"), actor=actor, dry_run=dry_run,
-                                      finish=finish, pin_older_than_retention=pin_old)
+        sidecar = body.get("sidecar")
+        if sidecar is not None and not isinstance(sidecar, dict):
+            raise InvalidInput("sidecar must be a JSON object (a subagent's .meta.json)", field="sidecar")
+        try:
+            result = importer.import_text(data, format=format, namespace=_text(body, "namespace")
+                                          if namespace is not None else None, subject=_text(body, "subject"),
+                                          actor=actor, dry_run=dry_run, finish=finish,
+                                          pin_older_than_retention=pin_old, allow_empty=allow_empty,
+                                          sidecar=sidecar)
+        finally:
+            if isinstance(data, Text):
+                data.close()
     # Nothing written (unchanged, a dry run): answered here; the middleware keeps a key's answer.
     return answers[0] if answers else _answer(request, result)
 
 
-def _import_options(body) -> tuple[str, bool, bool]:
-    """What every import names: its format, dry_run and pin_older_than_retention, and exactly one
-    of content, document or entries; any other field is refused."""
+def _entries_import(request, body: dict, format: str, actor: str, finish, answers: list):
+    """A batch of entries for one session key (a SessionStore's, an Agents SDK Session's)."""
+    expected = body.get("expected_entries")
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+        raise InvalidInput("expected_entries must be a whole number, 0 or more", field="expected_entries")
+    summary = body.get("summary")
+    if summary is not None and not isinstance(summary, dict):
+        raise InvalidInput("summary must be a JSON object (the SDK's summary data)", field="summary")
+    if format == "openai-responses":
+        if "summary" in body:
+            raise InvalidInput("a summary is kept for Claude Code sessions", field="summary")
+
+        def finish_items(stream):
+            response = json_response({"format": format, "stream": stream.as_dict()})
+            idempotency.settle(request, response)
+            answers.append(response)
+
+        stream = sessions.append_items(namespace=_text(body, "namespace"), session_id=_text(body, "external_id"),
+                                       items=body["entries"], expected_entries=expected,
+                                       subject=_text(body, "subject"), actor=actor, finish=finish_items)
+        return answers[0] if answers else json_response({"format": format, "stream": stream.as_dict()})
+    result = entry_appends.append_entries(
+        format="claude-code" if format == "auto" else format, namespace=_text(body, "namespace"),
+        external_id=_text(body, "external_id"), entries=body["entries"], subject=_text(body, "subject"),
+        actor=actor, title=_text(body, "title"), expected_entries=expected, summary=summary, finish=finish)
+    return answers[0] if answers else _answer(request, result)
+
+
+def _raw_import(request, spooled):
+    """The body is the file: a transcript, a zip of a folder, an OpenCode database."""
+    body = body_reader.query_options(request.GET)
+    format, dry_run, pin_old, allow_empty = _import_options({**body, "content": ""})
+    namespace = _text(body, "namespace") if body.get("namespace") is not None else None
+    kw = dict(format=format, namespace=namespace, subject=_text(body, "subject"), actor=actor_of(request),
+              dry_run=dry_run, pin_older_than_retention=pin_old, allow_empty=allow_empty)
+    answers = []
+
+    def finish(result):
+        answers.append(_answer(request, result))
+
+    head = spooled.file.read(16)
+    spooled.file.seek(0)
+    if head.startswith(b"PK\x03\x04"):
+        result = _zip_import(spooled, kw)
+    elif head == containers.SQLITE_MAGIC:
+        result = _database_import(spooled, kw)
+    else:
+        text = Text.of_file(spooled.file, spooled.size)
+        result = importer.import_text(text, finish=finish, **kw)
+    # Several files of a zip or a database: their answer is given after the last one's writes.
+    return answers[0] if answers else _answer(request, result)
+
+
+def _zip_import(spooled, kw):
+    archive, members = archives.open_archive(spooled.file, max_bytes=settings.MEMORYUI_MAX_IMPORT_BYTES)
+    budget = archives.Budget(settings.MEMORYUI_MAX_IMPORT_BYTES)
+    results = []
+    with archive:
+        for name, member_body, sidecar in containers.pieces_of_archive(
+                archive, members, lambda m: archives.read_member(archive, m, budget)):
+            if sidecar and sidecar.get("skipped"):
+                continue
+            if sidecar and sidecar.get("database"):
+                path = body_reader.spool_to_file(member_body)
+                try:
+                    results += [importer.import_text(doc, path=f"{name}/{n}", **kw)
+                                for n, doc in enumerate(containers.opencode_database(path))]
+                finally:
+                    os.unlink(path)
+                continue
+            path = body_reader.spool_to_file([member_body] if isinstance(member_body, bytes) else member_body)
+            text = Text.open(path)
+            try:
+                results.append(importer.import_text(text, path=name, sidecar=sidecar, **kw))
+            finally:
+                text.close()
+                os.unlink(path)
+    if not results:
+        raise InvalidInput("the zip holds no transcript", field="body")
+    return merged(results)
+
+
+def _database_import(spooled, kw):
+    path = body_reader.spool_to_file(spooled.blocks())
+    try:
+        docs = containers.opencode_database(path)
+    finally:
+        os.unlink(path)
+    if not docs:
+        raise InvalidInput("the database holds no session", field="body")
+    return merged([importer.import_text(doc, **kw) for doc in docs])
+
+
+def _import_options(body) -> tuple[str, bool, bool, bool]:
+    """What every import names: its format, dry_run, pin_older_than_retention and allow_empty, and
+    exactly one of content, document or entries; any other field is refused."""
     known = {"format", "content", "document", "entries", "namespace", "external_id", "subject", "title", "dry_run",
-             "expected_entries", "summary", "pin_older_than_retention"}
+             "expected_entries", "summary", "pin_older_than_retention", "allow_empty", "sidecar"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise InvalidInput(f"unknown field {unknown[0]!r}", field=unknown[0])
@@ -254,11 +384,14 @@ def _import_options(body) -> tuple[str, bool, bool]:
     pin_old = body.get("pin_older_than_retention", False)
     if not isinstance(pin_old, bool):
         raise InvalidInput("pin_older_than_retention must be true or false", field="pin_older_than_retention")
+    allow_empty = body.get("allow_empty", False)
+    if not isinstance(allow_empty, bool):
+        raise InvalidInput("allow_empty must be true or false", field="allow_empty")
     given = [k for k in ("content", "document", "entries") if k in body]
     if len(given) != 1:
         raise InvalidInput("send exactly one of content (a file's text), document (its JSON) or entries (a batch "
                            "for one session key)", field="content")
-    return format, dry_run, pin_old
+    return format, dry_run, pin_old, allow_empty
 
 
 def _answer(request, result):

@@ -13,8 +13,9 @@ and while each transcript is copied out (to an upload file of its own, 0600, wit
 the upload lifetime of uploads.py), the bytes really read are counted against the
 same limit: a member that inflates past what it declared, or past the limit, stops
 the copy, and the view removes what the batch wrote (413). Members that are not
-transcripts (.jsonl/.json, not a .meta.json sidecar) are skipped, and so is a zip
-inside the zip.
+transcripts (.jsonl/.json, an Aider history, a database) or read with one (a
+`.meta.json`, a Cline task's `ui_messages.json`) are skipped, and so is a zip inside the
+zip; containers.py puts together what belongs together.
 """
 
 import zipfile
@@ -24,8 +25,12 @@ from pathlib import PurePosixPath
 from conversations.errors import BodyTooLarge as ArchiveTooLarge  # 413 body_too_large: one code for "too big"
 from conversations.errors import InvalidInput
 
+from .containers import is_candidate
+
 MAX_MEMBERS = 2000
 READ_BLOCK = 1024 * 1024
+# The command reads zips the operator gives it: no upload limit.
+NO_LIMIT = 1 << 62
 
 
 @dataclass
@@ -63,20 +68,18 @@ def _is_symlink(info: zipfile.ZipInfo) -> bool:
 
 
 def _transcript(name: str) -> bool:
-    lower = name.lower()
-    return (lower.endswith(".jsonl") or lower.endswith(".json")) and not lower.endswith(".meta.json") and \
-        not lower.startswith("__macosx/")
+    return is_candidate(name)
 
 
 def open_archive(upload, *, max_bytes: int) -> tuple[zipfile.ZipFile, list[Member]]:
-    """The archive and its transcripts, in path order (a session's file before its folder),
-    or a 4xx naming `file` before anything is written."""
+    """The archive and its transcripts (and the sidecars read with them), in path order (a
+    session's file before its folder), or a 4xx naming `file` before anything is written."""
     try:
         archive = zipfile.ZipFile(upload)
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
         raise _refuse("cannot be read as a zip file") from None
-    if len(infos) > MAX_MEMBERS:
+    if len(infos) > MAX_MEMBERS and max_bytes != NO_LIMIT:
         raise _refuse(f"has {len(infos)} members; at most {MAX_MEMBERS} are taken")
     declared = 0
     members = []

@@ -201,16 +201,23 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
     # A subagent under the call that spawned it; one whose session is not here yet waits for
     # it, unlinked (the session's first batch links it: subagents.py), the same on every door.
     spawn = None
+    about = {}
     if subpath:
         key = subagents.parse_key(external_id)
         agent = key.agent if key else subpath.rsplit("/", 1)[-1].removeprefix("agent-")
+        # A workflow agent's sidecar (sent as agent_metadata) names the call that spawned it.
+        sidecar = next((e for e in entries if e.get("type") == "agent_metadata"), None) or {}
+        about = {k: storable(sidecar[k]) for k in ("agentType", "toolUseId", "description")
+                 if isinstance(sidecar.get(k), str)}
+        summary, ended = subagents.last_reply(entries) if subagents.is_compaction_agent(agent) else ("", None)
         spawn = subagents.spawn_point(namespace=namespace, session=session, agent=agent,
-                                      prompt=subagents.first_prompt(entries))
+                                      prompt=subagents.first_prompt(entries), call_id=about.get("toolUseId"),
+                                      summary=summary, ended=ended)
     # The store's create-or-get, as the API door: two first batches at once get one conversation.
     conversation, _ = conversation_store.get_or_create_conversation(
         title=" ".join(storable(title or _placeholder_title(session, subpath)).split()), subject=storable(subject),
         namespace=namespace, external_id=external_id,
         parent_id=spawn.conversation_id if spawn else None, parent_relation="subagent" if spawn else "",
         forked_from_position=spawn.position if spawn else None,
-        meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {})}})
+        meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {}), **about}})
     return conversation

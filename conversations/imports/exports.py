@@ -76,7 +76,7 @@ def _untouched_document(conversation, format: str):
     last = SourceEntry.objects.filter(source_id=source.pk).order_by("-seq").values_list("position", flat=True).first()
     if last is None or last != conversation.next_position - 1:
         return None
-    return _DOC_RENDER[format]([raw for raw, _ in _raws(source)])
+    return _DOC_RENDER[format]([raw for raw, _ in _raws(source)])  # None: a response body, no request
 
 
 def chunks(conversation, fmt: str):

@@ -12,11 +12,16 @@ which is how the Claude Agent SDK's SessionStore appends).
   transaction): a hard error in one imports nothing of it and is reported, the
   others are written. Soft problems (a line that is not JSON, an unknown type, a
   torn last line, a dangling parentUuid) are reported with their line numbers.
+- A file that makes no message and no checkpoint (only metadata, usage or title
+  lines) creates nothing and says so (`ImportResult.empty`, a problem naming the way
+  to keep it anyway); `allow_empty` keeps it as an empty conversation. A memoryui
+  export names its conversations itself, so an empty one in it is imported as it is.
 - A dry run does all of it and rolls back.
 """
 
 import hashlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -25,7 +30,7 @@ from django.db import transaction
 from conversations import params
 from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput
-from conversations.formats import check_format, claude_code, codex, detect, parse
+from conversations.formats import SESSION_FORMATS, aider, check_format, claude_code, codex, detect, parse
 from conversations.formats.base import (
     FormatError,
     Plan,
@@ -37,11 +42,11 @@ from conversations.formats.base import (
 )
 from conversations.models import Conversation, Message
 
-from . import new_session, store, subagents, textfile
+from . import new_session, session_files, store, subagents, textfile
 from .apply import apply_new_plan, apply_plan
 from .continuation import continue_plan, locked_source, stored_uuid
 from .models import ImportSource, SourceEntry
-from .result import ImportResult
+from .result import ImportResult, merged
 from .textfile import Text
 from .writer import TARGET_SECONDS
 
@@ -81,9 +86,21 @@ def namespace_for_project(project_key: str) -> str:
 # ---- whole files -------------------------------------------------------------------------
 
 
+EMPTY = ("the file holds no message and no checkpoint (only metadata); nothing was imported. Import it with "
+         "allow_empty (--allow-empty, or the page's \"keep empty\" box) to keep it as an empty conversation")
+
+
+def empty_result(plan_or_problems, *, format: str, key: str, namespace: str, dry_run: bool) -> ImportResult:
+    """The answer for a file that makes no row: its problems, and that nothing was created."""
+    problems = plan_or_problems.all_problems() if isinstance(plan_or_problems, Plan) else list(plan_or_problems)
+    return ImportResult(format=format, source_key=key, namespace=namespace, dry_run=dry_run, empty=True,
+                        problems=problems + [Problem(None, EMPTY)])
+
+
 def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
                 dry_run: bool = False, path: str | None = None, progress=None, finish=None,
-                pin_older_than_retention: bool = False) -> ImportResult:
+                pin_older_than_retention: bool = False, allow_empty: bool = False,
+                sidecar: dict | None = None) -> ImportResult:
     """Import one file (text, bytes, or a `textfile.Text`). Raises FormatError/InvalidInput
     for input that is not a transcript at all; everything else is reported in the result.
     `progress(done, total)`, if given, is told how many lines of a new Claude Code session
@@ -96,7 +113,11 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
 
     `pin_older_than_retention`: pin the conversations written whose own dates are older
     than the retention period (`ImportResult.older_than_retention`), in that same last
-    transaction, so an archive is never pruned once its period from receipt runs out."""
+    transaction, so an archive is never pruned once its period from receipt runs out.
+
+    `allow_empty`: a file that makes no message is created as an empty conversation
+    instead of being reported and left out (module docstring). `sidecar`: a Claude Code
+    subagent's .meta.json, read with its transcript (it names the call that spawned it)."""
     format = check_format(format)
     if pin_older_than_retention and not dry_run:
         finish = _pinning(finish, actor=actor)
@@ -113,9 +134,11 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
                  else default_namespace(format, path).strip()[:200])
     subject = (subject or "").strip()
     kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run,
-              finish=finish)
+              finish=finish, allow_empty=allow_empty)
+    if format in SESSION_FORMATS:
+        return _import_sessions(text.whole(), **kw)
     if format == "claude-code":
-        key = new_session.session_key(text)
+        key = subagent_key(new_session.session_key(text), path)
         distinct = None
         for _copy in range(MAX_DISTINCT_COPIES):
             if key is None:
@@ -127,7 +150,11 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
                 result = new_session.import_new_session(
                     text, key=key, namespace=namespace, subject=subject, actor=actor, dry_run=dry_run, result=result,
                     progress=progress, finish=_linking(finish, namespace=namespace, key=key, actor=actor),
-                    meta={"distinct_from": distinct} if distinct else None)
+                    meta={"distinct_from": distinct} if distinct else None, allow_empty=allow_empty,
+                    sidecar=sidecar)
+                if result.empty:
+                    result.problems.append(Problem(None, EMPTY))
+                    return result
                 if dry_run and subagents.parse_key(key) is None:
                     result.linked = subagents.link_waiting(namespace=namespace, session=key, actor=actor, dry_run=True)
                 return result
@@ -151,6 +178,18 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             raise InvalidInput("this file reuses a session id that several other files already use; give it a "
                                "namespace of its own", field="namespace")
     return _import_text(text.whole(), **kw)
+
+
+_AGENT_FILE = re.compile(r"(?:^|/)subagents/(?:.+/)?agent-([^/]+)\.jsonl$")
+
+
+def subagent_key(key: str | None, path: str | None) -> str | None:
+    """A subagent's file whose lines do not say they are a sidechain (newer versions, the Agent
+    tool) is still its session's subagent: its path says so (<session>/subagents/…/agent-ID.jsonl)."""
+    if key is None or not path or subagents.parse_key(key) is not None:
+        return key
+    found = _AGENT_FILE.search(path.replace("\\", "/"))
+    return storable(f"{key}/subagents/agent-{found.group(1)}") if found else key
 
 
 # How many other files may reuse one session id, each a conversation of its own.
@@ -273,8 +312,34 @@ def _session_of(text: str, format: str) -> str | None:
     return None
 
 
+def _import_sessions(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool,
+                     finish=None, allow_empty: bool = False) -> ImportResult:
+    """A session file of another agent (session_files.py); an Aider history is a session file
+    per session it holds, each imported on its own. The answer of several is rendered
+    (`finish`) in a transaction of its own after the last."""
+    pieces = aider.sessions(text) if format == "aider" else [(1, text)]
+    if not pieces:
+        pieces = [(1, text)]
+
+    def empty(plan):
+        return empty_result(plan, format=format, key=plan.source_key, namespace=namespace, dry_run=dry_run)
+
+    one = len(pieces) == 1
+    results = [session_files.import_session_file(
+        piece, format=format, namespace=namespace, subject=subject, actor=actor, dry_run=dry_run,
+        finish=finish if one else None, allow_empty=allow_empty, path=path, first_line=first_line,
+        empty_result=empty) for first_line, piece in pieces]
+    if one:
+        return results[0]
+    result = merged(results)
+    if finish is not None and not dry_run and not result.unchanged and not result.empty:
+        with transaction.atomic():
+            finish(result)
+    return result
+
+
 def _import_text(text: str, *, format: str, namespace: str, subject: str, actor: str, path, dry_run: bool,
-                 finish=None, key: str | None = None):
+                 finish=None, key: str | None = None, allow_empty: bool = False):
     if key is None:
         key = _source_key_of(text, format) if format in ("claude-code", "codex") else None
     consumed = (len(text), _hash(text))
@@ -286,6 +351,8 @@ def _import_text(text: str, *, format: str, namespace: str, subject: str, actor:
         plan = _parse_new(text, format=format, subject=subject, namespace=namespace)
         if key:
             plan.source_key = key
+        if not allow_empty and not plan.rows and not plan.folds:
+            return empty_result(plan, format=format, key=plan.source_key, namespace=namespace, dry_run=dry_run)
         return apply_new_plan(plan, namespace=namespace, actor=actor, consumed=consumed, dry_run=dry_run,
                           finish=finish)
     if format == "claude-code" and not dry_run:

@@ -37,6 +37,8 @@ class ImportResult:
     distinct_from: dict | None = None
     # Ids of the conversations pinned on the caller's request (`pin_older_than_retention`).
     pinned: list[str] = field(default_factory=list)
+    # The file held no message and no checkpoint: nothing was created (see importer.EMPTY).
+    empty: bool = False
 
     @property
     def older_than_retention(self) -> list[dict]:
@@ -67,7 +69,30 @@ class ImportResult:
             "messages": self.messages, "checkpoints": self.checkpoints, "entries": self.entries_added,
             "problems": [p.as_dict() for p in self.problems], "linked": self.linked,
             "retention_days": default_retention_days(), "older_than_retention": self.older_than_retention,
-            "pinned": self.pinned,
+            "pinned": self.pinned, "empty": self.empty,
             **({"distinct_from": self.distinct_from} if self.distinct_from is not None else {}),
             **({"stream": self.stream} if self.stream is not None else {}),
         }
+
+
+def merged(results: list[ImportResult]) -> ImportResult:
+    """Several imports of one file (the sessions of an Aider history, the sessions of an
+    OpenCode database) as one answer: the first one's identity, everything they did."""
+    first = results[0]
+    out = ImportResult(format=first.format, source_key=first.source_key, namespace=first.namespace,
+                       dry_run=first.dry_run, conversation_id=first.conversation_id)
+    for r in results:
+        out.created += r.created
+        out.appended += r.appended
+        out.failed += r.failed
+        out.present += r.present
+        out.problems += r.problems
+        out.linked += r.linked
+        out.pinned += r.pinned
+        out.entries_added += r.entries_added
+        out.transactions += r.transactions
+        out.longest_transaction = max(out.longest_transaction, r.longest_transaction)
+        out.conversation_id = out.conversation_id or r.conversation_id
+    out.unchanged = all(r.unchanged or r.empty for r in results) and not all(r.empty for r in results)
+    out.empty = all(r.empty for r in results)
+    return out

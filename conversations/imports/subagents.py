@@ -17,6 +17,17 @@ Order does not matter:
   of its session (any door, in the transaction that makes the session visible)
   calls `link_waiting`, which links every waiting subagent of that session.
 
+The layouts differ only in how the call is found:
+
+- a `Task` or `Agent` call whose result names the agent (`toolUseResult.agentId`, or
+  the id in the result's text, as newer versions write it);
+- a workflow's agents (`<session>/subagents/workflows/<run>/agent-<id>.jsonl`): their
+  `.meta.json` sidecar (or the `agent_metadata` entry the SessionStore sends for it)
+  names the call (`toolUseId`), which is kept in the subagent's meta for a later link;
+- a compaction agent (`agent-acompact-<id>`): no call spawned it; it wrote the summary
+  of a compaction, so it lands at that checkpoint's position (the checkpoint whose
+  summary holds its last reply, else the first one after it ended).
+
 Lineage is append-only: a link made later fills the empty parent columns once
 (`store_recorded.link_subagent`: NULL → a value, never one value → another) and is recorded
 as its own audit event, `conversation.linked`, with when and by which import. A
@@ -28,7 +39,8 @@ import json
 from dataclasses import dataclass
 
 from conversations import store_recorded
-from conversations.models import Conversation, Message
+from conversations.formats.base import parse_time
+from conversations.models import Checkpoint, Conversation, Message
 
 from .models import ImportSource, SourceEntry
 
@@ -70,15 +82,30 @@ def _session_conversation(namespace: str, session: str):
 
 
 def _tool_use_id_of(obj, agent: str) -> str | None:
-    result = obj.get("toolUseResult") if isinstance(obj, dict) else None
-    if not isinstance(result, dict) or result.get("agentId") != agent:
+    """The call a tool result answers, when the result names `agent`: in `toolUseResult`, or
+    (newer versions) in the result's own text."""
+    if not isinstance(obj, dict):
         return None
+    result = obj.get("toolUseResult")
+    named = isinstance(result, dict) and result.get("agentId") == agent
     message = obj.get("message")
     blocks = message.get("content") if isinstance(message, dict) else None
     for block in blocks if isinstance(blocks, list) else ():
         if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-            return block["tool_use_id"]
+            if named or agent in _text_of(block.get("content")):
+                return block["tool_use_id"]
     return None
+
+
+def _text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b["text"] for b in content or () if isinstance(b, dict) and isinstance(b.get("text"), str)) \
+        if isinstance(content, list) else ""
+
+
+def is_compaction_agent(agent: str) -> bool:
+    return agent.startswith("acompact")
 
 
 def _call_row(conversation_ids, *, call_id: str | None = None, prompt: str = "") -> tuple[str, int] | None:
@@ -113,15 +140,22 @@ def _session_conversations(source: ImportSource) -> list[str]:
     return [cid for key, cid in ids.items() if not key.startswith("agent:")] or [str(source.conversation_id)]
 
 
-def spawn_point(*, namespace: str, session: str, agent: str, prompt: str = "") -> Spawn | None:
-    """Where the session spawned `agent`; None when the session is not here yet."""
+def spawn_point(*, namespace: str, session: str, agent: str, prompt: str = "", call_id: str | None = None,
+                summary: str = "", ended=None) -> Spawn | None:
+    """Where the session spawned `agent` (module docstring); None when the session is not here
+    yet. `call_id`: the spawning call a sidecar names; `summary` and `ended`: a compaction
+    agent's last reply and time."""
     parent = _session_conversation(namespace, session)
     if parent is None:
         return None
     source = _session_source(namespace, session)
     if source is None:
         return Spawn(str(parent.pk), None)
-    call_id = None
+    if is_compaction_agent(agent):
+        return _at_checkpoint(parent, source, summary=summary, ended=ended)
+    if call_id:
+        found = _call_row(_session_conversations(source), call_id=call_id)
+        return Spawn(*found) if found else Spawn(str(parent.pk), None)
     # Progress entries name the agent too (one per step of it): only results are read.
     results = SourceEntry.objects.filter(source_id=source.pk, raw__contains="toolUseResult").filter(
         raw__contains=agent)
@@ -136,6 +170,35 @@ def spawn_point(*, namespace: str, session: str, agent: str, prompt: str = "") -
     if found is None:
         return Spawn(str(parent.pk), None)
     return Spawn(*found)
+
+
+def _at_checkpoint(parent, source: ImportSource, *, summary: str, ended) -> Spawn:
+    """A compaction agent: at the checkpoint it wrote (its reply in the summary), else the
+    first one made after it ended; its position unknown while the session has none."""
+    folds = list(Checkpoint.objects.filter(conversation_id__in=_session_conversations(source)).order_by(
+        "created_at", "id").values_list("conversation_id", "message_position", "summary", "created_at"))
+    wanted = " ".join(summary.split())[:2000]
+    for cid, position, text, _at in folds:
+        if wanted and wanted in " ".join(text.split()):
+            return Spawn(str(cid), position)
+    for cid, position, _text, at in folds:
+        if ended is not None and at is not None and at >= ended:
+            return Spawn(str(cid), position)
+    return Spawn(str(parent.pk), None)
+
+
+def last_reply(entries) -> tuple[str, object]:
+    """A subagent transcript's last assistant text and its last time (a compaction agent's summary)."""
+    text, ended = "", None
+    for obj in entries:
+        if not isinstance(obj, dict):
+            continue
+        ended = parse_time(obj.get("timestamp")) or ended
+        message = obj.get("message")
+        if obj.get("type") == "assistant" and isinstance(message, dict):
+            said = _text_of(message.get("content"))
+            text = said if said.strip() else text
+    return text, ended
 
 
 def first_prompt(entries) -> str:
@@ -161,11 +224,23 @@ def _prompt_of(conversation_id) -> str:
         return ""
 
 
+def _last_reply_of(conversation_id) -> tuple[str, object]:
+    raws = SourceEntry.objects.filter(conversation_id=conversation_id, raw__contains='"assistant"').order_by(
+        "-source_id", "-seq").values_list("raw", flat=True)[:20]
+    entries = []
+    for raw in reversed(list(raws)):
+        try:
+            entries.append(json.loads(raw))
+        except ValueError:
+            continue
+    return last_reply(entries)
+
+
 def waiting(*, namespace: str, session: str):
     """The session's subagent conversations still waiting for their link (no parent, or no position)."""
     prefix = session[:200] + MARK
     qs = Conversation.objects.live().filter(namespace=namespace, external_id__startswith=prefix)
-    return [c for c in qs.only("id", "external_id", "parent_id", "forked_from_position", "title")
+    return [c for c in qs.only("id", "external_id", "parent_id", "forked_from_position", "title", "meta")
             if c.parent_id is None or c.forked_from_position is None]
 
 
@@ -181,8 +256,12 @@ def link_waiting(*, namespace: str, session: str, actor: str, dry_run: bool = Fa
             made.append({"id": str(conversation.pk), "title": conversation.title, "parent_id": None,
                          "parent_position": None})
             continue
+        own = conversation.meta.get("claude_code") if isinstance(conversation.meta, dict) else None
+        own = own if isinstance(own, dict) else {}
+        summary, ended = _last_reply_of(conversation.pk) if is_compaction_agent(key.agent) else ("", None)
         spawn = spawn_point(namespace=namespace, session=session, agent=key.agent,
-                            prompt=_prompt_of(conversation.pk))
+                            prompt=_prompt_of(conversation.pk), call_id=own.get("toolUseId"), summary=summary,
+                            ended=ended)
         if spawn is None:
             continue
         if store_recorded.link_subagent(conversation_id=conversation.pk, parent_id=spawn.conversation_id,

@@ -27,11 +27,12 @@ class Text:
         self.is_str = isinstance(data, str)
         self._file = None
         self._size = 0
+        self._borrowed = False
         self.chars: int | None = None
         self.sha256: str | None = None
         self.prefix_sha256: str | None = None
         self.starts = array("q")
-        self.ends = array("q")
+        self.lengths = array("i")
 
     @classmethod
     def open(cls, path: str) -> "Text":
@@ -50,9 +51,21 @@ class Text:
             if f is not None:
                 f.close()
 
+    @classmethod
+    def of_file(cls, f, size: int) -> "Text":
+        """An open binary file (a spooled request body): small ones read whole, larger ones a block
+        at a time through its descriptor. Closing the Text does not close the file."""
+        f.seek(0)
+        if size < SMALL_FILE:
+            return cls(f.read())
+        text = cls(b"")
+        text._file, text._size, text._borrowed = f, size, True
+        return text
+
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            if not self._borrowed:
+                self._file.close()
             self._file = None
 
     def __len__(self) -> int:
@@ -87,7 +100,8 @@ class Text:
 
     def line(self, index: int) -> str:
         """The text of the index-th non-blank line that `lines()` yielded."""
-        start, end = self.starts[index], self.ends[index]
+        start = self.starts[index]
+        end = start + self.lengths[index]
         piece = self.data[start:end] if self.is_str else self._read(start, end)
         text = piece if self.is_str else self._decode(piece, start)
         return text.rstrip("\r")
@@ -130,8 +144,9 @@ class Text:
         whole text's, and `prefix_sha256` that of its first `prefix_chars` characters."""
         is_str = self.is_str
         hasher = hashlib.sha256()
-        self.starts, self.ends = array("q"), array("q")
-        starts, ends = self.starts, self.ends
+        # A file under 4 GiB (an API import is at most MEMORYUI_MAX_IMPORT_BYTES) needs 4 bytes a start.
+        self.starts, self.lengths = array("I" if len(self) < 1 << 32 else "q"), array("i")
+        starts, lengths = self.starts, self.lengths
         chars, number = 0, 0
         self.prefix_sha256 = None
         for start, stop, piece, last in self._segments():
@@ -150,7 +165,7 @@ class Text:
             line = text.rstrip("\r")
             if line.strip():
                 starts.append(start)
-                ends.append(stop)
+                lengths.append(stop - start)
                 yield number, line, last
         self.chars = chars
         self.sha256 = hasher.hexdigest()

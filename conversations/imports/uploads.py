@@ -71,12 +71,25 @@ def save(chunks) -> tuple[str, Path]:
     return token, path
 
 
-def record(token: str, *, subject: str, conversation_ids=()) -> None:
-    """Note what the upload is about, for deletion requests (see the module docstring)."""
+def record(token: str, *, subject: str, conversation_ids=(), sidecar: dict | None = None) -> None:
+    """Note what the upload is about, for deletion requests (see the module docstring), and the
+    sidecar read with it (a Claude Code subagent's .meta.json), for its confirmation."""
     body = {"subject_key": subject_key(subject), "conversation_ids": sorted({str(c) for c in conversation_ids if c})}
+    if sidecar:
+        body["sidecar"] = sidecar
     path = folder() / f"{token}{RECORD}"
     path.unlink(missing_ok=True)
     _write_private(path, [json.dumps(body).encode()])
+
+
+def sidecar(token: str) -> dict | None:
+    """The sidecar recorded with an upload, if any."""
+    try:
+        body = json.loads((folder() / f"{token}{RECORD}").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    value = body.get("sidecar") if isinstance(body, dict) else None
+    return value if isinstance(value, dict) else None
 
 
 def _valid(token: str) -> bool:

@@ -8,6 +8,7 @@ each transcript is an upload of its own, previewed in order and confirmed togeth
 Works without JavaScript; with htmx the preview replaces only its panel.
 """
 
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -17,10 +18,11 @@ from django.views.decorators.http import require_http_methods
 
 from conversations.errors import InvalidInput, StoreError
 from conversations.formats import CHOICES
+from conversations.formats.base import Problem
 from conversations.retention.pruning import default_retention_days
 from conversations.roles import admin_required
 
-from . import archives, importer, subagents, uploads
+from . import archives, containers, importer, subagents, uploads
 from .result import ImportResult
 from .textfile import Text
 
@@ -45,6 +47,7 @@ class FileResult:
     name: str
     token: str = ""
     result: ImportResult | None = None
+    sidecar: dict | None = None  # a Claude Code subagent's .meta.json, read with it
 
 
 def _totals(files: list[FileResult]) -> dict:
@@ -53,7 +56,9 @@ def _totals(files: list[FileResult]) -> dict:
         "created": sum(len(r.created) for r in results), "appended": sum(len(r.appended) for r in results),
         "messages": sum(r.messages for r in results), "checkpoints": sum(r.checkpoints for r in results),
         "entries": sum(r.entries_added for r in results), "problems": sum(len(r.problems) for r in results),
-        "unchanged": all(r.unchanged for r in results), "formats": sorted({r.format for r in results}),
+        "unchanged": all(r.unchanged or r.empty for r in results),
+        "formats": sorted({r.format for r in results if r.format}),
+        "empty": sum(r.empty for r in results),
         "older": sum(len(r.older_than_retention) for r in results),
         "pinned": sum(len(r.pinned) for r in results),
     }
@@ -71,6 +76,7 @@ def import_page(request):
     if request.method == "GET":
         return _page(request, {"values": {"format": "auto"}})
     values = {k: request.POST.get(k, "").strip()[:200] for k in ("format", "namespace", "subject")}
+    values["allow_empty"] = request.POST.get("allow_empty") == "1"
     fmt = values["format"] or "auto"
     if fmt not in CHOICES:
         return _page(request, {"values": values, "error": "Choose one of the listed formats."}, status=422)
@@ -90,9 +96,12 @@ def import_page(request):
     except StoreError as exc:
         return _page(request, {"values": values, "error": exc.message}, status=exc.status)
     if not files:
-        return _page(request, {"values": values, "error": "The zip holds no transcript (.jsonl or .json files)."},
+        return _page(request, {"values": values, "error": "The zip holds no transcript (.jsonl, .json, an Aider "
+                                                            "history or an OpenCode database)."},
                      status=422)
     for f in files:
+        if f.result is not None:
+            continue  # left out when the zip was taken apart, with why
         try:
             f.result = _preview_one(f, fmt=fmt, values=values, actor=actor)
         except StoreError as exc:
@@ -103,7 +112,7 @@ def import_page(request):
             _remove(files)  # a failed preview has nothing to confirm
             raise
     for f in files:
-        if f.result.unchanged:
+        if f.result.unchanged or f.result.empty:
             # Nothing to confirm in it: the file has served its purpose.
             uploads.remove(uploads.folder() / f"{f.token}{uploads.UPLOAD}")
             f.token = ""
@@ -113,28 +122,71 @@ def import_page(request):
 
 
 def _save_all(given) -> list[FileResult]:
-    """Every upload, a zip taken apart (archives.py), saved as one upload per transcript;
-    a refused zip or a batch over the limit leaves none of them."""
+    """Every upload, a zip taken apart (archives.py), what belongs together put together and
+    a database taken apart (containers.py), saved as one upload per transcript; a refused zip
+    or a batch over the limit leaves none of them."""
     files: list[FileResult] = []
     budget = archives.Budget(MAX_UPLOAD)
     try:
+        plain = {}
         for upload in given:
             if archives.is_zip(upload):
                 archive, members = archives.open_archive(upload, max_bytes=MAX_UPLOAD)
                 with archive:
-                    for member in members:
-                        files.append(FileResult(name=member.name))
-                        files[-1].token, _path = uploads.save(archives.read_member(archive, member, budget))
+                    for name, body, sidecar in containers.pieces_of_archive(
+                            archive, members, lambda m, archive=archive: archives.read_member(archive, m, budget)):
+                        _save_piece(files, name, body, sidecar)
             else:
                 budget.take(upload.size)
-                files.append(FileResult(name=upload.name))
-                files[-1].token, _path = uploads.save(upload.chunks())
+                plain[upload.name] = upload
+            if len(files) > MAX_FILES:
+                raise InvalidInput(f"at most {MAX_FILES} files are taken at once", field="file")
+        for name, upload in plain.items():
+            if containers.is_sidecar(name):
+                continue  # read with the transcript it belongs to, below
+            if name == containers.CLINE_HISTORY and "ui_messages.json" in plain:
+                body = containers.cline_bundle(upload.read(), plain["ui_messages.json"].read(), None)
+                _save_piece(files, name, body, None)
+                continue
+            sidecar = None
+            if name.endswith(".jsonl") and name[: -len(".jsonl")] + ".meta.json" in plain:
+                sidecar = _json_object(plain[name[: -len(".jsonl")] + ".meta.json"].read())
+            _save_piece(files, name, upload.chunks(), sidecar)
             if len(files) > MAX_FILES:
                 raise InvalidInput(f"at most {MAX_FILES} files are taken at once", field="file")
     except BaseException:
         _remove(files)
         raise
     return files
+
+
+def _json_object(raw: bytes) -> dict | None:
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _save_piece(files: list[FileResult], name: str, body, sidecar: dict | None) -> None:
+    """One transcript saved as an upload; a database (an OpenCode one) as one upload per session;
+    a file left out, with why."""
+    if sidecar and sidecar.get("skipped"):
+        files.append(FileResult(name=name, result=ImportResult(format="", source_key="", unchanged=True, problems=[
+            Problem(None, f"skipped: {sidecar['skipped']}")])))
+        return
+    files.append(FileResult(name=name, sidecar=sidecar if sidecar and "database" not in sidecar else None))
+    files[-1].token, path = uploads.save([body] if isinstance(body, bytes) else body)
+    if (sidecar and sidecar.get("database")) or containers.is_sqlite(path):
+        database = files.pop()
+        try:
+            for doc in containers.opencode_database(path):
+                sid = json.loads(doc)["info"]["id"]
+                files.append(FileResult(name=f"{name}/{sid}.json"))
+                files[-1].token, _path = uploads.save([doc])
+        finally:
+            uploads.remove(path)
+            database.token = ""
 
 
 def _remove(files: list[FileResult]) -> None:
@@ -147,11 +199,13 @@ def _preview_one(f: FileResult, *, fmt: str, values: dict, actor: str) -> Import
     text = Text.open(str(uploads.folder() / f"{f.token}{uploads.UPLOAD}"))
     try:
         result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
-                                      subject=values["subject"], actor=actor, dry_run=True, path=f.name)
+                                      subject=values["subject"], actor=actor, dry_run=True, path=f.name,
+                                      allow_empty=values["allow_empty"], sidecar=f.sidecar)
     finally:
         text.close()
     touched = [c.get("id") for c in result.created + result.appended + result.present + result.linked]
-    uploads.record(f.token, subject=values["subject"], conversation_ids=touched + [result.conversation_id])
+    uploads.record(f.token, subject=values["subject"], conversation_ids=touched + [result.conversation_id],
+                   sidecar=f.sidecar)
     return result
 
 
@@ -170,7 +224,8 @@ def _confirm(request, values, fmt, actor):
         try:
             f.result = importer.import_text(text, format=fmt, namespace=values["namespace"] or None,
                                             subject=values["subject"], actor=actor, path=f.name or None,
-                                            pin_older_than_retention=pin_old)
+                                            pin_older_than_retention=pin_old, allow_empty=values["allow_empty"],
+                                            sidecar=uploads.sidecar(f.token))
         except StoreError as exc:
             done = [g for g in files if g.result is not None]
             message = (f"{f.name}: " if len(files) > 1 else "") + exc.message

@@ -219,6 +219,10 @@ class Writer:
             counts[1] += 1
         conv.folds = []
 
+    def wrote_anything(self) -> bool:
+        """Whether any row or checkpoint was taken (pending or written) for any conversation."""
+        return any(messages or checkpoints for messages, checkpoints, *_ in self.counts.values())
+
     def add_entry(self, entry: Entry, raw: str | None = None) -> None:
         """Queue the original entry (its text: `raw`, when the caller holds it instead of the entry)."""
         if raw is None:
