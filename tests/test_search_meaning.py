@@ -92,3 +92,14 @@ def test_meaning_search_never_crosses_projects(reader, chat):
     with projects.scoped(projects.one(projects.DEFAULT_PROJECT_ID)):
         found = meaning.search("refund", filters=meaning.reads.Filters())
         assert theirs.pk not in {h.conversation_id for h in found.hits} and found.hits
+
+
+def test_the_page_finds_by_meaning_and_says_so(client, chat):
+    from tests.api_support import login_as
+
+    login_as(client, "auditor")
+    r = client.get("/search/", {"q": "refund", "mode": "meaning"})
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "money back for the broken kettle" in html and "by meaning" in html
+    assert 'value="meaning" selected' in html

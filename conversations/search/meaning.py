@@ -264,9 +264,10 @@ def _shown_as(filters: reads.Filters):
             .values_list("id", "title", "subject", "namespace").first())
 
 
-def search(text: str, *, filters: reads.Filters = reads.Filters(), mode: str = "meaning", page: int = 1,
+def search(text: str, *, filters: reads.Filters | None = None, mode: str = "meaning", page: int = 1,
            limit: int = reads.PAGE) -> MeaningPage:
     """One page of hits by meaning (`mode="meaning"`) or by words and meaning fused ("both")."""
+    filters = filters or reads.Filters()
     if not isinstance(text, str) or not text.strip():
         raise reads.BadSearch("enter what to search for", field="q")
     if not 1 <= page <= MAX_PAGE:
