@@ -367,7 +367,8 @@ def _id_needles(victim_ids: list[uuid.UUID]) -> list[str]:
             if cid not in still_stored][:erasure_verify.MAX_ID_NEEDLES]
 
 
-def _scrub_and_verify(needles: list[str | bytes], xid: int | None, lease: Lease, seconds: dict) -> erasure_receipt.Checked:
+def _scrub_and_verify(needles: list[str | bytes], xid: int | None, lease: Lease,
+                      seconds: dict) -> erasure_receipt.Checked:
     """Steps 6 and 7: scrub the files, then search them (timed into `seconds`)."""
     rewrite: dict = {}
     wal = pgfiles.WalState()
