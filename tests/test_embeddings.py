@@ -124,3 +124,15 @@ def test_a_proposal_survives_a_failing_endpoint_and_gets_its_vector_later(fake_s
     assert not FactVector.objects.filter(fact=fact).exists()
     worker.run_once()
     assert FactVector.objects.filter(fact=fact).exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_page_shows_progress_and_only_to_admins(client):
+    from tests.api_support import login_as
+
+    facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+    login_as(client, "reviewer")
+    assert client.get("/admin/embeddings/").status_code == 403
+    login_as(client, "admin")
+    html = client.get("/admin/embeddings/").content.decode()
+    assert embedders.WordLlamaEmbedder.name in html and "Facts" in html and "Messages" in html
