@@ -52,6 +52,7 @@ WORKLOADS = [
     ("16", "w16_langgraph_saver.py"),
     ("17", "w17_chain.py"),
     ("18", "w18_subject_export.py"),
+    ("19", "w19_meaning.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 
 from conversations.embeddings import jobs
 from conversations.embeddings import vectors as vec
+from conversations.embeddings.models import EmbeddingModel
 from conversations.models import Conversation, Message
 
 from .highlight import index_text
@@ -78,7 +79,9 @@ def _run(embedder, current: int, limit: int) -> int:
                                [r[0] for r in rows])
         done += len(rows)
     if done < limit:
-        stale = list(MessageVector.objects.exclude(model_id=current).order_by("id")
+        former = list(EmbeddingModel.objects.exclude(pk=current).values_list("id", flat=True))
+        # Through the model index (a NOT-equal would read every vector on each batch).
+        stale = [] if not former else list(MessageVector.objects.filter(model_id__in=former).order_by("id")
                      .values_list("msg", "conversation_id")[:limit - done])
         if stale:
             contents = _contents([m for m, _ in stale])
