@@ -161,7 +161,7 @@ def _rows_of(msgs: list[int], filters: reads.Filters, kinds) -> list[tuple]:
     sql = (f"SELECT k.seq, m.position, {reads._COLUMNS}, v.vector FROM {_VEC} v "
            f"JOIN {reads._KEY} k ON k.seq = v.msg / {POSITION_SPAN} "
            f"JOIN {reads._CONV} c ON c.id = k.conversation_id "
-           f"JOIN {reads._MSG} m ON m.conversation_id = k.conversation_id AND m.position = v.msg % {POSITION_SPAN} "
+           f"JOIN {reads._MSG} m ON m.conversation_id = k.conversation_id AND m.position = v.msg & {POSITION_SPAN - 1} "
            f"WHERE {' AND '.join(where)}{fence}")
     with connection.cursor() as cursor:
         cursor.execute(sql, params + fenced)
@@ -183,7 +183,7 @@ def _waiting(filters: reads.Filters, kinds, stretches) -> list[tuple]:
     sql = (f"SELECT k.seq, m.position, {reads._COLUMNS}, NULL FROM {meaning_queue.PENDING} p "
            f"JOIN {reads._KEY} k ON k.seq = p.id / {POSITION_SPAN} "
            f"JOIN {reads._CONV} c ON c.id = k.conversation_id "
-           f"JOIN {reads._MSG} m ON m.conversation_id = k.conversation_id AND m.position = p.id % {POSITION_SPAN} "
+           f"JOIN {reads._MSG} m ON m.conversation_id = k.conversation_id AND m.position = p.id & {POSITION_SPAN - 1} "
            f"WHERE {' AND '.join(where)}{fence} ORDER BY p.id DESC LIMIT {WAITING_SCANNED}")
     with connection.cursor() as cursor:
         cursor.execute(sql, params + fenced)

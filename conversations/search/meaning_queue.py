@@ -44,7 +44,7 @@ def waiting_rows(limit: int, where: str = "", params=()) -> list[tuple]:
         cursor.execute(
             f"SELECT p.id, k.conversation_id, m.content FROM {PENDING} p "
             f"LEFT JOIN {_KEY} k ON k.seq = p.id / {POSITION_SPAN} "
-            f"LEFT JOIN {_MSG} m ON m.conversation_id = k.conversation_id AND m.position = p.id % {POSITION_SPAN} "
+            f"LEFT JOIN {_MSG} m ON m.conversation_id = k.conversation_id AND m.position = p.id & {POSITION_SPAN - 1} "
             f"{where} ORDER BY p.id LIMIT {int(limit)}", list(params))
         return cursor.fetchall()
 
