@@ -55,6 +55,7 @@ WORKLOADS = [
     ("19", "w19_erasure_scaling.py"),
     ("20", "w20_project_fence.py"),
     ("21", "w21_import_formats.py"),
+    ("22", "w22_meaning.py"),
 ]
 ORDER = [number for number, _ in WORKLOADS]
 # The results of the last full run, committed next to the table rendered from them,

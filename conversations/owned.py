@@ -11,7 +11,8 @@ The model needs a `conversation_id` column. Pruning, a conversation's deletion a
 deletion requests then delete its rows together with the conversation (while the
 conversation is marked `deleting`: an append-only guard on the table may allow
 deletes only then, as the message table's guard does), and the deletion request
-samples `text_fields` for its raw-byte verification.
+samples `text_fields` (and the first bytes of `bytes_fields`: a message's vector,
+derived personal data) for its raw-byte verification.
 """
 
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 class Owned:
     model: type
     text_fields: tuple[str, ...]
+    bytes_fields: tuple[str, ...] = ()
 
     @property
     def table(self) -> str:
@@ -30,8 +32,9 @@ class Owned:
 _REGISTRY: dict[str, Owned] = {}
 
 
-def register(model, *, text_fields=()) -> None:
-    _REGISTRY[model._meta.label] = Owned(model=model, text_fields=tuple(text_fields))
+def register(model, *, text_fields=(), bytes_fields=()) -> None:
+    _REGISTRY[model._meta.label] = Owned(model=model, text_fields=tuple(text_fields),
+                                         bytes_fields=tuple(bytes_fields))
 
 
 def owned_tables() -> list[Owned]:

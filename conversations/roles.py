@@ -117,3 +117,5 @@ reader_required = role_required(
 reviewer_required = role_required(
     can_review_facts, "Facts are personal data: only reviewers and admins may see them.")
 admin_required = role_required(is_admin, "admins only")
+# What is the whole server's, not a project's (the projects, the embedding worker).
+superuser_required = role_required(lambda user: user.is_superuser, "Only superusers manage the whole server.")

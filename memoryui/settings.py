@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "conversations.frameworks",
     "conversations.langgraph",
     "conversations.proofs",
+    "conversations.embeddings",
 ]
 
 MIDDLEWARE = [
@@ -289,6 +290,9 @@ MEMORYUI_RECALL_WEIGHTS = {
     "importance": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_IMPORTANCE", 1)),
     "relevance": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_RELEVANCE", 1)),
 }
+# How recall fuses the full-text and vector signals: "weighted" (a weighted sum) or "rrf"
+# (reciprocal rank fusion); bench/meaning_eval.py measures both.
+MEMORYUI_RECALL_FUSION = os.environ.get("MEMORYUI_RECALL_FUSION", "weighted").strip()
 # A proposed fact expires this many days after it is recorded unless the agent says otherwise.
 MEMORYUI_FACT_RETENTION_DAYS = int(os.environ.get("MEMORYUI_FACT_RETENTION_DAYS", 365))
 # "Expiring soon" lists facts that expire within this many days.
@@ -296,6 +300,17 @@ MEMORYUI_FACT_EXPIRING_SOON_DAYS = int(os.environ.get("MEMORYUI_FACT_EXPIRING_SO
 # Forgetting candidates: retention R = exp(-t/S) under this threshold; S = 1 + recalls, capped.
 MEMORYUI_FORGET_THRESHOLD = float(os.environ.get("MEMORYUI_FORGET_THRESHOLD", 0.05))
 MEMORYUI_FACT_STRENGTH_CAP = int(os.environ.get("MEMORYUI_FACT_STRENGTH_CAP", 30))
+# Embeddings (conversations/embeddings): unset URL = the model inside the wordllama package,
+# offline; else an OpenAI-compatible endpoint (…/v1/embeddings), its model and key.
+MEMORYUI_EMBEDDINGS_URL = os.environ.get("MEMORYUI_EMBEDDINGS_URL", "").strip()
+MEMORYUI_EMBEDDINGS_MODEL = os.environ.get("MEMORYUI_EMBEDDINGS_MODEL", "text-embedding-3-small").strip()
+MEMORYUI_EMBEDDINGS_KEY = os.environ.get("MEMORYUI_EMBEDDINGS_KEY", "")
+MEMORYUI_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYUI_EMBEDDINGS_BATCH", 64))
+MEMORYUI_EMBEDDINGS_TIMEOUT = float(os.environ.get("MEMORYUI_EMBEDDINGS_TIMEOUT", 30))
+MEMORYUI_EMBEDDINGS_RETRIES = int(os.environ.get("MEMORYUI_EMBEDDINGS_RETRIES", 3))
+# Messages wait in a queue to be embedded by a thread of each server process (worker.py);
+# 0 turns the thread off (then `manage.py embed` does the work).
+MEMORYUI_EMBED_WORKER = env_flag("MEMORYUI_EMBED_WORKER", True)
 # How long an Idempotency-Key is remembered (conversations/idempotency.py); the prune run deletes older ones.
 MEMORYUI_IDEMPOTENCY_HOURS = float(os.environ.get("MEMORYUI_IDEMPOTENCY_HOURS", 24))
 # Request bodies may carry one full-size message plus its JSON envelope.

@@ -25,6 +25,7 @@ urlpatterns = [
     path("admin/access/", include("conversations.access.urls")),
     path("admin/import/", include("conversations.imports.urls")),
     path("admin/proofs/", include("conversations.proofs.urls")),
+    path("admin/embeddings/", include("conversations.embeddings.urls")),
     path("admin/", include("conversations.retention.urls")),
     path("", include("conversations.urls")),
 ]

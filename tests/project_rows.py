@@ -20,6 +20,7 @@ from django.db import models
 from django.test import override_settings
 
 from conversations import api_keys, projects, usage_totals
+from conversations.embeddings import worker as embedding_worker
 from conversations.imports import store as imports_store
 from conversations.models import Conversation
 from tests.api_support import Api
@@ -199,4 +200,6 @@ def fill(client, project, marker: str, *, subject: str) -> dict:
         imports_store.stage_conversation(holder=f"fill:{marker}", staged=[], title=f"{marker} staged")
         conversation = Conversation.objects.get(pk=cid)
         usage_totals.refresh([conversation])  # what the conversation list reads, kept per conversation
+    # The vectors of its messages and facts, as the background embedder writes them.
+    embedding_worker.run_until_done(1000)
     return {"api": api, "conversation": conversation, "fork_id": fork["id"], "fact_id": fact["id"]}

@@ -63,7 +63,8 @@ def test_it_previews_everything_about_the_subject(subject_data):
     ids = {c.id for c in preview.conversations}
     assert ids == {str(subject_data["about"].pk), str(subject_data["fork"].pk), str(extra.pk)}
     assert preview.messages == 2 + 1 + 2 and preview.checkpoints == 1 + 0
-    assert preview.facts == {"facts": 1, "fact_events": preview.facts["fact_events"], "access_log": 1}
+    assert preview.facts == {"facts": 1, "fact_events": preview.facts["fact_events"], "access_log": 1,
+                             "fact_vectors": 1}
     assert preview.facts["fact_events"] >= 1
     assert Message.objects.count() == 2 + 1 + 2 + 1  # nothing deleted
 

@@ -57,3 +57,13 @@ def test_it_finds_a_duplicate_among_many_facts_of_one_subject():
     proposal = facts.propose_fact(subject="cust:7", text="Lives in Leeds, UK", importance=5, created_by="key:agent")
     known = duplicates.beside([proposal])[proposal.pk]
     assert [k.fact.pk for k in known.duplicates] == [dup.pk]
+
+
+def test_it_finds_a_duplicate_by_meaning_money_back_against_refund():
+    known = approve("Asked for a refund on order 7")
+    approve("Prefers email to phone calls")
+    proposal = facts.propose_fact(subject="cust:7", text="Wants their money back for order 7", importance=5,
+                                  created_by="agent")
+    beside = duplicates.beside([proposal])[proposal.pk]
+    assert [k.fact.pk for k in beside.duplicates] == [known.pk]
+    assert beside.duplicates[0].by_meaning

@@ -44,7 +44,7 @@ def test_it_erases_one_subject_inside_the_callers_transaction(two_subjects):
     before = erasure.preview_subject("cust:a")
     with transaction.atomic():
         result = erasure.erase_subject("cust:a")
-    assert result == {k: before[k] for k in ("facts", "fact_events", "access_log")}
+    assert result == {k: before[k] for k in ("facts", "fact_events", "access_log", "fact_vectors")}
     assert not Fact.objects.about("cust:a").exists()
     assert not FactEvent.objects.of_subject("cust:a").exists()
     assert not FactAccess.objects.filter(subject="cust:a").exists()
@@ -64,4 +64,4 @@ def test_it_rolls_back_with_the_caller(two_subjects):
 
 
 def test_it_erases_a_subject_with_nothing():
-    assert erasure.erase_subject("nobody") == {"facts": 0, "fact_events": 0, "access_log": 0}
+    assert erasure.erase_subject("nobody") == {"facts": 0, "fact_events": 0, "access_log": 0, "fact_vectors": 0}

@@ -342,33 +342,6 @@ def test_the_expire_command_records_each_expiry_once(capsys):
 
 def test_it_returns_tuples_a_caller_can_unpack():
     f = approved("x")
-    [(fact, score, parts)] = facts_recall.recall(subject="cust:1")
-    assert fact.pk == f.pk and score == 0.0 and parts == facts_recall.ScoreParts(0.0, 0.0, 0.0)
-
-
-@pytest.mark.parametrize("query", ["", "refund store credit", "nothing matches this"])
-def test_the_database_score_agrees_with_the_reference_in_python(query):
-    """On SQLite recall scores in one SQL statement; it must rank exactly as the
-    plain Python scoring does (which PostgreSQL uses), with the same parts."""
-    import random
-
-    rng = random.Random(7)
-    base = timezone.now()
-    words = "refund store credit email phone card expired warranty late delivery".split()
-    for i in range(60):
-        fact = approved(" ".join(rng.choice(words) for _ in range(rng.randint(2, 8))),
-                        importance=rng.randint(1, 10))
-        if i % 5:  # the rest were never recalled: their recency runs from recording
-            set_times(fact, last_accessed_at=base - timedelta(hours=rng.randint(0, 3000)))
-    now = timezone.now() + timedelta(hours=1)  # after every fact became valid
-    terms = facts_recall.query_terms(query)
-    weights = (1.0, 0.5, 2.0)
-    reference = facts_recall._best_in_python("cust:1", terms, now, 15, weights)
-    if connection.vendor != "sqlite":
-        assert len(reference) == 15 and reference == sorted(reference, key=lambda r: (r[0], r[1]), reverse=True)
-        return
-    in_sql = facts_recall._best_sqlite("cust:1", terms, now, 15, weights)
-    assert [pk for _, pk, _ in in_sql] == [pk for _, pk, _ in reference]
-    for (s1, _, p1), (s2, _, p2) in zip(in_sql, reference, strict=True):
-        assert s1 == pytest.approx(s2, abs=1e-9)
-        assert tuple(p1) == pytest.approx(tuple(p2), abs=1e-9)
+    [(fact, score, parts, matched)] = facts_recall.recall(subject="cust:1")
+    assert fact.pk == f.pk and score == 0.0 and matched == ()
+    assert (parts.recency, parts.importance, parts.relevance) == (0.0, 0.0, 0.0)

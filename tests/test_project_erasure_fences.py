@@ -48,7 +48,7 @@ def test_a_subject_erased_in_one_project_keeps_its_facts_and_access_log_in_anoth
     facts_about(b)
     before = rows_of(b)
     preview = in_project(a, erasure.preview_deletion, subject=SUBJECT)
-    assert preview.facts == {"facts": 1, "fact_events": 2, "access_log": 1}
+    assert preview.facts == {"facts": 1, "fact_events": 2, "access_log": 1, "fact_vectors": 1}
     receipt = in_project(a, erasure.execute_deletion, subject=SUBJECT, actor="user:admin-a")
     assert receipt.counts["facts"] == 1 and receipt.counts["access_log"] == 1
     assert rows_of(a) == ([], 0, 0)

@@ -73,7 +73,7 @@ NEUTRAL = {
     "metadata_json", "parent_checkpoint_id", "target_thread_id", "task_id", "task_path", "writes", "strategy",
     "scopes", "pinned", "confirm", "token", "all_projects", "namespaces", "fmt", "part", "rest", "sort",
     # accounts are the server's, not a project's; a role, a filter, a new project's address
-    "username", "role", "active", "slug", "framework", "sidecar",
+    "username", "role", "active", "slug", "framework", "sidecar", "mode",
 }
 # B's framework ids (project_matrix_support: framework_id) are, in turn, of these frameworks.
 PATH_VALUES = {"fmt": list(FORMATS), "part": list(PARTS), "position": ["0", "1", "4"],

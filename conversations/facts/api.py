@@ -74,13 +74,17 @@ class FactOut(BaseModel):
 class PartsOut(BaseModel):
     recency: float
     importance: float
-    relevance: float
+    relevance: float = Field(..., description="The fusion of `words` and `meaning`, normalised over the candidates.")
+    words: float = Field(..., description="The full-text rank, normalised (0: no word in common).")
+    meaning: float = Field(..., description="The cosine with the query's vector, normalised.")
+    cosine: float | None = Field(..., description="The raw cosine (null: the fact has no vector yet).")
 
 
 class RecalledOut(BaseModel):
     fact: FactOut
     score: float
     parts: PartsOut
+    matched: list[str] = Field(..., description='Which signals found it: "words", "meaning", both or none.')
 
 
 class RecallOut(ListOut):
@@ -175,7 +179,8 @@ def recall(request, subject: str, query: str = "", limit: int = 10):
     results = recall_facts(subject=subject, query=query, limit=limit, actor=actor_of(request))
     if _is_person(request):
         store.record_access(actor=actor_of(request), subject=subject.strip(), view="api recall")
-    return keyset.listing([{"fact": fact_out(r.fact), "score": r.score, "parts": r.parts._asdict()} for r in results],
+    return keyset.listing([{"fact": fact_out(r.fact), "score": r.score, "parts": r.parts._asdict(),
+                            "matched": list(r.matched)} for r in results],
                           None, subject=subject.strip(), query=query)
 
 

@@ -9,6 +9,10 @@ class FactsConfig(AppConfig):
     label = "facts"
 
     def ready(self):
+        from conversations.embeddings import jobs
+
+        from . import meaning
         from .models import Fact
 
         post_save.connect(metrics.on_fact_saved, sender=Fact, dispatch_uid="metrics_facts")
+        jobs.register(meaning.JOB)

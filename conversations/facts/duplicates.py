@@ -14,8 +14,10 @@ from difflib import SequenceMatcher
 
 from django.db.models import Count
 
-from . import recall
-from .models import Fact
+from conversations.embeddings import vectors as vec
+
+from . import meaning, recall
+from .models import Fact, FactVector
 
 # At or above this a known fact is flagged as a likely duplicate of the proposal.
 DUPLICATE_AT = 0.75
@@ -23,6 +25,12 @@ DUPLICATE_AT = 0.75
 SHOWN = 5
 # How many full-text candidates are compared per proposal.
 CANDIDATES = 20
+# A cosine between a proposal's vector and a known fact's at or above this makes the known
+# fact a likely duplicate by meaning ("money back" against "refund"). Measured with the
+# embedded model: "Wants their money back for order 7" / "Asked for a refund on order 7"
+# 0.55, "Allergic to peanuts" / "Has a nut allergy" 0.64, "Lives in Lyon" / "Moved to
+# Lyon" 0.76; "Prefers email" / "Prefers phone calls" 0.48, unrelated facts near 0.
+MEANING_DUPLICATE_AT = 0.5
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that carry no fact of their own; dropped before comparing word sets.
@@ -71,10 +79,12 @@ def similarity(a: str, b: str) -> float:
 class Known:
     fact: Fact
     score: float = 0.0
+    # Found by meaning (the vectors' cosine reached MEANING_DUPLICATE_AT), not by words alone.
+    by_meaning: bool = False
 
     @property
     def duplicate(self) -> bool:
-        return self.score >= DUPLICATE_AT
+        return self.score >= DUPLICATE_AT or self.by_meaning
 
 
 @dataclass
@@ -88,6 +98,17 @@ class SubjectFacts:
     @property
     def duplicates(self) -> list[Known]:
         return [k for k in self.shown if k.duplicate]
+
+
+def _near_in_meaning(proposal: Fact, current) -> dict[int, float]:
+    """fact id → cosine, for the subject's current facts at or above MEANING_DUPLICATE_AT."""
+    mine = FactVector.objects.filter(fact_id=proposal.pk).values_list("vector", flat=True).first()
+    if mine is None:
+        return {}
+    query = vec.from_bytes(mine)
+    rows = current.about(proposal.subject).exclude(pk=proposal.pk).values_list("id", "vector__vector")
+    found = meaning.similarities(query, rows)
+    return {pk: round(min(0.99, score), 2) for pk, score in found.items() if score >= MEANING_DUPLICATE_AT}
 
 
 def beside(proposals: list[Fact]) -> dict[int, SubjectFacts]:
@@ -106,9 +127,11 @@ def beside(proposals: list[Fact]) -> dict[int, SubjectFacts]:
             continue
         ranks = recall.rank_by_words(proposal.subject, proposal.text)
         best = sorted(ranks, key=lambda pk: (-ranks[pk], -pk))[: CANDIDATES * 2]
-        candidates = list(current.about(proposal.subject).filter(pk__in=best).exclude(pk=proposal.pk))
-        scored = sorted((Known(f, similarity(proposal.text, f.text)) for f in candidates),
-                        key=lambda k: (-k.score, -k.fact.pk))[:CANDIDATES]
+        near = _near_in_meaning(proposal, current)
+        candidates = list(current.about(proposal.subject).filter(pk__in=set(best) | set(near))
+                          .exclude(pk=proposal.pk))
+        scored = sorted((Known(f, max(similarity(proposal.text, f.text), near.get(f.pk, 0.0)), f.pk in near)
+                         for f in candidates), key=lambda k: (-k.score, -k.fact.pk))[:CANDIDATES]
         dups = [k for k in scored if k.duplicate]
         if proposal.subject not in top_cache:
             top_cache[proposal.subject] = list(

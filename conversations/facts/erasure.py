@@ -2,14 +2,15 @@
 
 The contract the retention app relies on:
 
-- `preview_subject(subject)` → {"facts", "fact_events", "access_log", "sample_texts"}:
-  what erasure would remove, and up to five fact texts the caller can look for in
-  the database files afterwards to prove they are gone.
+- `preview_subject(subject)` → {"facts", "fact_events", "access_log", "fact_vectors",
+  "sample_texts", "sample_vectors"}: what erasure would remove, and up to five fact
+  texts and the first bytes of up to five fact vectors (derived personal data) the
+  caller can look for in the database files afterwards to prove they are gone.
 - `stored_subjects()`: every subject (in normal form, or as typed) the facts store holds, for a restore
   that must find which of them an erasure journal names (retention/reapply.py).
-- `erase_subject(subject)` → {"facts", "fact_events", "access_log"}: deletes the
-  subject's facts, their events, the access-log rows naming the subject, and
-  their full-text index entries. It opens no transaction of its own beyond a
+- `erase_subject(subject)` → {"facts", "fact_events", "access_log", "fact_vectors"}:
+  deletes the subject's facts, their vectors, their events, the access-log rows naming
+  the subject, and their full-text index entries. It opens no transaction of its own beyond a
   savepoint, so it runs inside the caller's `transaction.atomic()` and rolls back
   with it.
 
@@ -27,7 +28,8 @@ from django.db import connection, transaction
 from conversations import projects
 from conversations.subjects import normalize_subject
 
-from .models import ERASING, Fact, FactAccess, FactEvent
+from . import meaning
+from .models import ERASING, Fact, FactAccess, FactEvent, FactVector
 
 SAMPLE_SIZE = 5
 
@@ -39,7 +41,9 @@ def preview_subject(subject: str) -> dict:
         "facts": facts.count(),
         "fact_events": FactEvent.objects.filter(fact__in=facts).count(),
         "access_log": FactAccess.objects.filter(subject_norm=norm).count(),
+        "fact_vectors": FactVector.objects.filter(fact__in=facts).count(),
         "sample_texts": list(facts.order_by("id").values_list("text", flat=True)[:SAMPLE_SIZE]),
+        "sample_vectors": meaning.sample_vectors(norm, SAMPLE_SIZE),
     }
 
 
@@ -64,6 +68,7 @@ def erase_subject(subject: str) -> dict:
         # The request's project only (every project for one filed for all): another project's
         # facts and access log about the same subject are that project's to erase.
         fence, fenced = projects.sql_fence("project_id")
+        n_vectors = meaning.erase_vectors(norm)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {event_table} WHERE fact_id IN "
@@ -75,4 +80,4 @@ def erase_subject(subject: str) -> dict:
                            [norm, ERASING, *fenced])
             cursor.execute(f"DELETE FROM {FactAccess._meta.db_table} WHERE subject_norm = %s{fence}", [norm, *fenced])
             n_access = cursor.rowcount
-    return {"facts": n_facts, "fact_events": n_events, "access_log": n_access}
+    return {"facts": n_facts, "fact_events": n_events, "access_log": n_access, "fact_vectors": n_vectors}

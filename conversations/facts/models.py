@@ -239,3 +239,20 @@ class FactAccess(InProject):
     def save(self, *args, **kwargs):
         self.subject_norm = normalize_subject(self.subject)
         super().save(*args, **kwargs)
+
+
+class FactVector(models.Model):
+    """A fact's words as a vector (conversations/embeddings), written in the proposal's own
+    transaction; recall and the review queue compare meanings with it. Derived personal
+    data: erased with its fact, never exported. The model that made it says whether it is
+    stale (a change of model: the background embedder writes it again)."""
+
+    fact = models.OneToOneField(Fact, primary_key=True, on_delete=models.DO_NOTHING, related_name="vector")
+    model = models.ForeignKey("embeddings.EmbeddingModel", on_delete=models.PROTECT, related_name="+")
+    vector = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["model"], name="factvector_model_idx")]
+
+    def __str__(self) -> str:
+        return f"vector of fact {self.fact_id}"

@@ -22,6 +22,7 @@ from django.utils import timezone
 from conversations import projects
 from conversations.errors import InvalidInput
 
+from . import meaning as facts_meaning
 from .models import Fact, FactEvent
 from .store import clean_datetime, clean_subject
 
@@ -39,19 +40,24 @@ def recall_weights() -> tuple[float, float, float]:
 
 
 class ScoreParts(NamedTuple):
-    """Each component min–max normalised over the candidates, in [0, 1]."""
+    """Each component min–max normalised over the candidates, in [0, 1]: `relevance` is the
+    fusion of `words` and `meaning`; `cosine` is the raw similarity (None: no vector)."""
 
     recency: float
     importance: float
     relevance: float
+    words: float = 0.0
+    meaning: float = 0.0
+    cosine: float | None = None
 
 
 class Recalled(NamedTuple):
-    """One recalled fact: `fact, score, parts = item` or by attribute."""
+    """One recalled fact: by attribute, or `fact, score, parts, matched = item`."""
 
     fact: Fact
     score: float
     parts: ScoreParts
+    matched: tuple[str, ...] = ()
 
 
 def normalise(values: list[float]) -> list[float]:
@@ -77,6 +83,21 @@ def query_terms(query: str) -> list[str]:
     """The words of a free-text query; everything else (quotes, operators) is dropped,
     so no query can be an FTS syntax error."""
     return _WORD.findall(query or "")[:32]
+
+
+# Words that say nothing of a fact's subject matter ("does she want…"): dropped from the
+# full-text side of a query, where they would match every fact that has them.
+STOP_WORDS = frozenset(
+    "a about an and any are as at be been but by can could did do does for from had has have he her hers him "
+    "his how i if in into is it its me my of on or our she should so than that the their them they this to "
+    "us was we were what when where which who whom why will with would you your".split())
+
+
+def content_terms(query: str) -> list[str]:
+    """The query's words less the stop words (all of them when it has nothing else)."""
+    terms = query_terms(query)
+    kept = [t for t in terms if t.casefold() not in STOP_WORDS]
+    return kept or terms
 
 
 def _fts_string(value: str) -> str:
@@ -139,97 +160,126 @@ def _hours_since_last_reference(now: datetime) -> RawSQL:
                   [param])
 
 
-def _best_in_python(subject, terms, now, limit, weights) -> list[tuple[float, int, ScoreParts]]:
-    """The winners as (score, id, parts), best first; ties go to the newer fact."""
+# How the two relevance signals are fused (MEMORYUI_RECALL_FUSION): a weighted sum of
+# their min–max normalised scores (the default), or reciprocal rank fusion.
+# bench/meaning_eval.py measures both on the paraphrase set: the weighted sum kept vectors'
+# recall@1 on paraphrases (0.83) where RRF lost 1–18 points of it to full-text ranks of
+# words that merely occur in both (docs/BENCHMARKS.md, workload 19).
+FUSIONS = ("rrf", "weighted")
+# One signal alone, for measuring the fusion against each (bench/meaning_eval.py).
+SINGLE = ("words", "meaning")
+# Reciprocal rank fusion's constant (Cormack et al. use 60; a subject has few facts, and a
+# smaller k lets the first ranks count for more).
+RRF_K = 5
+# The weighted fusion: meaning's share (words get the rest).
+MEANING_WEIGHT = 0.6
+# A fact with a query but no relevance at all still ranks, below every relevant one:
+# score = (relevance + FLOOR) × recency factor × importance factor.
+FLOOR = 0.01
+# How far recency and importance may each lower a relevant fact's score: a factor from
+# 1 − SWAY (the oldest, least important candidate) to 1.
+SWAY = 0.1
+# A cosine at or above this, among the best few, is reported as a match by meaning.
+MEANING_MATCH = 0.3
+MEANING_MATCH_RANK = 3
+
+
+def _ranks(scores: dict[int, float]) -> dict[int, int]:
+    """id → 1-based rank, best (highest) first; ties go to the newer (higher) id."""
+    ordered = sorted(scores, key=lambda pk: (-scores[pk], -pk))
+    return {pk: i + 1 for i, pk in enumerate(ordered)}
+
+
+def fuse(ids: list[int], words: dict[int, float], meaning: dict[int, float], method: str) -> list[float]:
+    """One relevance per candidate from the full-text ranks (`words`: matching facts only)
+    and the cosines (`meaning`: facts with a vector), before normalisation."""
+    if method == "words":
+        return [words.get(pk, 0.0) for pk in ids]
+    if method == "meaning":
+        return [meaning.get(pk, -1.0) for pk in ids]
+    if method == "weighted":
+        w = normalise([words.get(pk, 0.0) for pk in ids])
+        m = normalise([meaning.get(pk, 0.0) if pk in meaning else min(meaning.values(), default=0.0) for pk in ids])
+        return [(1 - MEANING_WEIGHT) * a + MEANING_WEIGHT * b for a, b in zip(w, m, strict=True)]
+    word_ranks, meaning_ranks = _ranks(words), _ranks(meaning)
+    return [(1.0 / (RRF_K + word_ranks[pk]) if pk in word_ranks else 0.0)
+            + (1.0 / (RRF_K + meaning_ranks[pk]) if pk in meaning_ranks else 0.0) for pk in ids]
+
+
+def _fusion() -> str:
+    method = settings.MEMORYUI_RECALL_FUSION
+    return method if method in FUSIONS else "weighted"
+
+
+def _best(subject, query, terms, now, limit, weights, fusion=None):
+    """The winners as (score, id, parts, matched), best first; ties go to the newer fact."""
     w_r, w_i, w_v = weights
     rows = list(
         Fact.objects.recallable(now).about(subject)
         .annotate(hours=_hours_since_last_reference(now))
-        .values_list("id", "importance", "hours")
+        .values_list("id", "importance", "hours", "vector__vector")
     )
     if not rows:
         return []
-    ranks = _relevance(subject, terms)
     ids = [r[0] for r in rows]
     recency = normalise([0.995 ** max(0.0, float(r[2])) for r in rows])
     importance = normalise([r[1] / 10.0 for r in rows])
-    relevance = normalise([ranks.get(pk, 0.0) for pk in ids])
-    scores = [w_r * recency[i] + w_i * importance[i] + w_v * relevance[i] for i in range(len(ids))]
-    # Only the winners get their parts built.
-    best = heapq.nlargest(limit, range(len(ids)), key=lambda i: (scores[i], ids[i]))
-    return [(scores[i], ids[i], ScoreParts(recency[i], importance[i], relevance[i])) for i in best]
-
-
-# The same score as _best_in_python, in one statement: on SQLite, fetching the
-# subject's candidates into Python and scoring them there cost more than the rest
-# of a recall. Min–max normalisation is a window over the candidates; a component
-# equal for all of them (within 1e-12) is 0, as in normalise().
-_SQLITE_BEST = """
-WITH cand AS (
-    SELECT id, importance / 10.0 AS imp,
-           pow(0.995, max(0.0, (julianday(%s) - julianday(COALESCE(last_accessed_at, recorded_at))) * 24.0)) AS rec
-    FROM facts_fact
-    WHERE subject = %s AND status = 'approved' AND superseded_by_id IS NULL AND valid_from <= %s
-      AND (invalid_at IS NULL OR invalid_at > %s) AND (expires_at IS NULL OR expires_at > %s){fence}
-),
-ranked AS MATERIALIZED ({ranks}),
-parts AS (
-    SELECT cand.id, cand.rec, cand.imp, COALESCE(ranked.rank, 0.0) AS rel
-    FROM cand LEFT JOIN ranked ON ranked.id = cand.id
-),
-spread AS (
-    SELECT id, rec, imp, rel,
-           min(rec) OVER () AS rec_lo, max(rec) OVER () AS rec_hi,
-           min(imp) OVER () AS imp_lo, max(imp) OVER () AS imp_hi,
-           min(rel) OVER () AS rel_lo, max(rel) OVER () AS rel_hi
-    FROM parts
-),
-norm AS (
-    SELECT id,
-           CASE WHEN rec_hi - rec_lo <= 1e-12 THEN 0.0 ELSE (rec - rec_lo) / (rec_hi - rec_lo) END AS n_rec,
-           CASE WHEN imp_hi - imp_lo <= 1e-12 THEN 0.0 ELSE (imp - imp_lo) / (imp_hi - imp_lo) END AS n_imp,
-           CASE WHEN rel_hi - rel_lo <= 1e-12 THEN 0.0 ELSE (rel - rel_lo) / (rel_hi - rel_lo) END AS n_rel
-    FROM spread
-)
-SELECT id, n_rec, n_imp, n_rel, %s * n_rec + %s * n_imp + %s * n_rel AS score
-FROM norm ORDER BY score DESC, id DESC LIMIT %s
-"""
-_NO_RANKS = "SELECT NULL AS id, NULL AS rank WHERE 0"
-_FTS_RANKS = ("SELECT rowid AS id, -bm25(facts_fact_fts, 1.0, 0.0) AS rank FROM facts_fact_fts"
-              " WHERE facts_fact_fts MATCH %s")
-
-
-def _best_sqlite(subject, terms, now, limit, weights) -> list[tuple[float, int, ScoreParts]]:
-    at = connection.ops.adapt_datetimefield_value(now)
-    # The current project's facts only (the recall index leads with the project).
-    fence, fenced = projects.sql_fence("project_id")
-    args = [at, subject, at, at, at, *fenced]
-    if terms:
-        ranks = _FTS_RANKS
-        args.append(_fts_match(subject, terms))
+    words = {pk: rank for pk, rank in _relevance(subject, terms).items() if rank > 0}
+    words = {pk: words[pk] for pk in ids if pk in words}
+    meaning = {}
+    if query.strip():
+        found = facts_meaning.of_text(query)
+        if found.vector is not None:
+            meaning = facts_meaning.similarities(found.vector, [(r[0], r[3]) for r in rows])
+    if words or meaning:
+        relevance = normalise(fuse(ids, words, meaning, fusion or _fusion()))
+        w_words, w_meaning = normalise([words.get(pk, 0.0) for pk in ids]), normalise(
+            [meaning.get(pk, 0.0) for pk in ids])
+        low = 1.0 - SWAY
+        scores = [w_v * (relevance[i] + FLOOR) * (low + SWAY * recency[i]) ** w_r
+                  * (low + SWAY * importance[i]) ** w_i for i in range(len(ids))]
     else:
-        ranks = _NO_RANKS
-    args += [*weights, limit]
-    with connection.cursor() as cursor:
-        cursor.execute(_SQLITE_BEST.format(ranks=ranks, fence=fence), args)
-        return [(score, pk, ScoreParts(rec, imp, rel)) for pk, rec, imp, rel, score in cursor.fetchall()]
+        # No query (or nothing to rank it by): the most recent and important first.
+        relevance = w_words = w_meaning = [0.0] * len(ids)
+        scores = [w_r * recency[i] + w_i * importance[i] for i in range(len(ids))]
+    meaning_top = set(sorted(meaning, key=lambda pk: -meaning[pk])[:MEANING_MATCH_RANK])
+    best = heapq.nlargest(limit, range(len(ids)), key=lambda i: (scores[i], ids[i]))
+    out = []
+    for i in best:
+        pk = ids[i]
+        matched = (["words"] if pk in words else []) + (
+            ["meaning"] if pk in meaning_top and meaning[pk] >= MEANING_MATCH else [])
+        out.append((scores[i], pk, ScoreParts(recency[i], importance[i], relevance[i], w_words[i], w_meaning[i],
+                                              meaning.get(pk)), tuple(matched)))
+    return out
 
 
 def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = None,
-           actor: str = "system") -> list[Recalled]:
+           actor: str = "system", fusion: str | None = None) -> list[Recalled]:
     """The best `limit` facts an agent may use about `subject`, best first.
 
     Candidates: approved, valid now (valid_from <= now < invalid_at), not expired,
-    not superseded. score = w_r·recency + w_i·importance + w_v·relevance, where
-    recency = 0.995^hours since last access (or since recorded), importance =
-    importance/10, relevance = the database's full-text rank against `query`
-    (SQLite FTS5 bm25, negated; PostgreSQL ts_rank), each min–max normalised over
-    the candidates; weights from MEMORYUI_RECALL_WEIGHTS (default 1 each).
+    not superseded, in the current project. Two signals say how well each answers
+    `query`: its words (the database's full-text rank: SQLite FTS5 bm25, negated;
+    PostgreSQL ts_rank) and its meaning (the cosine between the query's vector and the
+    fact's, conversations/facts/meaning.py). They are fused into one relevance
+    (0.4·words + 0.6·meaning, each min–max normalised, by default; MEMORYUI_RECALL_FUSION
+    = rrf for reciprocal rank fusion), min–max normalised over the candidates, and
 
-    Returns a list of `Recalled(fact, score, parts)` where `parts` is
-    `ScoreParts(recency, importance, relevance)`, the normalised components.
-    Recall reinforces: each returned fact gets access_count + 1,
-    last_accessed_at = now and a `recalled` event, in the same transaction.
+        score = w_v · (relevance + 0.01) · (0.9 + 0.1·recency)^w_r · (0.9 + 0.1·importance)^w_i
+
+    where recency = 0.995^hours since last access (or since recorded) and importance =
+    importance/10, each min–max normalised over the candidates; weights from
+    MEMORYUI_RECALL_WEIGHTS (default 1 each). Recency and importance each lower a fact's
+    relevance by a tenth at most (SWAY): a fact recalled a minute ago does not outrank the
+    one the query is about, which the former sum of the three let it do. Without a query: w_r·recency + w_i·importance.
+
+    Returns a list of `Recalled(fact, score, parts, matched)` where `parts` is
+    `ScoreParts(recency, importance, relevance, words, meaning, cosine)`, the normalised
+    components (and the raw cosine, None without a vector), and `matched` names the
+    signals that found it ("words", "meaning"). Recall reinforces: each returned fact gets
+    access_count + 1, last_accessed_at = now and a `recalled` event, in the same
+    transaction.
     """
     subject = clean_subject(subject)
     if query is None:
@@ -238,24 +288,23 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
         raise InvalidInput("query must be a string", field="query")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise InvalidInput(f"limit must be a whole number from 1 to {RECALL_LIMIT_MAX}", field="limit")
+    if fusion is not None and fusion not in FUSIONS + SINGLE:
+        raise InvalidInput(f"fusion must be one of {', '.join(FUSIONS + SINGLE)}", field="fusion")
     now = clean_datetime(now, field="now", default=timezone.now())
-    w_r, w_i, w_v = recall_weights()
+    weights = recall_weights()
     with transaction.atomic():
-        if connection.vendor == "sqlite":
-            scored = _best_sqlite(subject, query_terms(query), now, limit, (w_r, w_i, w_v))
-        else:
-            scored = _best_in_python(subject, query_terms(query), now, limit, (w_r, w_i, w_v))
+        scored = _best(subject, query, content_terms(query), now, limit, weights, fusion)
         if not scored:
             return []
-        top = [pk for _, pk, _ in scored]
+        top = [pk for _, pk, _, _ in scored]
         Fact.objects.filter(pk__in=top).update(access_count=F("access_count") + 1, last_accessed_at=now)
         FactEvent.objects.bulk_create(
             FactEvent(fact_id=pk, kind="recalled", at=now, actor=str(actor)[:200],
-                      detail={"score": round(score, 6)})
-            for score, pk, _ in scored
+                      detail={"score": round(score, 6), "matched": list(matched)})
+            for score, pk, _, matched in scored
         )
         facts = {f.pk: f for f in Fact.objects.filter(pk__in=top)}
-    return [Recalled(facts[pk], score, parts) for score, pk, parts in scored]
+    return [Recalled(facts[pk], score, parts, matched) for score, pk, parts, matched in scored]
 
 
 # ---------------------------------------------------------------- forgetting

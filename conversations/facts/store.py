@@ -34,6 +34,7 @@ from conversations.errors import Conflict, InvalidInput, NotFound, PositionOutOf
 from conversations.models import Conversation
 from conversations.store import clean_text, record_audit
 
+from . import meaning
 from .models import APPROVED, CATEGORIES, PROPOSED, REJECTED, Fact, FactAccess, FactEvent
 
 SUBJECT_MAX = Fact._meta.get_field("subject").max_length
@@ -160,6 +161,8 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
         expires_at = now + timedelta(days=days)
     if expires_at <= now:
         raise InvalidInput("expires_at must be in the future", field="expires_at")
+    # Embedded before the transaction (no lock held while the model runs), stored inside it.
+    vector = meaning.of_text(text)
     with transaction.atomic():
         conversation_id, position = _check_source(source_conversation_id, source_position)
         fact = Fact.objects.create(
@@ -167,6 +170,7 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
             valid_from=valid_from, recorded_at=now, expires_at=expires_at,
             source_conversation_id=conversation_id, source_position=position, created_by=str(created_by)[:200],
         )
+        meaning.save(fact, vector)
         _event(fact, "proposed", created_by, at=now)
     return fact
 
@@ -210,6 +214,7 @@ def _replace(old: Fact, *, actor, text, category, importance, valid_from, reason
         source_conversation_id=old.source_conversation_id, source_position=old.source_position,
         created_by=str(actor)[:200],
     )
+    meaning.save(new, meaning.of_text(text))
     _event(new, "approved", actor, at=now, reason=reason, detail={"supersedes": old.pk})
     Fact.objects.filter(pk=old.pk).update(superseded_by=new, superseded_at=now, reason=reason)
     old.superseded_by, old.superseded_at, old.reason = new, now, reason

@@ -182,7 +182,7 @@ def _preview(subject: str, ids: list[uuid.UUID]) -> DeletionPreview:
     erasure = _facts_erasure()
     if subject and erasure is not None:
         counts = erasure.preview_subject(subject)
-        facts = {k: counts.get(k, 0) for k in ("facts", "fact_events", "access_log")}
+        facts = {k: counts.get(k, 0) for k in ("facts", "fact_events", "access_log", "fact_vectors")}
     victim_ids = [uuid.UUID(r.id) for r in rows]
     owned = {}
     for table in owned_tables():
@@ -257,6 +257,26 @@ def _sample_strings(preview: DeletionPreview, fact_texts: list[str]) -> list[str
 
 
 
+# Vectors searched for (their first VECTOR_NEEDLE_BYTES bytes: 8 floats, which no other
+# text or vector holds by chance), at most this many.
+VECTORS_SAMPLED = 20
+VECTOR_NEEDLE_BYTES = 32
+
+
+def _sample_vectors(victim_ids: list[uuid.UUID], fact_vectors: list[bytes]) -> list[bytes]:
+    """The first bytes of some of the vectors being deleted (messages' and facts'): a vector
+    is derived personal data, and the files are searched for it like the texts."""
+    found: list[bytes] = [bytes(v)[:VECTOR_NEEDLE_BYTES] for v in fact_vectors]
+    for table in owned_tables():
+        if not victim_ids or not table.bytes_fields:
+            continue
+        for values in table.model._base_manager.filter(conversation_id__in=victim_ids) \
+                .values_list(*table.bytes_fields)[:VECTORS_SAMPLED]:
+            found += [bytes(v)[:VECTOR_NEEDLE_BYTES] for v in values if v]
+    unique = [v for v in dict.fromkeys(found) if len(v) == VECTOR_NEEDLE_BYTES and any(v)]
+    return unique[:VECTORS_SAMPLED]
+
+
 # --- the request -----------------------------------------------------------------
 
 def execute_deletion(*, subject: str = "", conversation_ids=(), actor: str, kind: str = "subject",
@@ -280,10 +300,12 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     request_id = uuid.uuid4()
     preview = _preview(subject, ids)
     erasure = _facts_erasure() if subject else None
-    fact_texts = (erasure.preview_subject(subject).get("sample_texts") or []) if erasure else []
+    fact_sample = erasure.preview_subject(subject) if erasure else {}
+    fact_texts = fact_sample.get("sample_texts") or []
     victim_ids = [uuid.UUID(r.id) for r in preview.conversations]
     # PostgreSQL: the partitions their rows are in, the only ones to rewrite and search.
     touched = set(partitions.partitions_holding(victim_ids))
+    vector_needles = _sample_vectors(victim_ids, fact_sample.get("sample_vectors") or [])
 
     # What to look for afterwards, chosen before anything is deleted.
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
@@ -311,9 +333,10 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
             verification["reapplied"] = reapplies
         return _store_receipt(request_id, subject, victim_ids, counts, verification, actor=actor,
                               kind=kind, project_id=project_id, verify_by=window.deadline_for(filed_at))
-    checked = _scrub_and_verify(candidates + id_needles, xid, lease, seconds, touched)
+    checked = _scrub_and_verify(candidates + id_needles + vector_needles, xid, lease, seconds, touched)
     verification = erasure_receipt.verification(
-        checked, subject=subject, candidates=candidates, id_needles=id_needles, files_left=files_left, seconds=seconds)
+        checked, subject=subject, candidates=candidates, id_needles=id_needles, files_left=files_left, seconds=seconds,
+        vector_needles=vector_needles)
     if reapplies:
         verification["reapplied"] = reapplies
     receipt = _store_receipt(request_id, subject, victim_ids, counts, verification,
@@ -345,7 +368,7 @@ def _delete(request_id, subject: str, preview: DeletionPreview, victim_ids: list
             idempotency.forget(conversation_ids=victim_ids, subject=subject)
             if erasure is not None:
                 erased = erasure.erase_subject(subject)
-                done.update({k: int(erased.get(k, 0)) for k in ("facts", "fact_events", "access_log")})
+                done.update({k: int(erased.get(k, 0)) for k in ("facts", "fact_events", "access_log", "fact_vectors")})
             done["conversation_ids_not_found"] = len(preview.missing_ids)
             store.record_audit(actor=actor, action="deletion.executed", target_type="deletion_request",
                                target_id=str(request_id),
@@ -366,7 +389,7 @@ def _id_needles(victim_ids: list[uuid.UUID]) -> list[str]:
             if cid not in still_stored][:erasure_verify.MAX_ID_NEEDLES]
 
 
-def _scrub_and_verify(needles: list[str], xid: int | None, lease: Lease, seconds: dict,
+def _scrub_and_verify(needles: list[str | bytes], xid: int | None, lease: Lease, seconds: dict,
                       touched: set[str] | None = None) -> erasure_receipt.Checked:
     """Steps 6 and 7: scrub the files, then search them (timed into `seconds`)."""
     rewrite: dict = {}

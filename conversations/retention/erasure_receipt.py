@@ -57,12 +57,13 @@ class Checked:
 
 
 def verification(checked: Checked, *, subject: str, candidates: list[str], id_needles: list[str],
-                 files_left: dict, seconds: dict) -> dict:
+                 files_left: dict, seconds: dict, vector_needles: list[bytes] = ()) -> dict:
     """The receipt's `verification`: what was searched, where, what was found, and the verdict."""
     search, set_aside = checked.search, set_aside_in_view(checked.set_aside)
     searched = search.status == "searched"
     strings_checked = [c for c in candidates if c not in set_aside]
-    checkable = strings_checked + id_needles
+    vectors_checked = [v for v in vector_needles if v not in set_aside]
+    checkable = strings_checked + id_needles + vectors_checked
     status = receipt_status(search)
     if status in ("verified", "verified_except_wal") and files_left["status"] != "verified":
         status = files_left["status"]
@@ -73,6 +74,8 @@ def verification(checked: Checked, *, subject: str, candidates: list[str], id_ne
         "strings_checked": len(strings_checked) if searched else 0,
         "strings_set_aside": len(set_aside),
         "conversation_ids_checked": len(id_needles) if searched else 0,
+        # Vectors (messages' and facts': derived personal data) searched for by their first bytes.
+        "vectors_checked": len(vectors_checked) if searched else 0,
         "subject_checked": bool(subject) and subject not in set_aside and searched,
         "files_searched": len(search.files),
         "bytes_searched": sum(f["bytes"] for f in search.files),

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection, models
 
 from conversations import partitions, projects
-from conversations.facts.models import Fact
+from conversations.facts.models import Fact, FactVector
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
 
@@ -50,12 +50,33 @@ def _text_columns() -> list[tuple[str, str]]:
                               for model, name in _text_fields()))
 
 
-def _strings_in_live_data(values: list[str]) -> set[str]:
-    """Which of `values` still occur in rows that exist after the deletion? One pass per column."""
+def _bytes_columns() -> list[tuple[str, str]]:
+    """(table, column) of every vector that data which stays can hold."""
+    columns = [(FactVector._meta.db_table, "vector")]
+    for table in owned_tables():
+        for name in table.bytes_fields:
+            columns.append((table.table, table.model._meta.get_field(name).column))
+    return list(dict.fromkeys(columns))
+
+
+def _strings_in_live_data(values: list[str | bytes]) -> set[str | bytes]:
+    """Which of `values` still occur in rows that exist after the deletion? One pass per column
+    (texts in text columns, vectors' bytes in vector columns)."""
     if not values:
         return set()
+    found: set[str | bytes] = set()
+    vectors = [v for v in values if isinstance(v, bytes)]
+    if vectors:
+        with connection.cursor() as cursor:
+            for table, column in _bytes_columns():
+                flags = ", ".join(f"MAX(CASE WHEN position(%s in {column}) > 0 THEN 1 ELSE 0 END)" for _ in vectors)
+                cursor.execute(f"SELECT {flags} FROM {table}", vectors)
+                row = cursor.fetchone() or ()
+                found |= {v for v, flag in zip(vectors, row, strict=False) if flag}
+    values = [v for v in values if isinstance(v, str)]
+    if not values:
+        return found
     find = "instr(CAST({col} AS TEXT), %s) > 0" if connection.vendor == "sqlite" else "strpos({col}::text, %s) > 0"
-    found: set[str] = set()
     with connection.cursor() as cursor:
         for table, column in _text_columns():
             flags = ", ".join(f"MAX(CASE WHEN {find.format(col=column)} THEN 1 ELSE 0 END)" for _ in values)

@@ -7,7 +7,7 @@ from conversations.api_schemas import ListOut, errors_doc, example_doc
 from conversations.apiauth import scope
 from conversations.project_http import page_url
 
-from . import ranked
+from . import meaning, ranked
 from .params import parse_search
 from .reads import BadSearch, search_messages
 
@@ -32,6 +32,10 @@ class SearchHit(Schema):
     highlights: list[list[int]]
     url: str
     page_url: str
+    # mode=meaning: the cosine with the query; mode=both: the fused score (null for words).
+    score: float | None = None
+    # Which kinds of search found the row: "words", "meaning" (mode=both may say both).
+    matched: list[str] = []
     # The row is the same bytes in each (the one that wrote it first, then the forks
     # that copied it): a row shared by a parent and its forks is one hit.
     conversations: list[HitConversation]
@@ -65,6 +69,8 @@ def hit_json(request, hit) -> dict:
              "page_url": page_url(request, f"/conversations/{c.id}/?at={hit.position}#p{hit.position}")}
             for c in hit.conversations
         ],
+        "score": hit.score,
+        "matched": list(hit.matched) if hit.matched else ["words"],
     }
 
 
@@ -105,11 +111,18 @@ def search(
         "newest (the default): newest conversation first, latest row first, every hit in keyset pages. "
         "relevance: conversations best match first, each with its few best rows (`limit` does not apply), "
         "and `total`.")),
+    mode: str = Query("words", max_length=20, description=(
+        "words (the default): the words as written. meaning: the rows nearest the query by meaning (an "
+        "embedding model; binary codes for a first pass, exact vectors to rank), best first, each with its "
+        "cosine as `score`. both: words and meaning fused by reciprocal rank; `matched` says which found "
+        "each row. `order` applies to words only.")),
 ):
     """Newest conversation first, latest row first within one; each hit with a snippet
     (plain text), the character spans of the matched words, and `conversations`: every
     conversation holding the row (the one that wrote it, then forks that copied it; a
     shared row is one hit). Needs `read`."""
+    if meaning.parse_mode(mode) != "words":
+        return _by_meaning(request, q, kind, subject, namespace, since, to, conversation, cursor, limit, mode)
     if ranked.parse_order(order, default="newest") == "relevance":
         return _ranked(request, q, kind, subject, namespace, since, to, conversation, cursor)
     data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
@@ -122,6 +135,25 @@ def search(
 
 
 RANKED_CURSOR = "search-ranked"
+MEANING_CURSOR = "search-meaning"
+
+
+def _by_meaning(request, q, kind, subject, namespace, since, to, conversation, cursor, limit, mode):
+    """mode=meaning or both: one page of the nearest rows (search.meaning), best first."""
+    page = 1
+    if cursor:
+        try:
+            (page,) = params.decode_cursor(cursor, MEANING_CURSOR, int)
+        except ValueError as exc:
+            raise BadSearch(f"cursor {exc}", field="cursor", code="invalid_cursor") from None
+    data = {"q": q, "subject": subject, "namespace": namespace, "from": since, "to": to,
+            "conversation": conversation}
+    parsed = parse_search(data, kinds=kind or [], words=False)
+    found = meaning.search(q, filters=parsed.filters, mode=mode, page=page, limit=limit)
+    next_cursor = keyset.cursor_of(MEANING_CURSOR, found.next_page) if found.next_page else None
+    return keyset.listing([hit_json(request, h) for h in found.hits], next_cursor,
+                          keyset.next_url(request, next_cursor, keyset.same_query(request)),
+                          query=q, total=None, total_is_lower_bound=None)
 
 
 def _ranked(request, q, kind, subject, namespace, since, to, conversation, cursor):

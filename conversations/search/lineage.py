@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from conversations.models import Conversation, Message
 
+from . import meaning_queue
 from .models import POSITION_SPAN, BorrowedRows, ConversationKey
 
 _initial = importlib.import_module("conversations.search.migrations.0001_initial")
@@ -178,3 +179,5 @@ def _index_rows(conversation_id, first: int, last: int) -> None:
             cursor.execute(f"UPDATE {_MSG} SET search_tsv = search_message_tsvector(content) "
                            "WHERE conversation_id = %s AND position BETWEEN %s AND %s AND search_tsv IS NULL",
                            [cid, first, last])
+    # Their vectors were the source's too: queued for the background embedder (migration 0007).
+    meaning_queue.enqueue_rows(conversation_id, first, last)

@@ -57,3 +57,31 @@ class BorrowedRows(models.Model):
 
     def __str__(self):
         return f"{self.conversation_id} 0..{self.upto} → {self.source_id}"
+
+
+class MessageVector(models.Model):
+    """A message's text as a vector (conversations/embeddings), and its binary code.
+
+    `msg` is the message's id in the full-text index (`seq * 2**32 + position`); `id` is the
+    order vectors were written in, which a server process's in-memory codes
+    (conversations/search/meaning.py) follow to take in only what is new. Written by the
+    background embedder from the queue that an insert trigger fills in the append's own
+    transaction (search migration 0007), so no append waits for a model and none is lost.
+    A fork's copied rows have none: they are found through their source's, as the index
+    finds them. Derived personal data: deleted with its conversation (the `owned`
+    registry), counted and searched for by deletion requests, never exported.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    msg = models.BigIntegerField(unique=True)
+    conversation_id = models.UUIDField(db_index=True)
+    model = models.ForeignKey("embeddings.EmbeddingModel", on_delete=models.PROTECT, related_name="+")
+    vector = models.BinaryField()
+    code = models.BinaryField()
+
+    class Meta:
+        db_table = "search_messagevector"
+        indexes = [models.Index(fields=["model"], name="messagevector_model_idx")]
+
+    def __str__(self):
+        return f"vector of {self.conversation_id} #{self.msg & (POSITION_SPAN - 1)}"

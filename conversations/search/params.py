@@ -65,11 +65,14 @@ def parse_limit(value, *, default: int = PAGE, maximum: int = 100) -> int:
         raise BadSearch(f"limit {exc}", field="limit") from None
 
 
-def parse_search(data, *, kinds=None, conversation_id=None) -> SearchRequest:
+def parse_search(data, *, kinds=None, conversation_id=None, words: bool = True) -> SearchRequest:
     """`data`: a QueryDict or a dict of strings (q, subject, namespace, from, to,
-    conversation, cursor, limit); `kinds`: the list of `kind` values."""
+    conversation, cursor, limit); `kinds`: the list of `kind` values. `words=False`: the
+    query is free text for search by meaning, not the words syntax (its `query` is None)."""
     raw_query = data.get("q") or ""
-    query = parse_query(raw_query)
+    query = parse_query(raw_query) if words else None
+    if not words and (len(raw_query) > TEXT_MAX or not raw_query.strip()):
+        raise BadSearch(f"q must be 1 to {TEXT_MAX} characters", field="q")
     since = parse_moment(data.get("from"), "from")
     before = parse_moment(data.get("to"), "to", end=True)
     if since and before and since >= before:

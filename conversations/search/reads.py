@@ -63,6 +63,10 @@ class Hit:
     # Every live conversation holding this row: the one that wrote it, then the forks
     # that copied it (conversations.search.lineage). A row shared is one hit.
     conversations: tuple[lineage.Holder, ...] = ()
+    # Search by meaning (search.meaning): the cosine, or the fused score, and which kinds
+    # of search found the row ("words", "meaning"); full-text search leaves them empty.
+    score: float | None = None
+    matched: tuple[str, ...] = ()
 
     @property
     def also_in(self) -> list[lineage.Holder]:

@@ -1,0 +1,47 @@
+"""The models that made the stored vectors: a name and a dimension each.
+
+Every stored vector (a fact's, a message's) points at one of these rows, so the model's
+name and the vector's dimension go with every vector in two bytes rather than in a string
+repeated a million times. A vector whose model is not the active embedder's is stale: it
+is embedded again in the background (worker.py). This catalogue holds no project's data
+(model names only), so it is the server's, like the list of projects itself.
+"""
+
+from django.db import IntegrityError, models, transaction
+
+
+class EmbeddingModel(models.Model):
+    id = models.SmallAutoField(primary_key=True)
+    name = models.CharField(max_length=200, unique=True)
+    dimension = models.IntegerField()
+    first_used_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(dimension__gt=0), name="embedding_dimension_positive")]
+
+    def __str__(self):
+        return f"{self.name} ({self.dimension} dimensions)"
+
+
+def model_id(name: str, dimension: int) -> int:
+    """The catalogue id of (name, dimension), added on first use. A model that changes its
+    dimension under one name is a new row (its name gets the dimension appended). Not cached:
+    one indexed look-up, and a cache would outlive a rolled-back row."""
+    stored = name
+    known = EmbeddingModel.objects.filter(name=name).values_list("dimension", flat=True).first()
+    if known is not None and known != dimension:
+        stored = f"{name}@{dimension}"
+    row = EmbeddingModel.objects.filter(name=stored).first()
+    if row is None:
+        try:
+            with transaction.atomic():
+                row = EmbeddingModel.objects.create(name=stored, dimension=dimension)
+        except IntegrityError:
+            row = EmbeddingModel.objects.get(name=stored)
+    return row.pk
+
+
+def current_model_ids(name: str) -> list[int]:
+    """The catalogue ids whose vectors the embedder called `name` made (any dimension it had)."""
+    return list(EmbeddingModel.objects.filter(models.Q(name=name) | models.Q(name__startswith=f"{name}@"))
+                .values_list("id", flat=True))

@@ -1,0 +1,119 @@
+"""The background embedder: first vectors for texts that wait, new ones after a change of model.
+
+A change of model (another `MEMORYUI_EMBEDDINGS_URL`/`…_MODEL`, another wordllama
+configuration) leaves every stored vector stale: its model id is not the active
+embedder's. Nothing is embedded again in a request; instead each server process runs one
+thread (started by memoryui/wsgi.py unless `MEMORYUI_EMBED_WORKER=0`) that takes the
+registered jobs (jobs.py) a batch at a time, each batch its own transaction, until nothing
+waits and nothing is stale, then looks again every few seconds. Two processes doing the
+same batch write the same vectors: harmless. `manage.py embed` does the same work in the
+foreground, and the admin page (views.py) shows the counts as progress.
+"""
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.db import close_old_connections
+
+from conversations import projects
+
+from . import embedders, jobs
+from .models import model_id
+
+log = logging.getLogger("memoryui.embeddings")
+
+BATCH = 256
+IDLE_SECONDS = 5.0
+
+
+@dataclass
+class State:
+    """What this process's thread is doing, for the admin page."""
+
+    running: bool = False
+    done: int = 0
+    last_error: str = ""
+    last_batch_at: float = 0.0
+    by_job: dict = field(default_factory=dict)
+
+
+state = State()
+_thread: threading.Thread | None = None
+_thread_lock = threading.Lock()
+_wake = threading.Event()
+
+
+def current_model_id(embedder=None) -> int:
+    embedder = embedder or embedders.active()
+    return model_id(embedder.name, embedder.dimension())
+
+
+def run_once(limit: int = BATCH) -> int:
+    """One batch of each job; how many vectors were written."""
+    embedder = embedders.active()
+    with projects.scoped(projects.EVERY):
+        current = current_model_id(embedder)
+        total = 0
+        for job in jobs.registered():
+            done = job.run(embedder, current, limit)
+            state.by_job[job.name] = state.by_job.get(job.name, 0) + done
+            total += done
+    state.done += total
+    state.last_batch_at = time.time()
+    return total
+
+
+def run_until_done(limit: int = BATCH, *, progress=None) -> int:
+    total = 0
+    while True:
+        done = run_once(limit)
+        total += done
+        if progress is not None and done:
+            progress(total)
+        if not done:
+            return total
+
+
+def progress() -> list[dict]:
+    """Per job: vectors of the current model, stale ones, texts waiting, and the share done."""
+    with projects.scoped(projects.EVERY):
+        current = current_model_id()
+        rows = []
+        for job in jobs.registered():
+            counts = job.counts(current)
+            total = counts["current"] + counts["stale"] + counts["waiting"]
+            rows.append({"name": job.name, "label": job.label, **counts, "total": total,
+                         "percent": 100.0 if not total else round(100.0 * counts["current"] / total, 1)})
+        return rows
+
+
+def _loop():
+    while True:
+        try:
+            close_old_connections()
+            done = run_once()
+            state.last_error = ""
+        except Exception as exc:  # a failing endpoint must not end the thread
+            log.warning("background embedding failed: %s", exc)
+            state.last_error = str(exc)[:300]
+            done = 0
+        finally:
+            close_old_connections()
+        if not done:
+            _wake.wait(IDLE_SECONDS)
+            _wake.clear()
+
+
+def start() -> bool:
+    """Start this process's thread (once); False when it was already running."""
+    global _thread
+    with _thread_lock:
+        if _thread is not None and _thread.is_alive():
+            _wake.set()
+            return False
+        _thread = threading.Thread(target=_loop, name="memoryui-embedder", daemon=True)
+        _thread.start()
+        state.running = True
+        return True

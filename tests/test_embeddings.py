@@ -1,0 +1,145 @@
+"""The embedders (conversations/embeddings): the embedded model offline, an endpoint with
+batches, retries and timeouts, and the background job after a change of model."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from conversations.embeddings import embedders, worker
+from conversations.embeddings.models import EmbeddingModel
+from conversations.facts import store as facts_store
+from conversations.facts.models import FactVector
+
+
+def test_the_embedded_model_loads_and_embeds_without_opening_a_socket(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a socket was opened")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    embedder = embedders.WordLlamaEmbedder()
+    found = embedder.embed(["I want my money back", "refund", "nut allergy", "allergic to peanuts"])
+    assert found.shape == (4, 256) and found.dtype == np.float32
+    assert np.allclose(np.linalg.norm(found, axis=1), 1.0, atol=1e-5)
+    assert found[0] @ found[1] > found[0] @ found[2]
+    assert found[2] @ found[3] > found[2] @ found[1]
+
+
+class _Fake(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings: failures first if asked, then vectors."""
+
+    fail_first = 0
+    delay = None
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802 — http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append((self.path, self.headers.get("Authorization"), body))
+        if type(self).fail_first > 0:
+            type(self).fail_first -= 1
+            self.send_response(503)
+            self.end_headers()
+            return
+        if type(self).delay is not None:
+            type(self).delay.wait(5)
+        data = [{"index": i, "embedding": [float(len(t)), 1.0, 0.0]} for i, t in enumerate(body["input"])]
+        answer = json.dumps({"object": "list", "data": data, "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_server():
+    _Fake.fail_first, _Fake.delay, _Fake.seen = 0, None, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    if _Fake.delay is not None:
+        _Fake.delay.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_endpoint_embeds_in_batches_with_its_key(fake_server):
+    embedder = embedders.EndpointEmbedder(fake_server, "fake-3", "k-123", batch=2)
+    found = embedder.embed(["a", "bb", "ccc"])
+    assert found.shape == (3, 3) and np.allclose(np.linalg.norm(found, axis=1), 1.0)
+    assert [len(body["input"]) for _, _, body in _Fake.seen] == [2, 1]
+    assert {(path, auth, body["model"]) for path, auth, body in _Fake.seen} == {
+        ("/v1/embeddings", "Bearer k-123", "fake-3")}
+
+
+def test_the_endpoint_retries_a_failing_batch(fake_server):
+    _Fake.fail_first = 2
+    pauses = []
+    embedder = embedders.EndpointEmbedder(fake_server, "fake-3", retries=3, backoff=0.5, sleep=pauses.append)
+    assert embedder.embed(["x"]).shape == (1, 3)
+    assert pauses == [0.5, 1.0] and len(_Fake.seen) == 3
+
+
+def test_the_endpoint_gives_up_after_its_retries_and_its_timeout(fake_server):
+    _Fake.fail_first = 10
+    embedder = embedders.EndpointEmbedder(fake_server, "fake-3", retries=1, sleep=lambda s: None)
+    with pytest.raises(embedders.EmbeddingFailed, match="503"):
+        embedder.embed(["x"])
+    _Fake.fail_first, _Fake.delay = 0, threading.Event()
+    slow = embedders.EndpointEmbedder(fake_server, "fake-3", retries=0, timeout=0.2)
+    with pytest.raises(embedders.EmbeddingFailed):
+        slow.embed(["x"])
+
+
+@pytest.mark.django_db
+def test_a_change_of_model_is_detected_and_embedded_again(fake_server, settings):
+    fact = facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+    wordllama = FactVector.objects.get(fact=fact).model
+    assert wordllama.name == embedders.WordLlamaEmbedder.name and wordllama.dimension == 256
+    settings.MEMORYUI_EMBEDDINGS_URL, settings.MEMORYUI_EMBEDDINGS_MODEL = fake_server, "fake-3"
+    facts = next(row for row in worker.progress() if row["name"] == "facts")
+    assert facts["stale"] == 1 and facts["current"] == 0
+    call_command("embed")
+    again = FactVector.objects.get(fact=fact)
+    assert again.model.name == "fake-3" and again.model.dimension == 3 and len(bytes(again.vector)) == 12
+    assert next(row for row in worker.progress() if row["name"] == "facts")["percent"] == 100.0
+    assert set(EmbeddingModel.objects.values_list("name", flat=True)) >= {"fake-3", wordllama.name}
+
+
+@pytest.mark.django_db
+def test_a_proposal_survives_a_failing_endpoint_and_gets_its_vector_later(fake_server, settings):
+    settings.MEMORYUI_EMBEDDINGS_URL, settings.MEMORYUI_EMBEDDINGS_RETRIES = fake_server, 0
+    _Fake.fail_first = 1
+    fact = facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+    assert not FactVector.objects.filter(fact=fact).exists()
+    worker.run_once()
+    assert FactVector.objects.filter(fact=fact).exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_page_shows_progress_and_only_to_superusers(client):
+    """The worker and its counts are every project's: a project's admin does not see them."""
+    from tests.api_support import login_as
+    from tests.helpers import make_user
+
+    facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+    for role in ("reviewer", "admin"):
+        login_as(client, role)
+        assert client.get("/admin/embeddings/").status_code == 403
+        assert client.post("/admin/embeddings/start/").status_code == 403
+    root = make_user(None, "root")
+    root.is_superuser = True
+    root.save()
+    client.force_login(root)
+    html = client.get("/admin/embeddings/").content.decode()
+    assert embedders.WordLlamaEmbedder.name in html and "Facts" in html and "Messages" in html
