@@ -4,12 +4,17 @@ memoryui.W001: the application connects to PostgreSQL as a role that row-level s
 not apply to (a superuser, or a role with BYPASSRLS). The policies (conversations/
 migration_sql.py) are the database's own fence between projects, for when a query forgets the
 application's; such a role reads every project's rows whatever the policies say.
+
+memoryui.W002: `tsvector @@ tsquery` is not declared LEAKPROOF in this database, so a search
+under the policies cannot use its index (search migration 0009 declares it when a superuser
+runs the migrations).
 """
 
 from django.core.checks import Tags, Warning, register
 from django.db import DatabaseError, connection
 
 W001 = "memoryui.W001"
+W002 = "memoryui.W002"
 
 
 def role_bypassing_row_security() -> str | None:
@@ -36,4 +41,31 @@ def check_row_level_security_applies(app_configs=None, **kwargs):
         hint="Connect as a role without SUPERUSER and BYPASSRLS that owns the database and ran the migrations "
              "(docs/OPERATIONS.md, \"The application's database role\").",
         id=W001,
+    )]
+
+
+def fulltext_match_is_leakproof() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proleakproof FROM pg_proc WHERE oid = 'pg_catalog.ts_match_vq(tsvector, tsquery)'"
+                       "::regprocedure")
+        found = cursor.fetchone()
+    return bool(found and found[0])
+
+
+@register(Tags.database, deploy=True)
+def check_fulltext_search_uses_its_index(app_configs=None, **kwargs):
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        leakproof = fulltext_match_is_leakproof()
+    except DatabaseError:
+        return []
+    if leakproof:
+        return []
+    return [Warning(
+        "tsvector @@ tsquery is not declared LEAKPROOF in this database: under row-level security a search "
+        "reads every row of the project instead of its full-text index (slower as the project grows).",
+        hint="As a superuser, once per database: ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) "
+             "LEAKPROOF (search migration 0009 does it when a superuser runs the migrations).",
+        id=W002,
     )]

@@ -71,3 +71,22 @@ def test_it_says_nothing_of_a_role_row_level_security_applies_to():
     assert [w.id for w in deploy_checks.check_row_level_security_applies()] == [deploy_checks.W001]
     with django_connection_as_app_role():
         assert deploy_checks.check_row_level_security_applies() == []
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.django_db
+def test_under_the_policies_a_search_for_a_word_reads_the_fulltext_index():
+    """Search migration 0009 declares `tsvector @@ tsquery` leak-proof (the tests migrate as a
+    superuser): under row-level security the planner may then use the index on the words
+    instead of reading every row of the project. Without it, --deploy says so (W002)."""
+    assert deploy_checks.check_fulltext_search_uses_its_index() == []
+    with django_connection_as_app_role(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL memoryui.project = '1'")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN SELECT 1 FROM conversations_message m "
+                       "WHERE m.search_tsv @@ to_tsquery('simple', 'kumquat')")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "search_tsv" in plan and "Index" in plan, plan
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) NOT LEAKPROOF")
+    assert [w.id for w in deploy_checks.check_fulltext_search_uses_its_index()] == [deploy_checks.W002]
