@@ -25,8 +25,10 @@ from django.core.management.color import no_style
 from django.db import connections, transaction
 from django.test import TransactionTestCase
 
-# What post_migrate writes back after Django's flush: left in place instead.
-KEPT = {"django_migrations", "django_content_type", "auth_permission"}
+# What post_migrate writes back after Django's flush: left in place instead. The catalogue of
+# embedding models too: its rows are never deleted, and each process remembers their ids
+# (conversations/embeddings/models.py), as a server does.
+KEPT = {"django_migrations", "django_content_type", "auth_permission", "embeddings_embeddingmodel"}
 # What a migration wrote that every test needs: the `default` project (conversations/projects.py).
 # Its table is emptied of every other project after the tables that point at it.
 PROJECTS, DEFAULT_PROJECT_ID = "conversations_project", 1

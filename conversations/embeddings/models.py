@@ -7,7 +7,7 @@ is embedded again in the background (worker.py). This catalogue holds no project
 (model names only), so it is the server's, like the list of projects itself.
 """
 
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 
 
 class EmbeddingModel(models.Model):
@@ -23,10 +23,19 @@ class EmbeddingModel(models.Model):
         return f"{self.name} ({self.dimension} dimensions)"
 
 
+# (name, dimension) → catalogue id, per process and database, filled only once the row is
+# committed (transaction.on_commit): a row a rolled-back transaction made is never remembered.
+# Catalogue rows are never deleted, so a remembered id stays right.
+_known: dict[tuple[str, str, int], int] = {}
+
+
 def model_id(name: str, dimension: int) -> int:
     """The catalogue id of (name, dimension), added on first use. A model that changes its
-    dimension under one name is a new row (its name gets the dimension appended). Not cached:
-    one indexed look-up, and a cache would outlive a rolled-back row."""
+    dimension under one name is a new row (its name gets the dimension appended)."""
+    key = (connection.alias + ":" + str(connection.settings_dict.get("NAME")), name, dimension)
+    found = _known.get(key)
+    if found is not None:
+        return found
     stored = name
     known = EmbeddingModel.objects.filter(name=name).values_list("dimension", flat=True).first()
     if known is not None and known != dimension:
@@ -38,6 +47,7 @@ def model_id(name: str, dimension: int) -> int:
                 row = EmbeddingModel.objects.create(name=stored, dimension=dimension)
         except IntegrityError:
             row = EmbeddingModel.objects.get(name=stored)
+    transaction.on_commit(lambda pk=row.pk: _known.__setitem__(key, pk))
     return row.pk
 
 
