@@ -47,7 +47,10 @@ def of_text(text: str) -> Meaning:
 def save(fact: Fact, meaning: Meaning) -> None:
     """Insert the fact's vector, in the caller's transaction (nothing when there is none)."""
     if meaning.vector is not None:
-        FactVector.objects.create(fact_id=fact.pk, model_id=meaning.model_id, vector=vec.to_bytes(meaning.vector))
+        # One statement, not the ORM's create (which cost a proposal a third of its time).
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {FactVector._meta.db_table} (fact_id, model_id, vector) VALUES (%s, %s, %s)",
+                           [fact.pk, meaning.model_id, vec.to_bytes(meaning.vector)])
 
 
 def similarities(query: np.ndarray, rows) -> dict[int, float]:
