@@ -61,3 +61,13 @@ def index_bytes() -> bytes:
         with open(path, "rb") as f:
             out += f.read()
     return out
+
+
+def migrate_everything_forward():
+    """Every app to its latest migration: going back in search also undid the migrations of
+    other apps that depend on it (conversations' partitions and project columns), which a
+    forward migration of search alone would leave undone."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

@@ -164,12 +164,18 @@ def test_every_kind_of_item_is_kept_as_given_and_mapped_to_its_row(live_server, 
     assert got == as_json  # every item, the reasoning without a summary and the web search too, as given
     conversation = Conversation.objects.get(namespace="openai-agents", external_id="kinds-1")
     stored = rows(conversation.pk)
-    # Rows a person reads; an encrypted reasoning item and a web search call are kept, not shown.
-    assert [m["kind"] for m in stored] == ["system", "user", "thought", "assistant", "tool", "assistant"]
+    # Rows a person reads: an encrypted reasoning item is kept, not shown; the hosted web search
+    # shows as a call and its outcome, as the model's own tool calls do.
+    assert [m["kind"] for m in stored] == ["system", "user", "thought", "assistant", "tool", "assistant", "tool",
+                                           "assistant"]
     assert stored[0]["content"] == "Answer in one sentence."
     assert stored[1]["content"] == "Is it raining in Oslo?" and stored[2]["text"] == "Oslo: check the weather tool."
-    assert stored[3]["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
-    assert stored[5]["content"] == "Yes, light rain at 3 °C."
+    assert stored[3]["tool_calls"] == [{"id": "ws_1", "name": "web_search",
+                                        "arguments": {"type": "search", "query": "Oslo weather"}}]
+    assert stored[4]["tool_call_id"] == "ws_1" and stored[4]["meta"]["openai_responses"]["hosted"] == "web_search_call"
+    assert stored[5]["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    assert stored[7]["content"] == "Yes, light rain at 3 °C."
+
 
 def test_get_items_with_a_checkpoint_is_the_active_view_with_the_summary_first(live_server, key):
     session = MemoryuiSession("fold-1", url=live_server.url, api_key=key, retries=FAST)

@@ -32,7 +32,7 @@ from tests import plug_envs
 from tests.api_support import make_key
 from tests.claude_sdk_support import run_async
 from tests.node_server import claude_sessions
-from tests.typescript_support import TS, tools
+from tests.typescript_support import TS, tools, two_projects
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -141,7 +141,7 @@ def test_the_python_snippets_run_as_written_in_a_fresh_virtualenv(end, live_serv
     for name in ("MEMORYUI_URL", "MEMORYUI_API_KEY", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE"):
         env.pop(name, None)
     snippets = python_snippets()
-    assert len(snippets) == 11
+    assert len(snippets) == 12
     for n, snippet in enumerate(snippets):
         path = tmp_path / f"snippet_{n}.py"
         path.write_text(filled(snippet, live_server.url, key))
@@ -273,7 +273,8 @@ def test_the_typescript_node_suite_passes_on_the_packed_package(end, live_server
         done = subprocess.run([node, str(suite / "run.mjs"), "--test-reporter=spec"], cwd=project, timeout=600,
                               capture_output=True, text=True,
                               env={**node_env(live_server, key, tmp_path / "claude"),
-                                   "MEMORYUI_CLAUDE_SAMPLE": json.dumps(sample)})
+                                   "MEMORYUI_CLAUDE_SAMPLE": json.dumps(sample),
+                                   "MEMORYUI_PROJECTS": json.dumps(two_projects())})
     finally:
         shutil.rmtree(suite)
     output = done.stdout + done.stderr

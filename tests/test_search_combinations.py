@@ -26,6 +26,7 @@ from conversations.search import reads
 from conversations.search.params import parse_search
 from conversations.search.reads import search_messages
 from tests.api_support import Api, error_of, login_as, make_key
+from tests.search_support import migrate_everything_forward
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
@@ -223,12 +224,6 @@ def test_the_parallel_settings_put_the_issues_search_under_a_gather(corpus, monk
     assert "Gather" in plan, plan
 
 
-def latest_search_migration():
-    from django.db.migrations.loader import MigrationLoader
-
-    return MigrationLoader(connection).graph.leaf_nodes("search")[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_goes_back_and_forward_again():
     """Migration 0003 undone restores 0002's function index and labels; done again, the
@@ -263,7 +258,7 @@ def test_the_migration_goes_back_and_forward_again():
         store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "during the round trip"})
     finally:
         migrate(("search", "0003_stored_words_date_index"))
-        migrate(latest_search_migration())  # where every later test expects the schema
+        migrate_everything_forward()  # where every later test expects the schema
     assert labels() == after
     if ON_POSTGRES:
         functions, index = after

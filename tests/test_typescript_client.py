@@ -14,22 +14,19 @@ import os
 import random
 import re
 import subprocess
-import uuid
 import warnings
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from conversations import api_keys
-from conversations.project_store import create_project
 from conversations.roles import AUDITOR
 from memoryui_client import to_anthropic_messages, to_openai_messages
 from tests.api_support import Api, make_key
 from tests.node_server import claude_sessions
 from tests.provider_oracle import anthropic_body, anthropic_problems, openai_body, openai_problems
 from tests.render_support import NOTHING, generated_view
-from tests.typescript_support import TS, build, generate_types, tools, typecheck_against
+from tests.typescript_support import TS, build, generate_types, tools, two_projects, typecheck_against
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -173,17 +170,6 @@ def test_the_node_tests_pass_against_a_live_server(live_server, built, tmp_path)
     assert rows_in("ts-retry-") == [("lost-answers", 4)]
     assert_the_claude_session_landed_as_from_python(sample)
     assert_each_project_holds_its_own(projects)
-
-
-def two_projects() -> dict:
-    """What test/projects.test.mjs works with: two projects, a key of the first (the same
-    scopes as the other tests' key) and an operator's all-projects key."""
-    mine = create_project(slug="ts-mine", name="TypeScript, the key's project")
-    other = create_project(slug="ts-other", name="TypeScript, another project")
-    _, project_key = api_keys.create_api_key(name="typescript-project", scopes=["read", "write"], project=mine)
-    _, all_projects_key = api_keys.create_api_key(name="typescript-operator", scopes=["admin"], all_projects=True)
-    return {"mine": mine.slug, "other": other.slug, "projectKey": project_key, "allProjectsKey": all_projects_key,
-            "namespace": f"ts-projects-{uuid.uuid4().hex[:8]}"}
 
 
 def assert_each_project_holds_its_own(projects: dict) -> None:

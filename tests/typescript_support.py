@@ -118,3 +118,19 @@ def typecheck_against(types: Path) -> str:
 
 if __name__ == "__main__":
     build()
+
+
+def two_projects() -> dict:
+    """What test/projects.test.mjs works with: two projects, a key of the first (the same
+    scopes as the other tests' key) and an operator's all-projects key."""
+    import uuid
+
+    from conversations import api_keys
+    from conversations.project_store import create_project
+
+    mine = create_project(slug="ts-mine", name="TypeScript, the key's project")
+    other = create_project(slug="ts-other", name="TypeScript, another project")
+    _, project_key = api_keys.create_api_key(name="typescript-project", scopes=["read", "write"], project=mine)
+    _, all_projects_key = api_keys.create_api_key(name="typescript-operator", scopes=["admin"], all_projects=True)
+    return {"mine": mine.slug, "other": other.slug, "projectKey": project_key, "allProjectsKey": all_projects_key,
+            "namespace": f"ts-projects-{uuid.uuid4().hex[:8]}"}
