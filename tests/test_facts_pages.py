@@ -79,6 +79,23 @@ def test_it_shows_the_queue_with_the_source_in_context(client, reviewer, proposa
     assert FactAccess.objects.filter(subject="cust:7", view="review queue").count() == 1
 
 
+def test_the_queue_says_whether_a_duplicate_shares_the_words_or_only_the_meaning(client, reviewer):
+    def approved(text):
+        f = facts.propose_fact(subject="cust:7", text=text, importance=5, created_by="key:agent")
+        return facts.approve_fact(fact_id=f.pk, actor="user:rev")
+
+    refund, email = approved("Asked for a refund on order 7"), approved("Prefers email to phone calls")
+    by_meaning = facts.propose_fact(subject="cust:7", text="Wants their money back for order 7", importance=5,
+                                    created_by="key:agent")
+    by_words = facts.propose_fact(subject="cust:7", text="Prefers email to phone calls.", importance=5,
+                                  created_by="key:agent")
+    html = client.get("/facts/").content.decode()
+    item = html[html.index(f'id="fact-{by_meaning.pk}"'):html.index(f'id="fact-{by_words.pk}"')]
+    assert f'data-fact="{refund.pk}"' in item and "alike by meaning" in item and "same words" not in item
+    assert f'data-fact="{email.pk}"' in html[html.index(f'id="fact-{by_words.pk}"'):]
+    assert "same words" in html[html.index(f'id="fact-{by_words.pk}"'):]
+
+
 def test_it_lists_the_queue_oldest_first(client, reviewer):
     a = facts.propose_fact(subject="s", text="first", importance=1, created_by="k")
     b = facts.propose_fact(subject="s", text="second", importance=1, created_by="k")

@@ -86,6 +86,11 @@ class Known:
     def duplicate(self) -> bool:
         return self.score >= DUPLICATE_AT or self.by_meaning
 
+    @property
+    def by_words(self) -> bool:
+        """A duplicate by its words; one found only by meaning says so on the page."""
+        return self.score >= DUPLICATE_AT
+
 
 @dataclass
 class SubjectFacts:
