@@ -54,3 +54,28 @@ def test_an_export_holds_no_vector():
         exported = "".join(export_stream(about.pk, fmt).chunks)
         assert "money back please" in exported
         assert "vector" not in exported and vector.hex() not in exported
+
+
+def test_vectors_embedded_while_a_deletion_marked_their_conversation_are_not_written(monkeypatch):
+    """The embedder reads and embeds a batch outside its transaction: a deletion request or a
+    prune that marks the conversation meanwhile must win, or the vectors (with the erased
+    conversation's id) would be written back after the deletion removed them."""
+    from conversations.models import Conversation
+    from conversations.search import meaning_queue
+
+    about = conversation(title="about", subject=SUBJECT, messages=0)
+    kept = conversation(title="kept", subject="cust:other", messages=0)
+    for c in (about, kept):
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "a refund for the kettle"})
+    embedded = meaning_queue._embedded
+
+    def marked_meanwhile(embedder, rows):
+        found = embedded(embedder, rows)
+        Conversation.everywhere.filter(pk=about.pk).update(deleting=True)  # as the deletion's first step does
+        return found
+
+    monkeypatch.setattr(meaning_queue, "_embedded", marked_meanwhile)
+    worker.run_until_done()
+    assert not MessageVector.objects.filter(conversation_id=about.pk).exists()
+    assert MessageVector.objects.filter(conversation_id=kept.pk).count() == 1
+    assert meaning_queue.waiting() == 0  # its entry is dropped, not retried forever

@@ -55,9 +55,42 @@ def waiting() -> int:
         return cursor.fetchone()[0]
 
 
-def _write(embedder, current: int, rows: list[tuple]) -> None:
-    """Vectors for (index id, conversation id, content) rows, written over any former ones."""
-    found = embedder.embed([index_text(content) for _, _, content in rows])
+def _not_being_deleted(rows: list[tuple]) -> list[tuple]:
+    """The rows whose conversation is not marked `deleting`, read in the writing transaction.
+
+    Rows are read and embedded before that transaction (an endpoint embedder may take
+    seconds); a prune or a deletion request that marked their conversation since then wins,
+    or its vectors would be written back after it removed them. On SQLite the write lock
+    (BEGIN IMMEDIATE) keeps the mark out until this commits; on PostgreSQL FOR SHARE does."""
+    ids = sorted({cid for _, cid, _ in rows}, key=str)
+    if not ids:
+        return []
+    lock = "" if connection.vendor == "sqlite" else " FOR SHARE"
+    table = Conversation._meta.db_table
+    prep = Conversation._meta.pk.get_db_prep_value
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {table} WHERE deleting = %s AND id IN ({', '.join(['%s'] * len(ids))}){lock}",
+                       [False, *(prep(cid, connection) for cid in ids)])
+        live = {str(Conversation._meta.pk.to_python(pk)) for (pk,) in cursor.fetchall()}
+    return [r for r in rows if str(Conversation._meta.pk.to_python(r[1])) in live]
+
+
+def _embedded(embedder, rows: list[tuple]) -> list:
+    """The vectors of (index id, conversation id, content) rows: before any transaction, so an
+    endpoint embedder's seconds hold no lock."""
+    return list(embedder.embed([index_text(content) for _, _, content in rows])) if rows else []
+
+
+def _store(current: int, rows: list[tuple], found: list) -> None:
+    """Write the vectors of `rows` (in the caller's transaction) over any former ones, for the
+    rows whose conversation is still not being deleted."""
+    kept = _not_being_deleted(rows)
+    if len(kept) < len(rows):
+        live = {r[0] for r in kept}
+        found = [v for r, v in zip(rows, found, strict=True) if r[0] in live]
+        rows = kept
+    if not rows:
+        return
     codes = vec.binary_codes(found)
     ids = [r[0] for r in rows]
     MessageVector.objects.filter(msg__in=ids).delete()
@@ -76,9 +109,10 @@ def _run(embedder, current: int, limit: int) -> int:
     rows = waiting_rows(limit)
     if rows:
         live = [r for r in rows if r[2] is not None]
+        found = _embedded(embedder, live)
         with transaction.atomic():
             if live:
-                _write(embedder, current, live)
+                _store(current, live, found)
             with connection.cursor() as cursor:
                 cursor.execute(f"DELETE FROM {PENDING} WHERE id IN ({', '.join(['%s'] * len(rows))})",
                                [r[0] for r in rows])
@@ -90,10 +124,12 @@ def _run(embedder, current: int, limit: int) -> int:
                      .values_list("msg", "conversation_id")[:limit - done])
         if stale:
             contents = _contents([m for m, _ in stale])
+            again = [(m, cid, contents[m]) for m, cid in stale if m in contents]
+            found = _embedded(embedder, again)
             with transaction.atomic():
                 gone = [m for m, _ in stale if m not in contents]
                 MessageVector.objects.filter(msg__in=gone).delete()
-                _write(embedder, current, [(m, cid, contents[m]) for m, cid in stale if m in contents])
+                _store(current, again, found)
             done += len(stale)
     return done
 
