@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from conversations import api_keys, store
 from conversations.models import AuditEvent
-from conversations.retention import views
+from conversations.retention import audit_views as views
 from tests.retention_support import make_user
 
 pytestmark = pytest.mark.django_db

@@ -97,6 +97,16 @@ def empty_result(plan_or_problems, *, format: str, key: str, namespace: str, dry
                         problems=problems + [Problem(None, EMPTY)])
 
 
+def _detected(text: Text) -> str:
+    """The format of a file given as auto: from its first lines, or from the whole of it."""
+    try:
+        return detect(text.head())
+    except FormatError:
+        if len(text) <= textfile.HEAD:
+            raise
+        return detect(text.whole())  # e.g. a large pretty-printed JSON document
+
+
 def import_text(data, *, format: str = "auto", namespace: str | None = None, subject: str = "", actor: str = "system",
                 dry_run: bool = False, path: str | None = None, progress=None, finish=None,
                 pin_older_than_retention: bool = False, allow_empty: bool = False,
@@ -122,13 +132,7 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
     if pin_older_than_retention and not dry_run:
         finish = _pinning(finish, actor=actor)
     text = data if isinstance(data, Text) else Text(data)
-    if format == "auto":
-        try:
-            format = detect(text.head())
-        except FormatError:
-            if len(text) <= textfile.HEAD:
-                raise
-            format = detect(text.whole())  # e.g. a large pretty-printed JSON document
+    format = _detected(text) if format == "auto" else format
     # A namespace the caller gives is an identifier (NFC, nothing invisible: 422 otherwise).
     namespace = (params.identifier(namespace, "namespace", max_length=200) if namespace is not None
                  else default_namespace(format, path).strip()[:200])

@@ -46,7 +46,6 @@ whole in the conversation's meta and keyed by its SHA-256, never cut, so two ids
 that share a prefix are two conversations.
 """
 
-import base64
 import hashlib
 import json
 import re
@@ -60,10 +59,11 @@ from conversations import store as conversation_store
 from conversations.errors import ImportInProgress, InvalidInput
 from conversations.formats.base import ConvPlan, Entry, dumps, first_text, make_row, storable
 from conversations.models import Conversation
-from conversations.params import check_text, check_tree, identifier
+from conversations.params import check_tree, identifier
 
 from . import store
 from .models import ImportSource, SourceEntry
+from .otlp_wire import Limits, OtlpError, attributes, checked, spans_of
 
 FORMAT = "otel"
 NAMESPACE = "otel"
@@ -79,29 +79,12 @@ TOOL_CONTENT = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "tool_a
 # An external id is at most this long; a longer conversation id is keyed by its digest.
 KEY_MAX = 200
 CONVERSATION_ID_MAX = 4096
-IDS = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
-_HEX = re.compile(r"[0-9a-f]*")
-NANOS_MAX = 2**64 - 1
 NOT_CAPTURED = "not captured"
 CAPTURE_HINT = ("capture them with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (OpenAI and other "
                 "opentelemetry-util-genai instrumentations), or include_content=True (Pydantic AI)")
 EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
-
-
-class OtlpError(InvalidInput):
-    """Data an OTLP client sent that cannot be taken (400), or too much of it (413)."""
-
-    def __init__(self, message: str, *, field: str | None = None, status: int = 400):
-        super().__init__(message, field=field)
-        self.status = status
-
-
-@dataclass
-class Limits:
-    spans: int = 1000
-    attribute_bytes: int = 256 * 1024
 
 
 @dataclass
@@ -129,145 +112,6 @@ class Result:
         return "; ".join(parts)[:2000]
 
 
-# ---- decoding: protobuf and OTLP/JSON into one shape --------------------------------------
-
-
-def decode_protobuf(body: bytes) -> dict:
-    """An ExportTraceServiceRequest in protobuf, as its OTLP/JSON form (hex ids)."""
-    from google.protobuf.json_format import MessageToDict
-    from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(body)
-    except (DecodeError, ValueError, RecursionError) as exc:
-        raise OtlpError(f"the body is not an ExportTraceServiceRequest in protobuf: {exc}", field="body") from None
-    doc = MessageToDict(request)
-    for rs in doc.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for name in ("traceId", "spanId", "parentSpanId"):
-                    if span.get(name):
-                        span[name] = base64.b64decode(span[name]).hex()
-    return doc
-
-
-def decode_json(body: bytes) -> dict:
-    try:
-        doc = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise OtlpError(f"the body is not OTLP/JSON: {exc}", field="body") from None
-    if not isinstance(doc, dict):
-        raise OtlpError("the body must be a JSON object with resourceSpans", field="resourceSpans")
-    return doc
-
-
-def _value(v, where: str):
-    """An OTLP AnyValue as plain JSON."""
-    if not isinstance(v, dict):
-        raise OtlpError(f"{where} must be an AnyValue object", field=where)
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        try:
-            return int(v["intValue"])
-        except (TypeError, ValueError):
-            raise OtlpError(f"{where}.intValue must be an integer (a string in OTLP/JSON)", field=where) from None
-    if "doubleValue" in v:
-        return v["doubleValue"]
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_value(x, where) for x in (v["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in v:
-        return _attributes((v["kvlistValue"] or {}).get("values", []), where)
-    if "bytesValue" in v:
-        return v["bytesValue"]
-    return None
-
-
-def _checked(check, *args, **kwargs):
-    """A text check of params (NUL, unpaired surrogates), as OTLP's 400 naming the field."""
-    try:
-        return check(*args, **kwargs)
-    except InvalidInput as exc:
-        raise OtlpError(exc.message, field=exc.field) from None
-
-
-def _attributes(items, where: str, limit: int | None = None) -> dict:
-    if not isinstance(items, list):
-        raise OtlpError(f"{where} must be a list of key/value pairs", field=where)
-    out = {}
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
-            raise OtlpError(f"{where}: every attribute needs a string key", field=where)
-        _checked(check_text, item["key"], f"{where} (a key)")
-        name = f"{where}.{item['key'][:80]}"
-        value = _value(item.get("value", {}), name)
-        _checked(check_tree, value, where=name)
-        if limit is not None and len(dumps(value).encode()) > limit:
-            raise OtlpError(f"attribute {item['key'][:80]!r} is over the {limit}-byte attribute limit",
-                            field=name, status=413)
-        out[item["key"]] = value
-    return out
-
-
-def _check_span(span: dict, where: str) -> None:
-    """The checks every door makes, on what a span names itself by and when: ids as OTLP
-    has them (lowercase hex of their length), times as whole nanoseconds, no NUL or
-    unpaired surrogate anywhere (what the attributes did not cover: names, events, links)."""
-    for name, length in IDS.items():
-        value = span.get(name)
-        if value in (None, "") and name == "parentSpanId":
-            continue
-        if not isinstance(value, str) or len(value) != length or not _HEX.fullmatch(value.lower()):
-            raise OtlpError(f"{where}.{name} must be {length} hexadecimal digits", field=f"{where}.{name}")
-        span[name] = value.lower()
-    times = {}
-    for name in ("startTimeUnixNano", "endTimeUnixNano"):
-        value = span.get(name, 0)
-        if isinstance(value, str) and value.isascii() and value.isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= NANOS_MAX:
-            raise OtlpError(f"{where}.{name} must be a whole number of nanoseconds from 0 to 2^64 - 1 "
-                            "(a string of digits in OTLP/JSON)", field=f"{where}.{name}")
-        times[name] = value
-    if times["startTimeUnixNano"] and times["endTimeUnixNano"] < times["startTimeUnixNano"]:
-        raise OtlpError(f"{where}.endTimeUnixNano is before its startTimeUnixNano", field=f"{where}.endTimeUnixNano")
-    _checked(check_tree, {k: v for k, v in span.items() if k != "attributes"}, where=where)
-
-
-def spans_of(doc: dict, limits: Limits) -> list[tuple[dict, dict, str]]:
-    """(span, its attributes decoded, where it is) for every span of the request, each
-    checked (400 naming the field); over the limits: 413."""
-    found = []
-    resource_spans = doc.get("resourceSpans", [])
-    if not isinstance(resource_spans, list):
-        raise OtlpError("resourceSpans must be a list", field="resourceSpans")
-    for i, rs in enumerate(resource_spans):
-        scope_spans = rs.get("scopeSpans", []) if isinstance(rs, dict) else None
-        if not isinstance(scope_spans, list):
-            raise OtlpError("resourceSpans[].scopeSpans must be a list", field="scopeSpans")
-        for j, ss in enumerate(scope_spans):
-            spans = ss.get("spans", []) if isinstance(ss, dict) else None
-            if not isinstance(spans, list):
-                raise OtlpError("scopeSpans[].spans must be a list", field="spans")
-            for span in spans:
-                if not isinstance(span, dict):
-                    raise OtlpError("every span must be an object", field="spans")
-                found.append((span, f"resourceSpans.{i}.scopeSpans.{j}.spans.{len(found)}"))
-                if len(found) > limits.spans:
-                    raise OtlpError(f"more than {limits.spans} spans in one request; send smaller batches",
-                                    field="spans", status=413)
-    out = []
-    for span, where in found:
-        attrs = _attributes(span.get("attributes", []), f"{where}.attributes", limits.attribute_bytes)
-        _check_span(span, where)
-        out.append((span, attrs, where))
-    return out
-
-
 # ---- mapping a model call to rows -----------------------------------------------------------
 
 
@@ -279,7 +123,7 @@ def _json_attr(attrs: dict, name: str, where: str):
         except (ValueError, RecursionError):
             raise ValueError(f"{name} is not JSON") from None
         # What the JSON held: its escapes may spell a NUL or half a surrogate pair.
-        _checked(check_tree, value, where=f"{where}.attributes.{name}")
+        checked(check_tree, value, where=f"{where}.attributes.{name}")
     if value is not None and not isinstance(value, list):
         raise ValueError(f"{name} must be a JSON array")
     return value
@@ -292,7 +136,7 @@ def _event_messages(span: dict) -> tuple[list, list]:
         if not isinstance(event, dict):
             continue
         name = event.get("name")
-        attrs = _attributes(event.get("attributes", []), "events.attributes")
+        attrs = attributes(event.get("attributes", []), "events.attributes")
         if name in EVENT_ROLES:
             role = EVENT_ROLES[name]
             parts = []
@@ -522,7 +366,7 @@ def _conversation_id_of(span: dict, attrs: dict, where: str) -> str:
     field = f"{where}.attributes.gen_ai.conversation.id"
     if not isinstance(value, str):
         raise OtlpError(f"{field} must be a string", field=field)
-    return _checked(identifier, value, field, max_length=CONVERSATION_ID_MAX, required=True)
+    return checked(identifier, value, field, max_length=CONVERSATION_ID_MAX, required=True)
 
 
 def ingest(doc: dict, *, actor: str, limits: Limits | None = None, namespace: str = NAMESPACE) -> Result:

@@ -19,7 +19,7 @@ from conversations.apiauth import authenticate_bearer
 from conversations.errors import ImportInProgress, StoreError
 from memoryui.connections import close_after_answer
 
-from . import otlp
+from . import otlp, otlp_wire
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -31,8 +31,8 @@ def _max_bytes() -> int:
     return settings.MEMORYUI_OTLP_MAX_BYTES
 
 
-def _limits() -> otlp.Limits:
-    return otlp.Limits(spans=settings.MEMORYUI_OTLP_MAX_SPANS,
+def _limits() -> otlp_wire.Limits:
+    return otlp_wire.Limits(spans=settings.MEMORYUI_OTLP_MAX_SPANS,
                        attribute_bytes=settings.MEMORYUI_OTLP_MAX_ATTRIBUTE_BYTES)
 
 
@@ -74,12 +74,12 @@ def _read_body(request, limit: int) -> bytes | None:
         try:
             out = inflater.decompress(body, limit + 1)
         except zlib.error as exc:
-            raise otlp.OtlpError(f"the body is not valid {encoding}: {exc}", field="Content-Encoding") from None
+            raise otlp_wire.OtlpError(f"the body is not valid {encoding}: {exc}", field="Content-Encoding") from None
         if len(out) > limit:
             return None
         return out
     if encoding not in ("", "identity"):
-        raise otlp.OtlpError(f"Content-Encoding {encoding[:40]!r} is not supported (gzip, deflate)",
+        raise otlp_wire.OtlpError(f"Content-Encoding {encoding[:40]!r} is not supported (gzip, deflate)",
                              field="Content-Encoding", status=415)
     return body
 
@@ -111,9 +111,9 @@ def traces(request):
             close_after_answer()  # what is left of the body is still on the connection
             return _status(413, f"the body is over {_max_bytes()} bytes; send smaller batches", binary=binary,
                            field="body")
-        doc = otlp.decode_protobuf(body) if binary else otlp.decode_json(body)
+        doc = otlp_wire.decode_protobuf(body) if binary else otlp_wire.decode_json(body)
         result = otlp.ingest(doc, actor=f"key:{key.name}", limits=_limits())
-    except otlp.OtlpError as exc:
+    except otlp_wire.OtlpError as exc:
         return _status(exc.status, exc.message, binary=binary, field=exc.field)
     except ImportInProgress as exc:
         return _status(503, exc.message, binary=binary, field=exc.field)

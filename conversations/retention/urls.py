@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import proof_views, views
+from . import audit_views, proof_views, views
 
 app_name = "retention"
 
@@ -19,8 +19,8 @@ urlpatterns = [
     path("receipts/window/", views.erasure_window, name="erasure_window"),
     path("receipts/<str:request_id>/", views.receipt, name="receipt"),
     path("receipts/<str:request_id>.json", views.receipt_json, name="receipt_json"),
-    path("audit/", views.audit, name="audit"),
+    path("audit/", audit_views.audit, name="audit"),
     path("verification/", proof_views.verification, name="verification"),
-    path("audit/export.jsonl", views.audit_export, name="audit_export"),
+    path("audit/export.jsonl", audit_views.audit_export, name="audit_export"),
     path("conversations/<str:conversation_id>/delete/", views.delete_conversation, name="delete_conversation"),
 ]
