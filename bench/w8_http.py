@@ -172,13 +172,13 @@ class RawAppend:
     ONE_STATEMENT = (
         "WITH b AS (UPDATE conversations_conversation SET next_position = next_position + 1, "
         "last_activity_at = %(at)s, received_at = %(at)s WHERE id = %(cid)s AND NOT deleting "
-        "RETURNING id, next_position - 1 AS position, memoryui_chain_hash(id, next_position - 2) AS prev), "
+        "RETURNING id, project_id, next_position - 1 AS position, memoryui_chain_hash(id, next_position - 2) AS prev), "
         "m AS (INSERT INTO conversations_message (conversation_id, position, kind, content, created_at, salt, "
         "commitment, chain_hash) SELECT b.id, b.position, %(kind)s, %(text)s, %(at)s, %(salt)s, %(commitment)s, "
         "sha256(coalesce(b.prev, %(genesis)s) || %(commitment)s) FROM b RETURNING position) "
         "INSERT INTO conversations_idempotencykey (caller, key, fingerprint, status, content_type, body, "
-        "conversation_id, subject_norm, created_at) SELECT %(caller)s, %(key)s, %(fingerprint)s, 201, "
-        "'application/json', '{\"position\": ' || m.position || '}', %(cid)s, '', %(at)s FROM m "
+        "conversation_id, subject_norm, created_at, project_id) SELECT %(caller)s, %(key)s, %(fingerprint)s, 201, "
+        "'application/json', '{\"position\": ' || m.position || '}', %(cid)s, '', %(at)s, b.project_id FROM m, b "
         "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
     )
 
@@ -194,6 +194,10 @@ class RawAppend:
         self.key_sql, self.find_sql = form(api_keys._ACTIVE_KEY), form(idempotency._FIND)
         self.bump_sql = form(store._BUMP_WITH_PREV if self.sqlite else store._BUMP_WITH_PREV_PG)
         self.insert_sql, self.key_row_sql = form(rows._INSERT_MESSAGE), form(idempotency._INSERT)
+        # Every key row names its project: the bench's conversations are all in the default one.
+        from conversations.models import Project
+
+        self.project_id = Project.objects.get(slug="default").pk
 
     def connect(self):
         raw = self.db.get_new_connection(self.db.get_connection_params())
@@ -236,7 +240,8 @@ class RawAppend:
                              (stamp,))
         self._one(raw, self.insert_sql, row)
         self._one(raw, self.key_row_sql, [caller, key, fingerprint, 201, "application/json",
-                                          json.dumps({"position": row[1], "kind": kind}), row[0], "", at])
+                                          json.dumps({"position": row[1], "kind": kind}), row[0], "", at,
+                                          self.project_id])
         raw.execute("COMMIT")
 
     def modes(self, clients: int, conversations, messages: list, latencies: dict) -> dict:
