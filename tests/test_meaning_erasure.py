@@ -45,6 +45,23 @@ def test_a_deletion_request_removes_counts_and_verifies_the_subjects_vectors():
     assert {h.conversation_id for h in hits} == {kept.pk}
 
 
+def test_a_prune_takes_the_vectors_with_their_rows():
+    from conversations.retention import pruning
+    from tests.retention_support import age
+
+    old = conversation(title="old", subject="cust:old", messages=0)
+    recent = conversation(title="recent", subject="cust:recent", messages=0)
+    for c in (old, recent):
+        store.append_message(conversation_id=c.pk, message={"kind": "user", "content": "my money back please"})
+    worker.run_until_done()
+    assert MessageVector.objects.filter(conversation_id=old.pk).count() == 1  # not vacuous
+    age(old, 100)
+    pruning.prune_older_than(days=90)
+    assert not MessageVector.objects.filter(conversation_id=old.pk).exists()
+    assert MessageVector.objects.filter(conversation_id=recent.pk).count() == 1
+    assert {str(h.conversation_id) for h in meaning.search("refund").hits} == {str(recent.pk)}
+
+
 def test_an_export_holds_no_vector():
     about = conversation(title="about", subject=SUBJECT, messages=0)
     store.append_message(conversation_id=about.pk, message={"kind": "user", "content": "money back please"})
