@@ -287,6 +287,11 @@ class MessageQuerySet(models.QuerySet):
 
 
 class Message(ChainedRow):
+    # The search app's migrations put triggers on this table (a row is indexed on insert,
+    # unindexed on delete, queued for its vector) and, on PostgreSQL, a `search_tsv` column
+    # the model does not declare: the only schema a sub-app adds to a core table
+    # (conversations/search/migrations, docs/ARCHITECTURE.md).
+    #
     # Keyed by (conversation, position): on SQLite the table is WITHOUT ROWID, so a
     # conversation's rows sit together in the file, in order. Reads by position are
     # one range scan, there is no second index to keep, and pruning a conversation
