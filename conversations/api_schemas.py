@@ -195,12 +195,6 @@ class ForkIn(StrictBody):
         description="An external id for the child, in the parent's namespace.")
 
 
-class BatchIn(StrictBody):
-    messages: list[dict[str, Any]] = Field(
-        ..., min_length=1, max_length=store.BATCH_MAX,
-        description="1 to 1,000 messages, each one of the kinds (as for a single append).")
-
-
 # -- documentation helpers ------------------------------------------------------------
 
 EXAMPLE_ID = "3f1c2a9e-8d4b-4c61-9a57-0b7e6f2d1c88"

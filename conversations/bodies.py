@@ -13,7 +13,6 @@ An answer refusing a body over the limit (413) says how much is taken and the wa
 that take more: `manage.py import` (no limit) and the import page (a zip of a folder).
 """
 
-import hashlib
 import tempfile
 from dataclasses import dataclass
 
@@ -98,9 +97,3 @@ def digest_of(request, digest) -> None:
             digest.update(block)
     else:
         digest.update(request.body)
-
-
-def sha256_of_body(request) -> str:
-    digest = hashlib.sha256()
-    digest_of(request, digest)
-    return digest.hexdigest()

@@ -361,16 +361,6 @@ def text_param(params, name: str, *, max_length: int = 300, cut: bool = False, c
     return text[:max_length]
 
 
-def instant_param(params, name: str, *, end_of_day: bool = False):
-    raw = _raw(params, name).strip()
-    if raw == "":
-        return None
-    try:
-        return parse_instant(raw, end_of_day=end_of_day)
-    except ValueError as exc:
-        raise BadParameter(f"{name} {exc}", field=name) from None
-
-
 def day_param(params, name: str):
     raw = _raw(params, name).strip()
     if raw == "":

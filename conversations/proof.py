@@ -128,10 +128,6 @@ def model_records(model, record_type: str, conversation_id):
         yield pk, record_type, salt, commitment, chain_hash, body
 
 
-def checkpoint_records(conversation_id):
-    return model_records(Checkpoint, "checkpoint", conversation_id)
-
-
 def audit_records(after_id: int | None = None, *, counted=None):
     """The audit chain's records from after `after_id`; `counted(project_id)` is called for each."""
     sql = (f"SELECT id, at, actor, action, target_type, target_id, detail, salt, commitment, chain_hash, project_id "

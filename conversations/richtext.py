@@ -163,8 +163,3 @@ def split_wrappers(text: str) -> list[tuple[str, str]]:
     if rest.strip() or not parts:
         parts.append(("text", rest.strip("\n") if parts else rest))
     return parts
-
-
-def pygments_css() -> str:
-    """The highlighting colours as CSS rules under `.highlight` (pasted into app.css)."""
-    return HtmlFormatter(style="default").get_style_defs(".highlight")

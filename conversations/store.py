@@ -68,10 +68,6 @@ def _db_uuid(value):
     return Conversation._meta.pk.get_db_prep_value(value, connection)
 
 
-def _db_datetime(value):
-    return connection.ops.adapt_datetimefield_value(value)
-
-
 def clean_text(value, *, field: str, max_length: int, required: bool = False) -> str:
     """A short text column (a title, a subject, a name) as stored: stripped, checked, bounded."""
     if value is None:

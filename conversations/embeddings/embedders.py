@@ -50,9 +50,6 @@ class Embedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
-
     def dimension(self) -> int:
         """How many dimensions its vectors have (an endpoint is asked once)."""
         dimension = getattr(self, "_dimension", None)

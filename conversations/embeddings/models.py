@@ -55,9 +55,3 @@ def forget_model_ids(**kwargs) -> None:
     """Forget every remembered id (post_migrate): a database flushed or migrated anew (a test's
     teardown, a restore) may no longer hold the catalogue rows this process remembered."""
     _known.clear()
-
-
-def current_model_ids(name: str) -> list[int]:
-    """The catalogue ids whose vectors the embedder called `name` made (any dimension it had)."""
-    return list(EmbeddingModel.objects.filter(models.Q(name=name) | models.Q(name__startswith=f"{name}@"))
-                .values_list("id", flat=True))

@@ -156,10 +156,6 @@ class Fact(InProject):
         self.subject_norm = normalize_subject(self.subject)
         super().save(*args, **kwargs)
 
-    @property
-    def is_superseded(self) -> bool:
-        return self.superseded_by_id is not None
-
     def state(self, now=None) -> str:
         """One word for the page: what this fact is now."""
         now = now or timezone.now()

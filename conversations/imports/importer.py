@@ -40,7 +40,7 @@ from conversations.formats.base import (
     split_lines,
     storable,
 )
-from conversations.models import Conversation, Message
+from conversations.models import Conversation
 
 from . import new_session, session_files, store, subagents, textfile
 from .apply import apply_new_plan, apply_plan
@@ -556,17 +556,3 @@ def import_path(path: str, **kw) -> ImportResult:
         return import_text(text, path=path, **kw)
     finally:
         text.close()
-
-
-def conversation_originals(conversation_id, format: str):
-    """(source, raw entries in order) of the stream that starts in this conversation, if it
-    came in as `format`."""
-    source = ImportSource.objects.filter(conversation_id=conversation_id, format=format).order_by("pk").first()
-    if source is None:
-        return None, []
-    raws = SourceEntry.objects.filter(source_id=source.pk).order_by("seq").values_list("raw", "position")
-    return source, raws
-
-
-def messages_exist(conversation_id) -> bool:
-    return Message.objects.filter(conversation_id=conversation_id).exists()

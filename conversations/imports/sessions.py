@@ -38,7 +38,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import store as conversation_store
-from conversations.errors import Conflict, ImportInProgress, InvalidInput, NotFound
+from conversations.errors import Conflict, ImportInProgress, InvalidInput
 from conversations.formats import openai_responses
 from conversations.formats.base import ConvPlan, Entry, dumps, first_text, make_row, parse_time, storable
 from conversations.models import Checkpoint, Conversation
@@ -336,10 +336,3 @@ def clear_session(*, namespace: str, session_id: str, actor: str = "system") -> 
         store.record_import(actor=actor, conversation_id=child.pk, detail={
             "format": FORMAT, "cleared": str(parent.pk)})
         return Stream(new, generation)
-
-
-def require_head(*, namespace: str, session_id: str) -> Stream:
-    stream = head(namespace=namespace, session_id=session_id)
-    if stream.source is None:
-        raise NotFound(f"no session {session_id[:80]!r} in {namespace[:80]!r}", field="session_id")
-    return stream
