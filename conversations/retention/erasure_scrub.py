@@ -29,9 +29,11 @@ PG_LOCK_TIMEOUT = "500ms"
 _PG_STATISTIC_OID = 2619
 
 
-def truncate_wal_or_note(notes: list[str], lease: Lease | None) -> None:
+def truncate_wal_or_note(notes: list[str], lease: Lease | None) -> bool:
     if not truncate_wal(beat=lease.beat if lease else None):
         notes.append("the WAL could not be truncated: other connections kept reading")
+        return False
+    return True
 
 
 def _scrub_sqlite(notes: list[str], lease: Lease | None) -> None:
