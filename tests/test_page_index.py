@@ -208,3 +208,24 @@ def test_a_claude_code_namespace_shows_as_its_project_folder(client):
     body = client.get("/").content.decode()
     assert 'title="namespace -srv-billing">/srv/billing</span>' in body
     assert '<option value="-srv-billing">/srv/billing</option>' in body
+
+
+def test_an_imported_claude_code_session_is_listed_under_the_folder_it_ran_in(client, tmp_path):
+    """The folder comes from the session's own entries (`cwd`), by the file door and by the
+    session-store door alike."""
+    from pathlib import Path
+
+    from conversations.imports import importer
+    from conversations.imports.entry_appends import append_entries
+
+    fixture = Path(__file__).parent / "fixtures" / "formats" / "claude_code_session.jsonl"
+    result = importer.import_text(fixture.read_text(), namespace="-home-dev-shop", path=str(fixture))
+    imported = Conversation.objects.get(pk=result.conversation_id)
+    assert imported.meta["claude_code"]["cwd"] == "/home/dev/shop"
+    entry = {"type": "user", "uuid": "u-1", "parentUuid": None, "sessionId": "s-folder", "cwd": "/srv/billing",
+             "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hello"}}
+    append_entries(format="claude-code", namespace="-srv-billing", external_id="s-folder", entries=[entry])
+    login_as(client, "auditor")
+    body = client.get("/").content.decode()
+    assert 'title="namespace -home-dev-shop / external id">/home/dev/shop / ' in body
+    assert 'title="namespace -srv-billing / external id">/srv/billing / ' in body

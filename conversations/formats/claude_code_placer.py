@@ -195,6 +195,20 @@ class Placer:
 
     # -- one entry -----------------------------------------------------------------
 
+    def _note_session(self, obj: dict) -> None:
+        """The session ids an entry names, and the project folder it ran in (the list names the
+        session's namespace by that folder), on the main conversation."""
+        session = obj.get("sessionId")
+        if isinstance(session, str) and session and session not in self.session_ids:
+            self.session_ids.append(session)
+            ids = self._main().meta.setdefault("claude_code", {})
+            ids.setdefault("session_id", session)
+            if len(self.session_ids) > 1:
+                ids["session_ids"] = list(self.session_ids)
+        cwd = obj.get("cwd")
+        if isinstance(cwd, str) and cwd.strip() and not self._main().meta.get("claude_code", {}).get("cwd"):
+            self._main().meta.setdefault("claude_code", {})["cwd"] = (clean_text(cwd.strip()) or "")[:500]
+
     def place(self, entry: Entry, obj, *, main_line: bool | None = None) -> None:
         """Place one entry. `main_line` (whole-file parse only) says it is on the main chain."""
         problems = self.plan.problems
@@ -206,14 +220,7 @@ class Placer:
                                                     "not shown"))
             return
         kind = obj.get("type")
-        session = obj.get("sessionId")
-        if isinstance(session, str) and session and session not in self.session_ids:
-            self.session_ids.append(session)
-            main = self._main()
-            ids = main.meta.setdefault("claude_code", {})
-            ids.setdefault("session_id", session)
-            if len(self.session_ids) > 1:
-                ids["session_ids"] = list(self.session_ids)
+        self._note_session(obj)
         if kind not in KNOWN:
             problems.append(Problem(entry.line, f"unknown entry type {str(kind)[:60]!r}; kept, not shown"))
             self._keep(entry, self.current)

@@ -139,6 +139,13 @@ def _expect_entries(expected: int | None, stored: int) -> None:
                        code="entries_conflict", field="expected_entries")
 
 
+def _folder(entries: list) -> dict:
+    """The project folder the session ran in (its entries' `cwd`), to name its namespace by."""
+    cwd = next((e["cwd"] for e in entries if isinstance(e, dict) and isinstance(e.get("cwd"), str)
+                and e["cwd"].strip()), None)
+    return {"cwd": storable(cwd.strip())[:500]} if cwd else {}
+
+
 def _placeholder_title(session: str, subpath: str) -> str:
     if subpath:
         return f"Subagent {subpath.rsplit('/', 1)[-1].removeprefix('agent-')}"
@@ -219,5 +226,6 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
         namespace=namespace, external_id=external_id,
         parent_id=spawn.conversation_id if spawn else None, parent_relation="subagent" if spawn else "",
         forked_from_position=spawn.position if spawn else None,
-        meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {}), **about}})
+        meta={"claude_code": {"session_id": session, **({"subpath": subpath} if subpath else {}), **about,
+                              **_folder(entries)}})
     return conversation
