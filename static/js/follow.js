@@ -1,6 +1,6 @@
 // Live follow on a conversation page: what an agent writes shows up without a reload.
 //
-// Once a second (while the tab is visible and Live is on) the page asks the
+// Twice a second (while the tab is visible and Live is on) the page asks the
 // conversation's state (`…/state`: rows, latest checkpoint, ledger version) with
 // If-None-Match; nearly every answer is an empty 304, and no server thread is held
 // between polls. When the state moved:
@@ -18,7 +18,7 @@
 (function () {
   "use strict";
 
-  var DEFAULT_INTERVAL = 1000;
+  var DEFAULT_INTERVAL = 500;
   var USAGE_EVERY = 10000; // the totals and chart are re-read at most this often
 
   function containers() {
