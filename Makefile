@@ -57,10 +57,12 @@ test: $(VENV)/.test-installed lint
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff (ruff.toml) and the import contracts (.importlinter: the core imports no sub-app, no
-# cycle at any depth; tests/test_import_contracts.py checks the names import-linter cannot see).
+# cycle at any depth; tests/test_import_contracts.py checks the names import-linter cannot see),
+# and new commits' messages (tools/check_commits.py: a subject of at most 72 characters, a body).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_commits.py
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

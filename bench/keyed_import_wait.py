@@ -1,5 +1,5 @@
 """The longest wait of another process's append while a ~2 MB session is imported over
-the API, with and without an Idempotency-Key (issue 19, point 6). SQLite, a fresh
+the API, with and without an Idempotency-Key. SQLite, a fresh
 database in a temporary data folder. Usage: python bench/keyed_import_wait.py [CHECKOUT]
 (a checkout to measure; default this one)."""
 import json

@@ -1,4 +1,4 @@
-"""The request path's own CPU per request, in process (issue 27.8; not a workload of run.py).
+"""The request path's own CPU per request, in process (not a workload of run.py).
 
 Calls the WSGI application (every middleware, ninja, the store) with hand-built
 requests, as gunicorn would, on a throw-away SQLite file with `PRAGMA synchronous=OFF`

@@ -1,6 +1,6 @@
 """`pop_item` of an OpenAI Agents session (imports/sessions.py) on a 2,000-item session:
 17 pops in a row (what the SDK's rewind_session_items does), the time of each and the
-conversations the session has afterwards (issue 20 point 6: 850-926 ms a pop and 18
+conversations the session has afterwards (before: 850-926 ms a pop and 18
 conversations before). A fresh database: SQLite in a temporary data folder, or the
 PostgreSQL database named by BENCH_DATABASE_URL (it is migrated; give an empty one).
 

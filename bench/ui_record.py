@@ -58,7 +58,7 @@ def main():
               if (fcp) done(Math.round(fcp.startTime));
             }).observe({type: 'paint', buffered: true});
             setTimeout(() => done(null), 5000); })""")
-        # The "↓ Latest" control (issue 24.5), where the page has one: from the click to the
+        # The "↓ Latest" control, where the page has one: from the click to the
         # last row on screen. Then the page is opened again for the scroll.
         latest = None
         if page.query_selector("a[data-go=latest]"):

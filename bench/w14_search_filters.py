@@ -1,6 +1,6 @@
 """Workload 14: phrase searches with filters over 1,000,000 messages, SQLite and PostgreSQL.
 
-Issue 19: on PostgreSQL a phrase search with a date filter took 4–5 s on 359,000
+On PostgreSQL a phrase search with a date filter once took 4–5 s on 359,000
 messages (and answered 500 when the planner went parallel), where SQLite's
 slowest took 0.32 s. A phrase is the hard case for PostgreSQL: its GIN index
 holds no word positions, so every row that has all the phrase's words must be
@@ -20,7 +20,7 @@ alone on the same connection (no parsing, no decoding, no snippets). Target:
 every filtered phrase search p50 ≤ 50 ms on both databases. The unfiltered
 phrase and two plain words are there to compare with (no target).
 
-Relevance (issue 24.9): the search page's default, `ranked.search_grouped(q,
+Relevance: the search page's default, `ranked.search_grouped(q,
 filters=…)`: the first 100 hits ranked by bm25 and grouped by conversation, with
 their snippets. Its raw column is the statement that fetches those candidate hits,
 alone; its ratio is memoryui / raw, and its target the page's p50 ≤ 50 ms.
@@ -226,7 +226,7 @@ def measure(database: str, args) -> list[dict]:
         try:
             with connection.execute_wrapper(captured):
                 _, page = mu()
-        except DatabaseError as exc:  # what issue 19 found: the search failed (a 500 at the doors)
+        except DatabaseError as exc:  # what was once found: the search failed (a 500 at the doors)
             failures[label] = (q, params, filtered, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue
         assert page, (label, q, params)

@@ -12,7 +12,7 @@ store, as fast as it can, and records each append's latency:
   deletes, tables rewritten online by pg_repack, WAL switched through, verification
   of every relation file and WAL segment in another process);
 - VACUUM FULL (the peer): while a plain `VACUUM FULL` of the message table runs —
-  what erasure did before (issue 21: writers waited 374–380 s on 1,000,000 messages).
+  what erasure did before (writers waited 374–380 s on 1,000,000 messages).
 
 Rows: longest, p50 and p99 append in each phase, failed appends, the receipts'
 statuses, and the erasure's own duration. Target: longest append during erasure

@@ -1,4 +1,4 @@
-"""Workload 17: what the record's hash chain costs (issue 23.6).
+"""Workload 17: what the record's hash chain costs.
 
 Appends: N messages one at a time, each committed, through the real
 `conversations.store.append_message`, against the same append with the chain step

@@ -1,4 +1,4 @@
-"""Workload 18: the subject access export (issue 23.5) of a subject with 100,000 messages: peak memory and time.
+"""Workload 18: the subject access export of a subject with 100,000 messages: peak memory and time.
 
 The subject has four conversations of 25,000 messages each (each with a checkpoint) and 200
 reviewed facts. Each export runs in a fresh child process (bench/subject_export_child.py) so

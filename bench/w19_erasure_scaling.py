@@ -19,7 +19,7 @@ whole time. At each size:
 At the largest size, 100 subjects are then filed one after another (phase one each) and one
 window covers them all: that window's time ÷ one request's whole cost.
 
-Targets (issue 42): time, extra disk and WAL at 1,000,000 and 4,000,000 ÷ at 250,000 ≤ 1.3;
+Targets: time, extra disk and WAL at 1,000,000 and 4,000,000 ÷ at 250,000 ≤ 1.3;
 phase one ≤ 2 s at every size; the window of 100 ≤ 2 × one request; longest append ≤ 1 s and
 no append fails. A quick run (--quick) measures two tiny sizes.
 """

@@ -1,6 +1,6 @@
 """Workload 20: what the project fence costs reads, at 1,000,000 messages across 20 projects.
 
-Issue 41: "the project filter costs reads at most 1.1× today's: list, page, active view,
+The target: "the project filter costs reads at most 1.1× today's: list, page, active view,
 search and recall at 1,000,000 messages across 20 projects, ratios in one run".
 
 The corpus: 20 projects of 200 conversations of 250 messages each (the generator's texts,

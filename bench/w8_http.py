@@ -12,7 +12,7 @@ for 1, 4 and 16 concurrent clients:
 - in-process: the same number of threads calling store.append_message /
   store.append_messages(100) in this process, each its own conversation.
 
-- the floor (issue 27.8): the same single POSTs without an Authorization header,
+- the floor: the same single POSTs without an Authorization header,
   which the server answers 401 before any database work: what the request path
   costs with nothing behind it. The append's rate over it is the row with a target
   (≥ 0.6 on SQLite, ≥ 0.5 on PostgreSQL, 1 and 4 clients);

@@ -43,7 +43,7 @@ FORMATS.update(AGENT_FORMATS)
 
 @dataclass
 class HeadSigner:
-    """How an export gets its signed head (issue 23.3): registered by conversations.proofs when it is
+    """How an export gets its signed head: registered by conversations.proofs when it is
     installed (the core imports no sub-app). `sign(conversation)` returns the head as a dict;
     `markdown(head)` the closing section of a Markdown export."""
 
@@ -119,7 +119,7 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
         return ExportStream(chunks=buffered(itertools.chain([first], chunks)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
-    # Signed before anything streams, over the same snapshot the rows are read from (issue 23.3).
+    # Signed before anything streams, over the same snapshot the rows are read from.
     head = _signer.sign(conversation) if _signer else None
     return ExportStream(
         chunks=buffered(writer(conversation, head)),

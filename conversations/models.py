@@ -156,7 +156,7 @@ class ConversationQuerySet(LockingQuerySet):
         """One live conversation with `fork_count` and `checkpoint_count`, in one statement.
 
         The API's conversation GET runs this on every call: compiling the ORM query with
-        its two subqueries cost more than an append (issue 27.8), a plain statement
+        its two subqueries cost more than an append, a plain statement
         does not."""
         cid = parse_conversation_id(conversation_id)
         table, checkpoints = Conversation._meta.db_table, Checkpoint._meta.db_table

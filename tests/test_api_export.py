@@ -33,7 +33,7 @@ def test_it_streams_jsonl_with_the_stored_messages(reader, convo):
     lines = [json.loads(line) for line in _body(response).splitlines()]
     listed = reader.get(f"/conversations/{convo.pk}/messages").json()["items"]
     assert [line["message"] for line in lines if "record" not in line] == [i["message"] for i in listed]
-    assert lines[-1]["record"] == "signed_head"  # the signed head closes the file (issue 23.3)
+    assert lines[-1]["record"] == "signed_head"  # the signed head closes the file
 
 
 def test_it_streams_markdown(reader, convo):

@@ -11,7 +11,10 @@ page would not know it exists.
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.database_independent
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 
 

@@ -1,4 +1,4 @@
-"""The details of issue 14 in Chromium: a favicon, the skip link, few landmarks, tool
+"""Small details in Chromium: a favicon, the skip link, few landmarks, tool
 output as code with a height cap; on a phone the top bar wraps with Log out in sight,
 tables scroll in their own box, and only the visible tab loads pages."""
 
@@ -66,7 +66,7 @@ def test_favicon_skip_link_landmarks_and_tool_output(live_server, logged_in_page
     assert page.locator("nav").count() <= 3
 
     # Tool output reads as code, and a 400-line traceback stays under a screen once expanded.
-    # The failed result sits under its call in the reply's turn (issue 24.1), closed when long.
+    # The failed result sits under its call in the reply's turn, closed when long.
     error = page.locator("#p1 details.result")
     assert "flag-error" in error.locator("summary").first.inner_html()
     error.locator("summary").first.click()
@@ -145,7 +145,7 @@ def test_on_a_phone_live_follow_fills_the_shown_tab_and_the_other_once_shown(liv
     for i in range(2):
         store.append_message(conversation_id=c.pk, message={"kind": "note", "text": f"appended live {i}"})
     page.wait_for_function("() => !!document.getElementById('p15')", timeout=15000)
-    # The reader is at the top: the marker says so, on screen, and leads to the newest row (issue 24.6).
+    # The reader is at the top: the marker says so, on screen, and leads to the newest row.
     marker = page.locator("button.new-rows")
     assert marker.inner_text() == "2 new rows ↓" and _in_sight(page, "button.new-rows", "phone")
     marker.click()

@@ -66,7 +66,7 @@ def test_a_tool_call_links_to_its_result_and_back(live_server, logged_in_page):
     c = _session()
     context, page = _open(logged_in_page)
     page.goto(live_server.url + f"/conversations/{c.pk}/")
-    # On the same page the result sits under its call, marked failed (issue 24.1) …
+    # On the same page the result sits under its call, marked failed …
     result = page.locator("#p4 details.result")
     assert "CardExpired" in result.inner_text() and result.locator(".flag-error").count() == 1
     # … and its own row, in its place, points back to the turn.
@@ -123,7 +123,7 @@ def test_copy_a_row_as_json_and_its_link(live_server, logged_in_page):
     context, page = _open(logged_in_page, permissions=["clipboard-read", "clipboard-write"])
     page.goto(live_server.url + f"/conversations/{c.pk}/")
     row = page.locator("#p4")
-    row.locator("details.row-menu > summary").click()  # the row's actions, in one menu (issue 24.1)
+    row.locator("details.row-menu > summary").click()  # the row's actions, in one menu
     row.get_by_role("button", name="Copy JSON").click()
     page.wait_for_function("() => document.querySelector('#p4 button[data-copy=json]').textContent === 'Copied'")
     copied = json.loads(page.evaluate("navigator.clipboard.readText()"))

@@ -1,5 +1,5 @@
 """A person reads a Claude Code reply with three parallel tool calls: one row, its text,
-its three calls and its usage once, then the three results (issue 20 point 1).
+its three calls and its usage once, then the three results.
 
 Saves docs/screenshots/parallel-tool-calls.png, which the closing note of the issue shows.
 """

@@ -1,4 +1,4 @@
-"""Reading a conversation in a real Chromium (issue 24 points 1–6): a reply as one turn with
+"""Reading a conversation in a real Chromium: a reply as one turn with
 its numbers, rendered Markdown that stays inert, the context chart, full vs active by row,
 First/Latest, live follow you can see, and the page on a phone.
 
@@ -358,7 +358,7 @@ def test_live_follow_shows_its_state_pins_the_end_and_brings_checkpoints_and_the
     context.close()
 
 
-# ---- 7. phones (issue 24 point 6: the conversation page) --------------------------------------
+# ---- 7. phones: the conversation page --------------------------------------------------------
 
 
 def test_on_a_phone_the_ledger_fits_and_the_messages_start_on_the_first_screen(live_server, logged_in_page):

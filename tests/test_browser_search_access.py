@@ -86,7 +86,7 @@ def test_opening_a_conversation_is_in_the_access_log_an_admin_reads(live_server,
 
     context, page = _open(logged_in_page, viewport, "ann")
     page.goto(live_server.url + f"/conversations/{c.pk}/")
-    if viewport == "phone":  # the exports fold behind a button on a phone (issue 24.6)
+    if viewport == "phone":  # the exports fold behind a button on a phone
         page.locator("button.phone-toggle", has_text="Export").click()
     with page.expect_download():
         page.locator("a.button", has_text="JSONL").click()

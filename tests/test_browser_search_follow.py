@@ -100,11 +100,11 @@ def test_live_follow_shows_new_rows_once_without_reloading(live_server, logged_i
     marker = page.locator("button.new-rows")
     assert marker.is_visible() and marker.inner_text() == "3 new rows ↓"
     _shot(page, "live-follow.png")
-    marker.click()  # to the newest row (issue 24.6)
+    marker.click()  # to the newest row
     page.wait_for_function("() => document.activeElement && document.activeElement.id === 'p43'")
     positions = page.locator("#record article.msg").evaluate_all("els => els.map(e => +e.dataset.position)")
     assert positions == list(range(44))  # each row once, in order
-    # No checkpoint: the active view says it equals the record and repeats no row (issue 24.4).
+    # No checkpoint: the active view says it equals the record and repeats no row.
     assert page.locator("#active-equals").is_visible() and page.locator("#active-pane article.msg").count() == 0
     assert page.evaluate("window.__sameDocument") is True  # never reloaded
     wait_for_polls(page, 2)

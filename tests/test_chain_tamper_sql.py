@@ -1,4 +1,4 @@
-"""Attacks on the record with raw SQL after the append-only triggers are dropped (issue 23.4):
+"""Attacks on the record with raw SQL after the append-only triggers are dropped:
 each is caught by its chain, with the position named; erasure and pruning leave chains that
 still verify. The same statements run on SQLite and PostgreSQL (the triggers come back when
 each test's transaction rolls back)."""

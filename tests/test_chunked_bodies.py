@@ -1,5 +1,5 @@
 """Bodies sent with `Transfer-Encoding: chunked` (no Content-Length) are read, up to the
-same limit as a declared length, and refused with 413 past it (issue 19, point 10).
+same limit as a declared length, and refused with 413 past it.
 
 Django reads exactly CONTENT_LENGTH bytes of a WSGI body, so before the middleware
 buffered them such bodies read as empty (400 "the request body is empty"). Tested

@@ -13,7 +13,10 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.database_independent
 SEARCHED = ("conversations", "memoryui", "templates", "static/js", "tests", "bench", "tools", "clients/python/src",
             "manage.py")
 # Names Django (or gunicorn, or Python) finds by convention, not by a reference in our code.

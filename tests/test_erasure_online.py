@@ -1,6 +1,6 @@
 """Erasure that never stops the writers, and receipts that say exactly what was searched.
 
-Issue 21.4: on PostgreSQL a deletion request rewrote its tables with VACUUM FULL and
+On PostgreSQL a deletion request once rewrote its tables with VACUUM FULL and
 every append, to any conversation, waited for the rewrite (374–380 s on 1,000,000
 messages). Tables are now rewritten online by pg_repack; the receipt says how each
 table was rewritten, which files of which kind were searched (the WAL's segments or

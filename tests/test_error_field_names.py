@@ -1,4 +1,4 @@
-"""Every 413 and 422 names the field of the kind concerned (issue 19, point 11): a journal
+"""Every 413 and 422 names the field of the kind concerned: a journal
 kind's field is `text`, a chat kind's `content`, a tool call's `tool_calls.N.arguments`;
 in a batch `messages.N.<field>`. Before, every oversized message was blamed on
 `content`, so a `note` over 1 MiB in a batch got `messages.1.content`.

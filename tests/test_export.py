@@ -53,7 +53,7 @@ def test_it_exports_json_with_conversation_checkpoints_and_messages(conversation
 def test_it_exports_jsonl_one_message_per_line(conversation):
     stream = export.export_stream(str(conversation.pk), "jsonl")
     lines = _text(stream).splitlines()
-    # Six messages, the two checkpoints, and the signed head last (issue 23.3).
+    # Six messages, the two checkpoints, and the signed head last.
     assert [json.loads(line).get("record") for line in lines] == [None] * 6 + ["checkpoint"] * 2 + ["signed_head"]
     row = json.loads(lines[4])
     assert {k: row[k] for k in ("position", "kind", "message")} == {

@@ -1,4 +1,4 @@
-"""The review queue keeps up with the reviewer (issue 24.8), in Chromium: after a decision
+"""The review queue keeps up with the reviewer, in Chromium: after a decision
 the next proposals' "Approved about…" lists and duplicate checks say what is approved
 now, without a reload; the focus moves on; Esc leaves a field; j/k always work."""
 

@@ -1,4 +1,4 @@
-"""Every input a held-out audit (issue 10) drove to a 500, answered with a clear 4xx instead.
+"""Every input a held-out audit drove to a 500, answered with a clear 4xx instead.
 
 Each case names the door, the input and the field the answer must name; nothing is
 written when a request is refused. Run on SQLite and PostgreSQL (NUL reaches a 500

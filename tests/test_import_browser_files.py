@@ -1,5 +1,5 @@
 """A person uploads a session and its subagent together on the import page, and finds the
-subagent under the Task call that spawned it (issue 20, point 5)."""
+subagent under the Task call that spawned it."""
 
 import pytest
 

@@ -1,5 +1,4 @@
-"""NUL and look-alike identifiers, on every door, the same on SQLite and PostgreSQL
-(issue 19 points 5 and 11, issue 20).
+"""NUL and look-alike identifiers, on every door, the same on SQLite and PostgreSQL.
 
 - NUL in any identifier or text field is a 422 naming the field; before, an
   external id with NUL answered 500 on PostgreSQL and was stored as U+FFFD on SQLite,

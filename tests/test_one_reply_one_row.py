@@ -1,5 +1,5 @@
 """One model reply is one assistant row carrying its text and all its tool calls, on
-every door (docs/DESIGN.md, invariant 12, issue 20 point 1): Claude Code's lines of one
+every door (docs/DESIGN.md, invariant 12): Claude Code's lines of one
 message.id through the file import, `manage.py import`, POST /api/v1/imports, a grown
 file and the SessionStore's batches cut anywhere; the items of one response from
 Codex, Responses files and the OpenAI Agents session; the client and MCP, which take

@@ -110,7 +110,7 @@ def test_it_shows_tool_calls_structured(client, auditor, convo):
     text = re.sub(r"<span[^>]*>|</span>", "", body)
     assert '"order_id": "48213",\n  "deep": {\n' in text
     assert '<span class="flag flag-error">error</span>' in body
-    assert "id call_1" in body and "m-1" in body  # the result sits under its call (issue 24.1)
+    assert "id call_1" in body and "m-1" in body  # the result sits under its call
 
 
 def test_it_colours_rows_by_kind_with_the_name_shown(client, auditor, convo):

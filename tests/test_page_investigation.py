@@ -73,7 +73,7 @@ def test_a_result_links_back_to_its_call(client, auditor, session, position, tar
 
 
 def test_the_page_links_each_call_and_result(client, auditor, session):
-    # Results on the same page are nested under their calls (issue 24.1); the link
+    # Results on the same page are nested under their calls; the link
     # stays for a result the page does not hold.
     html = client.get(url(session)).content.decode()
     for position in (3, 2):

@@ -1,4 +1,4 @@
-"""The conversation page's reading aids, in process (issue 24): safe rich text, prices and
+"""The conversation page's reading aids, in process: safe rich text, prices and
 usage, the live state poll with its 304, the numbers panel and chart, the raw row."""
 
 import re

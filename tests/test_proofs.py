@@ -1,4 +1,4 @@
-"""Signed heads, the signing key and its rotation, and the subject access export (issue 23.3, 23.5)."""
+"""Signed heads, the signing key and its rotation, and the subject access export."""
 
 import base64
 import hashlib

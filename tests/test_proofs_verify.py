@@ -1,4 +1,4 @@
-"""memoryui-verify: exports checked offline, and every kind of tampering caught with its position (issue 23.4)."""
+"""memoryui-verify: exports checked offline, and every kind of tampering caught with its position."""
 
 import json
 import os

@@ -1,7 +1,7 @@
 """Sixty query/filter combinations through the search API and the search page, on both
 databases; on PostgreSQL with the planner pushed to run every search in parallel workers.
 
-Issue 19: `?q="cart total"&from=2020-01-01&to=2020-01-02` answered 500 on PostgreSQL
+Once `?q="cart total"&from=2020-01-01&to=2020-01-02` answered 500 on PostgreSQL
 (`cannot start subtransactions during a parallel operation`): the indexed text
 came from a plpgsql function with an EXCEPTION block declared PARALLEL SAFE, and
 the planner, free to run it in a worker, did so on a big enough table. The
@@ -120,7 +120,7 @@ def go_parallel():
 
 # A date filter is searched from the rows in its range when it holds few, as on this
 # small store, and from the full-text index's hits when it holds many ("index first",
-# the statement that failed in issue 19): both ways on both databases, and on
+# the statement that once failed): both ways on both databases, and on
 # PostgreSQL both again with the planner made to go parallel. SQLite never runs a
 # query in parallel workers.
 @pytest.fixture(params=["as planned", "index first"] + (["parallel", "parallel, index first"] if ON_POSTGRES else []))

@@ -1,4 +1,4 @@
-"""Forks that do not re-index (issue 27.6): a fork's copied rows are found through the
+"""Forks that do not re-index: a fork's copied rows are found through the
 rows they were copied from, one hit per row with every conversation that holds it, and
 they stay findable however their ancestors go (store level, both databases; the index
 counted with raw SQL)."""

@@ -1,4 +1,4 @@
-"""The search page groups hits by conversation, best match first (issue 24.9): counts per
+"""The search page groups hits by conversation, best match first: counts per
 conversation and a total that agree with the index itself (raw SQL), newest first as an
 option, titles and subjects searched, pages of conversations, bad parameters a 400."""
 

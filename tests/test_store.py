@@ -354,7 +354,7 @@ def test_a_summary_with_nul_is_refused(conversation):
 
 def test_nul_inside_message_text_is_refused_naming_the_field(conversation):
     # Its JSON could hold it escaped, but the Markdown export, the full-text index and a
-    # provider's request body could not (issue 20): refused like NUL in a title.
+    # provider's request body could not: refused like NUL in a title.
     with pytest.raises(InvalidMessage) as exc:
         store.append_message(conversation_id=conversation.pk, message=note("before\x00after"))
     assert exc.value.field == "text" and "NUL" in exc.value.message

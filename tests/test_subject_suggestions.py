@@ -1,4 +1,4 @@
-"""Subjects people can find (issue 21.3): a deletion request for a subject with nothing
+"""Subjects people can find: a deletion request for a subject with nothing
 stored says so, suggests the stored subjects close to it with their counts, and files a
 receipt for nothing only when asked to explicitly, on the page and in the API."""
 

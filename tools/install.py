@@ -2,7 +2,7 @@
 
 `make` fills .venv through this script (`.venv/bin/python tools/install.py <pip install
 arguments>`). pip spends about a minute of one core on the test requirements; uv installs
-the same releases in about 15 s, bytecode included (measured in the closing note of issue 22).
+the same releases in about 15 s, bytecode included (measured).
 
 uv reads none of pip's configuration (its files, the PIP_* variables), and a machine may
 need it: its own indexes, a folder of wheels, constraints. So the options pip would use

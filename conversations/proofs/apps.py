@@ -7,7 +7,7 @@ class ProofsConfig(AppConfig):
     verbose_name = "Signed heads, signing keys and subject access exports"
 
     def ready(self):
-        # The signing key is made on first start (issue 23.3), before any request needs it,
+        # The signing key is made on first start, before any request needs it,
         # so the public key can be noted down before the first head is signed.
         from conversations import export
 

@@ -1,4 +1,4 @@
-"""The subject access export: everything held about a subject, in one ZIP (issue 23.5).
+"""The subject access export: everything held about a subject, in one ZIP.
 
 GDPR Art. 15 and 20: a person may ask for everything held about them, in a portable
 form. The subject is matched as erasure matches it (NFC, case-folded:

@@ -4,7 +4,7 @@ A deleted row's bytes stay in its table's pages (and in its TOAST and index page
 until the table is rewritten. `VACUUM FULL` rewrites it under an ACCESS EXCLUSIVE
 lock held for the whole rewrite, index builds included: on 1,000,000 messages the
 full-text GIN index alone took ~366 s, and every append, to any conversation, waited
-that long (issue 21). So tables are rewritten with pg_repack when it is installed:
+that long. So tables are rewritten with pg_repack when it is installed:
 it copies the live rows into a new table while writers go on (their changes are
 logged by a trigger and replayed), builds the new table's indexes where nobody waits
 for them, and takes the exclusive lock only twice, briefly, to start and to swap the

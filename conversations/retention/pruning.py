@@ -50,7 +50,7 @@ ID_CHUNK = 500
 RUN_IDS_KEPT = 10_000
 # Row deletes per transaction start here and adapt so that one takes about BATCH_SECONDS (reclaim.py).
 # Small, because nothing is measured yet: with FTS5's secure-delete one 100-row batch held
-# the write lock 1.0-1.5 s on a 335 MB file (issue 21); a handful of rows is never slow,
+# the write lock 1.0-1.5 s on a 335 MB file; a handful of rows is never slow,
 # and the size grows at most GROW_AT_MOST times a batch towards the measured target.
 FIRST_BATCH = 8
 GROW_AT_MOST = 4
@@ -485,7 +485,7 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
                 "bytes_after": bytes_after, "uploads_removed": uploads_removed},
     )
     truncate_wal()  # the bookkeeping just written should not leave the WAL grown
-    # Idempotency keys expire with the prune run (conversations/idempotency.py, issue 11).
+    # Idempotency keys expire with the prune run (conversations/idempotency.py).
     idempotency.delete_expired()
     return PruneResult(
         conversations=conversations, messages=messages, checkpoints=checkpoints,

@@ -1,4 +1,4 @@
-"""Search results grouped by conversation, best match first (issue 24.9).
+"""Search results grouped by conversation, best match first.
 
 One long session's repeated lines used to bury everything else: hits came newest
 conversation first, row by row. Here the page lists conversations, each with how many

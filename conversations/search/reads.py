@@ -295,8 +295,8 @@ def _few_rows_in_dates(filters: Filters) -> bool:
 
     SQLite: the full-text index hands out its hits newest first, and a filter it
     cannot see is checked hit by hit: a phrase with 20,000 hits in 1,000,000 rows
-    and a one-day filter read all 20,000 rows (~0.1 s, ~0.35 s with a kind as well;
-    issue 19). Starting from the day's ~3,000 rows, the index is asked only about
+    and a one-day filter read all 20,000 rows (~0.1 s, ~0.35 s with a kind as well).
+    Starting from the day's ~3,000 rows, the index is asked only about
     the stretch of each conversation they lie in. PostgreSQL: see `_postgres_rows`."""
     if filters.since is None and filters.before is None:
         return False

@@ -1,5 +1,5 @@
-// A row opened from a search (?at=N&q=…) shows the searched words marked in its text
-// (issue 24.9). The words come from the search box's language (conversations/search/
+// A row opened from a search (?at=N&q=…) shows the searched words marked in its text.
+// The words come from the search box's language (conversations/search/
 // query.py): quotes, OR, NOT, -excluded and a trailing * are syntax, not words; a word
 // marks every word starting with it, as the index's stemming matches "refunds" for
 // "refund". Only text nodes are split and wrapped: nothing from the address is parsed

@@ -1,7 +1,7 @@
 """PostgreSQL: the indexed words are stored with the row, and no search calls plpgsql;
 both databases: an index on the time a row was written, for date filters.
 
-Issue 19. `search_message_text` (migration 0001) is plpgsql with an EXCEPTION
+`search_message_text` (migration 0001) is plpgsql with an EXCEPTION
 block, so that a row that is not JSON is indexed as stored instead of failing
 its insert; such a block starts a subtransaction on every call, which a parallel
 worker may not do. It was declared PARALLEL SAFE all the same, so once the

@@ -1,5 +1,5 @@
 """A fork's copied rows are not tokenised again: search finds them through the rows
-they were copied from (issue 27.6).
+they were copied from.
 
 `search_borrowed` (conversations.search.models.BorrowedRows) says "rows 0..upto of
 this conversation are the source's rows 0..upto, byte for byte"; fork_conversation
