@@ -164,7 +164,7 @@ def _pg_tool(name: str) -> str:
     found = shutil.which(name)
     if not found:
         raise BackupError(f"{name} is not installed: install the PostgreSQL client tools (Debian: postgresql-client), "
-                          "or back up with your provider's snapshots (README, 'Backups')")
+                          "or back up with your provider's snapshots (docs/operators.md, 'Backups')")
     return found
 
 

@@ -65,7 +65,7 @@ class RequestObservationMiddleware:
                     metrics.replayed(getattr(request, "project_scope", None))
             if self.json_lines:
                 route = _route(request)
-                # The path without its query string (README, "What the server keeps about requests").
+                # The path without its query string (docs/operators.md, "What the server keeps about requests").
                 log.info("request", extra={
                     "method": request.method, "path": request.path, "route": route,
                     "status": response.status_code, "duration_ms": round(seconds * 1000, 2),

@@ -222,7 +222,7 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
-# Behind TLS (see README, "Serving over HTTPS"). MEMORYUI_HTTPS=1: cookies only over
+# Behind TLS (see docs/operators.md, "Serving over HTTPS"). MEMORYUI_HTTPS=1: cookies only over
 # HTTPS, plain HTTP redirected, HSTS for a year; each part can be set on its own.
 HTTPS = env_flag("MEMORYUI_HTTPS")
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_flag("MEMORYUI_SECURE_COOKIES", HTTPS)

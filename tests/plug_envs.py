@@ -39,7 +39,7 @@ _spec = importlib.util.spec_from_file_location("install_tool", ROOT / "tools" / 
 installer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(installer)
 CLIENT = ROOT / "clients" / "python"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "agents.md"  # the agent developers' guide: its snippets and install lines
 EXTRAS = "claude,openai-agents,pydantic-ai,langgraph,mcp"
 CONFORMANCE = "langgraph-checkpoint-conformance==0.0.2"
 ENDS = ("lowest", "highest")

@@ -37,7 +37,7 @@ from tests.typescript_support import TS, tools, two_projects
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+README = ROOT / "docs" / "agents.md"  # the agent developers' guide: its snippets and install lines
 PLACEHOLDER_URL = "http://127.0.0.1:8000"
 PLACEHOLDER_KEY = "mui_…"
 PYTHON_SECTIONS = ("Use it from Python", "Use it from your agent framework", "OpenTelemetry")

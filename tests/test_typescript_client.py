@@ -223,7 +223,7 @@ def assert_the_claude_session_landed_as_from_python(sample: dict) -> None:
 
 # ---- the README's snippets, and what a person sees of a conversation written from TypeScript ----
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "agents.md"  # the agent developers' guide
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 

@@ -243,7 +243,7 @@ def _readme(export: SubjectExport, when) -> str:
         f"Conversations: {len(export.conversation_ids)}; messages: {export.messages}; facts: {export.facts}\n\n"
         "Everything memoryui held about this subject when the export was made, matched as a deletion\n"
         "request matches it (Unicode NFC, case-folded). See the module docstring of\n"
-        "conversations/proofs/bundle.py, or README.md (\"Proving the record\"), for each file.\n\n"
+        "conversations/proofs/bundle.py, or docs/auditors.md (\"Proving the record\"), for each file.\n\n"
         "To check it offline (no server needed):\n\n"
         "    pip install './clients/python[verify]'    # from a memoryui checkout\n"
         "    memoryui-verify THIS.zip --key <public key from the admin page>\n\n"

@@ -138,7 +138,7 @@ def for_backup(path: Path) -> dict:
         copied = copy_verified(source, target)
     except journal.JournalError as exc:
         raise BackupError(f"{exc}. A backup set without its erasure journal would bring erased data back on "
-                          "restore; see `manage.py reapply_erasures --check` (README, 'Backups')") from None
+                          "restore; see `manage.py reapply_erasures --check` (docs/operators.md, 'Backups')") from None
     data = target.read_bytes()
     return {"erasure_journal": {"file": target.name, "journal": copied.journal_id, "entries": copied.entries,
                                 "head": copied.head, "bytes": copied.size,
