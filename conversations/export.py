@@ -118,7 +118,7 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
         first = next(chunks, "")
         return ExportStream(chunks=buffered(itertools.chain([first], chunks)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
-    writer = {"json": _json_chunks, "jsonl": _jsonl_chunks, "markdown": _markdown_chunks}[fmt]
+    writer = {"json": _json_chunks, "jsonl": jsonl_chunks, "markdown": markdown_chunks}[fmt]
     # Signed before anything streams, over the same snapshot the rows are read from.
     head = _signer.sign(conversation) if _signer else None
     return ExportStream(
@@ -159,7 +159,7 @@ def _lineage(conversation: Conversation) -> list[dict]:
     ]
 
 
-def _conversation_dict(conversation: Conversation) -> dict:
+def conversation_dict(conversation: Conversation) -> dict:
     return {
         "id": str(conversation.pk),
         "title": conversation.title,
@@ -176,11 +176,11 @@ def _conversation_dict(conversation: Conversation) -> dict:
     }
 
 
-def _checkpoints(conversation: Conversation) -> list[Checkpoint]:
+def checkpoints_of(conversation: Conversation) -> list[Checkpoint]:
     return list(Checkpoint.objects.of(conversation.pk).order_by("message_position", "id"))
 
 
-def _checkpoint_dict(cp: Checkpoint) -> dict:
+def checkpoint_dict(cp: Checkpoint) -> dict:
     return {
         "id": cp.pk,
         "message_position": cp.message_position,
@@ -213,8 +213,8 @@ def _dumps(value) -> str:
 
 def _json_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
     header = {
-        "conversation": _conversation_dict(conversation),
-        "checkpoints": [_checkpoint_dict(cp) for cp in _checkpoints(conversation)],
+        "conversation": conversation_dict(conversation),
+        "checkpoints": [checkpoint_dict(cp) for cp in checkpoints_of(conversation)],
     }
     for section in _sections:  # the ledger: task_state, task_state_events, actions, workspace_snapshots
         header.update(section.header(conversation.pk))
@@ -230,11 +230,11 @@ def _json_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]
     yield "\n]}\n"
 
 
-def _jsonl_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
+def jsonl_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
     for item, proof in _rows_with_proof(conversation):
         yield _dumps(_message_dict(item, proof)) + "\n"
-    for cp in _checkpoints(conversation):
-        yield _dumps({"record": "checkpoint", **_checkpoint_dict(cp)}) + "\n"
+    for cp in checkpoints_of(conversation):
+        yield _dumps({"record": "checkpoint", **checkpoint_dict(cp)}) + "\n"
     for section in _sections:
         yield from section.jsonl(conversation.pk)
     if head is not None:
@@ -291,8 +291,8 @@ def _pretty_if_json(text: str) -> str:
         return text
 
 
-def _markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
-    checkpoints = _checkpoints(conversation)
+def markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]:
+    checkpoints = checkpoints_of(conversation)
     latest = max(checkpoints, key=lambda cp: (cp.message_position, cp.pk)) if checkpoints else None
     by_position: dict[int, list[Checkpoint]] = {}
     for cp in checkpoints:

@@ -1,7 +1,8 @@
 """What import-linter cannot see (it sees modules, not names): the rules of .importlinter's header.
 
 - a sub-app takes only public names from the core and from other apps (a `_name` of another
-  module is that module's business: ask for a public helper or a hook instead);
+  module is that module's business: ask for a public helper or a hook instead), whether it
+  imports the name or reaches it through the module (`export._chunks`);
 - no project import sits inside a function, where it would hide a cycle from the linter
   (Django's AppConfig.ready() excepted: models may not be imported before the registry is);
 - every module of the core is listed in the "core imports no sub-app" contract, so a new
@@ -79,6 +80,52 @@ def test_sub_apps_take_no_private_name_from_another_module():
         if _sub_app(module):
             found += _private_names_taken(module, path, ast.parse(path.read_text()))
     assert not found, "\n".join(found)
+
+
+# Django's own API on model classes, underscored to keep clear of field names.
+DJANGO_MODEL_API = {"_meta", "_base_manager", "_default_manager"}
+
+
+def _owner(module: str) -> str:
+    """The app a module belongs to: its sub-app, or the core (everything else of conversations)."""
+    return f"conversations.{_sub_app(module)}" if _sub_app(module) else module.split(".")[0]
+
+
+def _private_attributes_reached(module: str, path: Path, tree: ast.AST):
+    """`alias._name` where the alias is a module (or a name) of another app."""
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _absolute(module, path, node)
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                aliases[alias.asname or top] = alias.name if alias.asname else top
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases):
+            continue
+        target = aliases[node.value.id]
+        if node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in DJANGO_MODEL_API \
+                and target.split(".")[0] in PROJECT and _owner(target) != _owner(module):
+            yield f"{path.relative_to(ROOT)}:{node.lineno} reaches {node.attr} of {target}"
+
+
+def test_no_app_reaches_a_private_name_of_another_through_its_module():
+    found = []
+    for module, path in _modules():
+        if module not in COMPOSERS:
+            found += _private_attributes_reached(module, path, ast.parse(path.read_text()))
+    assert not found, "\n".join(found)
+
+
+def test_it_finds_a_private_name_reached_through_a_module():
+    tree = ast.parse("from conversations import export as core_export\nfrom . import reads\n"
+                     "core_export._chunks(1)\nreads._own(2)\nFact._meta.db_table\n")
+    path = ROOT / "conversations" / "proofs" / "bundle.py"
+    assert list(_private_attributes_reached("conversations.proofs.bundle", path, tree)) == [
+        "conversations/proofs/bundle.py:3 reaches _chunks of conversations.export"]
 
 
 def test_it_finds_a_private_name_taken_across_modules():

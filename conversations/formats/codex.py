@@ -35,13 +35,13 @@ from .base import (
     read_jsonl,
     split_lines,
 )
-from .openai_responses import ITEM_TYPES, _parts, apply_item
+from .openai_responses import ITEM_TYPES, apply_item, content_parts
 
 NAME = "codex"
 TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
 
 
-def _record(obj) -> tuple[str | None, object]:
+def typed_record(obj) -> tuple[str | None, object]:
     """(type, payload), reading old rollouts without a payload wrapper too."""
     if not isinstance(obj, dict):
         return None, obj
@@ -64,7 +64,7 @@ def detect(lines: list[Line]) -> bool:
         return True
     first = objs[0]
     return "id" in first and "timestamp" in first and "type" not in first and any(
-        _record(o)[0] == "response_item" for o in objs[1:])
+        typed_record(o)[0] == "response_item" for o in objs[1:])
 
 
 def lineage(meta: dict) -> tuple[str | None, str]:
@@ -84,7 +84,7 @@ def lineage(meta: dict) -> tuple[str | None, str]:
 
 def response_payloads(lines: list[Line]) -> list:
     """The response_item payloads of a rollout, in order (what a child replays)."""
-    return [p for t, p in (_record(ln.obj) for ln in lines if ln.obj is not None) if t == "response_item"]
+    return [p for t, p in (typed_record(ln.obj) for ln in lines if ln.obj is not None) if t == "response_item"]
 
 
 def parse(data, *, subject: str = "", replayed: int = 0, parent_id: str | None = None,
@@ -111,7 +111,7 @@ def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: in
         if ln.error:
             plan.problems.append(Problem(ln.number, ln.error))
             continue
-        kind, payload = _record(ln.obj)
+        kind, payload = typed_record(ln.obj)
         at = parse_time(ln.obj.get("timestamp")) if isinstance(ln.obj, dict) else None
         if kind == "session_meta" and isinstance(payload, dict):
             _session_meta(plan, conv, payload)
@@ -125,7 +125,7 @@ def parse_lines(lines: list[Line], text: str, *, subject: str = "", replayed: in
                 continue
             apply_item(conv, payload, at=at, entry=entry, problems=plan.problems, source="codex", model=model)
             if not conv.title and payload.get("role") == "user":
-                text_ = first_text(_parts(payload.get("content")))
+                text_ = first_text(content_parts(payload.get("content")))
                 if text_ and not text_.startswith("<"):
                     conv.title = text_
         elif kind == "compacted" and isinstance(payload, dict):
@@ -183,7 +183,7 @@ def _compacted_summary(payload: dict) -> str:
     history = payload.get("replacement_history")
     for item in history if isinstance(history, list) else []:
         if isinstance(item, dict) and item.get("type", "message") == "message":
-            content = _parts(item.get("content"))
+            content = content_parts(item.get("content"))
             text = content if isinstance(content, str) else "\n".join(
                 b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
             role = item.get("role") if isinstance(item.get("role"), str) else "user"

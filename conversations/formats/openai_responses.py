@@ -71,7 +71,7 @@ KEPT_TYPES = ("ghost_snapshot", "item_reference", "mcp_list_tools")
 ROLE_KIND = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
-def _parts(content):
+def content_parts(content):
     """Responses content → memoryui content (a string, or blocks)."""
     if isinstance(content, str):
         return clean_text(content)
@@ -91,7 +91,7 @@ OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_
 
 def _message_item(item: dict, meta: dict, line, problems: list, source: str, model: str | None) -> list:
     kind = ROLE_KIND.get(item.get("role"))
-    content = _parts(item.get("content"))
+    content = content_parts(item.get("content"))
     if kind is None:
         problems.append(Problem(line, f"message with unknown role {str(item.get('role'))[:40]!r}; kept, not shown"))
     elif content is not None:
@@ -132,7 +132,7 @@ def _output_item(item: dict, itype: str, meta: dict, line, problems: list, sourc
         if output.get("success") is False:
             meta[source]["success"] = False
         output = output.get("content")
-    content = _parts(output) if not isinstance(output, str) else clean_text(output)
+    content = content_parts(output) if not isinstance(output, str) else clean_text(output)
     if not isinstance(call_id, str) or not call_id:
         problems.append(Problem(line, f"{itype} without call_id; kept, not shown"))
         return []
@@ -426,7 +426,7 @@ def parse_document(data, raw_text: str, *, subject: str = "") -> Plan:
         if usage is not None and (split is None or i >= split):
             usage = None if _put_usage(conv, before, usage) else usage
         if not conv.title and item.get("role") == "user":
-            conv.title = first_text(_parts(item.get("content")))
+            conv.title = first_text(content_parts(item.get("content")))
     if not conv.title:  # a response alone: its reply names it
         said = next((r.message.get("content") for r in conv.rows if r.kind == "assistant" and r.message.get("content")),
                     None)

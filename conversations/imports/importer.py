@@ -310,7 +310,7 @@ def _session_of(text: str, format: str) -> str | None:
                 return obj["sessionId"]
     if format == "codex":
         for ln in read_jsonl(split_lines(text)):
-            kind, payload = codex._record(ln.obj)
+            kind, payload = codex.typed_record(ln.obj)
             if kind == "session_meta" and isinstance(payload, dict) and isinstance(payload.get("id"), str):
                 return payload["id"]
     return None
@@ -510,7 +510,7 @@ def _parse_new(text: str, *, format: str, subject: str, namespace: str) -> Plan:
     if format != "codex":
         return parse(text, format=format, subject=subject)
     lines = list(read_jsonl(split_lines(text)))
-    meta = next((p for t, p in (codex._record(ln.obj) for ln in lines if ln.obj is not None)
+    meta = next((p for t, p in (codex.typed_record(ln.obj) for ln in lines if ln.obj is not None)
                  if t == "session_meta" and isinstance(p, dict)), {})
     parent_sid, relation = codex.lineage(meta)
     replayed, parent_id, parent_position = 0, None, None
@@ -536,7 +536,7 @@ def _replayed(lines, psource: ImportSource) -> tuple[int, int | None]:
     rows = SourceEntry.objects.filter(source_id=psource.pk).order_by("seq").values_list("raw", "position").iterator()
     for raw, pos in rows:
         try:
-            kind, payload = codex._record(json.loads(raw))
+            kind, payload = codex.typed_record(json.loads(raw))
         except ValueError:
             continue
         if kind != "response_item":

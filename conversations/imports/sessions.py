@@ -158,7 +158,7 @@ def _open_generation(*, namespace, session_id, generation, items, subject) -> St
     """The generation's conversation by the store's create-or-get. When another writer
     created it first, its transaction has committed (PostgreSQL made our insert wait on
     the unique index), so the stream it started is read again and continued."""
-    title = next((first_text(openai_responses._parts(i.get("content"))) for i in items
+    title = next((first_text(openai_responses.content_parts(i.get("content"))) for i in items
                   if i.get("role") == "user"), "") or f"OpenAI Agents session {session_id[:40]}"
     conversation, created = conversation_store.get_or_create_conversation(
         namespace=namespace, external_id=_key(session_id, generation)[:KEY_MAX],

@@ -231,9 +231,9 @@ def _erased_chunks(receipts: list[DeletionReceipt]) -> Iterator[str]:
 
 
 def _conversation_line(conversation: Conversation) -> str:
-    return _dumps({**conversation_export._conversation_dict(conversation),
-                   "checkpoints": [conversation_export._checkpoint_dict(cp)
-                                   for cp in conversation_export._checkpoints(conversation)]})
+    return _dumps({**conversation_export.conversation_dict(conversation),
+                   "checkpoints": [conversation_export.checkpoint_dict(cp)
+                                   for cp in conversation_export.checkpoints_of(conversation)]})
 
 
 def _readme(export: SubjectExport, when) -> str:
@@ -267,9 +267,9 @@ def _zip_chunks(export: SubjectExport) -> Iterator[bytes]:
         head = heads.export_head(conversation)
         signed.append(head)
         yield from zs.entry(f"conversations/{conversation.pk}.jsonl",
-                            conversation_export._jsonl_chunks(conversation, head))
+                            conversation_export.jsonl_chunks(conversation, head))
         yield from zs.entry(f"conversations/{conversation.pk}.md",
-                            conversation_export._markdown_chunks(conversation, head))
+                            conversation_export.markdown_chunks(conversation, head))
     yield from zs.entry("task_state_and_actions.jsonl", _ledger_chunks([c.pk for c in conversations]))
     yield from zs.entry("facts.jsonl", _facts_chunks(norm))
     yield from zs.entry("access_log.jsonl", _access_chunks([c.pk for c in conversations], norm))
