@@ -63,13 +63,15 @@ def differences(views: list[dict]) -> tuple[list, dict]:
 
 
 @pytest.mark.database_independent
-def test_the_three_renderers_agree_on_generated_and_degenerate_views():
+def test_the_three_renderers_agree_on_generated_and_degenerate_views(capsys):
     build()
     rng = random.Random(43)
     views = [generated_view(rng) for _ in range(300)] + degenerate_views()
     found, counts = differences(views)
     assert found == [], found[:3]
     assert counts["bodies"] > 1500 and counts["nothing_to_send"] >= 6, counts
+    with capsys.disabled():
+        print(f"\nrender rules, generated views: {counts}")
 
 
 def view_of(conversation) -> dict:
@@ -80,7 +82,7 @@ def view_of(conversation) -> dict:
 
 
 @pytest.mark.django_db
-def test_every_real_conversation_renders_alike_through_the_export_and_both_clients():
+def test_every_real_conversation_renders_alike_through_the_export_and_both_clients(capsys):
     build()
     load_demo(coding_turns=40)
     # Every fixture file, and every session inside the folders (Gemini CLI, Aider, OpenCode, Cline).
@@ -113,3 +115,5 @@ def test_every_real_conversation_renders_alike_through_the_export_and_both_clien
             assert got == want, (conversation.title, fmt)
             compared += 1
     assert compared >= 2 * len(conversations)
+    with capsys.disabled():
+        print(f"\nrender rules, real conversations: {counts}; {compared} exports compared")
