@@ -345,3 +345,27 @@ def test_it_returns_tuples_a_caller_can_unpack():
     [(fact, score, parts, matched)] = facts_recall.recall(subject="cust:1")
     assert fact.pk == f.pk and score == 0.0 and matched == ()
     assert (parts.recency, parts.importance, parts.relevance) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("scope", ["one project", "every project"])
+def test_recalls_candidates_come_from_an_index_in_one_project_or_in_every_one(scope):
+    """A recall reads its subject's facts from an index, whether the caller acts in one project
+    (a project's key) or in all of them (an all-projects key naming none), never the whole table."""
+    from conversations import projects
+    from conversations.facts.recall import _hours_since_last_reference
+
+    now = timezone.now()
+    chosen = projects.one(projects.DEFAULT_PROJECT_ID) if scope == "one project" else projects.EVERY
+    with projects.scoped(chosen):
+        qs = (Fact.objects.recallable(now).about("cust:7").annotate(hours=_hours_since_last_reference(now))
+              .values_list("id", "importance", "hours", "vector__vector"))
+        sql, params = qs.query.sql_with_params()
+        with transaction.atomic(), connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            else:  # a small table is read whole by choice: asked not to, it must have an index to use
+                cursor.execute("SET LOCAL enable_seqscan = off")
+                cursor.execute("EXPLAIN " + sql, params)
+            plan = " / ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "SCAN facts_fact " not in plan + " " and "Seq Scan on facts_fact " not in plan + " " \
+        and "fact_recall" in plan, plan

@@ -139,6 +139,14 @@ class Fact(InProject):
                 condition=Q(status=APPROVED, superseded_by__isnull=True),
                 name="fact_recall_idx",
             ),
+            # The same for a caller acting in every project (an all-projects key naming none):
+            # without it such a recall read every fact in the store (19 ms at 100,000, not 1).
+            models.Index(
+                fields=["subject", "valid_from", "invalid_at", "expires_at", "importance", "recorded_at",
+                        "last_accessed_at"],
+                condition=Q(status=APPROVED, superseded_by__isnull=True),
+                name="fact_recall_any_project_idx",
+            ),
             models.Index(fields=["project", "status", "recorded_at"], name="fact_status_recorded_idx"),
             models.Index(fields=["expires_at"], name="fact_expires_idx"),
             models.Index(fields=["subject_norm"], name="fact_subject_norm_idx"),
