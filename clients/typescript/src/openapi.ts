@@ -181,7 +181,8 @@ export interface paths {
         /**
          * Download a conversation
          * @description Streamed in batches, so a long conversation exports in constant memory. Needs `read`.
-         *     Recorded in the audit log, as exports from the pages are.
+         *     Recorded in the audit log, as exports from the pages are. 409 `nothing_to_send` for a request
+         *     format when the active view holds nothing a model could be sent.
          */
         get: operations["export_conversation"];
         put?: never;
@@ -419,7 +420,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Prune conversations received more than older_than_days ago (or preview) */
+        /**
+         * Prune conversations received more than older_than_days ago (or preview)
+         * @description The key's project, by its own retention; an all-projects key that names no project
+         *     (`X-Memoryui-Project`) prunes every project, each by its own, one run each.
+         */
         post: operations["conversations_retention_api_prune"];
         delete?: never;
         options?: never;
@@ -436,8 +441,33 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Preview (dry_run) or carry out a deletion request; returns the receipt */
+        /**
+         * Preview (dry_run) or carry out a deletion request; returns the receipt
+         * @description For the key's project; with `all_projects`, for every project (an all-projects key).
+         */
         post: operations["conversations_retention_api_deletion_request"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/deletion-requests/window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run the maintenance window: clean and search the files for every waiting request
+         * @description Deletion requests answer `erased` once their rows are gone; their files are cleaned and searched
+         *     in a window (cron: `manage.py erasure_window`), once for all of them. This runs it now. 409 while
+         *     a prune or a deletion request runs.
+         */
+        post: operations["conversations_retention_api_erasure_window"];
         delete?: never;
         options?: never;
         head?: never;
@@ -513,8 +543,11 @@ export interface paths {
         /**
          * Import a transcript, or append entries
          * @description Import a whole transcript (`content` or `document`) or append a batch of Claude Code
-         *     `entries` to a session key. Needs `write`. Never a 500: bad input is a 4xx naming the
-         *     field, and problems inside the transcript come back in `problems` with line numbers.
+         *     `entries` to a session key; or send the file itself as the body (any other content type
+         *     than JSON: text, JSON Lines, Markdown, a zip, a database), its options in the query
+         *     string. A body of up to MEMORYUI_MAX_IMPORT_BYTES is read a block at a time, never held
+         *     whole. Needs `write`. Never a 500: bad input is a 4xx naming the field, and problems
+         *     inside the transcript come back in `problems` with line numbers.
          */
         post: operations["import_transcript"];
         delete?: never;
@@ -902,12 +935,103 @@ export interface paths {
         };
         /**
          * Everything held about a subject, as one ZIP
-         * @description GDPR Art. 15 and 20. Needs `admin`. Recorded in the audit log and the access logs; the audit
+         * @description GDPR Art. 15 and 20. Needs `admin`. Holds the key's project's rows, or every project's with
+         *     `all_projects`; the manifest says which. Recorded in the audit log and the access logs; the audit
          *     event names the subject by its SHA-256 only. Check the file offline with `memoryui-verify`.
          */
         get: operations["export_subject"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The projects the caller acts in
+         * @description A key of one project: that project. An all-projects key: every project (or the one its
+         *     X-Memoryui-Project header names). A signed-in person: the projects they belong to.
+         */
+        get: operations["list_projects"];
+        put?: never;
+        /**
+         * Create a project (an all-projects admin key only)
+         * @description Needs an all-projects key with `admin`. Audited. Give it keys with `POST /keys` and the
+         *     header X-Memoryui-Project naming it, and people with `manage.py create_user --project`.
+         */
+        post: operations["create_project"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The API keys of the caller's project, newest first, in keyset pages
+         * @description Needs `admin`. Revoked keys too, unless `active=true`. All-projects keys appear only to an
+         *     all-projects admin key. Never a secret.
+         */
+        get: operations["list_keys"];
+        put?: never;
+        /**
+         * Create an API key in the caller's project; its secret once
+         * @description Needs `admin`, and every scope it grants (`admin` stands for `read` and `write`). The key
+         *     acts in the caller's project; `all_projects` only from an all-projects admin key. Audited.
+         */
+        post: operations["create_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One API key of the caller's project */
+        get: operations["get_key"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys/{key_id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key of the caller's project, at once
+         * @description Needs `admin`. Agents using the key get 401 from their next request. Revoking a revoked
+         *     key answers it unchanged. Audited. A key may revoke itself.
+         */
+        post: operations["revoke_key"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1517,8 +1641,26 @@ export interface components {
             recency: number;
             /** Importance */
             importance: number;
-            /** Relevance */
+            /**
+             * Relevance
+             * @description The fusion of `words` and `meaning`, normalised over the candidates.
+             */
             relevance: number;
+            /**
+             * Words
+             * @description The full-text rank, normalised (0: no word in common).
+             */
+            words: number;
+            /**
+             * Meaning
+             * @description The cosine with the query's vector, normalised.
+             */
+            meaning: number;
+            /**
+             * Cosine
+             * @description The raw cosine (null: the fact has no vector yet).
+             */
+            cosine: number | null;
         };
         /** RecallOut */
         RecallOut: {
@@ -1548,6 +1690,11 @@ export interface components {
             /** Score */
             score: number;
             parts: components["schemas"]["PartsOut"];
+            /**
+             * Matched
+             * @description Which signals found it: "words", "meaning", both or none.
+             */
+            matched: string[];
         };
         /** EventOut */
         EventOut: {
@@ -1883,10 +2030,10 @@ export interface components {
             /** Items */
             items: components["schemas"]["SnapshotOut"][];
         };
-        /** PruneOut */
-        PruneOut: {
-            /** Dry Run */
-            dry_run: boolean;
+        /** ProjectPruneOut */
+        ProjectPruneOut: {
+            /** Project */
+            project: string;
             /** Older Than Days */
             older_than_days: number;
             /**
@@ -1894,6 +2041,40 @@ export interface components {
              * Format: date-time
              */
             cutoff: string;
+            /** Conversations */
+            conversations: number;
+            /** Messages */
+            messages: number;
+            /** Checkpoints */
+            checkpoints: number;
+            /** Resumed */
+            resumed: number;
+            /** Estimated Bytes */
+            estimated_bytes: number;
+            /** Run Id */
+            run_id: number | null;
+        };
+        /** PruneOut */
+        PruneOut: {
+            /** Dry Run */
+            dry_run: boolean;
+            /**
+             * Project
+             * @description The project pruned; null when several were (see `projects`).
+             */
+            project: string | null;
+            /**
+             * Projects
+             * @description Each project pruned, by its own retention, with its own run: one for a project's key, every project for an all-projects key that names none.
+             */
+            projects: components["schemas"]["ProjectPruneOut"][];
+            /**
+             * Older Than Days
+             * @description Null when the projects pruned keep different periods.
+             */
+            older_than_days: number | null;
+            /** Cutoff */
+            cutoff: string | null;
             /** Conversations */
             conversations: number;
             /** Messages */
@@ -2019,6 +2200,37 @@ export interface components {
             verification: {
                 [key: string]: unknown;
             };
+            /**
+             * Verify By
+             * @description Two phases: the rows went when the request was filed (status `erased`); the files are searched by then.
+             */
+            verify_by?: string | null;
+            /**
+             * Reapplied
+             * @description Set when this request carried out an earlier one again after a restore of an older backup: the earlier request_id, the backup (after_restore_of, backup_created_at) and when (restored_at).
+             */
+            reapplied?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /** WindowOut */
+        WindowOut: {
+            /**
+             * Checked
+             * @description The project's deletion requests whose files this window cleaned and searched (it runs for every project's at once).
+             */
+            checked: number;
+            /** Seconds */
+            seconds: number;
+            /** Receipts */
+            receipts: components["schemas"]["WindowReceiptOut"][];
+        };
+        /** WindowReceiptOut */
+        WindowReceiptOut: {
+            /** Request Id */
+            request_id: string;
+            /** Status */
+            status: string;
         };
         /** ReceiptListOut */
         ReceiptListOut: {
@@ -2068,6 +2280,13 @@ export interface components {
             url: string;
             /** Page Url */
             page_url: string;
+            /** Score */
+            score?: number | null;
+            /**
+             * Matched
+             * @default []
+             */
+            matched: string[];
             /** Conversations */
             conversations: components["schemas"]["HitConversation"][];
         };
@@ -2141,6 +2360,12 @@ export interface components {
             verification: {
                 [key: string]: unknown;
             };
+            /** Verify By */
+            verify_by: string | null;
+            /** Reapplied */
+            reapplied?: {
+                [key: string]: unknown;
+            } | null;
             /** Receipt Id */
             receipt_id: string;
             /** Receipt Url */
@@ -2464,6 +2689,152 @@ export interface components {
             next_url: string | null;
             /** Items */
             items: components["schemas"]["SignedHeadOut"][];
+        };
+        /** ProjectList */
+        ProjectList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: components["schemas"]["ProjectOut"][];
+        };
+        /** ProjectOut */
+        ProjectOut: {
+            /** Id */
+            id: number;
+            /**
+             * Slug
+             * @description Its address: pages under /p/<slug>/ (`default` at the root); an all-projects key names it in the X-Memoryui-Project header.
+             */
+            slug: string;
+            /** Name */
+            name: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Retention Days
+             * @description Days a conversation is kept after its last row; null: the server's default.
+             */
+            retention_days: number | null;
+            /**
+             * Kept Days
+             * @description The retention in force (the project's, or the server's default).
+             */
+            kept_days: number;
+        };
+        /** KeyList */
+        KeyList: {
+            /**
+             * Next
+             * @description Opaque cursor of the next page: pass it back unchanged as `cursor` (with the same filters); null on the last page.
+             */
+            next: string | null;
+            /**
+             * Next Url
+             * @description The next page as an address; null on the last page.
+             */
+            next_url: string | null;
+            /** Items */
+            items: components["schemas"]["KeyOut"][];
+        };
+        /** KeyOut */
+        KeyOut: {
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /**
+             * Prefix
+             * @description The key's secret starts `mui_<prefix>_`: tells keys apart. The secret itself is never shown again.
+             */
+            prefix: string;
+            /**
+             * Project
+             * @description The slug of the project the key acts in; null for an all-projects key.
+             */
+            project: string | null;
+            /**
+             * All Projects
+             * @description An operator's key for the whole server.
+             */
+            all_projects: boolean;
+            /**
+             * Namespaces
+             * @description The only namespaces it reads and writes; empty: all of its project's.
+             */
+            namespaces: string[];
+            /** Scopes */
+            scopes: string[];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string;
+            /** Last Used At */
+            last_used_at: string | null;
+            /** Revoked At */
+            revoked_at: string | null;
+            /** Active */
+            active: boolean;
+        };
+        /** KeyCreatedOut */
+        KeyCreatedOut: {
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /**
+             * Prefix
+             * @description The key's secret starts `mui_<prefix>_`: tells keys apart. The secret itself is never shown again.
+             */
+            prefix: string;
+            /**
+             * Project
+             * @description The slug of the project the key acts in; null for an all-projects key.
+             */
+            project: string | null;
+            /**
+             * All Projects
+             * @description An operator's key for the whole server.
+             */
+            all_projects: boolean;
+            /**
+             * Namespaces
+             * @description The only namespaces it reads and writes; empty: all of its project's.
+             */
+            namespaces: string[];
+            /** Scopes */
+            scopes: string[];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string;
+            /** Last Used At */
+            last_used_at: string | null;
+            /** Revoked At */
+            revoked_at: string | null;
+            /** Active */
+            active: boolean;
+            /**
+             * Secret
+             * @description Send as `Authorization: Bearer <secret>`. Shown once: only a hash is kept.
+             */
+            secret: string;
         };
     };
     responses: never;
@@ -3891,8 +4262,8 @@ export interface operations {
     export_conversation: {
         parameters: {
             query?: {
-                /** @description json, jsonl or markdown; openai-chat or anthropic (the active view as a request, handoff summary first); claude-code or memoryui (the full record as a transcript that imports back) */
-                format?: "json" | "jsonl" | "markdown" | "openai-chat" | "anthropic" | "claude-code" | "memoryui";
+                /** @description json, jsonl or markdown; openai-chat, anthropic or gemini (the active view as a request, handoff summary first, journal left out); claude-code or memoryui (the full record as a transcript that imports back) */
+                format?: "json" | "jsonl" | "markdown" | "openai-chat" | "anthropic" | "gemini" | "claude-code" | "memoryui";
             };
             header?: never;
             path: {
@@ -3937,6 +4308,15 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5606,8 +5986,12 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** Older Than Days */
-                    older_than_days?: number;
+                    /**
+                     * Older Than Days
+                     * @description Days since memoryui received a conversation's last row; default: each project's own retention (else MEMORYUI_RETENTION_DAYS).
+                     * @default null
+                     */
+                    older_than_days?: number | null;
                     /**
                      * Dry Run
                      * @default false
@@ -5731,6 +6115,12 @@ export interface operations {
                      * @default false
                      */
                     allow_empty?: boolean;
+                    /**
+                     * All Projects
+                     * @description Erase in every project, not only the key's (a data controller's request): an all-projects key only. Recorded in the audit log; the receipt says so.
+                     * @default false
+                     */
+                    all_projects?: boolean;
                 };
             };
         };
@@ -5822,6 +6212,79 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    conversations_retention_api_erasure_window: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The same key from the same caller within MEMORYUI_IDEMPOTENCY_HOURS (default 24) with the same method, path and body gets the first answer again (status and body, with `Idempotent-Replayed: true`) and writes nothing; the same key with a different request is refused with 422 `idempotency_key_reused`. Only 2xx answers are kept. Reuse the key for every retry of one write, and make a new one for the next write.
+                 * @example step-7f3a9c-append-12
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description `true` when this is the stored answer to an earlier request with the same key. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WindowOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The request body is larger than the server accepts. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5954,6 +6417,8 @@ export interface operations {
                 limit?: number;
                 /** @description newest (the default): newest conversation first, latest row first, every hit in keyset pages. relevance: conversations best match first, each with its few best rows (`limit` does not apply), and `total`. */
                 order?: string;
+                /** @description words (the default): the words as written. meaning: the rows nearest the query by meaning (an embedding model; binary codes for a first pass, exact vectors to rank), best first, each with its cosine as `score`. both: words and meaning fused by reciprocal rank; `matched` says which found each row. `order` applies to words only. */
+                mode?: string;
             };
             header?: never;
             path?: never;
@@ -6049,7 +6514,20 @@ export interface operations {
     };
     import_transcript: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description With the file itself as the body: the option a JSON body names. */
+                format?: "auto" | "claude-code" | "codex" | "openai-chat" | "openai-responses" | "anthropic" | "journal" | "memoryui" | "gemini" | "aider" | "opencode" | "cline";
+                /** @description With the file itself as the body: the option a JSON body names. */
+                namespace?: string;
+                /** @description With the file itself as the body: the option a JSON body names. */
+                subject?: string;
+                /** @description With the file itself as the body: the option a JSON body names. */
+                dry_run?: boolean;
+                /** @description With the file itself as the body: the option a JSON body names. */
+                allow_empty?: boolean;
+                /** @description With the file itself as the body: the option a JSON body names. */
+                pin_older_than_retention?: boolean;
+            };
             header?: {
                 /**
                  * @description Makes a retry safe. The same key from the same caller within MEMORYUI_IDEMPOTENCY_HOURS (default 24) with the same method, path and body gets the first answer again (status and body, with `Idempotent-Replayed: true`) and writes nothing; the same key with a different request is refused with 422 `idempotency_key_reused`. Only 2xx answers are kept. Reuse the key for every retry of one write, and make a new one for the next write.
@@ -6060,7 +6538,52 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description Exactly one of `content`, `document` or `entries`; or the file itself as the body (text, JSON Lines, Markdown, a zip, an SQLite database) with its options in the query string. */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @default auto
+                     * @enum {string}
+                     */
+                    format?: "auto" | "claude-code" | "codex" | "openai-chat" | "openai-responses" | "anthropic" | "journal" | "memoryui" | "gemini" | "aider" | "opencode" | "cline";
+                    /** @description A transcript file's text. */
+                    content?: string;
+                    /** @description A transcript that is one JSON document. */
+                    document?: Record<string, never> | unknown[];
+                    /** @description A batch of entries (Claude Code) or items (openai-responses) appended to the session key `namespace` + `external_id`. */
+                    entries?: unknown[];
+                    namespace?: string;
+                    external_id?: string;
+                    subject?: string;
+                    title?: string;
+                    /** @default false */
+                    dry_run?: boolean;
+                    expected_entries?: number;
+                    /** @description The SDK's folded session summary (Claude Code). */
+                    summary?: Record<string, never>;
+                    /** @default false */
+                    pin_older_than_retention?: boolean;
+                    /**
+                     * @description Keep a transcript that makes no message as an empty conversation.
+                     * @default false
+                     */
+                    allow_empty?: boolean;
+                    /** @description A Claude Code subagent's .meta.json, beside its transcript. */
+                    sidecar?: Record<string, never>;
+                };
+                "text/plain": string;
+                "text/markdown": string;
+                "application/x-ndjson": string;
+                "application/jsonl": string;
+                "application/json-lines": string;
+                "application/zip": string;
+                "application/x-zip-compressed": string;
+                "application/octet-stream": string;
+                "application/x-sqlite3": string;
+                "application/vnd.sqlite3": string;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6258,7 +6781,15 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    namespace?: string;
+                    session_id: string;
+                    expected_entries?: number;
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6304,7 +6835,15 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    namespace?: string;
+                    session_id: string;
+                    expected_entries?: number;
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6432,7 +6971,20 @@ export interface operations {
     };
     list_langgraph_checkpoints: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only this thread's. */
+                thread_id?: string;
+                /** @description Only this namespace's (absent: every namespace). */
+                checkpoint_ns?: string;
+                /** @description Only this checkpoint. */
+                checkpoint_id?: string;
+                /** @description Only checkpoints older than this checkpoint id. */
+                before?: string;
+                /** @description A JSON object the checkpoint's metadata must match. */
+                filter?: string;
+                /** @description At most this many (1 to 1000). */
+                limit?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6472,7 +7024,65 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Thread Id */
+                    thread_id: string;
+                    /**
+                     * Checkpoint Ns
+                     * @default
+                     */
+                    checkpoint_ns?: string;
+                    /** Checkpoint Id */
+                    checkpoint_id: string;
+                    /**
+                     * Parent Checkpoint Id
+                     * @default
+                     */
+                    parent_checkpoint_id?: string;
+                    /** Blob */
+                    checkpoint: {
+                        /** Type */
+                        type: string;
+                        /**
+                         * Data
+                         * @description base64 of the serialised bytes
+                         */
+                        data: string;
+                    };
+                    /** Blob */
+                    metadata: {
+                        /** Type */
+                        type: string;
+                        /**
+                         * Data
+                         * @description base64 of the serialised bytes
+                         */
+                        data: string;
+                    };
+                    /** Metadata Json */
+                    metadata_json?: {
+                        [key: string]: unknown;
+                    };
+                    /**
+                     * Messages
+                     * @default null
+                     */
+                    messages?: {
+                        /**
+                         * Id
+                         * @default null
+                         */
+                        id?: string | null;
+                        /** Message */
+                        message: {
+                            [key: string]: unknown;
+                        };
+                    }[] | null;
+                };
+            };
+        };
         responses: {
             /** @description Created */
             201: {
@@ -6518,7 +7128,45 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Thread Id */
+                    thread_id: string;
+                    /**
+                     * Checkpoint Ns
+                     * @default
+                     */
+                    checkpoint_ns?: string;
+                    /** Checkpoint Id */
+                    checkpoint_id: string;
+                    /** Task Id */
+                    task_id: string;
+                    /**
+                     * Task Path
+                     * @default
+                     */
+                    task_path?: string;
+                    /** Writes */
+                    writes: {
+                        /** Idx */
+                        idx: number;
+                        /** Channel */
+                        channel: string;
+                        /** Blob */
+                        value: {
+                            /** Type */
+                            type: string;
+                            /**
+                             * Data
+                             * @description base64 of the serialised bytes
+                             */
+                            data: string;
+                        };
+                    }[];
+                };
+            };
+        };
         responses: {
             /** @description Created */
             201: {
@@ -6564,7 +7212,14 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Thread Id */
+                    thread_id: string;
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6610,7 +7265,14 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Run Ids */
+                    run_ids: string[];
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6656,7 +7318,16 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Source Thread Id */
+                    source_thread_id: string;
+                    /** Target Thread Id */
+                    target_thread_id: string;
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6702,7 +7373,19 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Thread Ids */
+                    thread_ids: string[];
+                    /**
+                     * Strategy
+                     * @default keep_latest
+                     */
+                    strategy?: string;
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -6737,7 +7420,12 @@ export interface operations {
     };
     get_langchain_history: {
         parameters: {
-            query?: never;
+            query: {
+                /** @description The history's session id. */
+                session_id: string;
+                /** @description Its namespace (default 'langchain'). */
+                namespace?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6777,7 +7465,26 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Namespace
+                     * @default langchain
+                     */
+                    namespace?: string;
+                    /** Session Id */
+                    session_id: string;
+                    /**
+                     * Messages
+                     * @description LangChain messages as `model_dump()` JSON (with `type`)
+                     */
+                    messages: {
+                        [key: string]: unknown;
+                    }[];
+                };
+            };
+        };
         responses: {
             /** @description Created */
             201: {
@@ -6823,7 +7530,19 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Namespace
+                     * @default langchain
+                     */
+                    namespace?: string;
+                    /** Session Id */
+                    session_id: string;
+                };
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -7025,6 +7744,8 @@ export interface operations {
             query: {
                 /** @description Whom the export is about; matched as a deletion request matches it (NFC, case-folded). */
                 subject: string;
+                /** @description Every project's rows, not only the key's: an all-projects key only; recorded in the audit log. */
+                all_projects?: boolean;
             };
             header?: never;
             path?: never;
@@ -7061,6 +7782,541 @@ export interface operations {
             };
             /** @description The address is longer than the server accepts. */
             414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    list_projects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    create_project: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The same key from the same caller within MEMORYUI_IDEMPOTENCY_HOURS (default 24) with the same method, path and body gets the first answer again (status and body, with `Idempotent-Replayed: true`) and writes nothing; the same key with a different request is refused with 422 `idempotency_key_reused`. Only 2xx answers are kept. Reuse the key for every retry of one write, and make a new one for the next write.
+                 * @example step-7f3a9c-append-12
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Slug
+                     * @description Lower-case letters, digits, - and _.
+                     */
+                    slug: string;
+                    /**
+                     * Name
+                     * @description A readable name (default: the slug).
+                     * @default null
+                     */
+                    name?: string | null;
+                    /**
+                     * Retention Days
+                     * @default null
+                     */
+                    retention_days?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    /** @description `true` when this is the stored answer to an earlier request with the same key. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    list_keys: {
+        parameters: {
+            query?: {
+                cursor?: string | null;
+                limit?: number;
+                /** @description true: only keys in use; false: only revoked ones. */
+                active?: boolean | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyList"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    create_key: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The same key from the same caller within MEMORYUI_IDEMPOTENCY_HOURS (default 24) with the same method, path and body gets the first answer again (status and body, with `Idempotent-Replayed: true`) and writes nothing; the same key with a different request is refused with 422 `idempotency_key_reused`. Only 2xx answers are kept. Reuse the key for every retry of one write, and make a new one for the next write.
+                 * @example step-7f3a9c-append-12
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Name
+                     * @description Who uses the key, e.g. `support-agent`.
+                     */
+                    name: string;
+                    /**
+                     * Scopes
+                     * @description Some of read, write, admin, facts:read, facts:write; at most the caller's own.
+                     */
+                    scopes: string[];
+                    /**
+                     * Namespaces
+                     * @description Narrow the key to these namespaces of its project.
+                     */
+                    namespaces?: string[];
+                    /**
+                     * All Projects
+                     * @description An operator's key for the whole server: only an all-projects admin key makes one.
+                     * @default false
+                     */
+                    all_projects?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    /** @description `true` when this is the stored answer to an earlier request with the same key. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyCreatedOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    get_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id (not its secret). */
+                key_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    revoke_key: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The same key from the same caller within MEMORYUI_IDEMPOTENCY_HOURS (default 24) with the same method, path and body gets the first answer again (status and body, with `Idempotent-Replayed: true`) and writes nothing; the same key with a different request is refused with 422 `idempotency_key_reused`. Only 2xx answers are kept. Reuse the key for every retry of one write, and make a new one for the next write.
+                 * @example step-7f3a9c-append-12
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The key's id (not its secret). */
+                key_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description `true` when this is the stored answer to an earlier request with the same key. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The address is longer than the server accepts. */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
