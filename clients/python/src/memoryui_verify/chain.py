@@ -2,7 +2,7 @@
 
 Pure Python (hashlib, os, json, datetime): no Django, so the offline verifier
 (`memoryui-verify` in clients/python) can carry an exact copy and check an export
-without a server. README "Proving the record" says the same in prose.
+without a server. docs/auditors.md, "Proving the record", says the same in prose.
 
 Chains
 ------

@@ -3,7 +3,7 @@
 The offline verifier's copy (clients/python/src/memoryui_verify/encoding.py) and this
 module (conversations/proofs/encoding.py) are the same bytes; tests/test_proofs_verify.py
 checks the two agree. Documented in
-README.md, "Proving the record".
+docs/auditors.md, "Proving the record".
 
 A signed head signs  b"memoryui signed head v1\\n" + canonical_json(payload)  where the
 payload is {"chain_hash", "checkpoint_chain_hash", "checkpoints", "conversation_id", "key_id", "ledger_chains",
