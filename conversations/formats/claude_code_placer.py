@@ -198,16 +198,18 @@ class Placer:
     def _note_session(self, obj: dict) -> None:
         """The session ids an entry names, and the project folder it ran in (the list names the
         session's namespace by that folder), on the main conversation."""
-        session = obj.get("sessionId")
-        if isinstance(session, str) and session and session not in self.session_ids:
+        session, cwd = obj.get("sessionId"), obj.get("cwd")
+        new_session = isinstance(session, str) and session and session not in self.session_ids
+        if not new_session and not (isinstance(cwd, str) and cwd.strip()):
+            return
+        ids = self._main().meta.setdefault("claude_code", {})
+        if new_session:
             self.session_ids.append(session)
-            ids = self._main().meta.setdefault("claude_code", {})
             ids.setdefault("session_id", session)
             if len(self.session_ids) > 1:
                 ids["session_ids"] = list(self.session_ids)
-        cwd = obj.get("cwd")
-        if isinstance(cwd, str) and cwd.strip() and not self._main().meta.get("claude_code", {}).get("cwd"):
-            self._main().meta.setdefault("claude_code", {})["cwd"] = (clean_text(cwd.strip()) or "")[:500]
+        if isinstance(cwd, str) and cwd.strip() and "cwd" not in ids:
+            ids["cwd"] = (clean_text(cwd.strip()) or "")[:500]
 
     def place(self, entry: Entry, obj, *, main_line: bool | None = None) -> None:
         """Place one entry. `main_line` (whole-file parse only) says it is on the main chain."""
