@@ -151,3 +151,25 @@ def test_without_javascript_the_next_proposal_is_focused_and_undo_works(logged_i
     page.click(f"#fact-{mondays.pk} .edit-approve button")
     page.wait_for_url(f"**/facts/?reviewed={mondays.pk}#fact-{leeds.pk}")
     assert Fact.objects.get(pk=mondays.pk).superseded_by.text == "Orders on Mondays and Fridays"
+
+
+def test_typing_straight_after_an_undo_keeps_the_focus_where_the_reviewer_types(logged_in_page):
+    """The proposal an undo brings back asks for the focus once; htmx settles the swap a
+    moment later and must not pull the focus back from the field the reviewer went on to.
+    The settle delay is stretched so that moment is certain to come after the key press."""
+    _known, (_mondays, _leeds, angry, email, _card) = _queue()
+    page = _open(logged_in_page)
+    page.evaluate("htmx.config.defaultSettleDelay = 400")
+    page.locator(f"#fact-{angry.pk}").focus()
+    page.keyboard.press("a")
+    page.locator(f"#fact-{angry.pk}").wait_for(state="detached")
+    page.wait_for_function(f"() => document.activeElement.id === 'fact-{email.pk}'")
+    _undo_ready(page)
+    page.keyboard.press("u")
+    page.wait_for_function(f"() => document.activeElement && document.activeElement.id === 'fact-{angry.pk}'")
+    page.keyboard.press("r")
+    page.keyboard.type("opinion")
+    page.wait_for_timeout(800)
+    reason = f"#fact-{angry.pk} input[data-key=r]"
+    assert page.evaluate(f"document.activeElement === document.querySelector('{reason}')")
+    assert page.locator(reason).input_value() == "opinion"

@@ -137,8 +137,16 @@
       }
     }, 0);
   }
+  // The server marks the proposal that asks for the focus (or a refused field) with
+  // autofocus, for the page loaded without JavaScript. After a swap htmx would honour
+  // it a moment later, when it settles, and pull the focus from wherever the reviewer
+  // has gone on typing: the attribute is taken off at once and the focus placed here.
+  function dropAutofocus() {
+    var marked = document.querySelectorAll("#review-queue [autofocus]");
+    for (var n = 0; n < marked.length; n++) marked[n].removeAttribute("autofocus");
+  }
   document.addEventListener("htmx:afterSwap", function (ev) {
-    if (ev.target.closest && ev.target.closest("#review-queue")) afterQueueSwap();
+    if (ev.target.closest && ev.target.closest("#review-queue")) { dropAutofocus(); afterQueueSwap(); }
   });
   document.addEventListener("htmx:oobAfterSwap", function (ev) {
     if (ev.target.closest && ev.target.closest("#review-queue")) afterQueueSwap();
