@@ -143,3 +143,38 @@ def test_the_admin_page_shows_progress_and_only_to_superusers(client):
     client.force_login(root)
     html = client.get("/admin/embeddings/").content.decode()
     assert embedders.WordLlamaEmbedder.name in html and "Facts" in html and "Messages" in html
+
+
+def test_the_background_thread_outlives_a_connection_that_fails_to_close(monkeypatch):
+    """A dropped database may make closing its connection raise as well; the thread goes
+    on embedding rather than ending until the process restarts."""
+    class Stop(BaseException):
+        pass
+
+    calls = []
+
+    def run_once():
+        calls.append(1)
+        if len(calls) == 3:
+            raise Stop
+        raise RuntimeError("the database went away")
+
+    closes = []
+
+    def close_fails():
+        # Every other close fails: the one after each batch.
+        closes.append(1)
+        if len(closes) % 2 == 0:
+            raise RuntimeError("the connection is gone")
+
+    ended = []
+    monkeypatch.setattr(worker, "run_once", run_once)
+    monkeypatch.setattr(worker, "close_old_connections", close_fails)
+    monkeypatch.setattr(worker, "IDLE_SECONDS", 0.01)
+    monkeypatch.setattr(threading, "excepthook", lambda args: ended.append(args.exc_type))
+    thread = threading.Thread(target=worker._loop)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(calls) == 3 and ended == [Stop]
+    assert worker.state.last_error == "the database went away"

@@ -89,6 +89,15 @@ def progress() -> list[dict]:
         return rows
 
 
+def _close_quietly():
+    # Closing a connection the database has dropped may raise too; it must not end
+    # the thread either, or embedding stops until the process restarts.
+    try:
+        close_old_connections()
+    except Exception as exc:
+        log.warning("closing the embedder's connection failed: %s", exc)
+
+
 def _loop():
     while True:
         try:
@@ -100,7 +109,7 @@ def _loop():
             state.last_error = str(exc)[:300]
             done = 0
         finally:
-            close_old_connections()
+            _close_quietly()
         if not done:
             _wake.wait(IDLE_SECONDS)
             _wake.clear()
