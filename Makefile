@@ -58,11 +58,13 @@ test: $(VENV)/.test-installed lint
 
 # ruff (ruff.toml) and the import contracts (.importlinter: the core imports no sub-app, no
 # cycle at any depth; tests/test_import_contracts.py checks the names import-linter cannot see),
-# and new commits' messages (tools/check_commits.py: a subject of at most 72 characters, a body).
+# new commits' messages (tools/check_commits.py: a subject of at most 72 characters, a body),
+# and the clients' copy of the message kinds and request limits (tools/client_rules.py --check).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_commits.py
+	$(BIN)/python tools/client_rules.py --check
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -29,7 +29,7 @@
 import type { ModelMessage } from "ai";
 
 import type { Memoryui } from "./client.js";
-import { settle, spacedJson } from "./formats.js";
+import { BATCH_MAX, settle, spacedJson } from "./formats.js";
 import { canonicalJson, sha256Hex } from "./sessions.js";
 import type { ActiveView, Message } from "./types.js";
 
@@ -331,8 +331,8 @@ export class StepPersister {
     if (!rows.length) return;
     this.used = true;
     const digest = await sha256Hex(canonicalJson([this.conversationId, this.run, where, rows]));
-    for (let start = 0; start < rows.length; start += 1000) {
-      await this.client.appendBatch(this.conversationId, rows.slice(start, start + 1000),
+    for (let start = 0; start < rows.length; start += BATCH_MAX) {
+      await this.client.appendBatch(this.conversationId, rows.slice(start, start + BATCH_MAX),
         { idempotencyKey: `ai-sdk-${digest.slice(0, 40)}-${start}` });
     }
   }

@@ -34,12 +34,12 @@ import type { SessionKey, SessionStore, SessionStoreEntry, SessionSummaryEntry }
 import { type ClientOptions, Memoryui } from "./client.js";
 import { encodeJson } from "./core.js";
 import { Conflict, NotFound } from "./errors.js";
+import { NAMESPACE_MAX } from "./formats.js";
 import { canonicalJson, CONFLICT_DEADLINE, ConflictBackoff, Locks, lostToAnotherWriter, sha256Hex, sleepSeconds }
   from "./sessions.js";
 import type { ImportAnswer, Source } from "./types.js";
 
 export const FORMAT = "claude-code";
-const NAMESPACE_MAX = 200;
 // Request bodies stay well under the server's limit (twice the message limit, 2 MiB by default).
 const BATCH_BYTES = 1_500_000;
 const BATCH_ENTRIES = 1000;
@@ -47,7 +47,7 @@ const BATCH_ENTRIES = 1000;
 /** The namespace of a project key: `prefix + projectKey`, or past 200 characters its first 183 and a hash. */
 export async function namespaceFor(projectKey: string, prefix = ""): Promise<string> {
   const name = prefix + projectKey;
-  return name.length <= NAMESPACE_MAX ? name : `${name.slice(0, 183)}-${(await sha256Hex(name)).slice(0, 16)}`;
+  return name.length <= NAMESPACE_MAX ? name : `${name.slice(0, NAMESPACE_MAX - 17)}-${(await sha256Hex(name)).slice(0, 16)}`;
 }
 
 function externalId(key: { sessionId: string; subpath?: string }): string {

@@ -36,7 +36,31 @@ export class NothingToSend extends Error {
   }
 }
 
+// BEGIN generated from conversations/message_schema.py by tools/client_rules.py, do not edit by hand
+export const CHAT_KINDS: readonly string[] = ["user", "assistant", "tool", "system"];
 export const JOURNAL_KINDS: readonly string[] = ["note", "thought", "heard", "said", "did", "woke"];
+export const KINDS: readonly string[] = [...CHAT_KINDS, ...JOURNAL_KINDS];
+/** The fields a message of each kind must carry, and those it may (an assistant message
+ * needs `content` or `tool_calls`); any other field is refused. */
+export const KIND_FIELDS: Readonly<Record<string, { required: readonly string[]; optional: readonly string[] }>> = {
+  user: { required: ["content"], optional: ["meta"] },
+  assistant: { required: [], optional: ["meta", "content", "tool_calls"] },
+  tool: { required: ["tool_call_id", "content"], optional: ["meta", "name", "is_error"] },
+  system: { required: ["content"], optional: ["meta"] },
+  note: { required: ["text"], optional: ["meta"] },
+  thought: { required: ["text"], optional: ["meta"] },
+  heard: { required: ["text"], optional: ["meta"] },
+  said: { required: ["text"], optional: ["meta"] },
+  did: { required: ["text"], optional: ["meta"] },
+  woke: { required: ["text"], optional: ["meta"] },
+};
+/** Messages in one append. */
+export const BATCH_MAX = 1000;
+/** Items in one batch of a session. */
+export const SESSION_ITEMS_MAX = 1000;
+/** Characters of a conversation's namespace. */
+export const NAMESPACE_MAX = 200;
+// END of the generated block
 export const NO_RESULT = "(no result was recorded for this call)";
 export const CONTINUED = "(continued)";
 

@@ -29,12 +29,12 @@ import type { AgentInputItem, Session } from "@openai/agents";
 
 import { type ClientOptions, Memoryui } from "./client.js";
 import { encodeJson } from "./core.js";
+import { SESSION_ITEMS_MAX } from "./formats.js";
 import { canonicalJson, CONFLICT_DEADLINE, ConflictBackoff, Locks, lostToAnotherWriter, sha256Hex, sleepSeconds }
   from "./sessions.js";
 import type { Stream } from "./types.js";
 
 export const FORMAT = "openai-responses";
-const BATCH = 1000;
 
 export interface MemoryuiSessionOptions extends ClientOptions {
   url?: string;
@@ -93,7 +93,9 @@ export class MemoryuiSession implements Session {
     if (!items.length) return;
     const plain = JSON.parse(encodeJson(items, "items")) as AgentInputItem[]; // Unencodable before sending
     await this.lock.run("session", async () => {
-      for (let start = 0; start < plain.length; start += BATCH) await this.append(plain.slice(start, start + BATCH));
+      for (let start = 0; start < plain.length; start += SESSION_ITEMS_MAX) {
+        await this.append(plain.slice(start, start + SESSION_ITEMS_MAX));
+      }
     });
   }
 

@@ -68,7 +68,28 @@ class NothingToSend(ValueError):
 NOTHING = ("the active view holds nothing a model could be sent (no message and no summary; journal rows are "
            "left out unless asked for)")
 
+# BEGIN generated from conversations/message_schema.py by tools/client_rules.py, do not edit by hand
+CHAT_KINDS = ("user", "assistant", "tool", "system")
 JOURNAL_KINDS = ("note", "thought", "heard", "said", "did", "woke")
+KINDS = CHAT_KINDS + JOURNAL_KINDS
+# The fields a message of each kind must carry, and those it may (an assistant message
+# needs `content` or `tool_calls`); any other field is refused.
+KIND_FIELDS = {
+    "user": {"required": ("content",), "optional": ("meta",)},
+    "assistant": {"required": (), "optional": ("meta", "content", "tool_calls")},
+    "tool": {"required": ("tool_call_id", "content"), "optional": ("meta", "name", "is_error")},
+    "system": {"required": ("content",), "optional": ("meta",)},
+    "note": {"required": ("text",), "optional": ("meta",)},
+    "thought": {"required": ("text",), "optional": ("meta",)},
+    "heard": {"required": ("text",), "optional": ("meta",)},
+    "said": {"required": ("text",), "optional": ("meta",)},
+    "did": {"required": ("text",), "optional": ("meta",)},
+    "woke": {"required": ("text",), "optional": ("meta",)},
+}
+BATCH_MAX = 1000  # messages in one append
+SESSION_ITEMS_MAX = 1000  # items in one batch of a session
+NAMESPACE_MAX = 200  # characters of a conversation's namespace
+# END of the generated block
 JOURNAL_MODES = ("drop", "text")
 NO_RESULT = "(no result was recorded for this call)"
 CONTINUED = "(continued)"

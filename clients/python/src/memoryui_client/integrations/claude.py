@@ -44,11 +44,11 @@ from claude_agent_sdk import SessionStore, fold_session_summary
 
 from .._core import Call, Retries, encode_json
 from ..errors import Conflict, NotFound
+from ..formats import NAMESPACE_MAX
 from ._loop import CONFLICT_DEADLINE, ConflictBackoff, LoopBoundClient
 
 __all__ = ["MemoryuiSessionStore", "namespace_for"]
 
-NAMESPACE_MAX = 200
 # Request bodies stay well under the server's limit (twice the message limit, 2 MiB by default).
 BATCH_BYTES = 1_500_000
 BATCH_ENTRIES = 1000
@@ -62,7 +62,8 @@ def namespace_for(project_key: str, prefix: str = "") -> str:
     name = prefix + project_key
     if len(name) <= NAMESPACE_MAX:
         return name
-    return name[:183] + "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    # 183 characters, a hyphen and 16 hex digits: 200 again.
+    return name[:NAMESPACE_MAX - 17] + "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _external_id(key) -> str:

@@ -35,6 +35,7 @@ from pydantic import Field
 from .. import _core
 from ..client import EVERY_PROJECT, PROJECT_HEADER, AsyncMemoryui
 from ..errors import MemoryuiError
+from ..formats import BATCH_MAX, JOURNAL_KINDS
 
 __all__ = ["build_server", "main"]
 
@@ -53,7 +54,7 @@ MESSAGE_SHAPES = (
     "assistant {kind, content, tool_calls?: [{id, name, arguments}]}; "
     "tool {kind, tool_call_id, name?, content, is_error?}; "
     "system {kind, content}; "
-    "journal kinds note, thought, heard, said, did, woke {kind, text}. "
+    f"journal kinds {', '.join(JOURNAL_KINDS)} {{kind, text}}. "
     "Any message may carry `meta` (an object: model, token usage, …). "
     "Never send positions: the store assigns them."
 )
@@ -198,7 +199,8 @@ def _conversation_writes(server: MCPServer, mui, call) -> None:
     @server.tool(title="Append messages")
     async def append_messages(
         conversation_id: ConversationId,
-        messages: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1000, description=MESSAGE_SHAPES)],
+        messages: Annotated[list[dict[str, Any]],
+                            Field(min_length=1, max_length=BATCH_MAX, description=MESSAGE_SHAPES)],
         expected_position: Annotated[int | None, Field(ge=0, description="Append only if the first message "
                                                                          "would land at this position "
                                                                          "(another writer came first: "

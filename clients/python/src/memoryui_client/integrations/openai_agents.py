@@ -44,12 +44,12 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 
 from .._core import Call, Retries, encode_json
 from ..errors import Conflict
+from ..formats import SESSION_ITEMS_MAX
 from ._loop import CONFLICT_DEADLINE, ConflictBackoff, LoopBoundClient
 
 __all__ = ["MemoryuiSession"]
 
 FORMAT = "openai-responses"
-BATCH = 1000
 
 
 class MemoryuiSession(LoopBoundClient):
@@ -116,8 +116,8 @@ class MemoryuiSession(LoopBoundClient):
         encode_json(items, where="items")  # Unencodable (naming the item) before anything is sent
         self._http()
         async with self._lock:
-            for start in range(0, len(items), BATCH):
-                await self._append(items[start:start + BATCH])
+            for start in range(0, len(items), SESSION_ITEMS_MAX):
+                await self._append(items[start:start + SESSION_ITEMS_MAX])
 
     async def _append(self, items: list) -> None:
         backoff = ConflictBackoff(self.conflict_deadline)
