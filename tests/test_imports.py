@@ -321,3 +321,23 @@ def test_deleting_the_conversation_removes_its_source_and_entries(imported):
     assert not ImportSource.objects.exists()
     assert not SourceEntry.objects.filter(conversation_id=main.pk).exists()
     assert entry_streams.load_entries(format="claude-code", namespace="proj", external_id=SESSION) is None
+
+
+def test_a_claude_code_session_keeps_the_first_folder_it_names_by_either_door():
+    """The whole file and the SessionStore batches name one session's folder alike: the first
+    `cwd` that is not blank, trimmed, cut to 500 characters."""
+    far = "/srv/" + "x" * 600
+
+    def entries(session):
+        cwds = ["   ", f"  {far}  ", "/elsewhere"]
+        return [{"type": "user", "uuid": f"{session}-{i}", "parentUuid": f"{session}-{i - 1}" if i else None,
+                 "sessionId": session, "cwd": cwd, "timestamp": f"2026-01-01T00:00:0{i}Z",
+                 "message": {"role": "user", "content": f"turn {i}"}} for i, cwd in enumerate(cwds)]
+
+    whole = importer.import_text("\n".join(json.dumps(e) for e in entries("s-file")) + "\n",
+                                 format="claude-code", namespace="folders")
+    batch = entry_appends.append_entries(format="claude-code", namespace="folders", external_id="s-batch",
+                                         entries=entries("s-batch"))
+    for result in (whole, batch):
+        meta = Conversation.objects.get(pk=result.conversation_id).meta["claude_code"]
+        assert meta["cwd"] == far[:500]

@@ -22,6 +22,18 @@ from .base import (
 from .claude_code_tree import Trail
 
 LINKED = {"user", "assistant", "system", "progress", "attachment"}
+FOLDER_MAX = 500
+
+
+def working_folder(entry) -> str | None:
+    """The project folder a Claude Code entry ran in: its `cwd` trimmed and storable, at most
+    FOLDER_MAX characters, or None when it names none. A session's folder is the first one
+    its entries name (the list names the session's namespace by it), whether the session
+    came as a whole file (the placer) or in SessionStore batches (imports.entry_appends)."""
+    cwd = entry.get("cwd") if isinstance(entry, dict) else None
+    if not isinstance(cwd, str) or not cwd.strip():
+        return None
+    return clean_text(cwd.strip())[:FOLDER_MAX]
 
 
 METADATA = {
@@ -198,9 +210,9 @@ class Placer:
     def _note_session(self, obj: dict) -> None:
         """The session ids an entry names, and the project folder it ran in (the list names the
         session's namespace by that folder), on the main conversation."""
-        session, cwd = obj.get("sessionId"), obj.get("cwd")
+        session, folder = obj.get("sessionId"), working_folder(obj)
         new_session = isinstance(session, str) and session and session not in self.session_ids
-        if not new_session and not (isinstance(cwd, str) and cwd.strip()):
+        if not new_session and folder is None:
             return
         ids = self._main().meta.setdefault("claude_code", {})
         if new_session:
@@ -208,8 +220,8 @@ class Placer:
             ids.setdefault("session_id", session)
             if len(self.session_ids) > 1:
                 ids["session_ids"] = list(self.session_ids)
-        if isinstance(cwd, str) and cwd.strip() and "cwd" not in ids:
-            ids["cwd"] = (clean_text(cwd.strip()) or "")[:500]
+        if folder is not None and "cwd" not in ids:
+            ids["cwd"] = folder
 
     def place(self, entry: Entry, obj, *, main_line: bool | None = None) -> None:
         """Place one entry. `main_line` (whole-file parse only) says it is on the main chain."""

@@ -13,6 +13,7 @@ from conversations.formats.base import (
     dumps,
     storable,
 )
+from conversations.formats.claude_code_placer import working_folder
 from conversations.frameworks import store as frameworks_store
 from conversations.frameworks.models import SessionSummary
 from conversations.models import Conversation
@@ -140,10 +141,9 @@ def _expect_entries(expected: int | None, stored: int) -> None:
 
 
 def _folder(entries: list) -> dict:
-    """The project folder the session ran in (its entries' `cwd`), to name its namespace by."""
-    cwd = next((e["cwd"] for e in entries if isinstance(e, dict) and isinstance(e.get("cwd"), str)
-                and e["cwd"].strip()), None)
-    return {"cwd": storable(cwd.strip())[:500]} if cwd else {}
+    """The project folder the session ran in (the first its entries name), to name its namespace by."""
+    folder = next(filter(None, map(working_folder, entries)), None)
+    return {"cwd": folder} if folder is not None else {}
 
 
 def _placeholder_title(session: str, subpath: str) -> str:
