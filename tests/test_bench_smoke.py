@@ -68,3 +68,30 @@ def test_it_merges_one_workload_into_the_committed_results(tmp_path):
     table = [line for line in report.splitlines() if line.startswith("| ")]
     assert table == [line for line in (ROOT / "docs" / "BENCHMARKS.md").read_text().splitlines()
                      if line.startswith("| ")]
+
+
+def test_the_summary_on_top_counts_each_workloads_targets():
+    """BENCHMARKS.md opens with one line per workload: the targets it met out of those it
+    set, and the names of the ones it missed, without their parenthesised detail."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import run
+
+    def row(metric, passed):
+        return {"metric": metric, "passed": passed}
+
+    results = [
+        {"workload": "1 append", "rows": [row("appends/s", True), row("latency @100", None)]},
+        {"workload": "2 bytes on disk", "rows": [row("bytes at 1,000 (text 564 B)", False),
+                                                 row("bytes at 10,000 (text 562 B)", False)]},
+        {"workload": "3 load history", "rows": [row("load", None)]},
+        {"workload": "8 HTTP append", "rows": [row(f"case {n}", n % 2 == 0) for n in range(9)]},
+    ]
+    lines = run.summary(results)
+    assert lines[2] == "| 1 | append | 1 of 1 | — |"
+    assert lines[3] == "| 2 | bytes on disk | 0 of 2 | bytes at 1,000; bytes at 10,000 |"
+    assert lines[4] == "| 3 | load history | no target | — |"
+    assert lines[5] == "| 8 | HTTP append | 5 of 9 | case 1; case 3; case 5; and 1 more |"
+    assert lines[-1] == "| | every workload | 6 of 12 | |"
+    # The committed page carries it above the full table.
+    page = (ROOT / "docs" / "BENCHMARKS.md").read_text()
+    assert page.index("| # | workload | targets met | missed |") < page.index("| # | what | memoryui |")
