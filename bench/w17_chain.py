@@ -11,7 +11,7 @@ At full size, on PostgreSQL (when `psql -d postgres` answers), the same comparis
 a process of its own, on a throwaway database.
 
 Verification: one conversation of M messages (1,000,000 at full size, written in
-batches of 1,000 through `append_messages`) walked by `proof.verify_conversation`
+batches of 1,000 through `append_messages`) walked by `chain_verify.verify_conversation`
 (every commitment recomputed, every link checked), against a plain scan of the same
 rows through the same statements without hashing (the "raw" column here).
 """
@@ -125,7 +125,7 @@ def main(argv=None):
     reps = args.reps or (1 if args.quick else 3)
     started = time.perf_counter()
     common.setup_django(args.workdir / "memoryui.sqlite3")
-    from conversations import chain, proof, store
+    from conversations import chain, chain_verify, store
     from conversations.models import Conversation
 
     rate = append_rates(store, chain, rounds=max(reps, n // ROUND))
@@ -139,15 +139,15 @@ def main(argv=None):
 
     def verify():
         t0 = time.perf_counter()
-        state = proof.verify_conversation(conversation)
+        state = chain_verify.verify_conversation(conversation)
         assert state.state == "verified" and state.messages == m, state
         return time.perf_counter() - t0
 
     def scan():
         t0 = time.perf_counter()
-        rows = sum(1 for _ in proof._paged(
-            f"SELECT position, kind, content, created_at, salt, commitment, chain_hash FROM {proof._MSG} "
-            "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s", [proof._db_id(big)], 0))
+        rows = sum(1 for _ in chain_verify._paged(
+            f"SELECT position, kind, content, created_at, salt, commitment, chain_hash FROM {chain_verify._MSG} "
+            "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s", [chain_verify._db_id(big)], 0))
         assert rows == m
         return time.perf_counter() - t0
 

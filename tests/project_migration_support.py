@@ -337,7 +337,7 @@ def _the_old_key(made: dict) -> dict:
 
 
 def _verify() -> dict:
-    from conversations.proof import verify_all
+    from conversations.chain_verify import verify_all
 
     document = verify_all().as_dict()
     rows = {name: sum(c[name] for c in document["conversations"]) for name in ("messages", "checkpoints", "ledger")}

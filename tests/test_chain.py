@@ -1,4 +1,4 @@
-"""The record's hash chains (conversations/chain.py, proof.py): the canonical encoding as the
+"""The record's hash chains (conversations/chain.py, chain_verify.py): the canonical encoding as the
 README documents it, every write door sealing its rows in the write transaction, forks
 carrying the parent's chain hash, and `manage.py verify_log` in words and JSON."""
 
@@ -14,7 +14,7 @@ from django.apps import apps as global_apps
 from django.core.management import call_command
 from django.db import connection, connections, transaction
 
-from conversations import chain, proof, store
+from conversations import chain, chain_verify, store
 from conversations.formats.base import Row
 from conversations.imports import store as import_store
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
@@ -100,7 +100,7 @@ def test_every_write_door_seals_its_rows_and_the_whole_record_verifies():
     assert [r[0] for r in rows] == [0, 1, 2]
     assert all(len(bytes(s)) == 16 and len(bytes(c)) == 32 and len(bytes(h)) == 32 for _p, s, c, h in rows)
     assert len({bytes(s) for _p, s, _c, _h in rows}) == 3
-    report = proof.verify_all()
+    report = chain_verify.verify_all()
     assert report.ok, report.as_dict()
     states = {s.conversation_id: s for s in report.conversations}
     assert states[str(conv.pk)].messages == 3 and states[str(conv.pk)].checkpoints == 1
@@ -121,7 +121,7 @@ def test_a_fork_records_and_carries_the_parents_chain_hash_at_the_fork_position(
     assert bytes(child.forked_from_chain_hash) == bytes(parent_rows[2][3])
     assert child_rows[:3] == parent_rows[:3]
     assert bytes(child_rows[3][3]) != bytes(parent_rows[3][3])
-    report = proof.verify_all()
+    report = chain_verify.verify_all()
     assert report.ok, report.as_dict()
     assert {s.conversation_id: s.checkpoints for s in report.conversations}[str(child.pk)] == 1
 
@@ -188,9 +188,9 @@ def test_rows_written_before_the_chain_are_sealed_by_the_migration():
         for t in (table, Checkpoint._meta.db_table, AuditEvent._meta.db_table):
             cursor.execute(f"UPDATE {t} SET salt = NULL, commitment = NULL, chain_hash = NULL")
     migration._triggers(editor, enable=True)
-    assert not proof.verify_all().ok
+    assert not chain_verify.verify_all().ok
     migration.chain_existing_rows(global_apps, editor)
-    assert proof.verify_all().ok
+    assert chain_verify.verify_all().ok
     with pytest.raises(Exception, match="append-only"):
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {table} SET salt = NULL")
@@ -225,5 +225,5 @@ def test_an_append_that_waited_for_another_writer_chains_after_its_row(transacti
         wait_until(blocked, timeout=30, message="the second writer never waited for the row lock")
     thread.join(timeout=30)
     assert not thread.is_alive() and waited.get("position") == 2
-    state = proof.verify_conversation(Conversation.objects.get(pk=conv.pk))
+    state = chain_verify.verify_conversation(Conversation.objects.get(pk=conv.pk))
     assert (state.state, state.messages) == ("verified", 3), state

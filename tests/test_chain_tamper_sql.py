@@ -6,7 +6,7 @@ each test's transaction rolls back)."""
 import pytest
 from django.db import connection
 
-from conversations import proof, store
+from conversations import chain_verify, store
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from conversations.retention import erasure, pruning
 from conversations.retention.models import ErasedRow
@@ -55,9 +55,9 @@ def conv():
     return c
 
 
-def verdict(c) -> proof.ChainState:
+def verdict(c) -> chain_verify.ChainState:
     c.refresh_from_db()
-    return proof.verify_conversation(c)
+    return chain_verify.verify_conversation(c)
 
 
 def test_untouched_it_verifies(conv):
@@ -143,14 +143,14 @@ def test_a_rewritten_audit_event_is_caught_at_its_id(conv):
     event = AuditEvent.objects.filter(action="conversation.checkpointed").order_by("id").first() or \
         store.record_audit(actor="user:a", action="x.y", target_id="1", detail={"n": 1})
     store.record_audit(actor="user:a", action="later", detail={"n": 2})
-    assert proof.verify_audit().ok
+    assert chain_verify.verify_audit().ok
     sql(f"UPDATE {AUDIT} SET actor = %s WHERE id = %s", ["user:someone-else", event.pk])
-    audit = proof.verify_audit()
+    audit = chain_verify.verify_audit()
     assert (audit.ok, audit.broken_at) == (False, event.pk)
     sql(f"UPDATE {AUDIT} SET actor = %s WHERE id = %s", [event.actor, event.pk])
-    assert proof.verify_audit().ok
+    assert chain_verify.verify_audit().ok
     sql(f"DELETE FROM {AUDIT} WHERE id = %s", [event.pk])
-    assert not proof.verify_audit().ok
+    assert not chain_verify.verify_audit().ok
 
 
 def test_a_fork_whose_prefix_was_rewritten_is_caught_at_the_fork_point():
@@ -178,9 +178,9 @@ def test_erasure_keeps_a_chain_that_verifies_as_erased_with_its_receipt():
     store.append_messages(conversation_id=gone.pk, messages=[{"kind": "user", "content": f"secret {i}"}
                                                              for i in range(4)])
     store.checkpoint_at(conversation_id=gone.pk, position=2, summary="secret fold")
-    heads_before = proof.verify_conversation(Conversation.objects.get(pk=gone.pk))
+    heads_before = chain_verify.verify_conversation(Conversation.objects.get(pk=gone.pk))
     receipt = erasure.execute_deletion(subject="ann@example.com", actor="user:boss")
-    report = proof.verify_all()
+    report = chain_verify.verify_all()
     assert report.ok, report.as_dict()
     [state] = report.erased
     assert (state.conversation_id, state.receipt_id, state.state) == (str(gone.pk), str(receipt.pk), "erased")
@@ -196,7 +196,7 @@ def test_erasure_keeps_a_chain_that_verifies_as_erased_with_its_receipt():
     drop_triggers()
     sql(f"UPDATE {ERASED} SET commitment = %s WHERE receipt_id = %s AND record_type = 'message' AND position = 2",
         [b"\x00" * 32, ErasedRow._meta.get_field("receipt_id").get_db_prep_value(receipt.pk, connection)])
-    [state] = proof.verify_erased()
+    [state] = chain_verify.verify_erased()
     assert (state.state, state.broken_at) == ("tampered", 2)
 
 
@@ -204,7 +204,7 @@ def test_a_pruned_conversations_final_head_goes_into_the_audit_chain_first():
     old = store.create_conversation(title="old")
     store.append_messages(conversation_id=old.pk, messages=[{"kind": "user", "content": "x"}] * 3)
     age(old, 400)
-    head = proof.verify_conversation(Conversation.objects.get(pk=old.pk)).head
+    head = chain_verify.verify_conversation(Conversation.objects.get(pk=old.pk)).head
     result = pruning.prune_older_than(days=30, actor="user:boss")
     assert result.conversations == 1
     event = AuditEvent.objects.get(action="conversation.heads")
@@ -213,7 +213,7 @@ def test_a_pruned_conversations_final_head_goes_into_the_audit_chain_first():
                                         "checkpoint_chain_hash": None}
     finished = AuditEvent.objects.get(action="prune.finished")
     assert event.pk < finished.pk
-    assert proof.verify_all().ok
+    assert chain_verify.verify_all().ok
 
 
 def test_the_verification_page_shows_tampered_and_erased_conversations(client):
@@ -250,7 +250,7 @@ def test_ledger_rows_are_chained_copied_into_forks_and_an_edit_is_caught():
     ledger.record_snapshot(conversation_id=c.pk, position=2, repo="/r", commit="a" * 40)
     ledger.set_state(conversation_id=c.pk, state={"step": 2}, expected_version=1)
     child = store.fork_conversation(conversation_id=c.pk, position=2)
-    report = proof.verify_all()
+    report = chain_verify.verify_all()
     assert report.ok, report.as_dict()
     states = {s.conversation_id: s for s in report.conversations}
     assert states[str(c.pk)].ledger == 5 and states[str(child.pk)].ledger == 5

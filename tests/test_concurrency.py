@@ -6,7 +6,7 @@ import queue
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from conversations import proof, reads, store
+from conversations import chain_verify, reads, store
 from conversations.models import Checkpoint, Conversation, Message
 
 from .workers import append_many
@@ -55,7 +55,7 @@ def test_concurrent_writers_get_every_position_exactly_once(transactional_db):
         steps = [int(i.message.text.rsplit(" ", 1)[1]) for i in page.items if i.message.text.startswith(f"writer {w} ")]
         assert steps == list(range(APPENDS_EACH))
     # Every writer read the previous row's chain hash in its own transaction: one unbroken chain.
-    state = proof.verify_conversation(conversation)
+    state = chain_verify.verify_conversation(conversation)
     assert (state.state, state.messages) == ("verified", total), state
 
 

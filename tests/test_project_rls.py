@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 from psycopg import errors, sql
 
-from conversations import proof
+from conversations import chain_verify
 from conversations.migration_sql import OUTSIDE_ROW_LEVEL_SECURITY
 from conversations.project_store import create_project
 from conversations.roles import assign_role
@@ -257,7 +257,7 @@ def test_the_application_works_as_a_role_the_policies_apply_to(client):
         assert 'audit log: <span class="status status-verified">' in verification
 
     # Every chain the application wrote under the policies verifies, the audit log's included.
-    report = proof.verify_all()
+    report = chain_verify.verify_all()
     assert report.ok, (report.audit.reason, [s.describe() for s in report.tampered])
 
 

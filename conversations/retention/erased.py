@@ -1,4 +1,4 @@
-"""What deletions keep of the chains they end (conversations/chain.py, proof.py).
+"""What deletions keep of the chains they end (conversations/chain.py, chain_verify.py).
 
 - `record_heads`: before a prune or a deletion request deletes a conversation's rows,
   its final chain heads (the last message's and the last checkpoint's chain hash)
@@ -14,8 +14,8 @@ the conversations are marked `deleting`, so no append changes them meanwhile.
 from django.db import connection, transaction
 
 from conversations import projects, store
+from conversations.chain_verify import chained_tables
 from conversations.models import Checkpoint, Conversation, Message
-from conversations.proof import chained_tables
 
 from .lease import in_turn
 from .models import ErasedRow

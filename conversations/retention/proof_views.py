@@ -6,7 +6,7 @@ the audit log's last events; `manage.py verify_log` checks everything (the page 
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from conversations.proof import ERASED, TAMPERED, UNCHECKED, audit_events_seen, verify_all
+from conversations.chain_verify import ERASED, TAMPERED, UNCHECKED, audit_events_seen, verify_all
 from conversations.roles import admin_required
 
 PAGE_CONVERSATIONS = 100

@@ -4,9 +4,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from conversations.chain_verify import ERASED, TAMPERED, verify_all
 from conversations.errors import NotFound
 from conversations.models import parse_conversation_id
-from conversations.proof import ERASED, TAMPERED, verify_all
 
 
 class Command(BaseCommand):
