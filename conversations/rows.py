@@ -230,3 +230,17 @@ def add_checkpoint(*, conversation_id, message_position: int, summary: str, crea
               "created_by": str(created_by)[:200]}
     return Checkpoint.objects.create(conversation_id=conversation_id, **values,
                                      **sealed(Checkpoint, "checkpoint", conversation_id, values))
+
+
+def set_search_vectors(*, conversation_id, first: int, last: int) -> int:
+    """PostgreSQL: fill the `search_tsv` of rows first..last of a conversation where it is still
+    NULL (a fork's rows borrowed from a source that is about to be deleted), in the caller's
+    transaction; returns how many rows. The column and `search_message_tsvector` are the search
+    app's (its migrations 0003 and 0004); the message table's append-only guard allows this
+    one UPDATE, NULL to the row's own words, and refuses every other, so it is written once,
+    here. SQLite keeps these words in the search app's own tables."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {_message_table} SET search_tsv = search_message_tsvector(content) "
+                       "WHERE conversation_id = %s AND position BETWEEN %s AND %s AND search_tsv IS NULL",
+                       [_db_uuid(conversation_id), first, last])
+        return cursor.rowcount

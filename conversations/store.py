@@ -8,8 +8,9 @@ transaction (`transaction.atomic()`; the SQLite append hot path issues its own
 BEGIN IMMEDIATE … COMMIT), returns model instances, and raises the domain errors
 of `conversations.errors`. The database backs the rules up (migration 0002): a
 message row can be inserted, never updated, and deleted only with its whole
-conversation, by the one deletion path (`retention.pruning.delete_conversations_in_batches`,
-which age-based pruning and deletion requests both run). Transactions and locks:
+conversation, by the one deletion path (`deletion.py`, run by
+`retention.pruning.delete_conversations_in_batches`, which age-based pruning and deletion
+requests both run). Transactions and locks:
 conversations/db.py.
 """
 

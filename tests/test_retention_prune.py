@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from conversations import store
+from conversations import deletion, store
 from conversations.errors import InvalidInput
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
 from conversations.retention import pruning
@@ -102,7 +102,7 @@ def test_it_reports_progress_per_batch():
 def test_a_prune_killed_halfway_leaves_a_consistent_database_and_the_next_run_finishes(monkeypatch):
     victims = [conversation(title=f"old {i}", messages=20, age_days=100) for i in range(2)]
     survivor = conversation(title="new", messages=3)
-    real = pruning._delete_batch
+    real = deletion.delete_rows
     calls = {"n": 0}
 
     def dies_after_three_batches(model, *args, **kwargs):
@@ -112,10 +112,10 @@ def test_a_prune_killed_halfway_leaves_a_consistent_database_and_the_next_run_fi
                 raise KeyboardInterrupt("killed")
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(pruning, "_delete_batch", dies_after_three_batches)
+    monkeypatch.setattr(deletion, "delete_rows", dies_after_three_batches)
     with pytest.raises(KeyboardInterrupt):
         pruning.prune_older_than(days=90, batch_size=5)
-    monkeypatch.setattr(pruning, "_delete_batch", real)
+    monkeypatch.setattr(deletion, "delete_rows", real)
 
     # Half done: the victims are hidden, some of their rows are gone, nothing else changed.
     assert Message.objects.filter(conversation_id__in=[v.pk for v in victims]).count() == 40 - 15

@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations import idempotency, projects, store
+from conversations import deletion, idempotency, projects, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message, Project
 from conversations.owned import owned_tables
@@ -155,10 +155,6 @@ def _chunks(items: list, size: int = ID_CHUNK):
         yield items[start:start + size]
 
 
-def _db_ids(ids) -> list:
-    return [Conversation._meta.pk.get_db_prep_value(i, connection) for i in ids]
-
-
 def _count_rows(ids: list) -> tuple[int, int]:
     messages = checkpoints = 0
     for chunk in _chunks(ids):
@@ -173,7 +169,7 @@ def _estimate_bytes(ids: list) -> int:
     with connection.cursor() as cursor:
         for chunk in _chunks(ids):
             marks = ", ".join(["%s"] * len(chunk))
-            params = _db_ids(chunk)
+            params = deletion.db_ids(chunk)
             cursor.execute(
                 f"SELECT COUNT(*), COALESCE(SUM({octets.format('content')}), 0) FROM {Message._meta.db_table} "
                 f"WHERE conversation_id IN ({marks})", params)
@@ -192,10 +188,7 @@ def _mark_victims(ids: list, cutoff: datetime) -> None:
     appended (or a person pinned) since the candidates were read."""
     search_lineage.adopt_ahead(ids, run=in_turn)  # forks' copies indexed a batch at a time, first
     for chunk in _chunks(ids):
-        with transaction.atomic():
-            Conversation.objects.filter(
-                pk__in=chunk, received_at__lt=cutoff, pinned=False, deleting=False
-            ).update(deleting=True)
+        deletion.mark_expired(chunk, received_before=cutoff)
 
 
 def mark_deleting(ids: list) -> None:
@@ -203,49 +196,7 @@ def mark_deleting(ids: list) -> None:
     button): from here on every read hides them and appends to them are refused."""
     search_lineage.adopt_ahead(ids, run=in_turn)  # forks' copies indexed a batch at a time, first
     for chunk in _chunks(ids):
-        def mark(chunk=chunk):
-            with transaction.atomic():
-                Conversation.objects.filter(pk__in=chunk).update(deleting=True)
-
-        in_turn(mark)
-
-
-def _key_columns(model) -> str:
-    pk = model._meta.pk
-    fields = getattr(pk, "fields", None) or [pk]
-    return ", ".join(f.column for f in fields)
-
-
-def _delete_batch(model, ids: list, limit: int, timing: list | None = None) -> int:
-    """Delete up to `limit` rows of `model` belonging to the marked conversations `ids`, in
-    one transaction; appends to `timing` how long it held the write lock: the delete and
-    its COMMIT (not the wait for the lock). The COMMIT can be most of it: with
-    secure_delete and FTS5's secure-delete it writes every page the delete touched."""
-    table = model._meta.db_table
-    marks = ", ".join(["%s"] * len(ids))
-    key = _key_columns(model)
-    with transaction.atomic():
-        started = time.monotonic()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} "
-                f"WHERE conversation_id IN ({marks}) LIMIT %s)",
-                [*_db_ids(ids), limit],
-            )
-            deleted = cursor.rowcount
-    if timing is not None:
-        timing.append(time.monotonic() - started)
-    return deleted
-
-
-def _delete_conversation_rows(ids: list) -> int:
-    marks = ", ".join(["%s"] * len(ids))
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"DELETE FROM {Conversation._meta.db_table} WHERE id IN ({marks}) AND deleting", _db_ids(ids)
-            )
-            return cursor.rowcount
+        in_turn(lambda chunk=chunk: deletion.mark_deleting(chunk))
 
 
 @dataclass
@@ -258,7 +209,8 @@ class BatchDeletion:
     owned: dict = field(default_factory=dict)
 
     def finish(self) -> int:
-        return sum(in_turn(lambda chunk=chunk: _delete_conversation_rows(chunk)) for chunk in _chunks(self.ids))
+        return sum(in_turn(lambda chunk=chunk: deletion.delete_marked_conversations(chunk))
+                   for chunk in _chunks(self.ids))
 
 
 def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callable[[], None] | None = None,
@@ -277,7 +229,7 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
         for name, model in models:
             while True:
                 limit, timing = size, []
-                n = in_turn(lambda m=model, c=chunk, n=limit, t=timing: _delete_batch(m, c, n, t))
+                n = in_turn(lambda m=model, c=chunk, n=limit, t=timing: deletion.delete_rows(m, c, limit=n, timing=t))
                 took = timing[-1] if timing else 0.0
                 if n == limit:
                     if took > BATCH_SECONDS:

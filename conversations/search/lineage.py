@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from conversations.models import Conversation, Message
+from conversations.rows import set_search_vectors
 
 from . import meaning_queue
 from .models import POSITION_SPAN, BorrowedRows, ConversationKey
@@ -165,19 +166,17 @@ def _adopt_step(source: uuid.UUID, going: set, batch: int) -> int | None:
 
 def _index_rows(conversation_id, first: int, last: int) -> None:
     """Give rows first..last of `conversation_id` their own index entries (they had none)."""
-    cid = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            span = POSITION_SPAN
-            rows = (f"FROM {_MSG} m JOIN {_KEY} k ON k.conversation_id = m.conversation_id "
-                    f"WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s AND m.position < {span}")
+    if connection.vendor == "sqlite":
+        cid = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
+        span = POSITION_SPAN
+        rows = (f"FROM {_MSG} m JOIN {_KEY} k ON k.conversation_id = m.conversation_id "
+                f"WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s AND m.position < {span}")
+        with connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {_FTS}(rowid, body) SELECT k.seq * {span} + m.position, "
                            f"{_initial.sqlite_text('m.content')} {rows}", [cid, first, last])
             cursor.execute(f"INSERT INTO {_DATES}(created_at, id) SELECT m.created_at, k.seq * {span} + m.position "
                            f"{rows}", [cid, first, last])
-        else:
-            cursor.execute(f"UPDATE {_MSG} SET search_tsv = search_message_tsvector(content) "
-                           "WHERE conversation_id = %s AND position BETWEEN %s AND %s AND search_tsv IS NULL",
-                           [cid, first, last])
+    else:  # the words go in the core's message table, through the core's one statement for them
+        set_search_vectors(conversation_id=conversation_id, first=first, last=last)
     # Their vectors were the source's too: queued for the background embedder (migration 0007).
     meaning_queue.enqueue_rows(conversation_id, first, last)
