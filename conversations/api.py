@@ -52,6 +52,7 @@ from .api_schemas import (
     message_schema,
 )
 from .apiauth import actor_of, scope
+from .conversation_json import conversation_fields, lineage
 from .errors import InvalidInput
 from .export import export_stream
 from .http import absolute_url, json_response
@@ -69,23 +70,13 @@ def _conversation_path(conversation_id) -> str:
     return f"/api/v1/conversations/{conversation_id}"
 
 
+# What a list of conversations says of each (ConversationSummary).
+SUMMARY = ("id", "title", "subject", "created_at", "last_activity_at", "received_at", "message_count", "pinned",
+           "namespace", "external_id", "parent_id", "forked_from_position", "parent_relation")
+
+
 def conversation_summary(c: Conversation, request) -> dict:
-    return {
-        "id": str(c.pk),
-        "title": c.title,
-        "subject": c.subject,
-        "created_at": _iso(c.created_at),
-        "last_activity_at": _iso(c.last_activity_at),
-        "received_at": _iso(c.received_at),
-        "message_count": c.next_position,
-        "pinned": c.pinned,
-        "namespace": c.namespace,
-        "external_id": c.external_id,
-        "parent_id": str(c.parent_id) if c.parent_id else None,
-        "forked_from_position": c.forked_from_position,
-        "parent_relation": c.parent_relation,
-        "url": absolute_url(request, _conversation_path(c.pk)),
-    }
+    return {**conversation_fields(c, SUMMARY, moment=_iso), "url": absolute_url(request, _conversation_path(c.pk))}
 
 
 def _checkpoint(cp: Checkpoint) -> dict:
@@ -106,10 +97,7 @@ def _detail(conversation_id, request) -> dict:
         **conversation_summary(c, request),
         "meta": c.meta,
         "next_position": c.next_position,
-        "lineage": [
-            {"id": str(a.pk), "title": a.title, "forked_from_position": a.forked_from_position}
-            for a in c.lineage()
-        ],
+        "lineage": lineage(c),
         "parent_missing": c.parent_missing,
         "fork_count": c.fork_count,
         "checkpoint_count": c.checkpoint_count,

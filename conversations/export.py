@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from . import markdown as md
+from .conversation_json import conversation_fields, lineage
 from .errors import InvalidInput
 from .message_schema import TextBlock
 from .models import Checkpoint, Conversation, Message
@@ -152,28 +153,13 @@ def _rows_with_proof(conversation: Conversation):
         after = batch[-1][0]
 
 
-def _lineage(conversation: Conversation) -> list[dict]:
-    return [
-        {"id": str(c.pk), "title": c.title, "forked_from_position": c.forked_from_position}
-        for c in conversation.lineage()
-    ]
+# What every export says of its conversation (JSON, JSONL, Markdown's header, proof bundles).
+EXPORTED = ("id", "title", "subject", "meta", "created_at", "last_activity_at", "pinned", "message_count",
+            "parent_id", "forked_from_position", "parent_missing", "lineage")
 
 
 def conversation_dict(conversation: Conversation) -> dict:
-    return {
-        "id": str(conversation.pk),
-        "title": conversation.title,
-        "subject": conversation.subject,
-        "meta": conversation.meta,
-        "created_at": conversation.created_at.isoformat(),
-        "last_activity_at": conversation.last_activity_at.isoformat(),
-        "pinned": conversation.pinned,
-        "message_count": conversation.next_position,
-        "parent_id": str(conversation.parent_id) if conversation.parent_id else None,
-        "forked_from_position": conversation.forked_from_position,
-        "parent_missing": conversation.parent_missing,
-        "lineage": _lineage(conversation),
-    }
+    return conversation_fields(conversation, EXPORTED)
 
 
 def checkpoints_of(conversation: Conversation) -> list[Checkpoint]:
@@ -305,9 +291,9 @@ def markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[s
     yield f"- Messages: {conversation.next_position}\n"
     yield (f"- Created: {conversation.created_at.isoformat()}; "
            f"last activity: {conversation.last_activity_at.isoformat()}\n")
-    lineage = _lineage(conversation)
+    ancestors = lineage(conversation)
     if conversation.parent_id:
-        chain = " → ".join(f"{md.escape_line(a['title'] or a['id'])} (`{a['id']}`)" for a in lineage)
+        chain = " → ".join(f"{md.escape_line(a['title'] or a['id'])} (`{a['id']}`)" for a in ancestors)
         pruned = "parent pruned; " if conversation.parent_missing else ""
         yield (f"- Forked at position {conversation.forked_from_position} from `{conversation.parent_id}`"
                f" ({pruned}lineage: {chain or 'unavailable'})\n")

@@ -17,6 +17,7 @@ when it was exported (`"broken": true`) comes back as a `note` holding the text.
 import json
 import uuid
 
+from ..conversation_json import conversation_fields
 from .base import (
     ConvPlan,
     Entry,
@@ -41,20 +42,14 @@ def detect(lines: list[Line]) -> bool:
     return isinstance(first, dict) and first.get("memoryui") == "conversation"
 
 
-def _iso(value) -> str | None:
-    return value.isoformat() if value else None
+# The header line's fields after its format and version, message_count last.
+HEADER = ("id", "title", "subject", "meta", "created_at", "last_activity_at", "pinned", "namespace", "external_id",
+          "parent_id", "forked_from_position", "parent_relation")
 
 
 def header(conversation, *, message_count: int) -> dict:
-    return {
-        "memoryui": "conversation", "version": VERSION, "id": str(conversation.pk), "title": conversation.title,
-        "subject": conversation.subject, "meta": conversation.meta, "created_at": _iso(conversation.created_at),
-        "last_activity_at": _iso(conversation.last_activity_at), "pinned": conversation.pinned,
-        "namespace": conversation.namespace, "external_id": conversation.external_id,
-        "parent_id": str(conversation.parent_id) if conversation.parent_id else None,
-        "forked_from_position": conversation.forked_from_position,
-        "parent_relation": conversation.parent_relation, "message_count": message_count,
-    }
+    return {"memoryui": "conversation", "version": VERSION, **conversation_fields(conversation, HEADER),
+            "message_count": message_count}
 
 
 def render(conversation, rows, checkpoints):
