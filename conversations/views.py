@@ -102,6 +102,7 @@ KEYBOARD = [
         ((("Enter",),), "follow a link, press a button, open a menu"),
     ]),
     ("A conversation", [
+        ((("Tab",),), "the first stop is “Skip to the messages”, past the panels to the first row"),
         ((("Esc",),), "close the row menu in focus; the focus goes back to its button"),
     ]),
     ("Review queue (Facts)", [
