@@ -18,7 +18,7 @@ class ConversationsConfig(AppConfig):
         from .models import Conversation, IdempotencyKey, UsageTotal
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
-        register(IdempotencyKey, text_fields=("body",))
+        register(IdempotencyKey)
         # Derived counts (no text), gone with their conversation.
         register(UsageTotal)
         post_save.connect(metrics.on_conversation_saved, sender=Conversation, dispatch_uid="metrics_conversations")

@@ -18,6 +18,7 @@ from django.utils import timezone
 from . import params, projects
 from .db import LockingQuerySet
 from .errors import NotFound
+from .personal import PersonalData
 from .subjects import normalize_subject
 
 
@@ -59,6 +60,8 @@ class Project(models.Model):
     # MEMORYUI_RETENTION_DAYS. A support project keeps 30 days, a coding project a year.
     retention_days = models.PositiveIntegerField(null=True, blank=True)
 
+    personal_data = PersonalData(not_personal=("slug", "name"))
+
     class Meta:
         ordering = ["id"]
 
@@ -98,6 +101,8 @@ class Membership(models.Model):
     role = models.CharField(max_length=16, choices=[(r, r) for r in ROLES])
     created_at = models.DateTimeField(default=timezone.now)
 
+    personal_data = PersonalData(not_personal=("role",))
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "project"], name="membership_user_project_uniq")]
 
@@ -112,6 +117,9 @@ class ChainedRow(models.Model):
     salt = models.BinaryField(null=True, editable=False)
     commitment = models.BinaryField(null=True, editable=False)
     chain_hash = models.BinaryField(null=True, editable=False)
+
+    # Hashes: a commitment is salted, so it tells nothing of the text it seals.
+    personal_data = PersonalData(not_personal=("salt", "commitment", "chain_hash"))
 
     class Meta:
         abstract = True
@@ -211,6 +219,11 @@ class Conversation(models.Model):
     # A fork's parent's chain hash at forked_from_position (conversations/chain.py).
     forked_from_chain_hash = models.BinaryField(null=True, editable=False)
 
+    # `meta` is whatever the client sent along; `external_id` and `namespace` are a framework's ids.
+    personal_data = PersonalData(text=("title", "subject"), not_searched=("subject_norm", "meta"),
+                                 not_personal=("namespace", "external_id", "parent_relation",
+                                               "forked_from_chain_hash"))
+
     # Reads see the current project's conversations only (and its key's namespaces, if narrowed).
     objects = projects.scoped_manager(ConversationQuerySet, namespace_field="namespace")
     # Every project's: the store's own look-ups that must see a row whatever the scope
@@ -306,6 +319,8 @@ class Message(ChainedRow):
     content = models.TextField()
     created_at = models.DateTimeField()
 
+    personal_data = PersonalData(text=("content",), not_personal=("kind",))
+
     objects = MessageQuerySet.as_manager()
 
     class Meta:
@@ -340,6 +355,8 @@ class Checkpoint(ChainedRow):
     summary = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.CharField(max_length=200, blank=True, default="")
+
+    personal_data = PersonalData(text=("summary",), not_personal=("created_by",))
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -381,6 +398,8 @@ class ApiKey(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    personal_data = PersonalData(not_personal=("name", "namespaces", "prefix", "key_hash", "scopes", "created_by"))
+
     # A project's keys; an all-projects key is seen only where every project is.
     objects = projects.scoped_manager(LockingQuerySet)
     everywhere = LockingQuerySet.as_manager()
@@ -415,6 +434,8 @@ class AuditEvent(ChainedRow):
     target_type = models.CharField(max_length=64, blank=True, default="")
     target_id = models.CharField(max_length=200, blank=True, default="")
     detail = models.JSONField(default=dict, blank=True)
+
+    personal_data = PersonalData(not_personal=("actor", "action", "target_type", "target_id", "detail"))
 
     # The current project's events; the chain itself is read `everywhere` (store.record_audit).
     objects = projects.scoped_manager(models.QuerySet)
@@ -466,6 +487,10 @@ class IdempotencyKey(models.Model):
     # fences it, and a deletion request forgets it with the project's rows); NULL: none.
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                                 db_index=False, default=projects.project_of_new_row)
+
+    # The answer as sent can name a conversation's title or subject.
+    personal_data = PersonalData(text=("body",), not_searched=("subject_norm",),
+                                 not_personal=("caller", "key", "fingerprint", "content_type"))
 
     objects = IdempotencyKeyQuerySet.as_manager()
 

@@ -5,38 +5,45 @@ log, snapshot records, import sources …) registers the model here from its
 AppConfig.ready():
 
     from conversations.owned import register
-    register(MyModel, text_fields=("result",))
+    register(MyModel)
 
 The model needs a `conversation_id` column. Pruning, a conversation's deletion and
 deletion requests then delete its rows together with the conversation (while the
 conversation is marked `deleting`: an append-only guard on the table may allow
 deletes only then, as the message table's guard does), and the deletion request
-samples `text_fields` (and the first bytes of `bytes_fields`: a message's vector,
-derived personal data) for its raw-byte verification.
+samples the columns the model declares personal (`personal_data`, conversations/personal.py):
+its `text`, and the first bytes of its `vectors` (a message's vector, derived personal
+data), for its raw-byte verification.
 """
 
 from dataclasses import dataclass
+
+from conversations import personal
 
 
 @dataclass(frozen=True)
 class Owned:
     model: type
-    text_fields: tuple[str, ...]
-    bytes_fields: tuple[str, ...] = ()
 
     @property
     def table(self) -> str:
         return self.model._meta.db_table
 
+    @property
+    def text_fields(self) -> tuple[str, ...]:
+        return personal.declared(self.model).text
+
+    @property
+    def bytes_fields(self) -> tuple[str, ...]:
+        return personal.declared(self.model).vectors
+
 
 _REGISTRY: dict[str, Owned] = {}
 
 
-def register(model, *, text_fields=(), bytes_fields=()) -> None:
-    _REGISTRY[model._meta.label] = Owned(model=model, text_fields=tuple(text_fields),
-                                         bytes_fields=tuple(bytes_fields))
+def register(model) -> None:
+    _REGISTRY[model._meta.label] = Owned(model=model)
 
 
 def owned_tables() -> list[Owned]:
     return list(_REGISTRY.values())
-

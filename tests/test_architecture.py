@@ -99,7 +99,7 @@ from conversations import export as core_export
 class C:
     def ready(self):
         from . import things
-        register(things.Model, text_fields=("a",))
+        register(things.Model)
         hooks.new_point.register(things.f)
         hooks.opened.connect(things.g)
         core_export.register_section(things.S)

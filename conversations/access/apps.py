@@ -11,10 +11,10 @@ class AccessConfig(AppConfig):
 
     def ready(self):
         # Rows about one conversation: pruning, deletion and deletion requests
-        # remove them with it. They hold no text (ids, a name, a time).
+        # remove them with it.
         from . import store
         from .models import ConversationAccess
 
-        register(ConversationAccess, text_fields=())
+        register(ConversationAccess)
         # The core's pages say when a person opens a conversation; the access log records it.
         hooks.conversation_opened.connect(store.on_conversation_opened, dispatch_uid="access.opened")

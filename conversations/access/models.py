@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from conversations import projects
 from conversations.models import InProject
+from conversations.personal import PersonalData
 
 VIA = {"page": "conversation page", "export": "export", "model_saw": "what the model saw"}
 
@@ -28,6 +29,8 @@ class ConversationAccess(InProject):
     via = models.CharField(max_length=16)
     # The row "what the model saw" was opened at; the export format; else empty.
     detail = models.CharField(max_length=40, blank=True, default="")
+
+    personal_data = PersonalData(not_personal=("actor", "via", "detail"))
 
     objects = projects.scoped_manager(ConversationAccessQuerySet)
     everywhere = ConversationAccessQuerySet.as_manager()

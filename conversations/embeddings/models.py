@@ -9,12 +9,16 @@ is embedded again in the background (worker.py). This catalogue holds no project
 
 from django.db import IntegrityError, connection, models, transaction
 
+from conversations.personal import PersonalData
+
 
 class EmbeddingModel(models.Model):
     id = models.SmallAutoField(primary_key=True)
     name = models.CharField(max_length=200, unique=True)
     dimension = models.IntegerField()
     first_used_at = models.DateTimeField(auto_now_add=True)
+
+    personal_data = PersonalData(not_personal=("name",))
 
     class Meta:
         constraints = [models.CheckConstraint(condition=models.Q(dimension__gt=0), name="embedding_dimension_positive")]

@@ -14,6 +14,7 @@ from django.utils import timezone
 from conversations import projects
 from conversations.db import LockingQuerySet
 from conversations.models import InProject
+from conversations.personal import PersonalData
 from conversations.subjects import normalize_subject
 
 CATEGORIES = ("preference", "observation", "decision", "profile", "other")
@@ -123,6 +124,9 @@ class Fact(InProject):
     access_count = models.IntegerField(default=0)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
 
+    personal_data = PersonalData(text=("subject", "text", "reason"), not_searched=("subject_norm",),
+                                 not_personal=("category", "status", "reviewed_by", "created_by"))
+
     objects = projects.scoped_manager(FactQuerySet)
     everywhere = FactQuerySet.as_manager()
 
@@ -198,6 +202,9 @@ class FactEvent(models.Model):
     # Ids and numbers only (the other fact of a supersession, a recall's score).
     detail = models.JSONField(default=dict, blank=True)
 
+    # A reviewer's reason may quote the fact; it goes with its fact.
+    personal_data = PersonalData(not_searched=("reason",), not_personal=("kind", "actor", "detail"))
+
     # The events of the current project's facts (an event holds no project of its own: its
     # fact does). `everywhere`: every project's.
     objects = projects.scoped_manager(FactEventQuerySet, project_field="fact__project_id")
@@ -227,6 +234,8 @@ class FactAccess(InProject):
     # Which page (e.g. "subject", "subject as of 2026-01-01").
     view = models.CharField(max_length=100, blank=True, default="")
 
+    personal_data = PersonalData(not_searched=("subject", "subject_norm"), not_personal=("actor", "view"))
+
     objects = projects.scoped_manager(FactAccessQuerySet)
     everywhere = FactAccessQuerySet.as_manager()
 
@@ -254,6 +263,8 @@ class FactVector(models.Model):
     fact = models.OneToOneField(Fact, primary_key=True, on_delete=models.DO_NOTHING, related_name="vector")
     model = models.ForeignKey("embeddings.EmbeddingModel", on_delete=models.PROTECT, related_name="+")
     vector = models.BinaryField()
+
+    personal_data = PersonalData(vectors=("vector",))
 
     class Meta:
         indexes = [models.Index(fields=["model"], name="factvector_model_idx")]

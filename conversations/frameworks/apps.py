@@ -13,4 +13,4 @@ class FrameworksConfig(AppConfig):
         # deletion requests remove it with it. Its data holds the first prompt's text.
         from .models import SessionSummary
 
-        register(SessionSummary, text_fields=())
+        register(SessionSummary)

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from conversations import projects
 from conversations.models import InProject
+from conversations.personal import PersonalData
 
 
 class SessionSummary(InProject):
@@ -28,6 +29,9 @@ class SessionSummary(InProject):
     conversation_id = models.UUIDField()
     data = models.JSONField(default=dict)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    # The data holds the first prompt's text, as JSON (escaped, so no needle is cut from it).
+    personal_data = PersonalData(not_searched=("data",), not_personal=("namespace", "session_id"))
 
     objects = projects.scoped_manager(models.QuerySet, namespace_field="namespace")
     everywhere = projects.unscoped_manager()

@@ -20,7 +20,7 @@ class ImportsConfig(AppConfig):
         # stops at its next transaction) before it deletes the conversation's other rows.
         register(ImportStage)
         register(ImportSource)
-        register(SourceEntry, text_fields=("raw",))
+        register(SourceEntry)
         # Previews waiting for their confirmation: pruned when expired, erased with their subject.
         leftovers.register(uploads.LEFTOVERS)
         # The formats agents write (openai-chat, anthropic, claude-code, memoryui) are rendered here.

@@ -19,6 +19,7 @@ from django.utils import timezone
 from conversations import projects
 from conversations.db import LockingQuerySet
 from conversations.models import InProject
+from conversations.personal import PersonalData
 
 
 class ImportSource(InProject):
@@ -37,6 +38,10 @@ class ImportSource(InProject):
     consumed_hash = models.CharField(max_length=80, blank=True, default="")
     # What the format's placer resumes from (conversation keys → ids, pending folds, …).
     state = models.JSONField(default=dict, blank=True)
+
+    # A placer's pending folds can hold a message's text, in the placer's own JSON.
+    personal_data = PersonalData(not_searched=("state",),
+                                 not_personal=("format", "namespace", "source_key", "consumed_hash"))
 
     # A project's sources: its session keys are its own (two projects may both hold session `abc`).
     objects = projects.scoped_manager(LockingQuerySet, namespace_field="namespace")
@@ -68,6 +73,8 @@ class SourceEntry(models.Model):
     real = models.BooleanField(default=False)
     # The original, exactly as it came in.
     raw = models.TextField()
+
+    personal_data = PersonalData(text=("raw",), not_personal=("uuid", "parent_uuid", "group"))
 
     class Meta:
         indexes = [
@@ -103,6 +110,8 @@ class ImportStage(models.Model):
     source_key = models.CharField(max_length=300, blank=True, default="")
     started_at = models.DateTimeField(default=timezone.now)
     heartbeat_at = models.DateTimeField(default=timezone.now)
+
+    personal_data = PersonalData(not_personal=("holder", "source_key"))
 
     objects = LockingQuerySet.as_manager()
 

@@ -11,9 +11,9 @@ class LangGraphConfig(AppConfig):
     def ready(self):
         # A thread's checkpoints and pending writes go with the conversation whose rows they
         # describe: pruning, deletion and deletion requests remove them with it. Their blobs
-        # hold the graph state (the messages among it), so erasure verification samples them.
+        # hold the graph state (the messages among it) in an encoding no needle is cut from.
         from .models import LangChainHistory, LangGraphCheckpoint, LangGraphWrite
 
-        register(LangGraphCheckpoint, text_fields=())
-        register(LangGraphWrite, text_fields=())
-        register(LangChainHistory, text_fields=())
+        register(LangGraphCheckpoint)
+        register(LangGraphWrite)
+        register(LangChainHistory)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from conversations import projects
 from conversations.models import InProject
+from conversations.personal import PersonalData
 
 KEY_MAX = 255
 ID_MAX = 64
@@ -42,6 +43,11 @@ class LangGraphCheckpoint(InProject):
     rows = models.IntegerField(default=0)
     message_ids = models.JSONField(default=list)
     created_at = models.DateTimeField(default=timezone.now)
+
+    # The graph's state, messages among it, in LangGraph's serialisation (msgpack, pickle …).
+    personal_data = PersonalData(not_searched=("data", "metadata_data", "metadata"),
+                                 not_personal=("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
+                                               "type", "metadata_type", "run_id", "message_ids"))
 
     objects = projects.scoped_manager(models.QuerySet)
     everywhere = projects.unscoped_manager()
@@ -76,6 +82,10 @@ class LangGraphWrite(InProject):
     data = models.BinaryField()
     conversation_id = models.UUIDField()
 
+    personal_data = PersonalData(not_searched=("data",),
+                                 not_personal=("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path",
+                                               "channel", "type"))
+
     objects = projects.scoped_manager(models.QuerySet)
     everywhere = projects.unscoped_manager()
 
@@ -102,6 +112,8 @@ class LangChainHistory(InProject):
     session_id = models.CharField(max_length=KEY_MAX)
     generation = models.IntegerField(default=0)
     conversation_id = models.UUIDField()
+
+    personal_data = PersonalData(not_personal=("namespace", "session_id"))
 
     objects = projects.scoped_manager(models.QuerySet, namespace_field="namespace")
     everywhere = projects.unscoped_manager()

@@ -11,15 +11,16 @@ class LedgerConfig(AppConfig):
 
     def ready(self):
         # Rows that belong to a conversation: pruning, deletion and deletion
-        # requests remove them with it, and verification samples their text.
+        # requests remove them with it, and verification samples what their models
+        # declare personal (`personal_data`).
         from conversations import export as core_export
 
         from . import export, reads, store
         from .models import Action, TaskStateEvent, WorkspaceSnapshot
 
-        register(TaskStateEvent, text_fields=("state", "changes"))
-        register(Action, text_fields=("arguments", "result", "idempotency_key"))
-        register(WorkspaceSnapshot, text_fields=("repo",))
+        register(TaskStateEvent)
+        register(Action)
+        register(WorkspaceSnapshot)
         # The conversation page shows the ledger: its panel, and its marks between the rows.
         hooks.ledger_panel.register(reads.panel)
         hooks.ledger_timeline.register(reads.with_timeline)

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from conversations import projects
 from conversations.models import ChainedRow, Conversation, Project
+from conversations.personal import PersonalData
 
 PERFORMED, FAILED, ALREADY_PERFORMED = "performed", "failed", "already_performed"
 ACTION_STATUSES = (PERFORMED, FAILED, ALREADY_PERFORMED)
@@ -62,6 +63,8 @@ class TaskStateEvent(ChainedRow):
     changes = models.TextField()
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+
+    personal_data = PersonalData(text=("state", "changes"), not_personal=("actor",))
 
     objects = TaskStateQuerySet.as_manager()
 
@@ -140,6 +143,10 @@ class Action(ChainedRow):
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
+    # A business key can be a person's order or ticket number.
+    personal_data = PersonalData(text=("arguments", "result", "idempotency_key"),
+                                 not_personal=("namespace", "name", "status", "actor"))
+
     # The current project's entries (and its key's namespaces'): a lookup by business key never
     # finds another project's. `everywhere`: the store's own chain look-ups.
     objects = projects.scoped_manager(ActionQuerySet, namespace_field="namespace")
@@ -212,6 +219,8 @@ class WorkspaceSnapshot(ChainedRow):
     deletions = models.IntegerField()
     actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+
+    personal_data = PersonalData(text=("repo",), not_personal=("ref", "commit_sha", "base_sha", "actor"))
 
     objects = SnapshotQuerySet.as_manager()
 

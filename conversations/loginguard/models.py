@@ -1,5 +1,7 @@
 from django.db import models
 
+from conversations.personal import PersonalData
+
 
 class LoginFailure(models.Model):
     """One failed login, or one being checked right now (an attempt counts as a failure
@@ -11,6 +13,9 @@ class LoginFailure(models.Model):
     at = models.DateTimeField(db_index=True)
     username_key = models.CharField(max_length=64)
     ip = models.CharField(max_length=64)
+
+    # Who tried to log in, kept for the window on purpose: nothing a subject's erasure looks for.
+    personal_data = PersonalData(not_personal=("username_key", "ip"))
 
     class Meta:
         indexes = [models.Index(fields=["username_key", "at"]), models.Index(fields=["ip", "at"])]

@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from conversations import params
+from conversations.personal import PersonalData
 
 
 class SigningKey(models.Model):
@@ -22,6 +23,8 @@ class SigningKey(models.Model):
     retired_at = models.DateTimeField(null=True, blank=True)
     # "data_dir" (made by the server) or "setting" (MEMORYUI_SIGNING_KEY_FILE).
     source = models.CharField(max_length=16, default="data_dir")
+
+    personal_data = PersonalData(not_personal=("key_id", "algorithm", "public_key", "source"))
 
     class Meta:
         ordering = ["-created_at", "key_id"]
@@ -66,6 +69,9 @@ class SignedHead(models.Model):
     key_id = models.CharField(max_length=16)
     signature = models.CharField(max_length=100)
     reason = models.CharField(max_length=16, default="request")
+
+    personal_data = PersonalData(not_personal=("conversation_id", "chain_hash", "checkpoint_chain_hash",
+                                               "ledger_chains", "key_id", "signature", "reason"))
 
     objects = SignedHeadQuerySet.as_manager()
 

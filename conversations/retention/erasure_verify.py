@@ -14,11 +14,10 @@ from pathlib import Path
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, models
+from django.db.models.functions import Cast
 
-from conversations import partitions, projects
-from conversations.facts.models import Fact, FactVector
-from conversations.models import Checkpoint, Conversation, Message
-from conversations.owned import owned_tables
+from conversations import partitions, personal, projects
+from conversations.models import Conversation, Message
 
 from . import disk, leftovers, pgfiles
 from . import erasure_scrub as scrub
@@ -37,11 +36,9 @@ LEFTOVER_NEEDLE_MIN = 6
 # --- what data which stays still holds -------------------------------------------
 
 def _text_fields() -> list[tuple[type[models.Model], str]]:
-    """(model, field) of every text that data which stays can hold."""
-    fields = [(Message, "content"), (Checkpoint, "summary"), (Conversation, "title"), (Conversation, "subject"),
-              (Fact, "text"), (Fact, "subject"), (Fact, "reason")]
-    fields += [(table.model, name) for table in owned_tables() for name in table.text_fields]
-    return list(dict.fromkeys(fields))
+    """(model, field) of every text that data which stays can hold: what each model declares
+    as its `text` (conversations/personal.py), so a new column is searched once declared."""
+    return [(model, name) for model in personal.searched_models() for name in personal.declared(model).text]
 
 
 def _text_columns() -> list[tuple[str, str]]:
@@ -52,11 +49,8 @@ def _text_columns() -> list[tuple[str, str]]:
 
 def _bytes_columns() -> list[tuple[str, str]]:
     """(table, column) of every vector that data which stays can hold."""
-    columns = [(FactVector._meta.db_table, "vector")]
-    for table in owned_tables():
-        for name in table.bytes_fields:
-            columns.append((table.table, table.model._meta.get_field(name).column))
-    return list(dict.fromkeys(columns))
+    return list(dict.fromkeys((model._meta.db_table, model._meta.get_field(name).column)
+                              for model in personal.searched_models() for name in personal.declared(model).vectors))
 
 
 def _strings_in_live_data(values: list[str | bytes]) -> set[str | bytes]:
@@ -99,13 +93,21 @@ def set_aside_in_view(set_aside: set[str]) -> set[str]:
     own = set()
     for value in set_aside:
         for model, name in _text_fields():
-            rows = model.objects.filter(**{f"{name}__contains": value})
+            rows = _containing(model, name, value)
             if any(f.name == "conversation" for f in model._meta.concrete_fields):
                 rows = rows.filter(conversation__in=Conversation.objects.all())
             if rows.exists():
                 own.add(value)
                 break
     return own
+
+
+def _containing(model, name: str, value: str):
+    """The model's rows whose column holds `value` as text: a JSON column declared `text` is
+    searched in its stored form, as the files hold it (its `contains` means JSON containment)."""
+    if isinstance(model._meta.get_field(name), models.CharField | models.TextField):
+        return model.objects.filter(**{f"{name}__contains": value})
+    return model.objects.annotate(_stored=Cast(name, models.TextField())).filter(_stored__contains=value)
 
 
 def ids_in_live_data(ids: list[uuid.UUID]) -> set[uuid.UUID]:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from conversations import projects
 from conversations.db import LockingQuerySet
 from conversations.models import Project
+from conversations.personal import PersonalData
 
 
 class PruneRun(models.Model):
@@ -43,6 +44,8 @@ class PruneRun(models.Model):
     conversation_ids = models.JSONField(default=list, blank=True)
     notes = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")
+
+    personal_data = PersonalData(not_personal=("actor", "status", "conversation_ids", "notes", "error"))
 
     objects = projects.scoped_manager(models.QuerySet)
     everywhere = projects.unscoped_manager()
@@ -93,6 +96,10 @@ class DeletionReceipt(models.Model):
     filed_verification = models.JSONField(default=dict, db_column="verification")
     # When the window must have verified it by (NULL: verified when it was filed).
     verify_by = models.DateTimeField(null=True, blank=True)
+
+    # A receipt holds ids, counts and a hash of the subject, never a text (tests/test_erasure_request.py).
+    personal_data = PersonalData(not_personal=("actor", "kind", "subject_sha256", "conversation_ids", "counts",
+                                               "filed_verification"))
 
     objects = projects.scoped_manager(ReceiptQuerySet)
     everywhere = ReceiptQuerySet.as_manager()
@@ -160,6 +167,8 @@ class ReceiptCheck(models.Model):
     status = models.CharField(max_length=32)
     verification = models.JSONField(default=dict)
 
+    personal_data = PersonalData(not_personal=("status", "verification"))
+
     class Meta:
         indexes = [models.Index(fields=["receipt", "at"], name="receiptcheck_receipt_idx")]
 
@@ -181,6 +190,8 @@ class MaintenanceLease(models.Model):
     actor = models.CharField(max_length=200)
     acquired_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
+
+    personal_data = PersonalData(not_personal=("name", "holder", "kind", "actor"))
 
     objects = LockingQuerySet.as_manager()
 
@@ -215,6 +226,8 @@ class ErasedRow(models.Model):
     position = models.BigIntegerField()
     commitment = models.BinaryField(null=True)
     chain_hash = models.BinaryField(null=True)
+
+    personal_data = PersonalData(not_personal=("conversation_ref", "record_type", "commitment", "chain_hash"))
 
     objects = ErasedRowManager()
     everywhere = projects.unscoped_manager()

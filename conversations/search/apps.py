@@ -17,4 +17,4 @@ class SearchConfig(AppConfig):
         store.fork_copying.connect(lineage.on_fork_copying, dispatch_uid="search.borrow")
         jobs.register(meaning_queue.JOB)
         # A vector is derived personal data: it goes with its conversation (prune, deletion).
-        register(MessageVector, text_fields=(), bytes_fields=("vector",))
+        register(MessageVector)

@@ -12,6 +12,7 @@ point at another conversation's row.
 from django.db import models
 
 from conversations.db import LockingQuerySet
+from conversations.personal import PersonalData
 
 # Positions at or above this are not indexed (a conversation would need four
 # billion messages first); the index id would run into the next conversation's.
@@ -78,6 +79,9 @@ class MessageVector(models.Model):
     model = models.ForeignKey("embeddings.EmbeddingModel", on_delete=models.PROTECT, related_name="+")
     vector = models.BinaryField()
     code = models.BinaryField()
+
+    # The code is a few bits per dimension of the vector: no needle from one finds the other.
+    personal_data = PersonalData(vectors=("vector",), not_searched=("code",))
 
     class Meta:
         db_table = "search_messagevector"
