@@ -1,4 +1,5 @@
-"""Operations the apps' migrations share for the project column (conversations/projects.py).
+"""Operations and SQL the apps' migrations share: the project column (conversations/projects.py),
+row-level security, and the guard triggers (at the end) that every append-only table is built with.
 
 A project column is added with plain ALTER TABLE … ADD COLUMN on both databases: on SQLite
 Django would rebuild a table to add a NOT NULL column, and a rebuild drops the table's
@@ -222,3 +223,50 @@ def postgresql_only(forward: list[str], backward: list[str]):
         return apply
 
     return migrations.RunPython(run(forward), run(backward))
+
+
+# -- guard triggers -------------------------------------------------------------------------
+#
+# The append-only guards and their kin: triggers that refuse a write, on both databases. The
+# migrations build them with these functions, so what these render is history: a fresh
+# database gets the schema every older one got. SQLite keeps a trigger's text as it was
+# written (sqlite_master.sql), down to its indent, which is why a migration passes the indent
+# it first used; PostgreSQL keeps a trigger parsed (pg_get_triggerdef), so there only its
+# parts matter. Never change what a function renders: add another one.
+
+CONVERSATION_TABLE = "conversations_conversation"
+# WHEN conditions of a guard on deleting a conversation's rows: refuse unless the
+# conversation is marked `deleting` (so also once it is gone) …
+UNLESS_CONVERSATION_DELETING = (f"NOT EXISTS (SELECT 1 FROM {CONVERSATION_TABLE} "
+                                "WHERE id = OLD.conversation_id AND deleting)")
+# … or refuse only while it is there and not marked (its rows may still go after it).
+WHILE_CONVERSATION_LIVE = (f"EXISTS (SELECT 1 FROM {CONVERSATION_TABLE} "
+                           "WHERE id = OLD.conversation_id AND NOT deleting)")
+
+
+def sqlite_refusal(name: str, table: str, event: str, message: str, *, when: str = "", indent: int = 4) -> str:
+    """A SQLite trigger that aborts `event` ("UPDATE", "DELETE", "INSERT", "UPDATE OF a, b") on
+    `table` with `message`, or only when `when` holds; its continuation lines indented by
+    `indent` spaces."""
+    pad = "\n" + " " * indent
+    condition = f"{pad}WHEN {when}" if when else ""
+    return f"CREATE TRIGGER {name} BEFORE {event} ON {table}{condition}{pad}BEGIN SELECT RAISE(ABORT, '{message}'); END"
+
+
+def postgres_trigger(name: str, table: str, event: str, function: str = "memoryui_refuse", *, when: str = "",
+                   timing: str = "BEFORE") -> str:
+    """A PostgreSQL row trigger running `function()` on `event` of `table`, or only when `when`
+    holds: a guard (memoryui_refuse(), from the core's migration 0002, refuses any write and
+    names the table) or, with timing AFTER, the work a write sets off (search's indexing)."""
+    condition = f" WHEN ({when})" if when else ""
+    return f"CREATE TRIGGER {name} {timing} {event} ON {table} FOR EACH ROW{condition} EXECUTE FUNCTION {function}()"
+
+
+def sqlite_no_update(name: str, table: str, what: str, *, indent: int = 4) -> str:
+    """The append-only guard that refuses every UPDATE: "append-only: `what` is never updated"."""
+    return sqlite_refusal(name, table, "UPDATE", f"append-only: {what} is never updated", indent=indent)
+
+
+def sqlite_no_delete(name: str, table: str, what: str, *, indent: int = 4) -> str:
+    """The append-only guard that refuses every DELETE: "append-only: `what` is never deleted"."""
+    return sqlite_refusal(name, table, "DELETE", f"append-only: {what} is never deleted", indent=indent)

@@ -11,32 +11,37 @@
 
 from django.db import migrations
 
+from conversations.migration_sql import (
+    UNLESS_CONVERSATION_DELETING,
+    postgres_trigger,
+    sqlite_no_delete,
+    sqlite_no_update,
+    sqlite_refusal,
+)
+
 CONV = "conversations_conversation"
 MSG = "conversations_message"
 CKPT = "conversations_checkpoint"
 AUDIT = "conversations_auditevent"
 
+NEXT_POSITION_NOT_HANDED_OUT = (
+    f"NEW.position >= COALESCE((SELECT next_position FROM {CONV} WHERE id = NEW.conversation_id), 0)")
+
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER message_no_update BEFORE UPDATE ON {MSG}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a message row is never updated'); END""",
-    f"""CREATE TRIGGER message_guard_delete BEFORE DELETE ON {MSG}
-    WHEN NOT EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND deleting)
-    BEGIN SELECT RAISE(ABORT, 'append-only: messages are deleted only with their conversation'); END""",
-    f"""CREATE TRIGGER message_guard_insert BEFORE INSERT ON {MSG}
-    WHEN NEW.position >= COALESCE((SELECT next_position FROM {CONV} WHERE id = NEW.conversation_id), 0)
-    BEGIN SELECT RAISE(ABORT, 'positions are assigned by the store: this position was not handed out'); END""",
-    f"""CREATE TRIGGER checkpoint_no_update BEFORE UPDATE ON {CKPT}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a checkpoint row is never updated'); END""",
-    f"""CREATE TRIGGER checkpoint_guard_delete BEFORE DELETE ON {CKPT}
-    WHEN NOT EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND deleting)
-    BEGIN SELECT RAISE(ABORT, 'append-only: checkpoints are deleted only with their conversation'); END""",
-    f"""CREATE TRIGGER conversation_position_monotonic BEFORE UPDATE OF next_position ON {CONV}
-    WHEN NEW.next_position < OLD.next_position
-    BEGIN SELECT RAISE(ABORT, 'next_position never goes down'); END""",
-    f"""CREATE TRIGGER auditevent_no_update BEFORE UPDATE ON {AUDIT}
-    BEGIN SELECT RAISE(ABORT, 'append-only: an audit event is never updated'); END""",
-    f"""CREATE TRIGGER auditevent_no_delete BEFORE DELETE ON {AUDIT}
-    BEGIN SELECT RAISE(ABORT, 'append-only: an audit event is never deleted'); END""",
+    sqlite_no_update("message_no_update", MSG, "a message row"),
+    sqlite_refusal("message_guard_delete", MSG, "DELETE",
+                   "append-only: messages are deleted only with their conversation", when=UNLESS_CONVERSATION_DELETING),
+    sqlite_refusal("message_guard_insert", MSG, "INSERT",
+                   "positions are assigned by the store: this position was not handed out",
+                   when=NEXT_POSITION_NOT_HANDED_OUT),
+    sqlite_no_update("checkpoint_no_update", CKPT, "a checkpoint row"),
+    sqlite_refusal("checkpoint_guard_delete", CKPT, "DELETE",
+                   "append-only: checkpoints are deleted only with their conversation",
+                   when=UNLESS_CONVERSATION_DELETING),
+    sqlite_refusal("conversation_position_monotonic", CONV, "UPDATE OF next_position", "next_position never goes down",
+                   when="NEW.next_position < OLD.next_position"),
+    sqlite_no_update("auditevent_no_update", AUDIT, "an audit event"),
+    sqlite_no_delete("auditevent_no_delete", AUDIT, "an audit event"),
 ]
 SQLITE_BACKWARD = [
     f"DROP TRIGGER IF EXISTS {name}"
@@ -79,18 +84,14 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN NEW;
     END $$""",
-    f"CREATE TRIGGER message_no_update BEFORE UPDATE ON {MSG} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"""CREATE TRIGGER message_guard_delete BEFORE DELETE ON {MSG}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_child_delete()""",
-    f"""CREATE TRIGGER message_guard_insert BEFORE INSERT ON {MSG}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_message_insert()""",
-    f"CREATE TRIGGER checkpoint_no_update BEFORE UPDATE ON {CKPT} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"""CREATE TRIGGER checkpoint_guard_delete BEFORE DELETE ON {CKPT}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_child_delete()""",
-    f"""CREATE TRIGGER conversation_position_monotonic BEFORE UPDATE OF next_position ON {CONV}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_position_monotonic()""",
-    f"CREATE TRIGGER auditevent_no_update BEFORE UPDATE ON {AUDIT} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"CREATE TRIGGER auditevent_no_delete BEFORE DELETE ON {AUDIT} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
+    postgres_trigger("message_no_update", MSG, "UPDATE"),
+    postgres_trigger("message_guard_delete", MSG, "DELETE", "memoryui_guard_child_delete"),
+    postgres_trigger("message_guard_insert", MSG, "INSERT", "memoryui_guard_message_insert"),
+    postgres_trigger("checkpoint_no_update", CKPT, "UPDATE"),
+    postgres_trigger("checkpoint_guard_delete", CKPT, "DELETE", "memoryui_guard_child_delete"),
+    postgres_trigger("conversation_position_monotonic", CONV, "UPDATE OF next_position", "memoryui_position_monotonic"),
+    postgres_trigger("auditevent_no_update", AUDIT, "UPDATE"),
+    postgres_trigger("auditevent_no_delete", AUDIT, "DELETE"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS {name} ON {table}"

@@ -10,14 +10,15 @@
 import django.utils.timezone
 from django.db import migrations, models
 
+from conversations.migration_sql import postgres_trigger, sqlite_refusal
+
 CONV = "conversations_conversation"
 MESSAGE = "external ids are immutable: namespace and external_id never change once set"
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER conversation_external_id_immutable BEFORE UPDATE OF namespace, external_id ON {CONV}
-    WHEN (OLD.external_id IS NOT NULL AND NEW.external_id IS NOT OLD.external_id)
-      OR (OLD.namespace <> '' AND NEW.namespace IS NOT OLD.namespace)
-    BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END""",
+    sqlite_refusal("conversation_external_id_immutable", CONV, "UPDATE OF namespace, external_id", MESSAGE,
+                   when="(OLD.external_id IS NOT NULL AND NEW.external_id IS NOT OLD.external_id)\n"
+                        "      OR (OLD.namespace <> '' AND NEW.namespace IS NOT OLD.namespace)"),
 ]
 SQLITE_BACKWARD = ["DROP TRIGGER IF EXISTS conversation_external_id_immutable"]
 
@@ -30,8 +31,8 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN NEW;
     END $$""",
-    f"""CREATE TRIGGER conversation_external_id_immutable BEFORE UPDATE OF namespace, external_id ON {CONV}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_external_id_immutable()""",
+    postgres_trigger("conversation_external_id_immutable", CONV, "UPDATE OF namespace, external_id",
+                   "memoryui_external_id_immutable"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS conversation_external_id_immutable ON {CONV}",

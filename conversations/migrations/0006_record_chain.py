@@ -13,6 +13,7 @@ own transaction) and back on before it commits.
 from django.db import migrations, models
 
 from conversations import chain
+from conversations.migration_sql import sqlite_no_update
 
 CONV = "conversations_conversation"
 MSG = "conversations_message"
@@ -45,8 +46,7 @@ def _triggers(schema_editor, enable: bool):
         if schema_editor.connection.vendor == "postgresql":
             cursor.execute(f"ALTER TABLE {table} {'ENABLE' if enable else 'DISABLE'} TRIGGER {name}")
         elif enable:
-            cursor.execute(f"""CREATE TRIGGER {name} BEFORE UPDATE ON {table}
-            BEGIN SELECT RAISE(ABORT, 'append-only: {SQLITE_REFUSAL[table]} is never updated'); END""")
+            cursor.execute(sqlite_no_update(name, table, SQLITE_REFUSAL[table], indent=12))
         else:
             cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
 

@@ -17,7 +17,13 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
-from conversations.migration_sql import add_project_column, run_sql_by_vendor, scoped_managers
+from conversations.migration_sql import (
+    add_project_column,
+    postgres_trigger,
+    run_sql_by_vendor,
+    scoped_managers,
+    sqlite_refusal,
+)
 
 CONV = "conversations_conversation"
 MESSAGE = "a conversation never moves to another project"
@@ -52,9 +58,8 @@ SQLITE_CONVERSATION = [
     f"CREATE UNIQUE INDEX conversation_external_id_uniq ON {CONV} (project_id, namespace, external_id) "
     "WHERE external_id IS NOT NULL",
     f'CREATE INDEX conversation_activity_idx ON {CONV} (project_id, last_activity_at DESC, id DESC)',
-    f"""CREATE TRIGGER conversation_project_immutable BEFORE UPDATE OF project_id ON {CONV}
-    WHEN NEW.project_id IS NOT OLD.project_id
-    BEGIN SELECT RAISE(ABORT, '{MESSAGE}'); END""",
+    sqlite_refusal("conversation_project_immutable", CONV, "UPDATE OF project_id", MESSAGE,
+                   when="NEW.project_id IS NOT OLD.project_id"),
 ]
 POSTGRES_CONVERSATION = [
     "DROP INDEX IF EXISTS conversation_external_id_uniq",
@@ -69,8 +74,7 @@ POSTGRES_CONVERSATION = [
         END IF;
         RETURN NEW;
     END $$""",
-    f"""CREATE TRIGGER conversation_project_immutable BEFORE UPDATE OF project_id ON {CONV}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_project_immutable()""",
+    postgres_trigger("conversation_project_immutable", CONV, "UPDATE OF project_id", "memoryui_project_immutable"),
 ]
 
 

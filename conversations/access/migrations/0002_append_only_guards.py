@@ -8,15 +8,16 @@ conversation's delete removes them, so no path can forget them.
 
 from django.db import migrations
 
+from conversations.migration_sql import WHILE_CONVERSATION_LIVE, postgres_trigger, sqlite_no_update, sqlite_refusal
+
 CONV = "conversations_conversation"
 LOG = "access_conversationaccess"
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER access_no_update BEFORE UPDATE ON {LOG}
-    BEGIN SELECT RAISE(ABORT, 'append-only: an access log row is never updated'); END""",
-    f"""CREATE TRIGGER access_guard_delete BEFORE DELETE ON {LOG}
-    WHEN EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting)
-    BEGIN SELECT RAISE(ABORT, 'append-only: access log rows are deleted only with their conversation'); END""",
+    sqlite_no_update("access_no_update", LOG, "an access log row"),
+    sqlite_refusal("access_guard_delete", LOG, "DELETE",
+                   "append-only: access log rows are deleted only with their conversation",
+                   when=WHILE_CONVERSATION_LIVE),
     f"""CREATE TRIGGER access_forget_conversation AFTER DELETE ON {CONV}
     BEGIN DELETE FROM {LOG} WHERE conversation_id = OLD.id; END""",
 ]
@@ -32,12 +33,11 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN OLD;
     END $$""",
-    f"CREATE TRIGGER access_no_update BEFORE UPDATE ON {LOG} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"CREATE TRIGGER access_guard_delete BEFORE DELETE ON {LOG} FOR EACH ROW EXECUTE FUNCTION access_guard_delete()",
+    postgres_trigger("access_no_update", LOG, "UPDATE"),
+    postgres_trigger("access_guard_delete", LOG, "DELETE", "access_guard_delete"),
     f"""CREATE OR REPLACE FUNCTION access_forget_conversation() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN DELETE FROM {LOG} WHERE conversation_id = OLD.id; RETURN OLD; END $$""",
-    f"""CREATE TRIGGER access_forget_conversation AFTER DELETE ON {CONV}
-    FOR EACH ROW EXECUTE FUNCTION access_forget_conversation()""",
+    postgres_trigger("access_forget_conversation", CONV, "DELETE", "access_forget_conversation", timing="AFTER"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS access_no_update ON {LOG}",

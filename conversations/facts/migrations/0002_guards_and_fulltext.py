@@ -13,6 +13,8 @@
 
 from django.db import migrations
 
+from conversations.migration_sql import postgres_trigger, sqlite_no_update, sqlite_refusal
+
 FACT = "facts_fact"
 EVENT = "facts_factevent"
 FTS = "facts_fact_fts"
@@ -21,17 +23,15 @@ IMMUTABLE = ("subject", "text", "category", "importance", "recorded_at", "source
              "source_position", "created_by")
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER factevent_no_update BEFORE UPDATE ON {EVENT}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a fact event is never updated'); END""",
-    f"""CREATE TRIGGER factevent_guard_delete BEFORE DELETE ON {EVENT}
-    WHEN NOT EXISTS (SELECT 1 FROM {FACT} WHERE id = OLD.fact_id AND status = 'erasing')
-    BEGIN SELECT RAISE(ABORT, 'append-only: fact events are deleted only when their fact is erased'); END""",
-    f"""CREATE TRIGGER fact_words_immutable BEFORE UPDATE ON {FACT}
-    WHEN {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in IMMUTABLE)}
-    BEGIN SELECT RAISE(ABORT, 'a fact is never edited in place: supersede it with a new fact'); END""",
-    f"""CREATE TRIGGER fact_guard_delete BEFORE DELETE ON {FACT}
-    WHEN OLD.status <> 'erasing'
-    BEGIN SELECT RAISE(ABORT, 'facts are deleted only by erasure'); END""",
+    sqlite_no_update("factevent_no_update", EVENT, "a fact event"),
+    sqlite_refusal("factevent_guard_delete", EVENT, "DELETE",
+                   "append-only: fact events are deleted only when their fact is erased",
+                   when=f"NOT EXISTS (SELECT 1 FROM {FACT} WHERE id = OLD.fact_id AND status = 'erasing')"),
+    sqlite_refusal("fact_words_immutable", FACT, "UPDATE",
+                   "a fact is never edited in place: supersede it with a new fact",
+                   when=" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in IMMUTABLE)),
+    sqlite_refusal("fact_guard_delete", FACT, "DELETE", "facts are deleted only by erasure",
+                   when="OLD.status <> 'erasing'"),
     f"""CREATE VIRTUAL TABLE {FTS} USING fts5(
         text, content='{FACT}', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')""",
     f"""CREATE TRIGGER fact_fts_insert AFTER INSERT ON {FACT}
@@ -69,13 +69,10 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN OLD;
     END $$""",
-    f"CREATE TRIGGER factevent_no_update BEFORE UPDATE ON {EVENT} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"""CREATE TRIGGER factevent_guard_delete BEFORE DELETE ON {EVENT}
-    FOR EACH ROW EXECUTE FUNCTION facts_guard_event_delete()""",
-    f"""CREATE TRIGGER fact_words_immutable BEFORE UPDATE ON {FACT}
-    FOR EACH ROW EXECUTE FUNCTION facts_fact_words_immutable()""",
-    f"""CREATE TRIGGER fact_guard_delete BEFORE DELETE ON {FACT}
-    FOR EACH ROW EXECUTE FUNCTION facts_guard_fact_delete()""",
+    postgres_trigger("factevent_no_update", EVENT, "UPDATE"),
+    postgres_trigger("factevent_guard_delete", EVENT, "DELETE", "facts_guard_event_delete"),
+    postgres_trigger("fact_words_immutable", FACT, "UPDATE", "facts_fact_words_immutable"),
+    postgres_trigger("fact_guard_delete", FACT, "DELETE", "facts_guard_fact_delete"),
     f"CREATE INDEX fact_text_fts_idx ON {FACT} USING GIN (to_tsvector('english', text))",
 ]
 POSTGRES_BACKWARD = [

@@ -7,19 +7,20 @@
 
 from django.db import migrations
 
+from conversations.migration_sql import WHILE_CONVERSATION_LIVE, postgres_trigger, sqlite_no_update, sqlite_refusal
+
 CONV = "conversations_conversation"
 ENTRY = "imports_sourceentry"
 SOURCE = "imports_importsource"
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER sourceentry_no_update BEFORE UPDATE ON {ENTRY}
-    BEGIN SELECT RAISE(ABORT, 'append-only: an original entry is never updated'); END""",
-    f"""CREATE TRIGGER sourceentry_guard_delete BEFORE DELETE ON {ENTRY}
-    WHEN EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting)
-    BEGIN SELECT RAISE(ABORT, 'append-only: original entries are deleted only with their conversation'); END""",
-    f"""CREATE TRIGGER importsource_guard_delete BEFORE DELETE ON {SOURCE}
-    WHEN EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting)
-    BEGIN SELECT RAISE(ABORT, 'append-only: an import source is deleted only with its conversation'); END""",
+    sqlite_no_update("sourceentry_no_update", ENTRY, "an original entry"),
+    sqlite_refusal("sourceentry_guard_delete", ENTRY, "DELETE",
+                   "append-only: original entries are deleted only with their conversation",
+                   when=WHILE_CONVERSATION_LIVE),
+    sqlite_refusal("importsource_guard_delete", SOURCE, "DELETE",
+                   "append-only: an import source is deleted only with its conversation",
+                   when=WHILE_CONVERSATION_LIVE),
 ]
 SQLITE_BACKWARD = [
     "DROP TRIGGER IF EXISTS sourceentry_no_update",
@@ -35,11 +36,9 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN OLD;
     END $$""",
-    f"CREATE TRIGGER sourceentry_no_update BEFORE UPDATE ON {ENTRY} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"""CREATE TRIGGER sourceentry_guard_delete BEFORE DELETE ON {ENTRY}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_owned_delete()""",
-    f"""CREATE TRIGGER importsource_guard_delete BEFORE DELETE ON {SOURCE}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_owned_delete()""",
+    postgres_trigger("sourceentry_no_update", ENTRY, "UPDATE"),
+    postgres_trigger("sourceentry_guard_delete", ENTRY, "DELETE", "memoryui_guard_owned_delete"),
+    postgres_trigger("importsource_guard_delete", SOURCE, "DELETE", "memoryui_guard_owned_delete"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS sourceentry_no_update ON {ENTRY}",

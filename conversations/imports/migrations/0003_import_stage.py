@@ -8,19 +8,18 @@ database refuses any other delete, like the other rows an import keeps.
 from django.db import migrations, models
 import django.utils.timezone
 
+from conversations.migration_sql import WHILE_CONVERSATION_LIVE, postgres_trigger, sqlite_refusal
+
 STAGE = "imports_importstage"
-CONV = "conversations_conversation"
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER importstage_guard_delete BEFORE DELETE ON {STAGE}
-    WHEN EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND NOT deleting)
-    BEGIN SELECT RAISE(ABORT, 'an import stage is deleted only while its conversation is hidden'); END""",
+    sqlite_refusal("importstage_guard_delete", STAGE, "DELETE",
+                   "an import stage is deleted only while its conversation is hidden", when=WHILE_CONVERSATION_LIVE),
 ]
 SQLITE_BACKWARD = ["DROP TRIGGER IF EXISTS importstage_guard_delete"]
 # memoryui_guard_owned_delete() comes from imports/0002.
 POSTGRES_FORWARD = [
-    f"""CREATE TRIGGER importstage_guard_delete BEFORE DELETE ON {STAGE}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_guard_owned_delete()""",
+    postgres_trigger("importstage_guard_delete", STAGE, "DELETE", "memoryui_guard_owned_delete"),
 ]
 POSTGRES_BACKWARD = [f"DROP TRIGGER IF EXISTS importstage_guard_delete ON {STAGE}"]
 

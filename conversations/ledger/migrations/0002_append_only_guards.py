@@ -11,6 +11,8 @@
 
 from django.db import migrations
 
+from conversations.migration_sql import UNLESS_CONVERSATION_DELETING, postgres_trigger, sqlite_no_update, sqlite_refusal
+
 CONV = "conversations_conversation"
 STATE = "ledger_taskstateevent"
 ACTION = "ledger_action"
@@ -21,16 +23,16 @@ SQLITE_FORWARD = [
     stmt
     for table, short in GUARDED
     for stmt in (
-        f"""CREATE TRIGGER ledger_{short}_no_update BEFORE UPDATE ON {table}
-        BEGIN SELECT RAISE(ABORT, 'append-only: a {short} row is never updated'); END""",
-        f"""CREATE TRIGGER ledger_{short}_guard_delete BEFORE DELETE ON {table}
-        WHEN NOT EXISTS (SELECT 1 FROM {CONV} WHERE id = OLD.conversation_id AND deleting)
-        BEGIN SELECT RAISE(ABORT, 'append-only: {short} rows are deleted only with their conversation'); END""",
+        sqlite_no_update(f"ledger_{short}_no_update", table, f"a {short} row", indent=8),
+        sqlite_refusal(f"ledger_{short}_guard_delete", table, "DELETE",
+                       f"append-only: {short} rows are deleted only with their conversation",
+                       when=UNLESS_CONVERSATION_DELETING, indent=8),
     )
 ] + [
-    f"""CREATE TRIGGER ledger_taskstate_next_version BEFORE INSERT ON {STATE}
-    WHEN NEW.version <> COALESCE((SELECT MAX(version) FROM {STATE} WHERE conversation_id = NEW.conversation_id), 0) + 1
-    BEGIN SELECT RAISE(ABORT, 'task state versions are assigned by the store: not the next version'); END""",
+    sqlite_refusal("ledger_taskstate_next_version", STATE, "INSERT",
+                   "task state versions are assigned by the store: not the next version",
+                   when=f"NEW.version <> COALESCE((SELECT MAX(version) FROM {STATE} "
+                        "WHERE conversation_id = NEW.conversation_id), 0) + 1"),
 ]
 SQLITE_BACKWARD = [
     f"DROP TRIGGER IF EXISTS ledger_{short}_{what}" for _, short in GUARDED for what in ("no_update", "guard_delete")
@@ -50,14 +52,11 @@ POSTGRES_FORWARD = [
     stmt
     for table, short in GUARDED
     for stmt in (
-        f"""CREATE TRIGGER ledger_{short}_no_update BEFORE UPDATE ON {table}
-        FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()""",
-        f"""CREATE TRIGGER ledger_{short}_guard_delete BEFORE DELETE ON {table}
-        FOR EACH ROW EXECUTE FUNCTION memoryui_guard_child_delete()""",
+        postgres_trigger(f"ledger_{short}_no_update", table, "UPDATE"),
+        postgres_trigger(f"ledger_{short}_guard_delete", table, "DELETE", "memoryui_guard_child_delete"),
     )
 ] + [
-    f"""CREATE TRIGGER ledger_taskstate_next_version BEFORE INSERT ON {STATE}
-    FOR EACH ROW EXECUTE FUNCTION ledger_guard_state_version()""",
+    postgres_trigger("ledger_taskstate_next_version", STATE, "INSERT", "ledger_guard_state_version"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS ledger_{short}_{what} ON {table}"

@@ -7,6 +7,7 @@ here, in id order, with the no-update triggers off for the migration's own trans
 from django.db import migrations, models
 
 from conversations import chain
+from conversations.migration_sql import sqlite_no_update
 
 TABLES = {"ledger_taskstateevent": ("taskstate", "TaskStateEvent", "state"),
           "ledger_action": ("action", "Action", "action"),
@@ -33,8 +34,7 @@ def _trigger(cursor, vendor: str, table: str, short: str, enable: bool) -> None:
     if vendor == "postgresql":
         cursor.execute(f"ALTER TABLE {table} {'ENABLE' if enable else 'DISABLE'} TRIGGER {name}")
     elif enable:  # exactly as 0002 made it
-        cursor.execute(f"""CREATE TRIGGER {name} BEFORE UPDATE ON {table}
-        BEGIN SELECT RAISE(ABORT, 'append-only: a {short} row is never updated'); END""")
+        cursor.execute(sqlite_no_update(name, table, f"a {short} row", indent=8))
     else:
         cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
 

@@ -15,6 +15,7 @@ from conversations.migration_sql import (
     own_project,
     postgresql_only,
     scoped_managers,
+    sqlite_no_update,
     via_parent,
 )
 
@@ -29,9 +30,7 @@ def take_conversation_projects(apps, schema_editor):
     if vendor == "postgresql":
         statements = [f"ALTER TABLE {ACTION} DISABLE TRIGGER {GUARD}", FILL, f"ALTER TABLE {ACTION} ENABLE TRIGGER {GUARD}"]
     else:  # the trigger made again exactly as ledger 0002 made it
-        statements = [f"DROP TRIGGER IF EXISTS {GUARD}", FILL,
-                      f"""CREATE TRIGGER {GUARD} BEFORE UPDATE ON {ACTION}
-        BEGIN SELECT RAISE(ABORT, 'append-only: a action row is never updated'); END"""]
+        statements = [f"DROP TRIGGER IF EXISTS {GUARD}", FILL, sqlite_no_update(GUARD, ACTION, "a action row", indent=8)]
     for sql in statements:
         schema_editor.execute(sql, params=None)
 

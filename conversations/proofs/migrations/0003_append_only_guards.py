@@ -7,30 +7,28 @@ memoryui_refuse() function.
 
 from django.db import migrations
 
+from conversations.migration_sql import postgres_trigger, sqlite_no_delete, sqlite_no_update, sqlite_refusal
+
 HEAD = "proofs_signedhead"
 KEY = "proofs_signingkey"
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER signedhead_no_update BEFORE UPDATE ON {HEAD}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a signed head is never updated'); END""",
-    f"""CREATE TRIGGER signedhead_no_delete BEFORE DELETE ON {HEAD}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a signed head is never deleted'); END""",
-    f"""CREATE TRIGGER signingkey_no_change BEFORE UPDATE OF key_id, public_key ON {KEY}
-    WHEN OLD.key_id IS NOT NEW.key_id OR OLD.public_key IS NOT NEW.public_key
-    BEGIN SELECT RAISE(ABORT, 'append-only: a public signing key on record is never changed'); END""",
-    f"""CREATE TRIGGER signingkey_no_delete BEFORE DELETE ON {KEY}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a public signing key on record is never deleted'); END""",
+    sqlite_no_update("signedhead_no_update", HEAD, "a signed head"),
+    sqlite_no_delete("signedhead_no_delete", HEAD, "a signed head"),
+    sqlite_refusal("signingkey_no_change", KEY, "UPDATE OF key_id, public_key",
+                   "append-only: a public signing key on record is never changed",
+                   when="OLD.key_id IS NOT NEW.key_id OR OLD.public_key IS NOT NEW.public_key"),
+    sqlite_no_delete("signingkey_no_delete", KEY, "a public signing key on record"),
 ]
 SQLITE_BACKWARD = [f"DROP TRIGGER IF EXISTS {name}" for name in (
     "signedhead_no_update", "signedhead_no_delete", "signingkey_no_change", "signingkey_no_delete")]
 
 POSTGRES_FORWARD = [
-    f"CREATE TRIGGER signedhead_no_update BEFORE UPDATE ON {HEAD} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"CREATE TRIGGER signedhead_no_delete BEFORE DELETE ON {HEAD} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"""CREATE TRIGGER signingkey_no_change BEFORE UPDATE ON {KEY} FOR EACH ROW
-    WHEN (OLD.key_id IS DISTINCT FROM NEW.key_id OR OLD.public_key IS DISTINCT FROM NEW.public_key)
-    EXECUTE FUNCTION memoryui_refuse()""",
-    f"CREATE TRIGGER signingkey_no_delete BEFORE DELETE ON {KEY} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
+    postgres_trigger("signedhead_no_update", HEAD, "UPDATE"),
+    postgres_trigger("signedhead_no_delete", HEAD, "DELETE"),
+    postgres_trigger("signingkey_no_change", KEY, "UPDATE",
+                   when="OLD.key_id IS DISTINCT FROM NEW.key_id OR OLD.public_key IS DISTINCT FROM NEW.public_key"),
+    postgres_trigger("signingkey_no_delete", KEY, "DELETE"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS signedhead_no_update ON {HEAD}",

@@ -3,13 +3,13 @@ as it does for audit events (conversations migration 0002)."""
 
 from django.db import migrations
 
+from conversations.migration_sql import postgres_trigger, sqlite_no_delete, sqlite_no_update
+
 RECEIPT = "retention_deletionreceipt"
 
 SQLITE_FORWARD = [
-    f"""CREATE TRIGGER deletionreceipt_no_update BEFORE UPDATE ON {RECEIPT}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a deletion receipt is never updated'); END""",
-    f"""CREATE TRIGGER deletionreceipt_no_delete BEFORE DELETE ON {RECEIPT}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a deletion receipt is never deleted'); END""",
+    sqlite_no_update("deletionreceipt_no_update", RECEIPT, "a deletion receipt"),
+    sqlite_no_delete("deletionreceipt_no_delete", RECEIPT, "a deletion receipt"),
 ]
 SQLITE_BACKWARD = [
     "DROP TRIGGER IF EXISTS deletionreceipt_no_update",
@@ -17,10 +17,8 @@ SQLITE_BACKWARD = [
 ]
 # memoryui_refuse() comes from conversations migration 0002.
 POSTGRES_FORWARD = [
-    f"""CREATE TRIGGER deletionreceipt_no_update BEFORE UPDATE ON {RECEIPT}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()""",
-    f"""CREATE TRIGGER deletionreceipt_no_delete BEFORE DELETE ON {RECEIPT}
-    FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()""",
+    postgres_trigger("deletionreceipt_no_update", RECEIPT, "UPDATE"),
+    postgres_trigger("deletionreceipt_no_delete", RECEIPT, "DELETE"),
 ]
 POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS deletionreceipt_no_update ON {RECEIPT}",

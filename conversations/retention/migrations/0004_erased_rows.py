@@ -4,18 +4,18 @@
 
 from django.db import migrations, models
 
+from conversations.migration_sql import postgres_trigger, sqlite_no_delete, sqlite_no_update
+
 TABLE = "retention_erasedrow"
 GUARDS = {
     "sqlite": [
-        f"""CREATE TRIGGER erasedrow_no_update BEFORE UPDATE ON {TABLE}
-        BEGIN SELECT RAISE(ABORT, 'append-only: an erased row commitment is never updated'); END""",
-        f"""CREATE TRIGGER erasedrow_no_delete BEFORE DELETE ON {TABLE}
-        BEGIN SELECT RAISE(ABORT, 'append-only: an erased row commitment is never deleted'); END""",
+        sqlite_no_update("erasedrow_no_update", TABLE, "an erased row commitment", indent=8),
+        sqlite_no_delete("erasedrow_no_delete", TABLE, "an erased row commitment", indent=8),
     ],
     # memoryui_refuse() comes from conversations migration 0002.
     "postgresql": [
-        f"CREATE TRIGGER erasedrow_no_update BEFORE UPDATE ON {TABLE} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-        f"CREATE TRIGGER erasedrow_no_delete BEFORE DELETE ON {TABLE} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
+        postgres_trigger("erasedrow_no_update", TABLE, "UPDATE"),
+        postgres_trigger("erasedrow_no_delete", TABLE, "DELETE"),
     ],
 }
 UNGUARD = {

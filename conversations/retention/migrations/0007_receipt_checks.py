@@ -7,22 +7,28 @@ import django.db.models.deletion
 import django.utils.timezone
 from django.db import migrations, models
 
-from conversations.migration_sql import postgresql_only, run_sql_by_vendor, via_parent, without_row_level_security
+from conversations.migration_sql import (
+    postgres_trigger,
+    postgresql_only,
+    run_sql_by_vendor,
+    sqlite_no_delete,
+    sqlite_no_update,
+    via_parent,
+    without_row_level_security,
+)
 
 RECEIPT, CHECK = "retention_deletionreceipt", "retention_receiptcheck"
 COLUMN = {"sqlite": "datetime", "postgresql": "timestamp with time zone"}
 
 SQLITE = [
     f"ALTER TABLE {RECEIPT} ADD COLUMN verify_by datetime NULL",
-    f"""CREATE TRIGGER receiptcheck_no_update BEFORE UPDATE ON {CHECK}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a receipt check is never updated'); END""",
-    f"""CREATE TRIGGER receiptcheck_no_delete BEFORE DELETE ON {CHECK}
-    BEGIN SELECT RAISE(ABORT, 'append-only: a receipt check is never deleted'); END""",
+    sqlite_no_update("receiptcheck_no_update", CHECK, "a receipt check"),
+    sqlite_no_delete("receiptcheck_no_delete", CHECK, "a receipt check"),
 ]
 POSTGRES = [
     f"ALTER TABLE {RECEIPT} ADD COLUMN verify_by timestamp with time zone NULL",
-    f"CREATE TRIGGER receiptcheck_no_update BEFORE UPDATE ON {CHECK} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
-    f"CREATE TRIGGER receiptcheck_no_delete BEFORE DELETE ON {CHECK} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
+    postgres_trigger("receiptcheck_no_update", CHECK, "UPDATE"),
+    postgres_trigger("receiptcheck_no_delete", CHECK, "DELETE"),
 ]
 
 

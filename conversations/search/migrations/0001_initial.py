@@ -18,6 +18,8 @@ call's name and arguments. Rows that are not valid JSON are indexed as stored.
 
 from django.db import migrations, models
 
+from conversations.migration_sql import postgres_trigger
+
 MSG = "conversations_message"
 CONV = "conversations_conversation"
 KEY = "search_conversationkey"
@@ -112,8 +114,8 @@ POSTGRES_FORWARD = [
     BEGIN INSERT INTO {KEY}(conversation_id) VALUES (NEW.id); RETURN NEW; END $$""",
     f"""CREATE OR REPLACE FUNCTION search_key_delete() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN DELETE FROM {KEY} WHERE conversation_id = OLD.id; RETURN OLD; END $$""",
-    f"CREATE TRIGGER search_key_insert AFTER INSERT ON {CONV} FOR EACH ROW EXECUTE FUNCTION search_key_insert()",
-    f"CREATE TRIGGER search_key_delete AFTER DELETE ON {CONV} FOR EACH ROW EXECUTE FUNCTION search_key_delete()",
+    postgres_trigger("search_key_insert", CONV, "INSERT", "search_key_insert", timing="AFTER"),
+    postgres_trigger("search_key_delete", CONV, "DELETE", "search_key_delete", timing="AFTER"),
     f"INSERT INTO {KEY}(conversation_id) SELECT id FROM {CONV} ORDER BY created_at, id",
 ]
 POSTGRES_BACKWARD = [

@@ -30,6 +30,8 @@ import importlib
 
 from django.db import migrations, models
 
+from conversations.migration_sql import postgres_trigger
+
 initial = importlib.import_module("conversations.search.migrations.0001_initial")
 pending = importlib.import_module("conversations.search.migrations.0002_pending_rows")
 
@@ -111,8 +113,7 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN NEW;
     END $$""",
-    f"""CREATE TRIGGER search_message_words BEFORE INSERT ON {MSG}
-    FOR EACH ROW EXECUTE FUNCTION search_message_words()""",
+    postgres_trigger("search_message_words", MSG, "INSERT", "search_message_words"),
     # A row without words has no entry: the index holds what search can find, no more.
     f"DROP INDEX {INDEX}",
     f"CREATE INDEX {INDEX} ON {MSG} USING GIN ({COLUMN}) WHERE {COLUMN} IS NOT NULL",
@@ -126,8 +127,7 @@ POSTGRES_FORWARD = [
         {_REFUSE};
     END $$""",
     f"DROP TRIGGER message_no_update ON {MSG}",
-    f"""CREATE TRIGGER message_no_update BEFORE UPDATE ON {MSG}
-    FOR EACH ROW EXECUTE FUNCTION search_message_no_update()""",
+    postgres_trigger("message_no_update", MSG, "UPDATE", "search_message_no_update"),
     f"""CREATE OR REPLACE FUNCTION search_borrowers_adopt() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         UPDATE {MSG} m SET {COLUMN} = search_message_tsvector(m.content)
@@ -140,12 +140,11 @@ POSTGRES_FORWARD = [
         DELETE FROM {BORROWED} WHERE source_id = NEW.id;
         RETURN NEW;
     END $$""",
-    f"""CREATE TRIGGER search_borrowers_adopt AFTER UPDATE OF deleting ON {CONV}
-    FOR EACH ROW WHEN (NEW.deleting AND NOT OLD.deleting) EXECUTE FUNCTION search_borrowers_adopt()""",
+    postgres_trigger("search_borrowers_adopt", CONV, "UPDATE OF deleting", "search_borrowers_adopt",
+                     when="NEW.deleting AND NOT OLD.deleting", timing="AFTER"),
     f"""CREATE OR REPLACE FUNCTION search_borrowed_forget() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN DELETE FROM {BORROWED} WHERE conversation_id = OLD.id OR source_id = OLD.id; RETURN OLD; END $$""",
-    f"""CREATE TRIGGER search_borrowed_forget AFTER DELETE ON {CONV}
-    FOR EACH ROW EXECUTE FUNCTION search_borrowed_forget()""",
+    postgres_trigger("search_borrowed_forget", CONV, "DELETE", "search_borrowed_forget", timing="AFTER"),
 ]
 
 # Backward: migration 0003's generated column (every row's words) and full index.
@@ -154,7 +153,7 @@ POSTGRES_BACKWARD = [
     f"DROP TRIGGER IF EXISTS search_borrowed_forget ON {CONV}",
     f"DROP TRIGGER IF EXISTS search_message_words ON {MSG}",
     f"DROP TRIGGER IF EXISTS message_no_update ON {MSG}",
-    f"CREATE TRIGGER message_no_update BEFORE UPDATE ON {MSG} FOR EACH ROW EXECUTE FUNCTION memoryui_refuse()",
+    postgres_trigger("message_no_update", MSG, "UPDATE"),
     "DROP FUNCTION IF EXISTS search_borrowers_adopt()",
     "DROP FUNCTION IF EXISTS search_borrowed_forget()",
     "DROP FUNCTION IF EXISTS search_message_words()",

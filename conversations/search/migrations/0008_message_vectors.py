@@ -20,7 +20,7 @@ import importlib
 import django.db.models.deletion
 from django.db import migrations, models
 
-from conversations.migration_sql import postgresql_only, via_parent, without_row_level_security
+from conversations.migration_sql import postgres_trigger, postgresql_only, via_parent, without_row_level_security
 
 initial = importlib.import_module("conversations.search.migrations.0001_initial")
 borrowing = importlib.import_module("conversations.search.migrations.0004_forks_borrow_rows")
@@ -76,8 +76,7 @@ POSTGRES_FORWARD = [
         END IF;
         RETURN NULL;
     END $$""",
-    f"""CREATE TRIGGER search_meaning_enqueue AFTER INSERT ON {MSG}
-    FOR EACH ROW EXECUTE FUNCTION search_meaning_enqueue()""",
+    postgres_trigger("search_meaning_enqueue", MSG, "INSERT", "search_meaning_enqueue", timing="AFTER"),
     _PG_ADOPT.replace("BEGIN\n", f"BEGIN\n        INSERT INTO {PENDING}(id) {_ADOPTED} ON CONFLICT DO NOTHING;\n", 1),
     f"""INSERT INTO {PENDING}(id) SELECT k.seq * {SPAN} + m.position FROM {MSG} m
         JOIN {KEY} k ON k.conversation_id = m.conversation_id
