@@ -178,3 +178,18 @@ def test_the_background_thread_outlives_a_connection_that_fails_to_close(monkeyp
     assert not thread.is_alive()
     assert len(calls) == 3 and ended == [Stop]
     assert worker.state.last_error == "the database went away"
+
+
+@pytest.mark.parametrize("text", ["Prefers a refund to store credit", "x", "", "   ", "日本語のテキスト",
+                                  "Allergic to peanuts " * 400])
+def test_one_text_gets_the_vector_it_gets_in_a_batch(text):
+    """Proposals and queries embed one text by a path of their own; its vector must be the
+    one the batch path (the background embedder's) gives the same text, or a fact would be
+    found by one and not the other."""
+    embedder = embedders.WordLlamaEmbedder()
+    alone = embedder.embed([text])
+    batch = embedder.embed(["something else first", text, "and after"])
+    assert alone.shape == (1, 256) and alone.dtype == np.float32
+    assert np.allclose(alone[0], batch[1], atol=1e-6)
+    norm = float(np.linalg.norm(alone[0]))
+    assert norm == pytest.approx(1.0, abs=1e-5) or (norm == 0.0 and not text.strip())
