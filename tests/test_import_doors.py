@@ -262,6 +262,14 @@ _any_message = st.one_of(
 )
 
 
+def _says_nothing_to_claude(m: dict) -> bool:
+    if m["kind"] in JOURNAL_KINDS:
+        return True
+    content = m.get("content")
+    texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content if b.get("type") == "text"]
+    return m["kind"] == "system" and not "".join(texts).strip()
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(st.lists(_any_message, min_size=1, max_size=10), st.data())
@@ -280,7 +288,10 @@ def test_any_conversation_exports_in_every_format_and_the_transcripts_import_bac
             text = "".join(export_stream(c.pk, fmt).chunks)
         except NothingToSend:
             # Journal rows only (left out of a request) and no fold: no request body is valid.
-            assert fmt in ("openai-chat", "anthropic", "gemini") and all(m["kind"] in JOURNAL_KINDS for m in rows)
+            # Anthropic and Gemini take a system row's text alone (an image has no place in
+            # their system prompt), so system rows without text say nothing to them either.
+            silent = (lambda m: m["kind"] in JOURNAL_KINDS) if fmt == "openai-chat" else _says_nothing_to_claude
+            assert fmt in ("openai-chat", "anthropic", "gemini") and all(silent(m) for m in rows), (fmt, rows)
             continue
         if fmt in ("openai-chat", "anthropic", "gemini"):
             assert isinstance(json.loads(text), (list, dict))
@@ -295,3 +306,15 @@ def test_any_conversation_exports_in_every_format_and_the_transcripts_import_bac
             assert (back.messages, back.checkpoints) == (len(rows), Checkpoint.objects.filter(conversation=c).count())
         if fmt == "memoryui":  # here already (its round trip elsewhere is exact)
             assert back.unchanged and back.present
+
+
+def test_a_system_image_alone_is_nothing_to_send_to_claude_or_gemini():
+    """The case the property test above once drew: a system row holding only an image."""
+    c = store.create_conversation(title="image only")
+    store.append_message(conversation_id=c.pk, message={"kind": "system", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]})
+    for fmt in ("anthropic", "gemini"):
+        with pytest.raises(NothingToSend):
+            "".join(export_stream(c.pk, fmt).chunks)
+    assert json.loads("".join(export_stream(c.pk, "openai-chat").chunks)) == [
+        {"role": "system", "content": "[image block]"}]
