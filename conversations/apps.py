@@ -2,9 +2,8 @@ from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_save
 
-from memoryui import metrics
-from memoryui.files import restrict_sqlite_files
-
+from . import metrics
+from .files import restrict_sqlite_files
 from .owned import register
 
 

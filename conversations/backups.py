@@ -35,8 +35,7 @@ from pathlib import Path
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
-
-from memoryui.sqlite.base import Database  # the store's SQLite library, never Python's own
+from sqlean import dbapi2 as Database  # the store's SQLite library (the backend's own), never Python's
 
 from . import hooks
 from .copying import _table_digest, models_in_order

@@ -1,4 +1,6 @@
-"""Prometheus metrics at /metrics, added up over gunicorn's worker processes.
+"""What memoryui counts for Prometheus; memoryui/metrics.py serves it at /metrics, added up
+over gunicorn's worker processes. The core and the sub-apps record here (the top layer only
+reads), so nothing below memoryui/ imports it.
 
 Off unless MEMORYUI_METRICS_TOKEN is set: then /metrics answers a scrape that sends
 `Authorization: Bearer <token>`, and nothing else (401); unset, /metrics is a 404 and
@@ -20,19 +22,12 @@ by operators, so the label stays bounded. `*` is every project at once (a prune 
 deletion request filed for the whole server); `none`, a request that acted in no project.
 """
 
-import hmac
-import os
 import re
-from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.http import Http404, HttpResponse
-from django.views.decorators.http import require_GET
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import Counter, Histogram
 
 from conversations import projects
 
@@ -170,46 +165,7 @@ def on_fact_saved(sender, instance, created, **kwargs):
         FACTS.labels(project_label(instance.project_id), _label(instance.status)).inc()
 
 
-# -- the scrape -------------------------------------------------------------------------
-
-
-class _DatabaseSize:
-    """Sizes read at scrape time by the worker that serves it (a gauge per worker would not add up)."""
-
-    def collect(self):
-        size = GaugeMetricFamily("memoryui_database_bytes", "Size of the database on disk")
-        wal = GaugeMetricFamily("memoryui_sqlite_wal_bytes", "Size of the SQLite write-ahead log")
-        if connection.vendor == "sqlite":
-            # stat only: the live file is never opened outside SQLite (retention/rawfiles.py says why).
-            main = Path(connection.settings_dict["NAME"])
-            size.add_metric([], _stat_size(main))
-            wal.add_metric([], _stat_size(Path(f"{main}-wal")))
-            yield size
-            yield wal
-            return
-        up = GaugeMetricFamily("memoryui_database_up", "1 when the scrape could read the database, else 0")
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_database_size(current_database())")
-                size.add_metric([], cursor.fetchone()[0])
-        except DatabaseError:
-            # A scrape while the database is away still answers (the counters are on disk,
-            # not in it); the next scrape reconnects, as /readyz does.
-            connection.close_if_unusable_or_obsolete()
-            up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1)
-        yield up
-        yield size
-
-
-def _stat_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
+# -- gauges read at scrape time ----------------------------------------------------------
 
 # Gauges an app reads at scrape time (a callable yielding metric families), registered from its
 # AppConfig.ready(): the deletion requests waiting for their window, and those past their deadline.
@@ -221,47 +177,10 @@ def register_scrape_time(collect) -> None:
         _SCRAPE_TIME.append(collect)
 
 
-class _AppGauges:
-    def collect(self):
-        for collect in _SCRAPE_TIME:
-            try:
-                yield from collect()
-            except DatabaseError:
-                connection.close_if_unusable_or_obsolete()
-
-
-class _ThisProcess:
-    """The process's own registry, when there is no multiprocess folder (runserver, tests)."""
-
-    def collect(self):
-        from prometheus_client import REGISTRY
-
-        yield from REGISTRY.collect()
-
-
-def scrape() -> bytes:
-    registry = CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
-        multiprocess.MultiProcessCollector(registry)
-    else:
-        registry.register(_ThisProcess())
-    registry.register(_DatabaseSize())
-    registry.register(_AppGauges())
-    return generate_latest(registry)
-
-
-@require_GET
-def metrics_view(request):
-    token = settings.MEMORYUI_METRICS_TOKEN
-    if not token:
-        raise Http404("metrics are off (set MEMORYUI_METRICS_TOKEN)")
-    sent = request.headers.get("Authorization", "")
-    if not hmac.compare_digest(sent.encode("utf-8", "replace"), f"Bearer {token}".encode()):
-        response = HttpResponse("a scrape needs Authorization: Bearer <MEMORYUI_METRICS_TOKEN>\n", status=401,
-                                content_type="text/plain; charset=utf-8")
-        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-        return response
-    return HttpResponse(scrape(), content_type=CONTENT_TYPE_LATEST)
-
+def scrape_time_families():
+    """The registered gauges, read now; one whose database is away is left out of this scrape."""
+    for collect in _SCRAPE_TIME:
+        try:
+            yield from collect()
+        except DatabaseError:
+            connection.close_if_unusable_or_obsolete()

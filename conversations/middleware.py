@@ -5,9 +5,8 @@ from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpResponse
 from django.shortcuts import resolve_url
 
-from memoryui.connections import close_after_answer
-
 from . import bodies
+from .connections import close_after_answer
 from .http import API_PREFIX, error_json
 
 

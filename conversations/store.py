@@ -21,9 +21,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections,
 from django.dispatch import Signal
 from django.utils import timezone
 
-from memoryui import metrics
-
-from . import calls, chain, hooks, params, projects, rows
+from . import calls, chain, hooks, metrics, params, projects, rows
 from .db import advisory_lock, writer_queue
 from .errors import (
     CheckpointBeforeLatest,

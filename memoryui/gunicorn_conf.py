@@ -70,13 +70,13 @@ def on_starting(server):
 
 def pre_request(worker, req):
     # The app may answer before reading a body (413): it then asks for `Connection: close`.
-    from memoryui import connections
+    from conversations import connections
 
     connections.serving(req)
 
 
 def post_request(worker, req, environ, resp):
-    from memoryui import connections
+    from conversations import connections
 
     connections.serving(None)
 

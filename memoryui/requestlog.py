@@ -18,7 +18,7 @@ import uuid
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-from memoryui import metrics
+from conversations import metrics
 from memoryui.logs import request_id
 
 log = logging.getLogger("memoryui.request")

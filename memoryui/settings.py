@@ -18,7 +18,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from memoryui.files import precreate_sqlite_file, prepare_data_dir
+from conversations.files import precreate_sqlite_file, prepare_data_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_save
 
-from memoryui import metrics
+from conversations import metrics
 
 
 class FactsConfig(AppConfig):

@@ -1,8 +1,8 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_save
 
+from conversations import metrics
 from conversations.owned import register
-from memoryui import metrics
 
 
 class ImportsConfig(AppConfig):

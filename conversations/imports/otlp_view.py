@@ -16,8 +16,8 @@ from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from conversations.apiauth import authenticate_bearer
+from conversations.connections import close_after_answer
 from conversations.errors import ImportInProgress, StoreError
-from memoryui.connections import close_after_answer
 
 from . import otlp, otlp_wire
 

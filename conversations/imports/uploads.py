@@ -5,7 +5,7 @@ The admin import page shows what a file would create before anything is written
 person confirms. It is a whole transcript, personal data included, so:
 
 - it is created 0600 in a 0700 folder, like the database files beside it
-  (memoryui/files.py);
+  (conversations/files.py);
 - it is removed once the confirming import has read it, or when its preview fails;
 - after MEMORYUI_UPLOAD_TTL_MINUTES (default 60) it has expired: confirming
   refuses it, and the next preview or prune removes it;
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from conversations.files import FILE_MODE, prepare_data_dir
 from conversations.retention.leftovers import Leftovers
 from conversations.subjects import normalize_subject
-from memoryui.files import FILE_MODE, prepare_data_dir
 
 FOLDER = "uploads"
 UPLOAD, RECORD = ".upload", ".json"

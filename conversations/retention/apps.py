@@ -1,8 +1,7 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_save
 
-from conversations import hooks
-from memoryui import metrics
+from conversations import hooks, metrics
 
 
 class RetentionConfig(AppConfig):

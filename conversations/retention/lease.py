@@ -22,9 +22,9 @@ from datetime import timedelta
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from conversations import metrics
 from conversations.db import busy_timeout
 from conversations.errors import StoreError
-from memoryui import metrics
 
 from .models import MaintenanceLease
 
