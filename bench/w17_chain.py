@@ -28,31 +28,31 @@ BATCH = 1000
 ROUND = 100  # appends per alternating round
 
 
-def chainless(store, chain):
+def chainless(store, rows):
     """Patch the store's append path to skip the chain; returns a function that undoes it."""
-    saved_seal, saved_form, saved_pg = store._seal_rows, dict(store._SQLITE_FORM), store._BUMP_WITH_PREV_PG
+    saved_seal, saved_form, saved_pg = store.seal_rows, dict(rows.SQLITE_FORM), store.BUMP_WITH_PREV_PG
 
-    def seal_nothing(rows, position, prev, stamps):
-        for offset, row in enumerate(rows):
+    def seal_nothing(batch, position, prev, stamps):
+        for offset, row in enumerate(batch):
             row[1] = position + offset
 
-    store._seal_rows = seal_nothing
+    store.seal_rows = seal_nothing
     # The same statement without the look-up of the previous chain hash; the unused
     # parameter goes to a NULL that nothing reads.
     no_prev = "RETURNING next_position, (SELECT NULL WHERE %s IS NULL)"
-    plain = store._SQLITE_FORM[store._BUMP_POSITION]
-    store._SQLITE_FORM[store._BUMP_WITH_PREV] = plain.replace("RETURNING next_position", no_prev.replace("%s", "?"))
-    store._BUMP_WITH_PREV_PG = store._BUMP_POSITION.replace("RETURNING next_position", no_prev)
+    plain = rows.SQLITE_FORM[store.BUMP_POSITION]
+    rows.SQLITE_FORM[store.BUMP_WITH_PREV] = plain.replace("RETURNING next_position", no_prev.replace("%s", "?"))
+    store.BUMP_WITH_PREV_PG = store.BUMP_POSITION.replace("RETURNING next_position", no_prev)
 
     def undo():
-        store._seal_rows, store._BUMP_WITH_PREV_PG = saved_seal, saved_pg
-        store._SQLITE_FORM.clear()
-        store._SQLITE_FORM.update(saved_form)
+        store.seal_rows, store.BUMP_WITH_PREV_PG = saved_seal, saved_pg
+        rows.SQLITE_FORM.clear()
+        rows.SQLITE_FORM.update(saved_form)
 
     return undo
 
 
-def append_rates(store, chain, *, rounds: int) -> dict[str, float]:
+def append_rates(store, rows, *, rounds: int) -> dict[str, float]:
     """Median appends/s of alternating rounds with and without the chain (see the docstring)."""
     msgs = common.messages(ROUND)
     conversations = {"chain": store.create_conversation(title="bench chain").pk,
@@ -66,7 +66,7 @@ def append_rates(store, chain, *, rounds: int) -> dict[str, float]:
         return ROUND / (time.perf_counter() - t0)
 
     def appends_without_chain():
-        undo = chainless(store, chain)
+        undo = chainless(store, rows)
         try:
             return appends("none")
         finally:
@@ -91,9 +91,9 @@ def postgres_child(url: str, rounds: int) -> int:
 
     call_command("migrate", verbosity=0, interactive=False)
     common.close_django()
-    from conversations import chain, store
+    from conversations import rows, store
 
-    print(json.dumps(append_rates(store, chain, rounds=rounds)))
+    print(json.dumps(append_rates(store, rows, rounds=rounds)))
     return 0
 
 
@@ -125,10 +125,10 @@ def main(argv=None):
     reps = args.reps or (1 if args.quick else 3)
     started = time.perf_counter()
     common.setup_django(args.workdir / "memoryui.sqlite3")
-    from conversations import chain, chain_verify, store
+    from conversations import chain_verify, rows, store
     from conversations.models import Conversation
 
-    rate = append_rates(store, chain, rounds=max(reps, n // ROUND))
+    rate = append_rates(store, rows, rounds=max(reps, n // ROUND))
 
     big = store.create_conversation(title="bench verify").pk
     fill_started = time.perf_counter()
@@ -145,10 +145,8 @@ def main(argv=None):
 
     def scan():
         t0 = time.perf_counter()
-        rows = sum(1 for _ in chain_verify._paged(
-            f"SELECT position, kind, content, created_at, salt, commitment, chain_hash FROM {chain_verify._MSG} "
-            "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s", [chain_verify._db_id(big)], 0))
-        assert rows == m
+        scanned = sum(1 for _ in chain_verify.message_rows(big))
+        assert scanned == m
         return time.perf_counter() - t0
 
     checks = common.alternate({"verify": verify, "scan": scan}, 1 if args.quick else 2)

@@ -191,9 +191,9 @@ class RawAppend:
         self.prefix = secret.split("_", 2)[1]
         self.sqlite = connection.vendor == "sqlite"
         form = (lambda sql: rows.SQLITE_FORM[sql]) if self.sqlite else (lambda sql: sql)
-        self.key_sql, self.find_sql = form(api_keys._ACTIVE_KEY), form(idempotency._FIND)
-        self.bump_sql = form(store._BUMP_WITH_PREV if self.sqlite else store._BUMP_WITH_PREV_PG)
-        self.insert_sql, self.key_row_sql = form(rows._INSERT_MESSAGE), form(idempotency._INSERT)
+        self.key_sql, self.find_sql = form(api_keys.ACTIVE_KEY), form(idempotency.FIND_KEY)
+        self.bump_sql = form(store.BUMP_WITH_PREV if self.sqlite else store.BUMP_WITH_PREV_PG)
+        self.insert_sql, self.key_row_sql = form(rows.INSERT_MESSAGE), form(idempotency.INSERT_KEY)
         # Every key row names its project: the bench's conversations are all in the default one.
         from conversations.models import Project
 
@@ -218,8 +218,8 @@ class RawAppend:
         fingerprint = hashlib.sha256(f"POST\n/api/v1/conversations/{cid}/messages\n".encode() + body).hexdigest()
         kind, text = self.encode(message)
         # The store's own clock, ids and seal (conversations/rows.py), as its append uses them.
-        at, stamp = self.rows._db_now_stamped(self.db)
-        row = [self.rows._db_id(self.db, cid), None, kind, text, at, None, None, None]
+        at, stamp = self.rows.db_now_stamped(self.db)
+        row = [self.rows.db_id(self.db, cid), None, kind, text, at, None, None, None]
         if self._one(raw, self.key_sql, [self.prefix]) is None:
             raise RuntimeError("the bench key is not in the database")
         self._one(raw, self.find_sql, [caller, key])
@@ -236,8 +236,8 @@ class RawAppend:
             return
         raw.execute("BEGIN IMMEDIATE" if self.sqlite else "BEGIN")
         next_position, prev = self._one(raw, self.bump_sql, [1, at, at, row[0], True, None, 1])
-        self.rows._seal_rows([row], next_position - 1, bytes(prev) if prev is not None else self.chain.GENESIS,
-                             (stamp,))
+        self.rows.seal_rows([row], next_position - 1, bytes(prev) if prev is not None else self.chain.GENESIS,
+                            (stamp,))
         self._one(raw, self.insert_sql, row)
         self._one(raw, self.key_row_sql, [caller, key, fingerprint, 201, "application/json",
                                           json.dumps({"position": row[1], "kind": kind}), row[0], "", at,

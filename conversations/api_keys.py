@@ -129,15 +129,16 @@ def hash_api_key(secret: str) -> str:
 _KEY_COLUMNS = ("id", "name", "project_id", "namespaces", "key_hash", "scopes", "last_used_at")
 
 
-_ACTIVE_KEY = (f"SELECT {', '.join(_KEY_COLUMNS)} FROM {ApiKey._meta.db_table} "
+# Public: bench/w8_http.py runs it alone, as every API request's first statement.
+ACTIVE_KEY = (f"SELECT {', '.join(_KEY_COLUMNS)} FROM {ApiKey._meta.db_table} "
                "WHERE prefix = %s AND revoked_at IS NULL LIMIT 1")
-rows.sqlite_form(_ACTIVE_KEY)
+rows.sqlite_form(ACTIVE_KEY)
 
 
 def _active_key(prefix: str) -> ApiKey | None:
     """The active key with this prefix. Every API request runs this: one plain statement and
     the two conversions its columns need cost a fraction of the ORM's (even `raw()`'s)."""
-    row = rows.fetch_first(_ACTIVE_KEY, [prefix], outside_projects=True)
+    row = rows.fetch_first(ACTIVE_KEY, [prefix], outside_projects=True)
     if row is None:
         return None
     pk, name, project_id, namespaces, key_hash, scopes, last_used = row

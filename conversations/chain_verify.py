@@ -87,13 +87,21 @@ def _paged(sql: str, params: list, key_index: int, after: int | None = None):
             after = rows[-1][key_index]
 
 
+_MESSAGE_ROWS = (f"SELECT position, kind, content, created_at, salt, commitment, chain_hash FROM {_MSG} "
+                 "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s")
+
+
+def message_rows(conversation_id):
+    """(position, kind, content, created_at, salt, commitment, chain_hash) of a conversation's
+    messages, in order, read a page at a time: what verification reads, before any hashing."""
+    return _paged(_MESSAGE_ROWS, [_db_id(conversation_id)], 0)
+
+
 def message_records(conversation_id):
     """(position, "message", salt, commitment, chain_hash, payload) of a conversation, in order."""
-    sql = (f"SELECT position, kind, content, created_at, salt, commitment, chain_hash FROM {_MSG} "
-           "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s")
     encode = chain.message_payload
     last_at, last_stamp = None, ""
-    for position, kind, content, created_at, salt, commitment, chain_hash in _paged(sql, [_db_id(conversation_id)], 0):
+    for position, kind, content, created_at, salt, commitment, chain_hash in message_rows(conversation_id):
         if created_at != last_at:  # a batch's rows share one time: convert it once
             last_at, last_stamp = created_at, _canonical_db_time(created_at)
         body = encode(position, kind, content, last_stamp) if salt is not None else None

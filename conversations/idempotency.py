@@ -240,14 +240,15 @@ def _keepable(response) -> bool:
     return 200 <= response.status_code < 300 and not response.streaming
 
 
-_FIND = f"SELECT id FROM {_table} WHERE caller = %s AND key = %s"
-sqlite_form(_FIND)
+# Public, as INSERT_KEY below: bench/w8_http.py runs a keyed append's statements alone.
+FIND_KEY = f"SELECT id FROM {_table} WHERE caller = %s AND key = %s"
+sqlite_form(FIND_KEY)
 
 
 def _find(caller: str, key: str):
     # Every keyed write runs this first, and almost always finds nothing: one plain
     # statement, and the ORM only for a key that is there.
-    found = fetch_first(_FIND, [caller, key])
+    found = fetch_first(FIND_KEY, [caller, key])
     if found is None:
         return None
     row = IdempotencyKey.objects.filter(pk=found[0]).first()
@@ -337,12 +338,12 @@ def _uuid(value):
 
 
 # A row back when the key was inserted, none when the caller already held it.
-_INSERT = (
+INSERT_KEY = (
     f"INSERT INTO {_table} (caller, key, fingerprint, status, content_type, body, conversation_id, "
     "subject_norm, created_at, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (caller, key) DO NOTHING RETURNING id"
 )
-sqlite_form(_INSERT)
+sqlite_form(INSERT_KEY)
 
 
 def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
@@ -357,7 +358,7 @@ def _insert(caller: str, key: str, sent: str, response, path: str) -> bool:
         projects.project_of_new_row(),
     ]
     try:
-        return fetch_first(_INSERT, values) is not None
+        return fetch_first(INSERT_KEY, values) is not None
     except IntegrityError:  # pragma: no cover - ON CONFLICT covers the unique key
         return False
 

@@ -25,7 +25,7 @@ ROW_BATCH = 1000
 _message_table = Message._meta.db_table
 
 _PREV_CHAIN = f"SELECT chain_hash FROM {_message_table} WHERE conversation_id = %s AND position = %s"
-_INSERT_MESSAGE = (
+INSERT_MESSAGE = (
     f"INSERT INTO {_message_table} (conversation_id, position, kind, content, created_at, salt, commitment, "
     "chain_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
@@ -39,7 +39,7 @@ def sqlite_form(*statements: str) -> dict[str, str]:
     return SQLITE_FORM
 
 
-sqlite_form(_PREV_CHAIN, _INSERT_MESSAGE)
+sqlite_form(_PREV_CHAIN, INSERT_MESSAGE)
 
 
 def _db_uuid(value):
@@ -96,7 +96,7 @@ def _prev_chain(db, db_cid, position: int) -> bytes:
     return bytes(found[0]) if found and found[0] is not None else chain.GENESIS
 
 
-def _seal_rows(rows: list[list], position: int, prev: bytes, stamps) -> None:
+def seal_rows(rows: list[list], position: int, prev: bytes, stamps) -> None:
     """Give rows [cid, None, kind, text, at, None, None, None] their positions from
     `position` on, and their salts, commitments and chain hashes (conversations/chain.py)."""
     sha, salt_of, encode = hashlib.sha256, chain.new_salt, chain.message_payload
@@ -110,16 +110,16 @@ def _seal_rows(rows: list[list], position: int, prev: bytes, stamps) -> None:
 
 def _insert_rows(db, rows: list[list]) -> None:
     if len(rows) == 1:
-        _execute_one(db, _INSERT_MESSAGE, rows[0])
+        _execute_one(db, INSERT_MESSAGE, rows[0])
     elif db.vendor == "sqlite":
         with db.wrap_database_errors:
-            db.connection.executemany(SQLITE_FORM[_INSERT_MESSAGE], rows)
+            db.connection.executemany(SQLITE_FORM[INSERT_MESSAGE], rows)
     else:
         with db.cursor() as cursor:
-            cursor.executemany(_INSERT_MESSAGE, rows)
+            cursor.executemany(INSERT_MESSAGE, rows)
 
 
-def _db_id(db, cid: uuid.UUID):
+def db_id(db, cid: uuid.UUID):
     """The conversation id as the database takes it (what UUIDField would hand it)."""
     return cid.hex if db.vendor == "sqlite" else Conversation._meta.pk.get_db_prep_value(cid, db)
 
@@ -138,7 +138,7 @@ def _db_now(db):
     return db.ops.adapt_datetimefield_value(timezone.now())
 
 
-def _db_now_stamped(db) -> tuple:
+def db_now_stamped(db) -> tuple:
     """Now as the database takes it, and as the chain's payload writes it (chain.canonical_time)."""
     if _stores_naive_utc_text(db):
         now = datetime.now(UTC).replace(tzinfo=None)
@@ -181,7 +181,7 @@ def insert_reserved(*, conversation_id, start: int, rows) -> None:
     which the caller reserved in this transaction by bumping the conversation's counter.
     Each row is sealed into the chain after the row before `start` (conversations/chain.py)."""
     db = connections[DEFAULT_DB_ALIAS]
-    db_cid = _db_id(db, parse_conversation_id(conversation_id))
+    db_cid = db_id(db, parse_conversation_id(conversation_id))
     now = timezone.now()
     params, stamps = [], []
     for kind, text, at in rows:
@@ -191,7 +191,7 @@ def insert_reserved(*, conversation_id, start: int, rows) -> None:
     if not params:
         return
     db.ensure_connection()
-    _seal_rows(params, start, _prev_chain(db, db_cid, start), stamps)
+    seal_rows(params, start, _prev_chain(db, db_cid, start), stamps)
     for i in range(0, len(params), ROW_BATCH):
         _insert_rows(db, params[i:i + ROW_BATCH])
 

@@ -35,14 +35,14 @@ from .message_schema import encode_message, max_message_bytes
 from .models import AuditEvent, Checkpoint, Conversation, Message, parse_conversation_id
 from .params import check_text, check_tree
 from .rows import (  # the row primitives every door writes through (rows.py)
-    _db_id,
-    _db_now_stamped,
     _execute_one,
     _insert_rows,
     _prev_chain,
-    _seal_rows,
     add_checkpoint,
     copy_prefix,
+    db_id,
+    db_now_stamped,
+    seal_rows,
 )
 
 # Re-exported: the other doors (imports, the ledger) and the tests reach these through the store.
@@ -200,8 +200,10 @@ def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
 
 
 # The project fence is a condition of the statement itself (every project, or this one), so
-# the statement stays one text, prepared once per connection (rows._execute_one).
-_BUMP_POSITION = (
+# the statement stays one text, prepared once per connection (rows._execute_one). Public: the
+# benchmarks run the append's own statements (bench/w8_http.py, alone as a bound on its cost;
+# bench/w17_chain.py, with the chain taken out), so that they measure what the store runs.
+BUMP_POSITION = (
     f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
     "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting AND (%s OR project_id = %s) "
     "RETURNING next_position"
@@ -211,19 +213,19 @@ _BUMP_POSITION = (
 # On PostgreSQL a subquery would read the statement's snapshot, taken before the row lock was
 # granted, and miss the row of the writer it waited for; there a VOLATILE function reads it
 # (migration 0008), with a snapshot of its own taken after the lock is held.
-_BUMP_WITH_PREV = _BUMP_POSITION + (
+BUMP_WITH_PREV = BUMP_POSITION + (
     f", (SELECT chain_hash FROM {_message_table} WHERE conversation_id = {_conversation_table}.id "
     f"AND position = {_conversation_table}.next_position - %s - 1)"
 )
-_BUMP_WITH_PREV_PG = _BUMP_POSITION + ", memoryui_chain_hash(id, next_position - %s - 1)"
-_SQLITE_FORM = rows.sqlite_form(_BUMP_POSITION, _BUMP_WITH_PREV)
+BUMP_WITH_PREV_PG = BUMP_POSITION + ", memoryui_chain_hash(id, next_position - %s - 1)"
+rows.sqlite_form(BUMP_POSITION, BUMP_WITH_PREV)
 
 
 def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, stamps) -> int:
     """Reserve len(rows) positions and insert the rows there, chained; returns the first position."""
     # The rows carry the store's clock: the conversation's activity and its receipt are now.
     n = len(rows)
-    bump = _BUMP_WITH_PREV if db.vendor == "sqlite" else _BUMP_WITH_PREV_PG
+    bump = BUMP_WITH_PREV if db.vendor == "sqlite" else BUMP_WITH_PREV_PG
     scope = projects.current()
     if scope.namespaces is not None:
         Conversation.objects.get_live(cid)  # a key narrowed to namespaces: NotFound outside them
@@ -238,7 +240,7 @@ def _bump_and_insert(db, cid, rows: list[list], expected_position: int | None, s
             field="expected_position",
             code="position_conflict",
         )
-    _seal_rows(rows, position, bytes(found[1]) if found[1] is not None else chain.GENESIS, stamps)
+    seal_rows(rows, position, bytes(found[1]) if found[1] is not None else chain.GENESIS, stamps)
     _insert_rows(db, rows)
     return position
 
@@ -282,8 +284,8 @@ def append_message(*, conversation_id, message, expected_position: int | None = 
     # One look-up of the connection: `connection` is a thread-local proxy, and the
     # hot path below would otherwise pay for a dozen of them.
     db = connections[DEFAULT_DB_ALIAS]
-    now, stamp = _db_now_stamped(db)
-    row = [_db_id(db, cid), None, kind, text, now, None, None, None]
+    now, stamp = db_now_stamped(db)
+    row = [db_id(db, cid), None, kind, text, now, None, None, None]
     position = _write_rows(db, cid, [row], expected_position, (stamp,))
     metrics.appended(1, conversation_id=cid)
     return position
@@ -322,7 +324,7 @@ def append_messages(*, conversation_id, messages, expected_position: int | None 
             raise type(exc)(f"messages.{i}: {exc.message}", field=field, code=exc.code) from None
     cid = parse_conversation_id(conversation_id)
     db = connections[DEFAULT_DB_ALIAS]
-    db_cid, (now, stamp) = _db_id(db, cid), _db_now_stamped(db)
+    db_cid, (now, stamp) = db_id(db, cid), db_now_stamped(db)
     rows = [[db_cid, None, kind, text, now, None, None, None] for kind, text in encoded]
     first = _write_rows(db, cid, rows, expected_position, [stamp] * len(rows))
     metrics.appended(len(rows), conversation_id=cid)

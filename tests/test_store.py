@@ -401,7 +401,7 @@ def test_the_append_paths_timestamp_and_id_are_what_django_would_store(conversat
     for at in (now, now.replace(microsecond=0), now.astimezone(timezone.get_fixed_timezone(-330)),
                now.replace(year=1, month=1, day=1, tzinfo=timezone.get_fixed_timezone(0))):
         assert store.db_datetime(connection, at) == connection.ops.adapt_datetimefield_value(at), at
-    assert store._db_id(connection, conversation.pk) == Conversation._meta.pk.get_db_prep_value(conversation.pk,
+    assert store.db_id(connection, conversation.pk) == Conversation._meta.pk.get_db_prep_value(conversation.pk,
                                                                                                 connection)
     position = store.append_message(conversation_id=conversation.pk, message={"kind": "user", "content": "hi"})
     row = Message.objects.get(conversation_id=conversation.pk, position=position)
