@@ -56,8 +56,9 @@ run: migrate
 test: $(VENV)/.test-installed lint
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# ruff (ruff.toml) and the import contracts (.importlinter: the core imports no sub-app, no
-# cycle at any depth; tests/test_import_contracts.py checks the names import-linter cannot see),
+# ruff (ruff.toml) and the import contracts (.importlinter: memoryui/ on top of conversations/,
+# the core imports no sub-app, no cycle at any depth, only load_demo imports the demo data;
+# tests/test_import_contracts.py checks the names import-linter cannot see, bench/ included),
 # new commits' messages (tools/check_commits.py: a subject of at most 72 characters, a body),
 # and the clients' copy of the message kinds and request limits (tools/client_rules.py --check).
 lint: $(VENV)/.dev-installed
