@@ -1,11 +1,11 @@
 from django.urls import path
 
-from . import views, views_keys, views_live, views_members
+from . import views, views_keyboard, views_keys, views_live, views_members
 
 # Ids are taken as strings and parsed in the views, so a malformed id is a 404 page, not a 500.
 urlpatterns = [
     path("", views.index, name="index"),
-    path("keyboard/", views.keyboard, name="keyboard"),
+    path("keyboard/", views_keyboard.keyboard, name="keyboard"),
     path("keys/", views_keys.keys, name="keys"),
     path("keys/create", views_keys.create_key, name="key_create"),
     path("keys/<int:key_id>/revoke", views_keys.revoke_key, name="key_revoke"),

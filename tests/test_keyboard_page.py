@@ -1,4 +1,4 @@
-"""The Keyboard page (/keyboard/, conversations/views.py): every key a page answers to, linked
+"""The Keyboard page (/keyboard/, conversations/views_keyboard.py): every key a page answers to, linked
 from the foot of every page, for any signed-in person whatever their role."""
 
 import re
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conversations.views import KEYBOARD
+from conversations.views_keyboard import KEYBOARD
 from tests.helpers import make_person
 
 pytestmark = pytest.mark.django_db
