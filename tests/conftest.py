@@ -142,6 +142,17 @@ def purge_sqlite_guarded_tables():
 
 
 @pytest.fixture(autouse=True)
+def _no_embedder_thread_left_running():
+    """A test that starts the background embedder (its admin page's button does) stops it
+    when it ends: left running, it would write vectors into later tests' databases at moments
+    of its own, and a test comparing rows before and after would see them appear."""
+    yield
+    from conversations.embeddings import worker
+
+    assert worker.stop(), "the background embedder did not stop"
+
+
+@pytest.fixture(autouse=True)
 def journal_file(tmp_path_factory):
     """Each test its own erasure journal (conversations/retention/journal.py), also for the servers
     and commands it starts: one test's erasures are no other's, and none reach the data folder's."""

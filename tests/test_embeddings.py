@@ -193,3 +193,21 @@ def test_one_text_gets_the_vector_it_gets_in_a_batch(text):
     assert np.allclose(alone[0], batch[1], atol=1e-6)
     norm = float(np.linalg.norm(alone[0]))
     assert norm == pytest.approx(1.0, abs=1e-5) or (norm == 0.0 and not text.strip())
+
+
+def test_the_background_thread_stops_between_batches_and_starts_again(monkeypatch):
+    batches = []
+
+    def run_once():
+        batches.append(1)
+        return 0
+
+    monkeypatch.setattr(worker, "run_once", run_once)
+    monkeypatch.setattr(worker, "close_old_connections", lambda: None)
+    assert worker.start() is True
+    assert worker.start() is False  # one thread a process
+    assert worker.stop(timeout=10) and not worker.state.running
+    seen = len(batches)
+    assert seen >= 1
+    assert worker.start() is True and worker.stop(timeout=10)
+    assert len(batches) > seen

@@ -43,6 +43,7 @@ state = State()
 _thread: threading.Thread | None = None
 _thread_lock = threading.Lock()
 _wake = threading.Event()
+_stopping = threading.Event()
 
 
 def current_model_id(embedder=None) -> int:
@@ -99,7 +100,7 @@ def _close_quietly():
 
 
 def _loop():
-    while True:
+    while not _stopping.is_set():
         try:
             close_old_connections()
             done = run_once()
@@ -110,9 +111,10 @@ def _loop():
             done = 0
         finally:
             _close_quietly()
-        if not done:
+        if not done and not _stopping.is_set():
             _wake.wait(IDLE_SECONDS)
             _wake.clear()
+    state.running = False
 
 
 def start() -> bool:
@@ -122,7 +124,21 @@ def start() -> bool:
         if _thread is not None and _thread.is_alive():
             _wake.set()
             return False
+        _stopping.clear()
         _thread = threading.Thread(target=_loop, name="memoryui-embedder", daemon=True)
         _thread.start()
         state.running = True
         return True
+
+
+def stop(timeout: float = 30.0) -> bool:
+    """Stop this process's thread after the batch it is writing (each batch is its own
+    transaction, so nothing is left half-written); True once no thread runs."""
+    with _thread_lock:
+        thread = _thread
+        if thread is None or not thread.is_alive():
+            return True
+        _stopping.set()
+        _wake.set()
+    thread.join(timeout)
+    return not thread.is_alive()
