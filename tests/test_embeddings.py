@@ -171,6 +171,7 @@ def test_the_background_thread_outlives_a_connection_that_fails_to_close(monkeyp
     monkeypatch.setattr(worker, "run_once", run_once)
     monkeypatch.setattr(worker, "close_old_connections", close_fails)
     monkeypatch.setattr(worker, "IDLE_SECONDS", 0.01)
+    monkeypatch.setattr(worker, "_stopping", threading.Event())
     monkeypatch.setattr(threading, "excepthook", lambda args: ended.append(args.exc_type))
     thread = threading.Thread(target=worker._loop)
     thread.start()

@@ -141,4 +141,7 @@ def stop(timeout: float = 30.0) -> bool:
         _stopping.set()
         _wake.set()
     thread.join(timeout)
-    return not thread.is_alive()
+    if thread.is_alive():
+        return False
+    _stopping.clear()  # asked of the thread that ended; the next one runs until asked again
+    return True
