@@ -22,6 +22,7 @@ import time
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.db.models import Q
 
 from .models import Conversation
 
@@ -41,12 +42,12 @@ def mark_deleting(ids: list) -> int:
 
 def mark_expired(ids: list, *, received_before: datetime) -> int:
     """Mark for deletion those of `ids` still received before `received_before` and not
-    pinned, in one transaction; returns how many. Age and pin are read again in the
-    marking statement itself: an agent may have appended, or a person pinned, since the
-    candidates were chosen, and such a conversation is spared."""
+    pinned, or staged by an import, in one transaction; returns how many. Age and pin are
+    read again in the marking statement itself: an agent may have appended, or a person
+    pinned, since the candidates were chosen, and such a conversation is spared."""
     with transaction.atomic():
         return Conversation.objects.filter(
-            pk__in=ids, received_at__lt=received_before, pinned=False, deleting=False
+            Q(received_at__lt=received_before, pinned=False) | Q(staged=True), pk__in=ids, deleting=False
         ).update(deleting=True)
 
 

@@ -242,6 +242,9 @@ UNLESS_CONVERSATION_DELETING = (f"NOT EXISTS (SELECT 1 FROM {CONVERSATION_TABLE}
 # … or refuse only while it is there and not marked (its rows may still go after it).
 WHILE_CONVERSATION_LIVE = (f"EXISTS (SELECT 1 FROM {CONVERSATION_TABLE} "
                            "WHERE id = OLD.conversation_id AND NOT deleting)")
+# … or refuse only while it is there, neither marked nor staged by an import (imports 0007).
+WHILE_CONVERSATION_SHOWN = (f"EXISTS (SELECT 1 FROM {CONVERSATION_TABLE} "
+                            "WHERE id = OLD.conversation_id AND NOT deleting AND NOT staged)")
 
 
 def sqlite_refusal(name: str, table: str, event: str, message: str, *, when: str = "", indent: int = 4) -> str:

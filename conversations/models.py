@@ -127,8 +127,9 @@ class ChainedRow(models.Model):
 
 class ConversationQuerySet(LockingQuerySet):
     def live(self):
-        """Conversations not being deleted (a half-finished prune hides its victims)."""
-        return self.filter(deleting=False)
+        """Conversations neither being deleted (a half-finished prune hides its victims) nor
+        staged (an import's, until it publishes them)."""
+        return self.filter(deleting=False, staged=False)
 
     def get_live(self, conversation_id) -> "Conversation":
         cid = parse_conversation_id(conversation_id)
@@ -151,7 +152,7 @@ class ConversationQuerySet(LockingQuerySet):
     def with_fork_count(self):
         forks = (
             # A subagent's transcript is a child but not a fork: it is counted apart.
-            Conversation.objects.filter(parent_id=OuterRef("pk"), deleting=False)
+            Conversation.objects.filter(parent_id=OuterRef("pk"), deleting=False, staged=False)
             .exclude(parent_relation="subagent")
             .order_by()
             .values("parent_id")
@@ -170,11 +171,11 @@ class ConversationQuerySet(LockingQuerySet):
         table, checkpoints = Conversation._meta.db_table, Checkpoint._meta.db_table
         fence, fenced = projects.sql_fence("c.project_id", "c.namespace")
         sql = (f"SELECT c.*, (SELECT COUNT(*) FROM {table} f WHERE f.parent_id = c.id AND f.deleting = %s "
-               f"AND f.parent_relation <> 'subagent') AS fork_count, "
+               f"AND f.staged = %s AND f.parent_relation <> 'subagent') AS fork_count, "
                f"(SELECT COUNT(*) FROM {checkpoints} k WHERE k.conversation_id = c.id) AS checkpoint_count "
-               f"FROM {table} c WHERE c.id = %s AND c.deleting = %s{fence}")
-        found = next(iter(self.raw(sql, [False, Conversation._meta.pk.get_db_prep_value(cid, connection), False,
-                                         *fenced])), None)
+               f"FROM {table} c WHERE c.id = %s AND c.deleting = %s AND c.staged = %s{fence}")
+        found = next(iter(self.raw(sql, [False, False, Conversation._meta.pk.get_db_prep_value(cid, connection),
+                                         False, False, *fenced])), None)
         if found is None:
             raise NotFound(f"conversation {cid} not found", field="id")
         return found
@@ -213,9 +214,13 @@ class Conversation(models.Model):
     pinned = models.BooleanField(default=False)
     # The next position the store will assign; equals the number of messages.
     next_position = models.BigIntegerField(default=0)
-    # Set by the store's deletion path, in the same transaction as the deletes;
-    # the database refuses to delete messages of a conversation without it.
+    # Set by the deletion path (conversations/deletion.py) before its deletes; the database
+    # refuses to delete messages of a conversation without it.
     deleting = models.BooleanField(default=False)
+    # An import's conversation, written in many short transactions and hidden, closed to other
+    # writers, until the import publishes it (imports/store.py). Not a deletion: the database's
+    # delete guards stay shut for it; discarding a staging marks it `deleting` first.
+    staged = models.BooleanField(default=False)
     # A fork's parent's chain hash at forked_from_position (conversations/chain.py).
     forked_from_chain_hash = models.BinaryField(null=True, editable=False)
 

@@ -158,16 +158,16 @@ def db_datetime(db, value: datetime):
 def reserve_positions(*, conversation_id, count: int, last_activity_at=None, received_at=None,
                       staged: bool = False) -> int | None:
     """Bump the conversation's counter by `count` in the caller's transaction and return the
-    first position handed out (None when there is no such conversation). A live conversation
-    being deleted hands out nothing; a `staged` one (an import's, marked `deleting` until it
-    is published) does. Times given are set with it (what the transcript and memoryui's
-    clock say). The rows then go in with insert_reserved or copy_prefix."""
+    first position handed out (None when there is no such conversation). A conversation being
+    deleted or staged by an import hands out nothing, unless `staged`: the caller is the import
+    that staged it. Times given are set with it (what the transcript and memoryui's clock
+    say). The rows then go in with insert_reserved or copy_prefix."""
     sets, params = ["next_position = next_position + %s"], [count]
     for column, value in (("last_activity_at", last_activity_at), ("received_at", received_at)):
         if value is not None:
             sets.append(f"{column} = %s")
             params.append(connection.ops.adapt_datetimefield_value(value))
-    live = "" if staged else " AND NOT deleting"
+    live = "" if staged else " AND NOT deleting AND NOT staged"
     fence, fenced = projects.sql_fence("project_id", "namespace")
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {Conversation._meta.db_table} SET {', '.join(sets)} WHERE id = %s{live}{fence} "

@@ -192,6 +192,10 @@ def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
         raise Conflict(
             f"the conversation with external_id {conversation.external_id!r} is being deleted; "
             "try again when the deletion has finished", field="external_id", code="being_deleted")
+    if conversation.staged:
+        raise Conflict(
+            f"the conversation with external_id {conversation.external_id!r} is being imported; "
+            "try again when the import has finished", field="external_id", code="being_imported")
     if not get_existing:
         raise Conflict(
             f"namespace {conversation.namespace!r} already has a conversation with external_id "
@@ -205,7 +209,7 @@ def _existing(conversation: Conversation, get_existing: bool) -> Conversation:
 # bench/w17_chain.py, with the chain taken out), so that they measure what the store runs.
 BUMP_POSITION = (
     f"UPDATE {_conversation_table} SET next_position = next_position + %s, "
-    "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting AND (%s OR project_id = %s) "
+    "last_activity_at = %s, received_at = %s WHERE id = %s AND NOT deleting AND NOT staged AND (%s OR project_id = %s) "
     "RETURNING next_position"
 )
 # The same, returning also the chain hash of the row before the first one reserved. On SQLite

@@ -38,7 +38,8 @@ def create_recorded_conversation(*, id=None, title: str = "", subject: str = "",
     """A new conversation as a transcript had it: its id, its times, its lineage, its
     framework id, with what no database holds replaced (formats.base.storable). Received
     now, never at the transcript's time: retention counts from receipt. `staged` creates it
-    hidden (marked `deleting`) for an import that publishes it with `publish_staged`."""
+    hidden and closed to other writers (marked `staged`) for an import that publishes it with
+    `publish_staged_conversations`."""
     title = clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
                        max_length=TITLE_MAX)
     subject = clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
@@ -53,7 +54,7 @@ def create_recorded_conversation(*, id=None, title: str = "", subject: str = "",
                   parent_id=parent_id, parent_relation=parent_relation if parent_id else "",
                   forked_from_position=forked_from_position if parent_id else None,
                   created_at=created_at or now, last_activity_at=last_activity_at or created_at or now,
-                  received_at=now, pinned=bool(pinned), deleting=bool(staged))
+                  received_at=now, pinned=bool(pinned), staged=bool(staged))
     if id is not None:
         fields["id"] = id
     fields["project_id"] = project_id if project_id is not None else _project_for(namespace, parent_id)
@@ -77,7 +78,7 @@ def set_recorded(conversation_id, **values) -> None:
 
 def publish_staged_conversations(ids: list) -> None:
     """Staged conversations become visible, received now (their import is complete from this moment)."""
-    Conversation.objects.filter(pk__in=ids).update(deleting=False, received_at=timezone.now())
+    Conversation.objects.filter(pk__in=ids).update(staged=False, received_at=timezone.now())
 
 
 def append_rows(*, conversation_id, rows, expected_position: int, staged: bool = False,

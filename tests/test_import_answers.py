@@ -149,7 +149,7 @@ def test_a_batch_of_entries_whose_answer_fails_is_not_stored(writer, answer_fail
     response = writer.post("/imports", {"format": format, "entries": entries, "external_id": "s1"})
     assert response.status_code == 500
     assert not Message.objects.exists() and not SourceEntry.objects.exists()
-    assert not Conversation.objects.filter(deleting=False).exists()
+    assert not Conversation.objects.live().exists()
 
 
 # ---- a keyed import: short transactions, the key kept with its last one ------------------------

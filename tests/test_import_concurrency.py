@@ -108,7 +108,7 @@ def test_appends_from_another_process_keep_succeeding_while_a_large_import_runs(
     rows = 1500 * 6  # seven lines a turn; the two tool_use lines of one message.id are one reply row
     assert between == chunks >= -(-rows // writer.CHUNK_ROWS)
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
-    assert main.next_position == result.messages == rows and not main.deleting
+    assert main.next_position == result.messages == rows and not main.deleting and not main.staged
     # The busy conversation's positions are still 0..n-1, one per append.
     positions = list(Message.objects.filter(conversation_id=busy.pk).order_by("position")
                      .values_list("position", flat=True))

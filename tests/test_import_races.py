@@ -129,8 +129,8 @@ def assert_only_allowed(answers) -> Counter:
 
 def assert_imported_once(namespace, external_id, lines):
     conversation = Conversation.objects.get(namespace=namespace, external_id=external_id)
-    assert not conversation.deleting
-    assert Conversation.objects.filter(deleting=True).count() == 0 and ImportStage.objects.count() == 0
+    assert not conversation.deleting and not conversation.staged
+    assert Conversation.objects.count() == Conversation.objects.live().count() and ImportStage.objects.count() == 0
     source = ImportSource.objects.get(namespace=namespace, source_key=external_id)
     seqs = list(SourceEntry.objects.filter(source_id=source.pk).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(len(lines)))

@@ -5,10 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
+from django.db import DatabaseError, connection, transaction
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from conversations.embeddings import worker as embedder
 from conversations.formats import claude_code
 from conversations.formats.base import split_lines
 from conversations.imports import importer, textfile, writer
@@ -16,7 +18,8 @@ from conversations.imports import store as import_store
 from conversations.imports.models import ImportSource, ImportStage, SourceEntry
 from conversations.imports.textfile import Text
 from conversations.models import Checkpoint, Conversation, Message
-from conversations.retention.pruning import delete_conversations_in_batches, prune_older_than
+from conversations.retention.pruning import delete_conversations_in_batches, mark_deleting, prune_older_than
+from conversations.search.models import MessageVector
 
 FIX = Path(__file__).parent / "fixtures" / "formats"
 SESSION = "5f0c7a3e-1b2d-4c8e-9f10-aa11bb22cc33"
@@ -86,7 +89,7 @@ def test_a_streamed_import_in_small_chunks_writes_what_the_whole_file_parse_plan
         assert [p for p, _k, _t in rows] == list(range(len(rows)))
         assert Checkpoint.objects.filter(conversation_id=info["id"]).count() >= len(planned.folds)
         conversation = Conversation.objects.get(pk=info["id"])
-        assert not conversation.deleting and conversation.title == planned.title
+        assert not conversation.deleting and not conversation.staged and conversation.title == planned.title
     main = Conversation.objects.get(namespace="proj", external_id=SESSION)
     assert main.title == "Coupons crash checkout"
     raws = list(SourceEntry.objects.order_by("seq").values_list("raw", flat=True))
@@ -154,7 +157,8 @@ def _crash_after_staging(monkeypatch):
     with pytest.raises(SystemExit):
         importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
     monkeypatch.undo()
-    assert Conversation.objects.filter(deleting=True).count() == 3 and not Conversation.objects.live().exists()
+    assert Conversation.objects.filter(staged=True, deleting=False).count() == 3
+    assert not Conversation.objects.live().exists()
 
 
 @pytest.mark.django_db
@@ -171,7 +175,7 @@ def test_after_a_crash_the_next_import_of_the_source_cleans_up_and_imports(small
     ImportStage.objects.update(heartbeat_at=timezone.now() - timedelta(days=1))
     result = importer.import_text(data, namespace="proj")
     assert len(result.created) == 3
-    assert Conversation.objects.count() == 3 and not Conversation.objects.filter(deleting=True).exists()
+    assert Conversation.objects.count() == Conversation.objects.live().count() == 3
     assert SourceEntry.objects.count() == 24 and not ImportStage.objects.exists()
 
 
@@ -185,6 +189,38 @@ def test_a_prune_finishes_what_a_crashed_import_left(small_chunks, monkeypatch):
 
 
 @pytest.mark.django_db
+def test_the_database_keeps_a_staged_conversations_rows_until_it_is_marked_for_deletion(small_chunks, monkeypatch):
+    _crash_after_staging(monkeypatch)
+    staged = list(Conversation.objects.filter(staged=True).values_list("pk", flat=True))
+    rows = Message.objects.filter(conversation_id__in=staged).count()
+    assert rows > 0
+    # Staged is not being deleted: the append-only guard refuses, as for a live conversation.
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {Message._meta.db_table} WHERE conversation_id = %s",
+                       [Conversation._meta.pk.get_db_prep_value(staged[0], connection)])
+    assert Message.objects.filter(conversation_id__in=staged).count() == rows
+    mark_deleting(staged)
+    deletion = delete_conversations_in_batches(staged, batch_size=100)
+    assert deletion.messages == rows and deletion.finish() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_embedded_while_their_import_is_staged_keep_their_vectors(small_chunks, monkeypatch):
+    real_write = import_store.write_chunk
+
+    def write_then_embed(**kw):
+        real_write(**kw)
+        embedder.run_until_done()  # the background embedder, between two of the import's transactions
+
+    monkeypatch.setattr(import_store, "write_chunk", write_then_embed)
+    importer.import_text((FIX / "claude_code_session.jsonl").read_text(), namespace="proj")
+    embedder.run_until_done()
+    imported = list(Conversation.objects.live().values_list("pk", flat=True))
+    rows = Message.objects.filter(conversation_id__in=imported).count()
+    assert rows > 0 and MessageVector.objects.filter(conversation_id__in=imported).count() == rows
+
+
+@pytest.mark.django_db
 def test_a_deletion_that_takes_the_staged_conversations_stops_the_import(small_chunks, monkeypatch):
     calls = 0
     real_write = import_store.write_chunk
@@ -192,9 +228,10 @@ def test_a_deletion_that_takes_the_staged_conversations_stops_the_import(small_c
     def delete_after_the_third(**kw):
         nonlocal calls
         calls += 1
-        if calls == 3:  # what a prune does with marked conversations, between two of our transactions
-            delete_conversations_in_batches(list(Conversation.objects.filter(deleting=True)
-                                                 .values_list("pk", flat=True)), batch_size=3).finish()
+        if calls == 3:  # what a prune does with staged conversations, between two of our transactions
+            staged = list(Conversation.objects.filter(staged=True).values_list("pk", flat=True))
+            mark_deleting(staged)
+            delete_conversations_in_batches(staged, batch_size=3).finish()
         real_write(**kw)
 
     monkeypatch.setattr(import_store, "write_chunk", delete_after_the_third)

@@ -3,6 +3,7 @@
 
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from conversations import store as conversation_store
 from conversations.errors import Conflict, ImportInProgress, InvalidInput
@@ -193,11 +194,12 @@ def _stream_conversation(*, namespace, external_id, session, subpath, subject, t
     # One look: a first batch of the same session that commits between two looks (one for
     # live conversations, one for hidden ones) would otherwise pass for an import.
     hidden = Conversation.objects.filter(namespace=namespace, external_id=external_id).first()
-    if hidden is not None and not hidden.deleting:
+    if hidden is not None and not hidden.deleting and not hidden.staged:
         return hidden
     if hidden is not None:
         staged = store.stale_stage(hidden.pk)
-        if staged is None and not Conversation.objects.filter(pk=hidden.pk, deleting=True).exists():
+        hidden_still = Conversation.objects.filter(Q(deleting=True) | Q(staged=True), pk=hidden.pk).exists()
+        if staged is None and not hidden_still:
             # Its file's import published it between the two looks: the batch must see that source.
             raise ImportInProgress("that session's file was imported just now; send the batch again",
                                    field="external_id")

@@ -92,10 +92,10 @@ class SourceEntry(models.Model):
 class ImportStage(models.Model):
     """A conversation that an import is still writing (conversations/imports/writer.py).
 
-    The conversation is created marked `deleting`, so every read hides it and no agent
+    The conversation is created marked `staged`, so every read hides it and no agent
     can append to it, and it is written in short transactions; the import's last
-    transaction deletes this row and unmarks it. A conversation that stays marked
-    with this row (the import crashed) is finished by the next prune, or cleaned by
+    transaction deletes this row and unmarks it. A conversation that stays staged
+    with this row (the import crashed) is taken by the next prune, or cleaned by
     the next import of the same source once `holder` is gone or silent.
 
     Registered as owned by its conversation: every deletion path (prune, deletion

@@ -21,7 +21,7 @@ from conversations.formats.base import Entry, Row, storable
 from conversations.message_schema import KINDS, max_message_bytes
 from conversations.models import Checkpoint, Conversation
 from conversations.retention.lease import STALE_AFTER, process_gone
-from conversations.retention.pruning import delete_conversations_in_batches
+from conversations.retention.pruning import delete_conversations_in_batches, mark_deleting
 from conversations.store import check_meta, copy_fork_rows, lock_conversation, record_audit
 
 from .models import ImportSource, ImportStage, SourceEntry
@@ -144,7 +144,7 @@ def record_import(*, actor: str, conversation_id, detail: dict) -> None:
 #
 # A whole file is written in chunks of a few thousand rows, one short transaction each,
 # so agents' appends never wait long for the write lock. The conversations it creates
-# are marked `deleting` (hidden from every read, closed to other writers) and have an
+# are marked `staged` (hidden from every read, closed to other writers) and have an
 # ImportStage row until `publish_staged` unmarks them all in one transaction. Every
 # transaction here first checks that the import still holds its stage rows: a deletion
 # (prune, deletion request) removes them before it deletes anything else, and the import
@@ -172,7 +172,7 @@ def stage_conversation(*, holder: str, staged: list, source_key: str = "", id=No
                        external_id: str | None = None, parent_id=None, parent_relation: str = "",
                        forked_from_position: int | None = None, created_at=None, last_activity_at=None,
                        pinned: bool = False) -> Conversation:
-    """A new conversation, hidden (marked `deleting`) until the import publishes it."""
+    """A new conversation, hidden (marked `staged`) until the import publishes it."""
     try:
         with transaction.atomic():
             _check_holds(holder, staged)
@@ -283,10 +283,12 @@ def publish_staged(*, holder: str, staged: list, finals: dict, actor: str, audit
 
 
 def discard_staged(*, ids: list) -> None:
-    """Remove what an import staged and could not finish, in short transactions (its
-    conversations are hidden already; a crash here leaves them to the next prune)."""
+    """Remove what an import staged and could not finish, in short transactions: marked
+    `deleting` first, which opens the database's delete guards (a staging alone does not),
+    so a crash here leaves them to the next prune."""
     ids = [i for i in ids if i is not None]
     if ids:
+        mark_deleting(ids)
         delete_conversations_in_batches(ids, batch_size=5000).finish()
 
 

@@ -6,18 +6,19 @@ agent's append would wait. The `Writer` takes rows, checkpoints and original
 entries as the parser places them and writes them `CHUNK_ROWS` rows (or
 `CHUNK_BYTES`) per transaction through `imports.store`:
 
-- the conversations the import creates are *staged*: created marked `deleting`
-  (so every read hides them and no one else can append to them) with an
-  ImportStage row, and unmarked all together by `publish()`, the last
-  transaction, which also gives them their final titles, times and meta and
-  writes their audit events. Until then nothing of the import is visible: a hard
-  error, or a crash, imports nothing of them;
+- the conversations the import creates are *staged*: created marked `staged`
+  (so every read hides them and no one else can append to them; unlike `deleting`,
+  it opens none of the database's delete guards) with an ImportStage row, and
+  unmarked all together by `publish()`, the last transaction, which also gives
+  them their final titles, times and meta and writes their audit events. Until
+  then nothing of the import is visible: a hard error, or a crash, imports
+  nothing of them;
 - positions still come from each conversation's counter (UPDATE … RETURNING
   before the inserts, checked against what the parser counted on);
 - a fork copies its parent's rows 0..N in steps of `CHUNK_ROWS` too, after its
   parent's rows up to N are written;
 - `discard()` removes what was staged when the import fails; after a crash the
-  staged conversations stay hidden and marked, and the next prune (or the next
+  staged conversations stay hidden and staged, and the next prune (or the next
   import of the same source, once the crashed one's process is gone) removes them;
 - a prune or deletion request that runs meanwhile deletes the ImportStage rows
   first; the import's next transaction sees that and stops (ImportInterrupted).
@@ -140,7 +141,7 @@ class Writer:
                 planned = plan.conversations[conv.parent_key]
                 parent = Conversation(title=planned.title, subject=planned.subject, meta=planned.meta,
                                       namespace=self.namespace if planned.key == "main" else "")
-            elif parent is None or (parent.deleting and str(parent_id) not in self.staged):
+            elif parent is None or parent.deleting or (parent.staged and str(parent_id) not in self.staged):
                 raise InvalidInput("the conversation to fork from is gone", field="source")
             title = conv.title or f"{parent.title or 'Untitled'} (fork at {conv.parent_position})"
             return dict(title=title, subject=parent.subject, meta={**parent.meta, **conv.meta},
@@ -159,7 +160,7 @@ class Writer:
         taken = Conversation.objects.filter(namespace=self.namespace, external_id=external_id).first()
         if taken is None:
             return
-        if taken.deleting and not self.dry_run and store.discard_abandoned(taken.pk):
+        if (taken.staged or taken.deleting) and not self.dry_run and store.discard_abandoned(taken.pk):
             return  # a crashed import of this session left it; removed
         staged = store.stale_stage(taken.pk)
         # Published since this import looked for its source: another request imported the same session.

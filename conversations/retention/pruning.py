@@ -146,8 +146,9 @@ def check_batch_size(batch_size) -> int:
 
 
 def candidates(cutoff: datetime):
-    """Conversations a prune at `cutoff` removes: old and unpinned, or left marked by an interrupted prune."""
-    return Conversation.objects.filter(Q(received_at__lt=cutoff, pinned=False) | Q(deleting=True))
+    """Conversations a prune at `cutoff` removes: old and unpinned, left marked by an interrupted
+    prune, or staged by an import (a crashed one's; a running one stops: imports/store.py)."""
+    return Conversation.objects.filter(Q(received_at__lt=cutoff, pinned=False) | Q(deleting=True) | Q(staged=True))
 
 
 def _chunks(items: list, size: int = ID_CHUNK):

@@ -67,7 +67,7 @@ def holders(rows: list[tuple[uuid.UUID, int]]) -> list[tuple[Holder, ...]]:
             if child not in seen:
                 seen.add(child)
                 frontier.add(child)
-    live = {c.pk: c for c in Conversation.objects.filter(pk__in=seen, deleting=False).only("id", "title", "created_at")}
+    live = {c.pk: c for c in Conversation.objects.live().filter(pk__in=seen).only("id", "title", "created_at")}
     result = []
     for cid, position in rows:
         cid = uuid.UUID(str(cid))

@@ -216,7 +216,7 @@ def _common_filters(filters: Filters, kinds, params: list) -> list[str]:
     # The index holds every project's rows: a hit is the current project's (and namespaces') only,
     # told by its key (search migration 0007), before its conversation and message are read.
     fence, fenced = projects.sql_fence("k.project_id", "c.namespace")
-    where = ["NOT c.deleting"] + ([fence.removeprefix(" AND ")] if fence else [])
+    where = ["NOT c.deleting AND NOT c.staged"] + ([fence.removeprefix(" AND ")] if fence else [])
     params += fenced
     if kinds:
         where.append(f"m.kind IN ({', '.join(['%s'] * len(kinds))})")
