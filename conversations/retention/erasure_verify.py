@@ -356,12 +356,15 @@ def _clear_wal(found_in: list[str], wal: pgfiles.WalState, lease: Lease | None) 
     segments = [name.rsplit("/", 1)[-1] for name in found_in if is_wal_file(name)]
     with connection.cursor() as cursor:
         current = pgfiles._current_segment(cursor)
-        segment_bytes = int(pgfiles._settings(cursor)["wal_segment_size"][0])
-    ahead = [s for s in segments if pgfiles._segno(s) > pgfiles._segno(current)]
-    reachable = [s for s in ahead if (pgfiles._segno(s) - pgfiles._segno(current)) * segment_bytes
-                 <= pgfiles.WAL_FLUSH_MAX_BYTES]
+        size = pgfiles.segment_bytes(cursor)
+
+    def number(segment: str) -> int:
+        return pgfiles.segment_number(segment, size)
+
+    ahead = [s for s in segments if number(s) > number(current)]
+    reachable = [s for s in ahead if (number(s) - number(current)) * size <= pgfiles.WAL_FLUSH_MAX_BYTES]
     if reachable:
-        wal.switches += pgfiles.advance_past(max(reachable, key=pgfiles._segno), lease)
+        wal.switches += pgfiles.advance_past(max(reachable, key=number), lease)
     behind = len(segments) > len(ahead)
     if behind:
         pgfiles.switch_and_checkpoint()

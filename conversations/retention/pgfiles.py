@@ -156,9 +156,18 @@ def repack_outcomes(tables: list[str], returncode: int, output: str) -> dict[str
 
 # --- the WAL ---------------------------------------------------------------------
 
-def _segno(name: str) -> int:
-    """A WAL segment's number (same timeline): the last 16 hex digits of its name."""
-    return int(name[8:], 16)
+def segment_number(name: str, segment_bytes: int) -> int:
+    """A WAL segment's number on its timeline, counted in segments from the cluster's start.
+
+    A segment's name is its timeline, then the 4 GB "log" it falls in and its place within
+    that log (8 hex digits each): a log holds 2^32 / segment_bytes segments (256 of 16 MB),
+    so the name read as one number jumps by 2^32 at every 4 GB of WAL and a segment past
+    the boundary seemed petabytes ahead, out of reach."""
+    return int(name[8:16], 16) * (2 ** 32 // segment_bytes) + int(name[16:24], 16)
+
+
+def segment_bytes(cursor) -> int:
+    return int(_settings(cursor)["wal_segment_size"][0])
 
 
 def wal_directory() -> tuple[str | None, str | None]:
@@ -229,7 +238,9 @@ def advance_past(segment: str, lease: Lease | None) -> int:
     it), which overwrites it. Returns the number of switches."""
     switches = 0
     with connection.cursor() as cursor:
-        while _segno(_current_segment(cursor)) <= _segno(segment):
+        size = segment_bytes(cursor)
+        target = segment_number(segment, size)
+        while segment_number(_current_segment(cursor), size) <= target:
             cursor.execute("SELECT pg_logical_emit_message(false, 'memoryui', 'erasure')")
             cursor.execute("SELECT pg_switch_wal()")
             switches += 1
@@ -268,7 +279,7 @@ def explain_segments(names: list[str]) -> list[dict]:
     with connection.cursor() as cursor:
         current = _current_segment(cursor)
         conf = _settings(cursor)
-        segment_bytes = int(conf["wal_segment_size"][0])
+        size = int(conf["wal_segment_size"][0])
         cursor.execute("SELECT slot_name, pg_walfile_name(restart_lsn) FROM pg_replication_slots "
                        "WHERE restart_lsn IS NOT NULL")
         slots = cursor.fetchall()
@@ -276,14 +287,15 @@ def explain_segments(names: list[str]) -> list[dict]:
     out = []
     for name in sorted(set(names)):
         file = name.rsplit("/", 1)[-1]
-        ahead = _segno(file) - _segno(current)
+        ahead = segment_number(file, size) - segment_number(current, size)
         if ahead > 0:
-            mb = ahead * segment_bytes // 2 ** 20
+            mb = ahead * size // 2 ** 20
             why = "a recycled segment, kept for reuse with its old contents"
             until = (f"overwritten when the log reaches it, after about {mb} MB more WAL "
                      f"(more than the {WAL_FLUSH_MAX_BYTES // 2 ** 20} MB a request switches through)")
         else:
-            holding = [slot for slot, restart in slots if restart and _segno(restart) <= _segno(file)]
+            holding = [slot for slot, restart in slots
+                       if restart and segment_number(restart, size) <= segment_number(file, size)]
             if holding:
                 why = f"kept by replication slot{'s' if len(holding) > 1 else ''} {', '.join(holding)}"
                 until = "the slot's consumer has read past it; then the next checkpoint recycles it"
