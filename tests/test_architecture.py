@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ast_support import attribute_chain
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.database_independent
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
@@ -34,17 +36,6 @@ def _aliases(tree: ast.AST) -> dict[str, str]:
     return names
 
 
-def _chain(node) -> list[str] | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return parts[::-1]
-
-
 def plug_in_points(source: str) -> set[str]:
     """The points the ready() methods of one module's source register at."""
     tree = ast.parse(source)
@@ -59,7 +50,7 @@ def plug_in_points(source: str) -> set[str]:
             for call in ast.walk(fn):
                 if not isinstance(call, ast.Call):
                     continue
-                chain = _chain(call.func)
+                chain = attribute_chain(call.func)
                 if not chain:
                     continue
                 last = chain[-1]

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 
+from tests.ast_support import attribute_chain
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.database_independent
 SUB_APPS = sorted(p.parent for p in (ROOT / "conversations").glob("*/apps.py"))
@@ -64,7 +66,7 @@ class _Module:
         if isinstance(expr, ast.Name):
             value = self.bound.get(expr.id)
             return value is not None and depth < 3 and self.names_core_table(value, depth + 1)
-        chain = _chain(expr)
+        chain = attribute_chain(expr)
         if chain and chain[-2:] == ["_meta", "db_table"] and len(chain) == 3:
             owner = chain[0]
             return owner in self.models or owner not in self.classes  # a model passed in can be a core one
@@ -84,16 +86,6 @@ def _pairs(node: ast.Assign):
             for name, value in zip(target.elts, node.value.elts, strict=False):
                 if isinstance(name, ast.Name):
                     yield name.id, value
-
-
-def _chain(node) -> list[str] | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id, *reversed(parts)]
 
 
 def _sql_pieces(node) -> tuple[str, dict[str, ast.expr]] | None:
