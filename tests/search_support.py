@@ -1,6 +1,8 @@
 """The SQLite search index's waiting list (search migration 0002), for tests on both databases."""
 
 import importlib
+import random
+import string
 
 from django.db import connection, transaction
 
@@ -71,3 +73,12 @@ def migrate_everything_forward():
 
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def fresh_word() -> str:
+    """A word for an erasure test to find and erase. It starts with "zz", so no other indexed
+    word shares its first letters and the index stores it whole; it ends in "quorblet", which no
+    stemmer shortens (the index holds the stem); its middle is drawn for each call, because
+    PostgreSQL's WAL is the cluster's, and a word another test wrote may still be in a segment
+    an erasure cannot reach, which its receipt would rightly report."""
+    return "zzyzx" + "".join(random.choice(string.ascii_lowercase) for _ in range(6)) + "quorblet"

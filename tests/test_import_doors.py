@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from conversations import store
 from conversations.errors import CheckpointSplitsToolCall, NothingToSend
 from conversations.export import export_stream
+from conversations.formats.requests import text_of
 from conversations.imports import importer
 from conversations.message_schema import JOURNAL_KINDS
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
@@ -263,11 +264,7 @@ _any_message = st.one_of(
 
 
 def _says_nothing_to_claude(m: dict) -> bool:
-    if m["kind"] in JOURNAL_KINDS:
-        return True
-    content = m.get("content")
-    texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content if b.get("type") == "text"]
-    return m["kind"] == "system" and not "".join(texts).strip()
+    return m["kind"] in JOURNAL_KINDS or (m["kind"] == "system" and not text_of(m["content"]).strip())
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -1,24 +1,17 @@
 """The search index forgets what a deletion request deletes, down to the bytes of its files."""
 
-import random
-import string
-
 import pytest
 from django.db import connection
 
 from conversations import store
 from conversations.retention import erasure
 from tests.retention_support import conversation, raw_bytes_of_database
-from tests.search_support import index_bytes, into_the_index, waiting_rows
+from tests.search_support import fresh_word, index_bytes, into_the_index, waiting_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SUBJECT = "cust:search-erasure-1"
-# A word no other indexed word shares a first letter with, so the index stores it whole, and
-# whose ending no stemmer shortens (the index holds the stem). Its middle is drawn for each
-# run: PostgreSQL's WAL is the cluster's, and a word another test wrote (or this one, run
-# before) may still be in a segment the erasure cannot reach, which the receipt would report.
-TERM = "zzyzx" + "".join(random.choice(string.ascii_lowercase) for _ in range(6)) + "quorblet"
+TERM = fresh_word()
 
 
 @pytest.mark.parametrize("where", ["waiting", "indexed"])

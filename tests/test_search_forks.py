@@ -3,8 +3,6 @@ rows they were copied from, one hit per row with every conversation that holds i
 they stay findable however their ancestors go (store level, both databases; the index
 counted with raw SQL)."""
 
-import random
-import string
 from datetime import timedelta
 
 import pytest
@@ -21,7 +19,13 @@ from conversations.search.reads import Filters, search_messages
 from tests.api_support import Api, login_as, make_key
 from tests.conftest import purge_sqlite_guarded_tables
 from tests.retention_support import age, delete_conversation, raw_bytes_of_database
-from tests.search_support import index_bytes, into_the_index, migrate_everything_forward, rows_the_index_knows
+from tests.search_support import (
+    fresh_word,
+    index_bytes,
+    into_the_index,
+    migrate_everything_forward,
+    rows_the_index_knows,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
@@ -264,8 +268,7 @@ def test_a_message_row_is_still_never_updated():
 @pytest.mark.django_db(transaction=True)
 def test_a_deletion_request_takes_the_forks_copies_out_of_the_index_too():
     purge_sqlite_guarded_tables()  # the index is counted whole: start from an empty one
-    # A word of its own each run, with an ending no stemmer shortens (see test_search_erasure).
-    term = "zzyzx" + "".join(random.choice(string.ascii_lowercase) for _ in range(6)) + "quorblet"
+    term = fresh_word()
     parent = conversation("about", [f"my code word is {term}", "and a refund"], subject="cust:fork-erasure")
     child = fork(parent, 1)
     append(child, f"{term} again, in the fork")
