@@ -167,6 +167,10 @@ def test_typing_straight_after_an_undo_keeps_the_focus_where_the_reviewer_types(
     _undo_ready(page)
     page.keyboard.press("u")
     page.wait_for_function(f"() => document.activeElement && document.activeElement.id === 'fact-{angry.pk}'")
+    # By the time the proposal has the focus, htmx has made its forms its own: a reason sent
+    # now goes through htmx, not as a plain form that reloads the page.
+    assert page.evaluate(f"""() => {{ const f = document.querySelector('#fact-{angry.pk} form.reject-form');
+        return !!(f['htmx-internal-data'] && f['htmx-internal-data'].initHash); }}""")
     page.keyboard.press("r")
     page.keyboard.type("opinion")
     page.wait_for_timeout(800)

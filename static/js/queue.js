@@ -145,10 +145,10 @@
     var marked = document.querySelectorAll("#review-queue [autofocus]");
     for (var n = 0; n < marked.length; n++) marked[n].removeAttribute("autofocus");
   }
-  document.addEventListener("htmx:afterSwap", function (ev) {
-    if (ev.target.closest && ev.target.closest("#review-queue")) { dropAutofocus(); afterQueueSwap(); }
-  });
-  document.addEventListener("htmx:oobAfterSwap", function (ev) {
-    if (ev.target.closest && ev.target.closest("#review-queue")) afterQueueSwap();
-  });
+  function inQueue(ev) { return ev.target.closest && ev.target.closest("#review-queue"); }
+  document.addEventListener("htmx:afterSwap", function (ev) { if (inQueue(ev)) dropAutofocus(); });
+  // The focus moves once htmx has settled the swap, which is when it makes the new items'
+  // forms its own: a key pressed on an item before that would post its form as a plain
+  // page (a full reload) instead of through htmx.
+  document.addEventListener("htmx:afterSettle", function (ev) { if (inQueue(ev)) afterQueueSwap(); });
 })();
