@@ -212,3 +212,27 @@ def test_the_background_thread_stops_between_batches_and_starts_again(monkeypatc
     assert seen >= 1
     assert worker.start() is True and worker.stop(timeout=10)
     assert len(batches) > seen
+
+
+def test_a_batch_of_long_texts_is_embedded_in_bounded_pieces_in_its_own_order(monkeypatch):
+    """The model pads a batch to its longest text: 256 tool outputs of 8,000 characters once
+    cost the server's worker half a gigabyte. Each call to the model now stays within
+    BATCH_CHARS, and every text still gets its own vector, in the order given."""
+    embedder = embedders.WordLlamaEmbedder()
+    model = embedder.model()
+    real, calls = model.embed, []
+
+    def spy(texts, **kwargs):
+        calls.append((len(texts), max(len(t) for t in texts)))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(model, "embed", spy)
+    words = "refund order parcel invoice delivery courier allergy".split()
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(1 + (i * 37) % 1200)) for i in range(256)]
+    texts[3], texts[200] = "x" * 20000, ""
+    got = embedder.embed(texts)
+    assert got.shape == (256, embedders.WordLlamaEmbedder.DIMENSION) and len(calls) > 1
+    assert all(count * max(longest, 1) <= embedders.BATCH_CHARS or count == 1 for count, longest in calls)
+    assert sum(count for count, _ in calls) == 256
+    for i in (0, 3, 17, 200, 255):
+        assert np.allclose(got[i], embedder.embed([texts[i]])[0], atol=1e-5)

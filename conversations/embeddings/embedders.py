@@ -62,6 +62,28 @@ def _clip(texts) -> list[str]:
     return [(t or "")[:MAX_CHARS] for t in texts]
 
 
+# The model pads a batch to its longest text and looks up every token's row at once: a
+# (texts × tokens × dimension) float array. 256 tool outputs of 8,000 characters made it
+# half a gigabyte in the server's worker. A batch is held to this many characters of its
+# longest text times its count (a token is at least one character): ~16 MB of rows.
+BATCH_CHARS = 16384
+
+
+def _chunks_by_length(texts: list[str]) -> list[list[int]]:
+    """The texts' indexes in batches of like length (little padding), each within BATCH_CHARS."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    chunks, current = [], []
+    for i in order:
+        longest = max(len(texts[i]), 1)  # sorted: the newest is the longest
+        if current and longest * (len(current) + 1) > BATCH_CHARS:
+            chunks.append(current)
+            current = []
+        current.append(i)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 class WordLlamaEmbedder(Embedder):
     """The model in the wordllama wheel, loaded from the package's own files only."""
 
@@ -95,7 +117,11 @@ class WordLlamaEmbedder(Embedder):
             return np.zeros((0, self.DIMENSION), dtype=np.float32)
         if len(texts) == 1:
             return self._embed_one(_clip(texts)[0])
-        return vectors.normalised(self.model().embed(_clip(texts), norm=False, batch_size=256))
+        texts = _clip(texts)
+        out = np.empty((len(texts), self.DIMENSION), dtype=np.float32)
+        for chunk in _chunks_by_length(texts):
+            out[chunk] = self.model().embed([texts[i] for i in chunk], norm=False, batch_size=len(chunk))
+        return vectors.normalised(out)
 
     def _embed_one(self, text: str) -> np.ndarray:
         """One text (a proposal, a query) the way the model's batch path pools it (the mean
