@@ -104,6 +104,7 @@ def test_the_endpoint_gives_up_after_its_retries_and_its_timeout(fake_server):
 @pytest.mark.django_db
 def test_a_change_of_model_is_detected_and_embedded_again(fake_server, settings):
     fact = facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+    worker.run_once()
     wordllama = FactVector.objects.get(fact=fact).model
     assert wordllama.name == embedders.WordLlamaEmbedder.name and wordllama.dimension == 256
     settings.MEMORYUI_EMBEDDINGS_URL, settings.MEMORYUI_EMBEDDINGS_MODEL = fake_server, "fake-3"
@@ -117,13 +118,59 @@ def test_a_change_of_model_is_detected_and_embedded_again(fake_server, settings)
 
 
 @pytest.mark.django_db
-def test_a_proposal_survives_a_failing_endpoint_and_gets_its_vector_later(fake_server, settings):
+def test_a_proposal_waits_for_no_embedder_and_wakes_the_background_one(
+        fake_server, settings, monkeypatch, django_capture_on_commit_callbacks):
+    """A proposal commits without its vector, whatever the endpoint does; its commit wakes
+    the background embedder, which gives it the vector, after a failed batch too."""
     settings.MEMORYUI_EMBEDDINGS_URL, settings.MEMORYUI_EMBEDDINGS_RETRIES = fake_server, 0
     _Fake.fail_first = 1
-    fact = facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+    woken = []
+    monkeypatch.setattr(worker._wake, "set", lambda: woken.append(True))
+    with django_capture_on_commit_callbacks(execute=True):
+        fact = facts_store.propose_fact(subject="cust:1", text="Prefers a refund", importance=5, created_by="t")
+        assert not woken  # not before the proposal is committed
+    assert woken == [True]
     assert not FactVector.objects.filter(fact=fact).exists()
+    with pytest.raises(embedders.EmbeddingFailed):
+        worker.run_once()
+    assert not FactVector.objects.filter(fact=fact).exists()  # the fact row still waits
     worker.run_once()
-    assert FactVector.objects.filter(fact=fact).exists()
+    assert FactVector.objects.get(fact=fact).model.dimension == 3  # the endpoint's vector
+
+
+@pytest.mark.django_db
+def test_recall_finds_a_fact_whose_vector_waits_and_stores_nothing():
+    """Approved a moment after its proposal, before the background embedder ran, a fact is
+    already found by meaning; the recall embeds it for itself and writes no vector."""
+    from conversations.facts import recall as facts_recall
+
+    refund = facts_store.propose_fact(subject="cust:1", text="Asked for a refund on order 7", importance=5,
+                                      created_by="t")
+    other = facts_store.propose_fact(subject="cust:1", text="Lives in Lyon", importance=5, created_by="t")
+    for fact in (refund, other):
+        facts_store.approve_fact(fact_id=fact.pk, actor="r")
+    got = facts_recall.recall(subject="cust:1", query="money back", limit=2, fusion="meaning")
+    assert [r.fact.pk for r in got][0] == refund.pk
+    assert got[0].parts.cosine is not None and "meaning" in got[0].matched
+    assert not FactVector.objects.exists()
+    worker.run_once()
+    again = facts_recall.recall(subject="cust:1", query="money back", limit=2, fusion="meaning")
+    assert again[0].fact.pk == refund.pk and again[0].parts.cosine == pytest.approx(got[0].parts.cosine, abs=1e-5)
+
+
+@pytest.mark.django_db
+def test_a_vector_another_model_made_is_not_compared_with_the_query(fake_server, settings):
+    """A stale vector of the same dimension (a former model's) would give a meaningless
+    cosine: recall embeds the fact again instead of trusting it."""
+    from conversations.facts import recall as facts_recall
+
+    fact = facts_store.propose_fact(subject="cust:1", text="Asked for a refund", importance=5, created_by="t")
+    facts_store.approve_fact(fact_id=fact.pk, actor="r")
+    fresh = facts_recall.recall(subject="cust:1", query="money back", limit=1, fusion="meaning")[0].parts.cosine
+    former = EmbeddingModel.objects.create(name="former-model", dimension=256)
+    FactVector.objects.create(fact=fact, model=former, vector=(-np.ones(256, dtype=np.float32) / 16).tobytes())
+    again = facts_recall.recall(subject="cust:1", query="money back", limit=1, fusion="meaning")[0].parts.cosine
+    assert again == pytest.approx(fresh, abs=1e-5) and fresh > 0.3
 
 
 @pytest.mark.django_db

@@ -41,6 +41,9 @@ def subject_data():
                               source_conversation_id=about.pk, source_position=0)
     facts.approve_fact(fact_id=fact.pk, actor="user:rev")
     facts.record_access(actor="user:rev", subject=SUBJECT)
+    from conversations.embeddings import worker
+
+    worker.run_once()  # the fact's vector, as the server's background embedder writes it
     return {"about": about, "fork": fork, "kept": kept, "fact": fact}
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 
 from conversations import projects, store
+from conversations.embeddings import worker
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess, FactEvent
 from conversations.models import Conversation
@@ -33,6 +34,7 @@ def facts_about(project):
                       created_by="key:agent")
     in_project(project, facts.approve_fact, fact_id=fact.pk, actor="user:rev")
     in_project(project, facts.record_access, actor="user:rev", subject=SUBJECT)
+    worker.run_once()  # the fact's vector, as the server's background embedder writes it
     return fact
 
 

@@ -117,6 +117,12 @@ def _loop():
     state.running = False
 
 
+def wake() -> None:
+    """Have this process's thread look for waiting texts now, not at its next idle check
+    (without a thread, the texts wait for the next one or for `manage.py embed`)."""
+    _wake.set()
+
+
 def start() -> bool:
     """Start this process's thread (once); False when it was already running."""
     global _thread

@@ -14,10 +14,8 @@ from difflib import SequenceMatcher
 
 from django.db.models import Count
 
-from conversations.embeddings import vectors as vec
-
 from . import meaning, recall
-from .models import Fact, FactVector
+from .models import Fact
 
 # At or above this a known fact is flagged as a likely duplicate of the proposal.
 DUPLICATE_AT = 0.75
@@ -107,12 +105,11 @@ class SubjectFacts:
 
 def _near_in_meaning(proposal: Fact, current) -> dict[int, float]:
     """fact id → cosine, for the subject's current facts at or above MEANING_DUPLICATE_AT."""
-    mine = FactVector.objects.filter(fact_id=proposal.pk).values_list("vector", flat=True).first()
-    if mine is None:
-        return {}
-    query = vec.from_bytes(mine)
-    rows = current.about(proposal.subject).exclude(pk=proposal.pk).values_list("id", "vector__vector")
-    found = meaning.similarities(query, rows)
+    # The proposal's words embedded here: its stored vector may still be waiting for the
+    # background embedder, and one short text costs a fraction of a millisecond.
+    rows = (current.about(proposal.subject).exclude(pk=proposal.pk)
+            .values_list("id", "text", "vector__vector", "vector__model_id"))
+    found = meaning.similarities(meaning.of_text(proposal.text), rows)
     return {pk: round(min(0.99, score), 2) for pk, score in found.items() if score >= MEANING_DUPLICATE_AT}
 
 

@@ -1,11 +1,17 @@
-"""Facts as vectors: written with the proposal, compared by recall and the review queue.
+"""Facts as vectors: queued with the proposal, compared by recall and the review queue.
 
-A fact's vector is computed before its proposal's transaction (the embedder needs no
-database) and inserted inside it, so a proposal and its vector commit together. When the
-embedder fails (an endpoint that is down), the proposal still commits, without a vector:
-the fact row itself is then the queue entry, and the background embedder
-(conversations/embeddings/worker.py) gives every fact without a vector its vector, so none
-is ever lost. The same job writes again every vector a former model made.
+A proposal does not wait for its vector. The fact row itself is the queue entry: once the
+proposal commits, this process's background embedder (conversations/embeddings/worker.py)
+is woken and gives every fact without a vector its vector, a batch per transaction, so
+none is ever lost (a crash leaves the row waiting; `manage.py embed` does the same work).
+The same job writes again every vector a former model made. Until a fact's vector is
+stored, recall and the review queue embed its text themselves for the one comparison
+(`similarities`), so a fact approved a moment after its proposal is already found by
+meaning; they never store what they embed (a read writes nothing).
+
+Why not in the proposal's transaction: embedding one text on a request's path costs more
+than the text (the tokenizer and the model's tables are cold again after the commit's
+fsync), about a third of a proposal; a batch in the background costs a fraction of that.
 """
 
 import logging
@@ -15,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from conversations import projects
-from conversations.embeddings import embedders, jobs
+from conversations.embeddings import embedders, jobs, worker
 from conversations.embeddings import vectors as vec
 from conversations.embeddings.models import model_id
 
@@ -39,32 +45,52 @@ def of_text(text: str) -> Meaning:
     try:
         vector = embedder.embed([text])[0]
     except embedders.EmbeddingFailed as exc:
-        log.warning("a fact was stored without its vector (the background embedder will add it): %s", exc)
+        log.warning("embedding failed; meaning is left out of this comparison: %s", exc)
         return Meaning(None, None)
     return Meaning(model_id(embedder.name, int(vector.shape[0])), vector)
 
 
-def save(fact: Fact, meaning: Meaning) -> None:
-    """Insert the fact's vector, in the caller's transaction (nothing when there is none)."""
-    if meaning.vector is not None:
-        # One statement, not the ORM's create (which cost a proposal a third of its time).
-        with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {FactVector._meta.db_table} (fact_id, model_id, vector) VALUES (%s, %s, %s)",
-                           [fact.pk, meaning.model_id, vec.to_bytes(meaning.vector)])
+def queue() -> None:
+    """A fact waits for its vector: wake the background embedder once the caller's
+    transaction commits (nothing to wake when this process runs none)."""
+    transaction.on_commit(worker.wake)
 
 
-def similarities(query: np.ndarray, rows) -> dict[int, float]:
-    """fact id → cosine with `query` for (id, vector bytes) rows; rows without a vector, or
-    of another dimension (a model changed, not yet embedded again), are absent."""
-    dimension = query.shape[0]
-    ids, blobs = [], []
-    for pk, blob in rows:
-        if blob is not None and len(blob) == dimension * 4:
+# At most this many waiting texts are embedded by one comparison; beyond them (a change of
+# model leaves every vector stale) facts are left out of meaning until the background
+# embedder reaches them, so a recall never turns into a re-embedding of the subject.
+FILL_LIMIT = 64
+
+
+def similarities(query: Meaning, rows) -> dict[int, float]:
+    """fact id → cosine with the query for (id, text, vector bytes, model id) rows.
+
+    A stored vector counts only when the query's model made it. A fact whose vector waits
+    (just proposed) or is stale (a former model's) is embedded here, for this comparison
+    only, up to FILL_LIMIT of them; when the embedder fails they are absent."""
+    if query.vector is None:
+        return {}
+    dimension = query.vector.shape[0]
+    ids, vectors, waiting = [], [], []
+    for pk, text, blob, model in rows:
+        if blob is not None and model == query.model_id and len(blob) == dimension * 4:
             ids.append(pk)
-            blobs.append(blob)
+            vectors.append(vec.from_bytes(blob))
+        elif len(waiting) < FILL_LIMIT:
+            waiting.append((pk, text))
+    if waiting:
+        try:
+            found = embedders.active().embed([text for _, text in waiting])
+        except embedders.EmbeddingFailed as exc:
+            log.warning("%d facts waiting for their vectors are left out of meaning: %s", len(waiting), exc)
+        else:
+            for (pk, _), vector in zip(waiting, found, strict=True):
+                if vector.shape[0] == dimension:
+                    ids.append(pk)
+                    vectors.append(vector)
     if not ids:
         return {}
-    scores = vec.matrix(blobs, dimension) @ query
+    scores = np.vstack(vectors) @ query.vector
     return dict(zip(ids, scores.tolist(), strict=True))
 
 

@@ -217,7 +217,7 @@ def _best(subject, query, terms, now, limit, weights, fusion=None):
     rows = list(
         Fact.objects.recallable(now).about(subject)
         .annotate(hours=_hours_since_last_reference(now))
-        .values_list("id", "importance", "hours", "vector__vector")
+        .values_list("id", "importance", "hours", "text", "vector__vector", "vector__model_id")
     )
     if not rows:
         return []
@@ -228,9 +228,7 @@ def _best(subject, query, terms, now, limit, weights, fusion=None):
     words = {pk: words[pk] for pk in ids if pk in words}
     meaning = {}
     if query.strip():
-        found = facts_meaning.of_text(query)
-        if found.vector is not None:
-            meaning = facts_meaning.similarities(found.vector, [(r[0], r[3]) for r in rows])
+        meaning = facts_meaning.similarities(facts_meaning.of_text(query), [(r[0], *r[3:]) for r in rows])
     if words or meaning:
         relevance = normalise(fuse(ids, words, meaning, fusion or _fusion()))
         w_words, w_meaning = normalise([words.get(pk, 0.0) for pk in ids]), normalise(

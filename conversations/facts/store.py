@@ -161,8 +161,6 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
         expires_at = now + timedelta(days=days)
     if expires_at <= now:
         raise InvalidInput("expires_at must be in the future", field="expires_at")
-    # Embedded before the transaction (no lock held while the model runs), stored inside it.
-    vector = meaning.of_text(text)
     with transaction.atomic():
         conversation_id, position = _check_source(source_conversation_id, source_position)
         fact = Fact.objects.create(
@@ -170,7 +168,7 @@ def propose_fact(*, subject, text, category="other", importance, created_by: str
             valid_from=valid_from, recorded_at=now, expires_at=expires_at,
             source_conversation_id=conversation_id, source_position=position, created_by=str(created_by)[:200],
         )
-        meaning.save(fact, vector)
+        meaning.queue()
         _event(fact, "proposed", created_by, at=now)
     return fact
 
@@ -214,7 +212,7 @@ def _replace(old: Fact, *, actor, text, category, importance, valid_from, reason
         source_conversation_id=old.source_conversation_id, source_position=old.source_position,
         created_by=str(actor)[:200],
     )
-    meaning.save(new, meaning.of_text(text))
+    meaning.queue()
     _event(new, "approved", actor, at=now, reason=reason, detail={"supersedes": old.pk})
     Fact.objects.filter(pk=old.pk).update(superseded_by=new, superseded_at=now, reason=reason)
     old.superseded_by, old.superseded_at, old.reason = new, now, reason
