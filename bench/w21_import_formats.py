@@ -22,7 +22,9 @@ costs on top of keeping and indexing every row).
 
 Memory. A gunicorn server (memoryui/gunicorn_conf.py, one worker) takes a Claude Code
 session through POST /api/v1/imports, the file streamed as the body; the worker's peak
-resident memory (VmHWM) is read after the import, a fresh server for each size: a session
+resident memory (VmHWM) is read after the import and after its background embedder has
+given every imported row its vector (the model loaded and its batches run in that worker
+too, for both sizes), a fresh server for each size: a session
 of about 2 MB, and one of about 200 MB (quick: 0.2 MB and 2 MB). Target: the large
 import's peak within 1.2× the small one's (the body is spooled, the content decoded to a
 file, the session's tree kept in a few bytes per entry: conversations/bodies.py,
@@ -196,12 +198,33 @@ def api_import_peak(path: Path, workdir: Path, name: str, secret: str) -> dict:
         seconds = time.perf_counter() - started
         if response.status != 201:
             raise RuntimeError(f"{response.status}: {str(answer)[:500]}")
+        embedded = _embedded_all(workdir / "api.sqlite3")
         status = Path(f"/proc/{worker}/status").read_text()
         peak = int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM")).split()[1]) / 1024
-        return {"peak_mb": peak, "seconds": seconds, "messages": answer["messages"], "bytes": path.stat().st_size}
+        return {"peak_mb": peak, "seconds": seconds, "messages": answer["messages"], "bytes": path.stat().st_size,
+                "embedded_seconds": embedded}
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def _embedded_all(db: Path, timeout: float = 1800.0) -> float:
+    """Seconds until the server's background embedder has given every imported row its
+    vector (its queue is empty): the worker's peak then includes the model and its batches,
+    for the small import as for the large one."""
+    import sqlite3
+
+    started = time.perf_counter()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        while time.perf_counter() - started < timeout:
+            (left,) = conn.execute("SELECT count(*) FROM search_meaning_pending").fetchone()
+            if not left:
+                return time.perf_counter() - started
+            time.sleep(0.5)
+    finally:
+        conn.close()
+    raise RuntimeError(f"the background embedder left rows waiting after {timeout:.0f} s")
 
 
 def _ready(server, port: int, log: Path) -> int:
@@ -272,7 +295,8 @@ def main(argv=None):
             target="large / small ≤ 1.2", ratio=ratio, passed=ratio <= 1.2,
             note=f"the gunicorn worker's VmHWM; the small import ({measured['small']['bytes'] / 1e6:,.1f} MB) in the "
                  f"raw column; the large one took {measured['large']['seconds']:.0f} s for "
-                 f"{measured['large']['messages']:,} rows")
+                 f"{measured['large']['messages']:,} rows, and its worker's background embedder "
+                 f"{measured['large']['embedded_seconds']:.0f} s more to give them their vectors")
     res.seconds = time.perf_counter() - started
     res.write(args.out)
 

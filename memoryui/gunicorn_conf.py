@@ -12,10 +12,20 @@ With MEMORYUI_METRICS_TOKEN set, the workers' metrics add up (memoryui/metrics.p
 each writes them under a folder private to this server (the data folder's
 prometheus/<master pid>, emptied at start), and a worker that exits is marked dead.
 With MEMORYUI_LOG_FORMAT=json gunicorn's own lines are JSON too (memoryui/logs.py).
+
+Unless MEMORYUI_EMBED_WORKER=0, the server runs one embedding process beside its workers
+(`manage.py embed --follow`, conversations/embeddings/worker.py), started when the server
+is ready, started again if it exits, and stopped with the server. In a web worker its
+model and batches cost a 200 MB import's worker 1.5× the memory of a 2 MB one's
+(bench/w21_import_formats.py), and every worker loaded the model again.
 """
 
 import os
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 _postgres = os.environ.get("DATABASE_URL", "").strip().startswith(("postgres", "postgresql"))
@@ -64,8 +74,71 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class _Embedder:
+    """The server's one embedding process, watched by a thread of the master."""
+
+    RESTART_MAX_SECONDS = 60.0
+
+    def __init__(self, log):
+        self.log, self.stopping, self.lock = log, threading.Event(), threading.Lock()
+        self.proc = self._spawn()  # in the master's own thread, before any worker is forked
+        self.thread = threading.Thread(target=self._watch, name="memoryui-embedder-watch", daemon=True)
+
+    @staticmethod
+    def _spawn() -> subprocess.Popen:
+        # close_fds=False lets Python use posix_spawn, which reports a failed exec without a
+        # pipe: Popen's usual error pipe, open while a worker is forked from the master, would
+        # be inherited by that worker, and Popen would then wait on it for ever. The master's
+        # own descriptors are not inheritable (PEP 446), so nothing else crosses.
+        return subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent.parent / "manage.py"),
+                                 "embed", "--follow"], close_fds=False)
+
+    def _watch(self):
+        pause = 1.0
+        while True:
+            started = time.monotonic()
+            code = self.proc.wait()
+            if self.stopping.is_set():
+                return
+            # A process that ran a while is started again at once; one that keeps failing, ever
+            # more slowly (its log says why), so a broken setting does not spin the machine.
+            pause = 1.0 if time.monotonic() - started > self.RESTART_MAX_SECONDS else min(
+                pause * 2, self.RESTART_MAX_SECONDS)
+            self.log.warning("the embedding process exited (code %s); starting it again in %.0f s", code, pause)
+            with self.lock:  # stop() either sees the new process or keeps it from starting
+                if self.stopping.wait(pause):
+                    return
+                self.proc = self._spawn()
+
+    def stop(self, timeout: float = 30.0):
+        self.stopping.set()
+        with self.lock:
+            proc = self.proc
+        if proc.poll() is None:
+            proc.terminate()  # it ends after the batch it is writing
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+_embedder: _Embedder | None = None
+
+
 def on_starting(server):
     _prepare_metrics_dir()
+    from memoryui.settings import MEMORYUI_EMBED_WORKER
+
+    if MEMORYUI_EMBED_WORKER:
+        # Before any worker is forked: they then leave embedding to the process (memoryui/wsgi.py).
+        os.environ["MEMORYUI_EMBEDDER_PROCESS"] = "1"
+
+
+def when_ready(server):
+    global _embedder
+    if os.environ.get("MEMORYUI_EMBEDDER_PROCESS") and _embedder is None:
+        _embedder = _Embedder(server.log)
+        _embedder.thread.start()
 
 
 def pre_request(worker, req):
@@ -89,6 +162,8 @@ def child_exit(server, worker):
 
 
 def on_exit(server):
+    if _embedder is not None:
+        _embedder.stop()
     folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if folder:
         shutil.rmtree(folder, ignore_errors=True)

@@ -5,12 +5,13 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
 application = get_wsgi_application()
 
-# Each server process embeds queued messages and re-embeds after a change of model in a
-# thread of its own (conversations/embeddings/worker.py); MEMORYUI_EMBED_WORKER=0 leaves
-# that to `manage.py embed`.
+# Queued texts get their vectors, and stale ones new vectors, in the background
+# (conversations/embeddings/worker.py): under gunicorn in one process of its own, which
+# memoryui/gunicorn_conf.py runs and names here; under another server in a thread of each
+# process. MEMORYUI_EMBED_WORKER=0 leaves that to `manage.py embed`.
 from django.conf import settings  # noqa: E402 — only once Django is set up
 
-if settings.MEMORYUI_EMBED_WORKER:
+if settings.MEMORYUI_EMBED_WORKER and not os.environ.get("MEMORYUI_EMBEDDER_PROCESS"):
     from conversations.embeddings import worker  # noqa: E402
 
     worker.start()

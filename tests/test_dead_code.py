@@ -22,7 +22,8 @@ SEARCHED = ("conversations", "memoryui", "templates", "static/js", "tests", "ben
 # Names Django (or gunicorn, or Python) finds by convention, not by a reference in our code.
 BY_CONVENTION = {"Command", "Migration", "application", "urlpatterns", "app_name",
                  # gunicorn's server hooks, read from memoryui/gunicorn_conf.py by name
-                 "on_starting", "post_request", "child_exit", "on_exit", "pre_request", "post_fork", "worker_exit"}
+                 "on_starting", "when_ready", "post_request", "child_exit", "on_exit", "pre_request", "post_fork",
+                 "worker_exit"}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -2,6 +2,8 @@
 
 The worker embeds every project's rows and its counts are the whole server's: superusers only."""
 
+import os
+
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
@@ -17,6 +19,9 @@ def progress(request):
     return render(request, "embeddings/progress.html", {
         "model": embedder.name, "rows": worker.progress(), "state": worker.state,
         "endpoint": getattr(embedder, "url", ""),
+        # Under gunicorn the loop runs in a process of its own (memoryui/gunicorn_conf.py):
+        # this process's thread is then idle by design, not stopped.
+        "own_process": bool(os.environ.get("MEMORYUI_EMBEDDER_PROCESS")),
     })
 
 

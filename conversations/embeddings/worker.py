@@ -2,12 +2,16 @@
 
 A change of model (another `MEMORYUI_EMBEDDINGS_URL`/`…_MODEL`, another wordllama
 configuration) leaves every stored vector stale: its model id is not the active
-embedder's. Nothing is embedded again in a request; instead each server process runs one
-thread (started by memoryui/wsgi.py unless `MEMORYUI_EMBED_WORKER=0`) that takes the
-registered jobs (jobs.py) a batch at a time, each batch its own transaction, until nothing
-waits and nothing is stale, then looks again every few seconds. Two processes doing the
-same batch write the same vectors: harmless. `manage.py embed` does the same work in the
-foreground, and the admin page (views.py) shows the counts as progress.
+embedder's. Nothing is embedded again in a request; instead one loop takes the registered
+jobs (jobs.py) a batch at a time, each batch its own transaction, until nothing waits and
+nothing is stale, then looks again every few seconds (or when woken). Under gunicorn it
+runs in one process of its own beside the web workers (`manage.py embed --follow`,
+started and restarted by memoryui/gunicorn_conf.py), so the model's tables, its batches
+and its CPU stay out of the processes that answer requests; under another server
+(runserver, any WSGI host) memoryui/wsgi.py starts it as a thread of each process.
+`MEMORYUI_EMBED_WORKER=0` runs neither. Two loops doing the same batch write the same
+vectors: harmless. `manage.py embed` does the work once in the foreground, and the admin
+page (views.py) shows the counts as progress.
 """
 
 import logging
@@ -115,6 +119,20 @@ def _loop():
             _wake.wait(IDLE_SECONDS)
             _wake.clear()
     state.running = False
+
+
+def follow() -> None:
+    """The same loop in the foreground, until `ask_to_stop` (manage.py embed --follow: the
+    one embedding process gunicorn runs beside its web workers, memoryui/gunicorn_conf.py)."""
+    _stopping.clear()
+    state.running = True
+    _loop()
+
+
+def ask_to_stop() -> None:
+    """End the loop after the batch it is writing (safe from a signal handler)."""
+    _stopping.set()
+    _wake.set()
 
 
 def wake() -> None:

@@ -1,4 +1,7 @@
-"""manage.py embed: give every queued text its vector, and every stale vector a new one, now."""
+"""manage.py embed: give every queued text its vector, and every stale vector a new one, now;
+with --follow, keep doing it until stopped (the embedding process gunicorn runs)."""
+
+import signal
 
 from django.core.management.base import BaseCommand
 
@@ -10,8 +13,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--batch", type=int, default=worker.BATCH)
+        parser.add_argument("--follow", action="store_true",
+                            help="keep embedding what arrives until SIGTERM or SIGINT (ends after its batch)")
 
-    def handle(self, *args, batch, **options):
+    def handle(self, *args, batch, follow=False, **options):
+        if follow:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: worker.ask_to_stop())
+            worker.follow()
+            return
         for row in worker.progress():
             self.stdout.write(f"{row['label']}: {row['current']} current, {row['stale']} stale, "
                               f"{row['waiting']} waiting")
