@@ -1,8 +1,8 @@
 """Recall by meaning, measured: recall@1 and recall@3 on the paraphrase set (bench/meaning_set.py).
 
 Set-up: a throwaway memoryui SQLite file; the set's 104 facts over 8 subjects proposed
-through the store (so each gets its vector in the proposal's transaction, by the embedded
-model) and approved; importance 3–8 and, for half of them, a last recall some days ago,
+through the store and approved, then given their vectors by the background embedder's
+job (the embedded model); importance 3–8 and, for half of them, a last recall some days ago,
 drawn at random (seeded): recency and importance differ as they would in use.
 
 Measured: each fact is asked for once, in a shuffled order, by `recall(subject, query,
@@ -44,6 +44,9 @@ def seed():
                 Fact.objects.filter(pk=fact.pk).update(last_accessed_at=now - timedelta(days=rng.uniform(0.1, 60)),
                                                        access_count=rng.randint(1, 5))
             facts[(subject, text)] = (fact.pk, query)
+    from conversations.embeddings import worker
+
+    worker.run_until_done()  # their vectors, as the server's background embedder writes them
     return facts
 
 

@@ -237,8 +237,10 @@ def _ready(server, port: int, log: Path) -> int:
             conn.request("GET", "/login/")
             conn.getresponse().read()
             children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
-            if children:
-                return int(children[0])
+            # The web worker, not the embedding process the server runs beside it.
+            workers = [int(c) for c in children if b"embed" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+            if workers:
+                return workers[0]
         except OSError:
             pass
         time.sleep(0.2)
