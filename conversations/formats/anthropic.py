@@ -78,7 +78,11 @@ def _text_blocks(value):
     return None
 
 
-def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: str | None) -> None:
+def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: str | None, *,
+                 make=make_row) -> None:
+    """The rows of one message into `conv`. `make` validates and encodes each (`make_row`'s
+    arguments): a format that wraps this mapping (Cline) dresses the message there, so each
+    row is encoded once."""
     role = m.get("role")
     content = m.get("content")
     at = parse_time(m.get("created_at"))
@@ -93,7 +97,7 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
     def flush():
         nonlocal parts, calls
         if parts or calls:
-            _append(_content_row(role, meta, parts, calls, model), at, entry, conv, problems)
+            _append(_content_row(role, meta, parts, calls, model), at, entry, conv, problems, make)
         parts, calls = [], []
 
     for block in content:
@@ -108,15 +112,15 @@ def message_rows(m: dict, entry: Entry, conv: ConvPlan, problems: list, model: s
             _tool_use(block, calls, entry, problems)
         elif btype == "tool_result":
             flush()
-            _tool_result_row(block, at, meta, entry, conv, problems)
+            _tool_result_row(block, at, meta, entry, conv, problems, make)
         elif btype == "thinking":
             flush()
-            _thinking_row(block, at, meta, entry, conv, problems)
+            _thinking_row(block, at, meta, entry, conv, problems, make)
         elif btype == "redacted_thinking":
             continue
         elif btype == "compaction":
             flush()
-            _compaction(block, at, entry, conv, problems)
+            _compaction(block, at, entry, conv, problems, make)
         else:
             if btype not in BLOCKS:
                 problems.append(Problem(entry.line, f"unknown content block type {btype[:40]!r}; kept as a block"))
@@ -138,16 +142,16 @@ def _content_row(role, meta: dict, parts: list, calls: list, model: str | None) 
     return out
 
 
-def _append(message: dict, at, entry: Entry, conv: ConvPlan, problems: list) -> None:
-    row = make_row(message, at, entry.seq, problems, entry.line)
+def _append(message: dict, at, entry: Entry, conv: ConvPlan, problems: list, make=make_row) -> None:
+    row = make(message, at, entry.seq, problems, entry.line)
     if row:
         conv.rows.append(row)
 
 
-def _thinking_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list) -> None:
+def _thinking_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list, make=make_row) -> None:
     text = clean_text(block.get("thinking"))
     if text and text.strip():
-        _append({"kind": "thought", "text": text, "meta": meta}, at, entry, conv, problems)
+        _append({"kind": "thought", "text": text, "meta": meta}, at, entry, conv, problems, make)
 
 
 def _tool_use(block: dict, calls: list, entry: Entry, problems: list) -> None:
@@ -161,7 +165,8 @@ def _tool_use(block: dict, calls: list, entry: Entry, problems: list) -> None:
         problems.append(Problem(entry.line, "tool_use without id or name; kept, not shown"))
 
 
-def _tool_result_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list) -> None:
+def _tool_result_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, problems: list,
+                     make=make_row) -> None:
     """A `tool_result` block: a `tool` row answering its call."""
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -176,22 +181,17 @@ def _tool_result_row(block: dict, at, meta: dict, entry: Entry, conv: ConvPlan, 
     out = {"kind": "tool", "tool_call_id": call_id, "content": result or "(empty result)", "meta": meta}
     if block.get("is_error") is True:
         out["is_error"] = True
-    row = make_row(out, at, entry.seq, problems, entry.line)
-    if row:
-        conv.rows.append(row)
+    _append(out, at, entry, conv, problems, make)
 
 
-def _compaction(block: dict, at, entry: Entry, conv: ConvPlan, problems: list) -> None:
+def _compaction(block: dict, at, entry: Entry, conv: ConvPlan, problems: list, make=make_row) -> None:
     """A `compaction` block: a fold after the rows so far (a `system` row when there are none)."""
     summary = _text_blocks(block.get("content")) or ""
     if not summary.strip():
         summary = "(compacted by the API; no readable summary)"
     if conv.last_position < 0:
-        row = make_row({"kind": "system", "content": summary,
-                        "meta": {"anthropic": {"entry": entry.seq, "compaction": True}}},
-                       at, entry.seq, problems, entry.line)
-        if row:
-            conv.rows.append(row)
+        _append({"kind": "system", "content": summary, "meta": {"anthropic": {"entry": entry.seq, "compaction": True}}},
+                at, entry, conv, problems, make)
     if conv.last_position >= 0:
         conv.folds.append(Fold(position=conv.last_position, summary=summary, at=at, created_by="anthropic"))
 

@@ -159,21 +159,21 @@ def parse(data, *, subject: str = "") -> Plan:
 
 def _message(m: dict, entry: Entry, conv: ConvPlan, plan: Plan, at, request: dict | None) -> None:
     """Rows of one message, through the Anthropic mapping, under Cline's own meta."""
-    scratch = ConvPlan(key=conv.key)
-    anthropic.message_rows(m, entry, scratch, plan.problems, None)
-    for row in scratch.rows:
-        message = row.message
+
+    def dressed(message: dict, row_at, seq, problems, line):
         meta = dict(message.get("meta") or {})
         own = dict(meta.pop("anthropic", {}))
-        if row.kind == "assistant" and request is not None:
+        if message.get("kind") == "assistant" and request is not None:
             if request["usage"]:
                 meta["usage"] = request["usage"]
             if request["cost"] is not None:
                 own["cost"] = request["cost"]
         meta["cline"] = own
-        new = make_row({**message, "meta": meta}, at or row.at, row.entry, plan.problems, entry.line)
-        if new:
-            conv.rows.append(new)
+        return make_row({**message, "meta": meta}, at or row_at, seq, problems, entry.line)
+
+    scratch = ConvPlan(key=conv.key)
+    anthropic.message_rows(m, entry, scratch, plan.problems, None, make=dressed)
+    conv.rows.extend(scratch.rows)
 
 
 def _summary(m: dict, entry: Entry, conv: ConvPlan, plan: Plan) -> None:
