@@ -1,6 +1,7 @@
 """Recall by meaning, measured: recall@1 and recall@3 on the paraphrase set (bench/meaning_set.py).
 
-Set-up: a throwaway memoryui SQLite file; the set's 104 facts over 8 subjects proposed
+Set-up: a throwaway memoryui SQLite file; the set's 104 facts over 8 subjects (and the 24
+of its `NAMED` part over 2 more) proposed
 through the store and approved, then given their vectors by the background embedder's
 job (the embedded model); importance 3–8 and, for half of them, a last recall some days ago,
 drawn at random (seeded): recency and importance differ as they would in use.
@@ -9,9 +10,11 @@ Measured: each fact is asked for once, in a shuffled order, by `recall(subject, 
 limit=3)` as an agent would, so every recall reinforces what it returned (access count,
 last access) and later recalls see those changes (the issue's finding: use and recency
 drowned relevance). Once with each fact's paraphrase query (no content word shared with
-the fact), once with its own words. Each method runs on the same starting state (each
-pass inside a transaction that is rolled back): full text alone, vectors alone, and the
-two fusions (reciprocal rank fusion, a weighted sum).
+the fact), once with its own words, once with its one most telling word; and each `NAMED`
+fact with its query (a name shared by several facts, the rest in other words). Each
+method runs on the same starting state (each pass inside a transaction that is rolled
+back): full text alone, vectors alone, and the two fusions (reciprocal rank fusion, a
+weighted sum).
 """
 
 import random
@@ -20,7 +23,7 @@ import time
 from datetime import timedelta
 
 import common
-from meaning_set import SET
+from meaning_set import NAMED, SET
 
 METHODS = ("words", "meaning", "rrf", "weighted")
 LABELS = {"words": "full text alone", "meaning": "vectors alone", "rrf": "fusion: reciprocal rank",
@@ -36,7 +39,7 @@ def seed():
     rng = random.Random(45)
     now = timezone.now()
     facts = {}
-    for subject, items in SET.items():
+    for subject, items in (*SET.items(), *NAMED.items()):
         for text, query in items:
             fact = store.propose_fact(subject=subject, text=text, importance=rng.randint(3, 8), created_by="bench")
             store.approve_fact(fact_id=fact.pk, actor="bench-reviewer")
@@ -59,7 +62,7 @@ def keyword_of(text: str) -> str:
     return max(words, key=len)
 
 
-QUERIES = ("paraphrase", "exact", "keyword")
+QUERIES = ("paraphrase", "exact", "keyword", "named")
 
 
 def evaluate(facts: dict, method: str, which: str) -> tuple[float, float, dict]:
@@ -67,13 +70,15 @@ def evaluate(facts: dict, method: str, which: str) -> tuple[float, float, dict]:
 
     from conversations.facts import recall as facts_recall
 
-    order = list(facts.items())
+    named = which == "named"
+    order = [item for item in facts.items() if (item[0][0] in NAMED) == named]
     random.Random(7).shuffle(order)
     at1 = at3 = 0
     matched = {"words": 0, "meaning": 0}
     with transaction.atomic():
         for (subject, text), (pk, paraphrase) in order:
-            query = {"paraphrase": paraphrase, "exact": text, "keyword": keyword_of(text)}[which]
+            query = paraphrase if named else {"paraphrase": paraphrase, "exact": text,
+                                              "keyword": keyword_of(text)}[which]
             got = facts_recall.recall(subject=subject, query=query, limit=3, actor="bench", fusion=method)
             ids = [r.fact.pk for r in got]
             at1 += bool(ids) and ids[0] == pk
@@ -95,7 +100,7 @@ def main(argv=None):
     res = common.Results("19 recall by meaning")
     res.sizes = {"facts": len(facts), "subjects": len(SET), "limit": 3}
     table = {}
-    for which in ("paraphrase", "exact"):
+    for which in QUERIES:
         for method in METHODS:
             r1, r3, matched = evaluate(facts, method, which)
             table[(which, method)] = (r1, r3)

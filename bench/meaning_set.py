@@ -2,9 +2,18 @@
 
 8 subjects, 13 facts each (104 facts). Each fact has a query that asks for it in other
 words: the query shares no content word with its fact (checked by `shared_words`, after
-folding case and simple endings), as an agent asks "money back?" of a fact that says
-"refund". The exact-word query of a fact is its own text.
+folding case and simple endings; tests/test_meaning_set.py), as an agent asks "money
+back?" of a fact that says "refund". The exact-word query of a fact is its own text.
+
+`NAMED` is a second, smaller set: 2 subjects of 12 facts in which a name or a number (an
+order, a colleague) is shared by several facts, and each query names it and says the rest
+in other words ("order 7 came broken" of "Order 7 arrived damaged", beside "Order 9 arrived
+with a crushed box"), as an agent asks about one order or one person. Its words shared with
+its fact are only that name (and "order"), and each of them is in at least two of the
+subject's facts, so the name alone does not pick the fact and neither do the other words.
 """
+
+import re
 
 SET = {
     "customer:ana": [
@@ -128,3 +137,59 @@ SET = {
         ("Hired her first employee in January", "new staff member"),
     ],
 }
+
+NAMED = {
+    "account:ivo-orders": [
+        ("Order 7 arrived damaged", "order 7 came broken"),
+        ("Order 7 was paid with a gift card", "how was order 7 settled"),
+        ("Order 7 is a present for his niece", "who receives order 7"),
+        ("Order 7 must go to his office address", "where should order 7 be shipped"),
+        ("Order 9 was delivered two weeks late", "order 9 delay"),
+        ("Order 9 was refunded in full", "money back for order 9"),
+        ("Order 9 contained the wrong size", "order 9 did not fit"),
+        ("Order 9 was left with a neighbour", "who took in order 9"),
+        ("Order 12 is still waiting for stock", "order 12 not yet available"),
+        ("Order 12 will be paid by bank transfer", "order 12 payment method"),
+        ("Order 12 should be gift wrapped", "order 12 present packaging"),
+        ("Order 12 needs express shipping", "order 12 urgent courier"),
+    ],
+    "team:support": [
+        ("Priya approves refunds over 100 euros", "does Priya sign off large money back"),
+        ("Priya works from Lisbon", "where is Priya based"),
+        ("Priya is on leave in May", "Priya holiday dates"),
+        ("Priya speaks Hindi and English", "Priya languages"),
+        ("Marco handles shipping complaints", "Marco deals with delivery grievances"),
+        ("Marco works from Milan", "where is Marco based"),
+        ("Marco is on leave in August", "Marco holiday dates"),
+        ("Marco speaks Italian and Spanish", "Marco languages"),
+        ("Lena answers the phone line", "Lena takes calls"),
+        ("Lena works from Berlin", "where is Lena based"),
+        ("Lena is on leave in December", "Lena holiday dates"),
+        ("Lena speaks German and French", "Lena languages"),
+    ],
+}
+
+# The words that say nothing of a fact's subject matter, as recall drops them
+# (conversations/facts/recall.py STOP_WORDS), plus a few query words of the same kind.
+_STOP = frozenset(
+    "a about an and any are as at be been but by can could did do does for from had has have he her hers him "
+    "his how i if in into is it its me my of on or our she should so than that the their them they this to "
+    "us was we were what when where which who whom why will with would you your not yet".split())
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _fold(word: str) -> str:
+    word = word.casefold()
+    for ending in ("ing", "ed", "es", "s"):
+        if len(word) > len(ending) + 2 and word.endswith(ending):
+            return word[: -len(ending)]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    return {_fold(w) for w in _WORD.findall(text) if w.casefold() not in _STOP}
+
+
+def shared_words(fact: str, query: str) -> set[str]:
+    """The content words a query shares with its fact, case and simple endings folded."""
+    return content_words(fact) & content_words(query)
