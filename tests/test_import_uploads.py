@@ -15,10 +15,13 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
+from conversations import api_keys
 from conversations.models import Conversation
+from conversations.project_store import create_project
 from conversations.retention.models import PruneRun
 from conversations.retention.pruning import prune_older_than
 from tests.api_support import Api, login_as, make_key
+from tests.helpers import make_person
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,15 +53,15 @@ def admin(client):
     return client
 
 
-def _preview(client, content: bytes, *, subject="", name="notes.jsonl") -> str:
-    response = client.post("/admin/import/", {"file": SimpleUploadedFile(name, content), "format": "journal",
+def _preview(client, content: bytes, *, subject="", name="notes.jsonl", prefix="") -> str:
+    response = client.post(f"{prefix}/admin/import/", {"file": SimpleUploadedFile(name, content), "format": "journal",
                                               "namespace": "support", "subject": subject})
     assert response.status_code == 200, response.content.decode()[-2000:]
     return response.content.decode().split('name="token" value="')[1].split('"')[0]
 
 
-def _confirm(client, token: str, *, subject=""):
-    return client.post("/admin/import/", {"token": token, "confirm": "1", "format": "journal",
+def _confirm(client, token: str, *, subject="", prefix=""):
+    return client.post(f"{prefix}/admin/import/", {"token": token, "confirm": "1", "format": "journal",
                                           "namespace": "support", "subject": subject, "name": "notes.jsonl"})
 
 
@@ -221,3 +224,65 @@ def test_the_receipt_page_lists_the_removed_upload(admin, data_dirs, client):
     assert page.status_code == 200
     html = page.content.decode()
     assert f"uploads/{token}.upload" in html and "previewed for this subject" in html
+
+
+# ---- projects -------------------------------------------------------------------------------
+
+
+def _held(folder: Path, token: str) -> tuple[bytes, bytes]:
+    """An upload's bytes and its record's."""
+    upload = _upload(folder, token)
+    return upload.read_bytes(), upload.with_suffix(".json").read_bytes()
+
+
+def test_a_deletion_request_takes_its_own_projects_uploads_and_every_projects_takes_all(data_dirs, client):
+    data, _ = data_dirs
+    a, b = create_project(slug="uploads-a"), create_project(slug="uploads-b")
+    client.force_login(make_person("uploads-admin", {a: "admin", b: "admin"}))
+    more = _journal(*TEXTS, "and she called again about the kettle")
+    for prefix in ("/p/uploads-a", "/p/uploads-b"):
+        assert _confirm(client, _preview(client, _journal(*TEXTS), subject=SUBJECT, prefix=prefix),
+                        subject=SUBJECT, prefix=prefix).status_code == 200
+    ours = _preview(client, more, subject=SUBJECT, prefix="/p/uploads-a")
+    kept = _preview(client, _journal(OTHER_TEXT), name="other.jsonl", prefix="/p/uploads-a")
+    # B holds the same subject's preview, and one without a subject holding a text A deletes.
+    theirs = [_preview(client, more, subject=SUBJECT, prefix="/p/uploads-b"),
+              _preview(client, _journal(OTHER_TEXT, TEXTS[1]), name="pasted.jsonl", prefix="/p/uploads-b")]
+    before = {token: _held(data, token) for token in theirs}
+
+    _, secret = api_keys.create_api_key(name="a-admin", scopes=["admin"], project=a)
+    receipt = Api(client, secret).post("/deletion-requests", {"subject": SUBJECT}).json()
+
+    uploads = receipt["verification"]["uploads"]
+    assert receipt["project"] == "uploads-a" and receipt["verification"]["status"] == "verified", uploads
+    assert [r["file"] for r in uploads["removed"]] == [f"uploads/{ours}.upload"]
+    assert uploads["files_searched"] == 1 and uploads["found_in"] == []  # A's kept preview, and only it
+    assert {token: _held(data, token) for token in theirs} == before
+    assert not any(token in json.dumps(receipt) for token in theirs)
+    assert not _upload(data, ours).exists() and _upload(data, kept).exists()
+
+    again = _preview(client, _journal(*TEXTS), subject=SUBJECT, prefix="/p/uploads-a")
+    _, everywhere = api_keys.create_api_key(name="controller", scopes=["admin"], all_projects=True)
+    receipt = Api(client, everywhere).post("/deletion-requests", {"subject": SUBJECT, "all_projects": True}).json()
+
+    assert receipt["all_projects"] is True and receipt["verification"]["status"] == "verified", receipt
+    assert sorted(r["file"] for r in receipt["verification"]["uploads"]["removed"]) == sorted(
+        f"uploads/{token}.upload" for token in [again, *theirs])
+    assert not any(_upload(data, token).exists() for token in [again, *theirs])
+    assert _upload(data, kept).exists()
+
+
+def test_a_projects_prune_removes_only_its_own_expired_uploads(data_dirs, client):
+    data, _ = data_dirs
+    a, b = create_project(slug="expire-a"), create_project(slug="expire-b")
+    client.force_login(make_person("expire-admin", {a: "admin", b: "admin"}))
+    ours = _preview(client, _journal(OTHER_TEXT), prefix="/p/expire-a")
+    theirs = _preview(client, _journal(OTHER_TEXT), prefix="/p/expire-b")
+    for token in (ours, theirs):
+        _backdate(_upload(data, token), 120)
+
+    out = StringIO()
+    call_command("prune", "--older-than-days", "30", "--project", "expire-a", stdout=out)
+
+    assert "removed 1 expired uploads" in out.getvalue()
+    assert not _upload(data, ours).exists() and _upload(data, theirs).exists()

@@ -11,11 +11,18 @@ person confirms. It is a whole transcript, personal data included, so:
   refuses it, and the next preview or prune removes it;
 - a deletion request removes every upload whose record ties it to the subject or
   to a conversation being deleted, and every upload whose bytes hold a text being
-  deleted (registered with retention/leftovers.py).
+  deleted (registered with retention/leftovers.py);
+- it belongs to the project it was uploaded in, and every listing here (`files`, `about`,
+  `remove_expired`) sees only the current scope's: a deletion request filed in project A
+  must never remove, search or name project B's upload, even one holding the same text
+  (a request filed for every project sees them all).
 
-Beside each `<token>.upload` lies `<token>.json`, its record: the SHA-256 of the
-subject given on the form (normalised as conversation subjects are compared, so
-the record names no subject) and the stored conversations its preview touched.
+Beside each `<token>.upload` lies `<token>.json`, its record: the project, the SHA-256
+of the subject given on the form (normalised as conversation subjects are compared, so
+the record names no subject) and the stored conversations its preview touched. The
+record is written with the upload, so a file between save and preview has its project
+too; one without a project in its record (written before records named one) is seen only
+where every project is.
 """
 
 import hashlib
@@ -27,6 +34,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from conversations import projects
 from conversations.files import FILE_MODE, prepare_data_dir
 from conversations.retention.leftovers import Leftovers
 from conversations.subjects import normalize_subject
@@ -60,13 +68,14 @@ def _write_private(path: Path, pieces) -> None:
 
 
 def save(chunks) -> tuple[str, Path]:
-    """Write an upload's chunks under a new token; returns (token, path)."""
+    """Write an upload's chunks under a new token, in the current project; returns (token, path)."""
     token = secrets.token_hex(TOKEN_HEX // 2)
     path = folder() / f"{token}{UPLOAD}"
     try:
+        _write_private(path.with_suffix(RECORD), [json.dumps({"project_id": projects.project_of_new_row()}).encode()])
         _write_private(path, chunks)
     except BaseException:
-        path.unlink(missing_ok=True)
+        remove(path)
         raise
     return token, path
 
@@ -74,21 +83,35 @@ def save(chunks) -> tuple[str, Path]:
 def record(token: str, *, subject: str, conversation_ids=(), sidecar: dict | None = None) -> None:
     """Note what the upload is about, for deletion requests (see the module docstring), and the
     sidecar read with it (a Claude Code subagent's .meta.json), for its confirmation."""
-    body = {"subject_key": subject_key(subject), "conversation_ids": sorted({str(c) for c in conversation_ids if c})}
+    path = folder() / f"{token}{RECORD}"
+    # The project stays the one the upload was saved in.
+    project_id = _record(path).get("project_id", projects.project_of_new_row())
+    body = {"project_id": project_id, "subject_key": subject_key(subject),
+            "conversation_ids": sorted({str(c) for c in conversation_ids if c})}
     if sidecar:
         body["sidecar"] = sidecar
-    path = folder() / f"{token}{RECORD}"
     path.unlink(missing_ok=True)
     _write_private(path, [json.dumps(body).encode()])
 
 
+def _record(path: Path) -> dict:
+    """The record beside an upload (or the record file itself); {} when there is none."""
+    try:
+        body = json.loads(Path(path).with_suffix(RECORD).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _in_scope(path: Path) -> bool:
+    """Whether the current scope sees this upload (see the module docstring)."""
+    scope = projects.current()
+    return scope.every or scope.sees(_record(path).get("project_id"))
+
+
 def sidecar(token: str) -> dict | None:
     """The sidecar recorded with an upload, if any."""
-    try:
-        body = json.loads((folder() / f"{token}{RECORD}").read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    value = body.get("sidecar") if isinstance(body, dict) else None
+    value = _record(folder() / f"{token}{RECORD}").get("sidecar")
     return value if isinstance(value, dict) else None
 
 
@@ -129,11 +152,13 @@ def remove(path: Path) -> int:
 
 
 def files() -> list[Path]:
-    return sorted(folder().glob(f"*{UPLOAD}"))
+    """The uploads the current scope sees."""
+    return [path for path in sorted(folder().glob(f"*{UPLOAD}")) if _in_scope(path)]
 
 
 def remove_expired() -> int:
-    """Remove every upload past its lifetime (and any record left without its upload); returns how many uploads."""
+    """Remove every upload of the current scope past its lifetime (and any such record left without
+    its upload); returns how many uploads."""
     now = time.time()
     removed = 0
     for path in files():
@@ -141,21 +166,18 @@ def remove_expired() -> int:
             remove(path)
             removed += 1
     for orphan in folder().glob(f"*{RECORD}"):
-        if not orphan.with_suffix(UPLOAD).exists() and _expired(orphan, now):
+        if not orphan.with_suffix(UPLOAD).exists() and _expired(orphan, now) and _in_scope(orphan):
             orphan.unlink(missing_ok=True)
     return removed
 
 
 def about(*, subject: str = "", conversation_ids=()) -> list[Path]:
-    """Uploads whose record names this subject or one of these conversations."""
+    """The current scope's uploads whose record names this subject or one of these conversations."""
     key = subject_key(subject)
     wanted = {str(c) for c in conversation_ids}
     found = []
     for path in files():
-        try:
-            body = json.loads(path.with_suffix(RECORD).read_text())
-        except (FileNotFoundError, ValueError):
-            continue
+        body = _record(path)
         if (key and body.get("subject_key") == key) or wanted & set(body.get("conversation_ids") or ()):
             found.append(path)
     return found

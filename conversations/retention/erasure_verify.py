@@ -250,7 +250,9 @@ def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles:
     """Remove the files outside the database (leftovers.py) that are about the subject or the
     conversations, by their records or by their bytes, then search what is left for the same needles.
 
-    Returns the receipt's account: which files were removed and why, what was searched after."""
+    Returns the receipt's account: which files were removed and why, what was searched after.
+    Each kind answers for the current scope only (the request's project, or every project for
+    a request filed for all), so another project's files are neither removed, searched nor named."""
     ids = [str(c) for c in conversation_ids]
     needles = [n for n in dict.fromkeys([*needles, *ids]) if len(n.encode("utf-8")) >= LEFTOVER_NEEDLE_MIN]
     removed: list[dict] = []
