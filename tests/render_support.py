@@ -42,7 +42,8 @@ def generated_view(rng: random.Random) -> dict:
         elif shape == "journal":
             rows.append({"kind": rng.choice(JOURNAL), "text": "an entry of the agent's own"})
         elif shape == "system":
-            rows.append({"kind": "system", "content": "Be brief."})
+            rows.append({"kind": "system", "content": rng.choice(
+                ["Be brief.", [{"type": "text", "text": "Match this:"}, rng.choice(BLOCKS)], [rng.choice(BLOCKS)]])})
         elif shape == "stray":
             rows.append({"kind": "tool", "tool_call_id": "gone-1", "name": "lookup", "content": "late"})
         else:
@@ -71,7 +72,8 @@ def generated_view(rng: random.Random) -> dict:
 
 
 def degenerate_views() -> list[dict]:
-    """Views with little or nothing to send: empty, journal rows only, a handoff only, system only."""
+    """Views with little or nothing to send: empty, journal rows only, a handoff only, system
+    only (text, or an image alone, which is sent as `[image block]` system text)."""
     handoff = {"kind": "system", "content": "Earlier: the customer asked about order 7."}
 
     def view(rows, with_handoff=False):
@@ -81,6 +83,8 @@ def degenerate_views() -> list[dict]:
     journal = [{"kind": "note", "text": "an entry of the agent's own"}, {"kind": "thought", "text": "hmm"}]
     return [view([]), view(journal), view([], True), view(journal, True),
             view([{"kind": "system", "content": "Be brief."}]),
+            view([{"kind": "system", "content": [BLOCKS[0]]}]),
+            view([{"kind": "system", "content": [BLOCKS[1]]}] + journal),
             view([{"kind": "assistant", "content": "Hello."}]),
             view([{"kind": "tool", "tool_call_id": "gone", "content": "late"}])]
 

@@ -38,16 +38,22 @@ JOURNAL = st.sampled_from(["note", "thought", "heard", "said", "did", "woke"])
 
 @st.composite
 def steps(draw):
-    """The rows of one step: a user turn, a text reply, or a reply with parallel calls
-    (one row, or split one row per call as older imports stored it), its results in any
-    order (some errors), and journal rows anywhere in between."""
-    shape = draw(st.sampled_from(["user", "text", "calls", "calls", "journal"]))
+    """The rows of one step: a user turn, a system row (text, an image, or both), a text
+    reply, or a reply with parallel calls (one row, or split one row per call as older
+    imports stored it), its results in any order (some errors), and journal rows anywhere
+    in between."""
+    shape = draw(st.sampled_from(["user", "text", "calls", "calls", "journal", "system"]))
     if shape == "user":
         return [{"kind": "user", "content": draw(st.sampled_from(["Go on.", "Refund order 7", "Why?"]))}]
     if shape == "text":
         return [{"kind": "assistant", "content": draw(st.sampled_from(["Done.", "Checking.\n", "Here it is."]))}]
     if shape == "journal":
         return [{"kind": draw(JOURNAL), "text": "an entry of the agent's own"}]
+    if shape == "system":
+        # An image in a system row is named in every body, so a view of only that is sent by all.
+        image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+        return [{"kind": "system", "content": draw(st.sampled_from(
+            ["Be brief.", [{"type": "text", "text": "Match this:"}, image], [image]]))}]
     prefix = draw(IDS)
     ids = [f"{prefix}{draw(st.integers(0, 10**6))}-{i}" for i in range(draw(st.integers(1, 3)))]
     tool_calls = [{"id": i, "name": "lookup", "arguments": {"n": n}} for n, i in enumerate(ids)]

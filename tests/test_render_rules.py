@@ -13,6 +13,7 @@ import pytest
 
 from conversations.demo import load_demo
 from conversations.export import export_stream
+from conversations.formats.requests import CONTINUED
 from conversations.imports import containers, importer
 from conversations.imports.models import ImportSource
 from conversations.models import Conversation
@@ -72,6 +73,31 @@ def test_the_three_renderers_agree_on_generated_and_degenerate_views(capsys):
     assert counts["bodies"] > 1500 and counts["nothing_to_send"] >= 6, counts
     with capsys.disabled():
         print(f"\nrender rules, generated views: {counts}")
+
+
+@pytest.mark.database_independent
+def test_a_system_rows_image_is_named_in_anthropics_system_and_geminis_instruction_by_all_three():
+    build()
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/logo.png"}}
+    logo = {"kind": "system", "content": [{"type": "text", "text": "Match this logo."}, image]}
+    with_text = {"handoff": None, "items": [{"position": 0, "message": logo},
+                                            {"position": 1, "message": {"kind": "user", "content": "Draw it."}}]}
+    image_only = {"handoff": None, "items": [{"position": 0, "message": {"kind": "system", "content": [image]}}]}
+    views = [with_text, image_only]
+    renderings = {"server": [server_renderings(v) for v in views], "python": [python_renderings(v) for v in views],
+                  "typescript": typescript_renderings(views)}
+    continued = [{"role": "user", "content": [{"type": "text", "text": CONTINUED}]}]
+    for name, (both, alone) in renderings.items():
+        for journal in JOURNAL_MODES:
+            # The same text OpenAI's system message carries: the image is named, not dropped.
+            text = "Match this logo.\n\n[image block]"
+            assert both["openai"][journal][0] == {"role": "system", "content": text}, name
+            assert both["anthropic"][journal]["system"] == text, name
+            assert both["gemini"][journal]["systemInstruction"] == {"parts": [{"text": text}]}, name
+            # An image alone is system text, sent with the `(continued)` turn a system-only view gets.
+            assert alone["anthropic"][journal] == {"system": "[image block]", "messages": continued}, name
+            assert alone["gemini"][journal] == {"systemInstruction": {"parts": [{"text": "[image block]"}]},
+                                                "contents": [{"role": "user", "parts": [{"text": CONTINUED}]}]}, name
 
 
 def view_of(conversation) -> dict:

@@ -16,7 +16,9 @@ body (tests/provider_oracle.py).
   user's words.
 - A view with nothing to send (no message, no summary; or only journal rows left out) has no
   valid body: `NothingToSend`. One with only a summary or system text sends it, with a
-  `(continued)` user turn where the API needs one.
+  `(continued)` user turn where the API needs one. A `system` row is text in all three
+  bodies, its other blocks named as `[<type> block]` (`openai_text`): a system row holding
+  only an image sends `[image block]`, never nothing.
 - A model name goes only into a body of its own provider (`provider_of`).
 
 - One reply, one message: a reply stored over several adjacent assistant rows (older
@@ -359,7 +361,9 @@ def _system_and_turns(rows, handoff: str | None, journal: str) -> tuple[list[str
     settled = []
     for turn, m in settle(_chosen(rows, journal)):
         if turn == "system":
-            system.append(text_of(m.get("content")))
+            # Named as OpenAI's system message names them: an image dropped here unsaid would
+            # be a prompt the model never saw, and no sign that it was left out.
+            system.append(openai_text(m.get("content")))
         else:
             settled.append((turn, m))
     return [s for s in system if s.strip()], settled

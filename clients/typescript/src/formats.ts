@@ -9,7 +9,8 @@
  * The server's exports and the Python client follow the same rules (tests/test_render_rules.py
  * renders every conversation all three ways and compares). A view with nothing to send throws
  * `NothingToSend`; one with only a handoff or system text sends it, with a `(continued)` user
- * turn where Anthropic and Gemini need one.
+ * turn where Anthropic and Gemini need one. A `system` row's image (or other non-text block) is
+ * named as `[image block]` text in all three, never dropped.
  *
  * The handoff (the checkpoint's summary) comes first; journal rows (note, thought, …) are
  * dropped unless `journal: "text"` keeps them as `[kind] text`. Every body is one the APIs
@@ -189,6 +190,11 @@ function openaiUserContent(content: unknown): string | Block[] {
 const openaiText = (content: unknown): string =>
   blocks(content).map((b) => (b.type === "text" ? b : placeholder(b)).text).join("\n\n");
 
+/** The text of each `system` row, its other blocks named as OpenAI's system message names them:
+ * an image left out unsaid would be a prompt the model never saw. */
+const systemRows = (settled: Settled[]): string[] =>
+  settled.filter(([turn]) => turn === "system").map(([, m]) => openaiText((m as Row).content));
+
 /** JSON text spaced as the Python client writes it (`{"a": 1, "b": [1, 2]}`), so both send the same bytes. */
 export function spacedJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(spacedJson).join(", ")}]`;
@@ -325,7 +331,7 @@ export function toAnthropicMessages(view: Pick<ActiveView, "items"> & { handoff?
   checkMode(journal);
   const system = view.handoff ? [textOf(view.handoff.content)] : [];
   const settled = settle(messagesOf(view), { journal });
-  system.push(...settled.filter(([turn]) => turn === "system").map(([, m]) => textOf((m as Row).content)));
+  system.push(...systemRows(settled));
   const kept = system.filter((s) => s.trim());
   let messages = anthropicTurns(settled.filter(([turn]) => turn !== "system"));
   if (!messages.length) {
@@ -397,7 +403,7 @@ export function toGeminiContents(view: Pick<ActiveView, "items"> & { handoff?: A
   checkMode(journal);
   const system = view.handoff ? [textOf(view.handoff.content)] : [];
   const settled = settle(messagesOf(view), { journal });
-  system.push(...settled.filter(([turn]) => turn === "system").map(([, m]) => textOf((m as Row).content)));
+  system.push(...systemRows(settled));
   const kept = system.filter((s) => s.trim());
   let contents = geminiContents(settled.filter(([turn]) => turn !== "system"));
   if (!contents.length) {

@@ -18,7 +18,7 @@ Mapping:
 | memoryui kind | OpenAI | Anthropic |
 |---|---|---|
 | handoff (the checkpoint summary) | first `system` message | start of `system` |
-| `system` | `system` message | appended to `system` |
+| `system` | `system` message | appended to `system` (an image or other block as `[image block]` text) |
 | `user` | `user` (text, or content parts) | `user` (text or blocks) |
 | `assistant` + `tool_calls` | `assistant` + `tool_calls` (arguments as JSON text) | `assistant`, `tool_use` (`input`) |
 | `tool` | `tool` with `tool_call_id` | a `tool_result` block in a `user` message (`is_error` kept) |
@@ -30,7 +30,8 @@ name and id; `{"output": …}`, or `{"error": …}` for an error) at the start o
 
 A view with nothing to send (no message and no handoff, or only journal rows left out) raises
 `NothingToSend`: no body would be valid. A view with only a handoff or system text sends it, with
-a `(continued)` user turn where Anthropic and Gemini need one.
+a `(continued)` user turn where Anthropic and Gemini need one; a `system` row holding only an
+image is such text (`[image block]`), never dropped.
 
 The journal is an agent's record of its own inner life, not turns of the
 conversation with the model, so by default it is left out. With
@@ -258,6 +259,12 @@ def _openai_text(content):
     return "\n\n".join(b["text"] for b in blocks)
 
 
+def _system_rows(settled) -> list[str]:
+    """The text of each `system` row, its other blocks named as OpenAI's system message names
+    them: an image left out unsaid would be a prompt the model never saw."""
+    return [_openai_text(m["content"]) for turn, m in settled if turn == "system"]
+
+
 def _js_numbers(value):
     """Integral floats as integers: JavaScript keeps no `.0`, so the TypeScript client writes
     `149` for a stored `149.0`; both sides write the same arguments text."""
@@ -412,7 +419,7 @@ def to_anthropic_messages(view: dict, *, journal: str = "drop") -> dict:
     _check_mode(journal)
     system = [_text_of(view["handoff"]["content"])] if view.get("handoff") else []
     settled = settle(_messages(view), journal=journal)
-    system = [s for s in system + [_text_of(m["content"]) for turn, m in settled if turn == "system"] if s.strip()]
+    system = [s for s in system + _system_rows(settled) if s.strip()]
     messages = anthropic_turns([(t, m) for t, m in settled if t != "system"])
     if not messages:
         if not system:
@@ -489,7 +496,7 @@ def to_gemini_contents(view: dict, *, journal: str = "drop") -> dict:
     _check_mode(journal)
     system = [_text_of(view["handoff"]["content"])] if view.get("handoff") else []
     settled = settle(_messages(view), journal=journal)
-    system = [s for s in system + [_text_of(m["content"]) for turn, m in settled if turn == "system"] if s.strip()]
+    system = [s for s in system + _system_rows(settled) if s.strip()]
     contents = gemini_contents([(t, m) for t, m in settled if t != "system"])
     if not contents:
         if not system:
