@@ -20,6 +20,7 @@ reused by that write's retries, which happen on connection errors, on 429, 502,
 """
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -161,6 +162,21 @@ class _Operations:
         return self._run(_core.recall(subject=subject, query=query, limit=limit))
 
 
+    # imports
+    def import_file(self, source, *, format: str | None = None, namespace: str | None = None,
+                    subject: str | None = None, dry_run: bool | None = None, allow_empty: bool | None = None,
+                    pin_older_than_retention: bool | None = None, content_type: str | None = None,
+                    idempotency_key: str | None = None) -> dict:
+        """Import a file as it is: `source` a path (streamed from disk a block at a time) or bytes,
+        sent as the body itself (a transcript of any format, a zip of a folder, an OpenCode
+        SQLite database; `format` "auto" by default finds out). The import's answer:
+        {"format", "conversation_id", "created", "messages", "problems", …}. Importing the
+        same file again creates nothing; a grown session appends what is new."""
+        return self._run(_core.import_file(
+            source, format=format, namespace=namespace, subject=subject, dry_run=dry_run, allow_empty=allow_empty,
+            pin_older_than_retention=pin_older_than_retention, content_type=content_type,
+            idempotency_key=idempotency_key))
+
     # task state, the actions ledger, workspace snapshots (written by code after a tool returns)
     def state(self, conversation_id):
         """The task state: {"version", "state", "position", "updated_at", "updated_by", …}."""
@@ -216,8 +232,9 @@ class Memoryui(_Operations):
         while True:
             attempt += 1
             try:
-                response = self._http.request(call.method, call.path, params=call.params or None, content=body,
-                                              headers=call.headers())
+                with call.upload.opened() if call.upload else contextlib.nullcontext(body) as content:
+                    response = self._http.request(call.method, call.path, params=call.params or None,
+                                                  content=content, headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
                     raise _unreachable(exc, self._http, call) from exc
@@ -323,7 +340,8 @@ class AsyncMemoryui(_Operations):
             attempt += 1
             try:
                 response = await self._http.request(call.method, call.path, params=call.params or None,
-                                                    content=body, headers=call.headers())
+                                                    content=call.upload.blocks() if call.upload else body,
+                                                    headers=call.headers())
             except httpx.TransportError as exc:
                 if attempt >= self.retries.attempts:
                     raise _unreachable(exc, self._http, call) from exc
