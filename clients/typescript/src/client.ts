@@ -17,7 +17,9 @@
  * from business values, to make a restarted process's retry safe too); its retries reuse it.
  */
 
-import { type Call, type Query, Retries, type RetryOptions, send, sleep, type Transport, write } from "./core.js";
+import {
+  type Call, type Query, type RawBody, Retries, type RetryOptions, send, sleep, type Transport, write,
+} from "./core.js";
 import type {
   ActionLookup, ActiveView, Appended, BatchAppended, Checkpoint, Conversation, ConversationPage,
   ConversationSummary, CreateConversation, Deleted, Fact, ImportAnswer, ImportTranscript, Message, MessageItem,
@@ -58,6 +60,21 @@ export interface ClientOptions {
 
 export interface WriteOptions {
   idempotencyKey?: string;
+}
+
+/** The options of an import sent as the file itself: they go in the query string. */
+export interface ImportFileOptions extends WriteOptions {
+  /** A format name, or "auto" (the default), which finds out from the content. */
+  format?: string;
+  namespace?: string;
+  subject?: string;
+  /** Read and answer, write nothing. */
+  dryRun?: boolean;
+  /** Keep a file that makes no message (otherwise it creates nothing). */
+  allowEmpty?: boolean;
+  pinOlderThanRetention?: boolean;
+  /** Default application/octet-stream: the server knows a zip or a database by its first bytes. */
+  contentType?: string;
 }
 
 export interface AppendOptions extends WriteOptions {
@@ -269,6 +286,20 @@ export class Memoryui {
   /** Import a whole transcript (Claude Code, Codex, OpenAI, Anthropic, journal; `format` "auto" finds out). */
   importTranscript(transcript: ImportTranscript, options: WriteOptions = {}): Promise<ImportAnswer> {
     return this.run(write("POST", "/imports", transcript, options.idempotencyKey));
+  }
+
+  /**
+   * Import a file as it is, sent as the body of POST /imports with its options in the query
+   * string: a transcript of any format, a zip of a folder, an OpenCode SQLite database. In
+   * Node, `await openAsBlob(path)` (node:fs) sends it from disk without reading it whole.
+   * The same file again creates nothing; a session that grew appends what is new.
+   */
+  importFile(data: RawBody, options: ImportFileOptions = {}): Promise<ImportAnswer> {
+    const query = clean({ format: options.format, namespace: options.namespace, subject: options.subject,
+      dry_run: options.dryRun, allow_empty: options.allowEmpty,
+      pin_older_than_retention: options.pinOlderThanRetention });
+    return this.run({ ...write("POST", "/imports", undefined, options.idempotencyKey, query),
+      raw: { data, contentType: options.contentType ?? "application/octet-stream" } });
   }
 
   // facts

@@ -130,12 +130,18 @@ function firstUnencodable(value: unknown, where: string, seen: Set<object>): [st
 
 export type Query = Record<string, string | number | boolean | null | undefined>;
 
+/** A file's bytes as a request body: a Blob (Node's `openAsBlob(path)` reads from disk as it is
+ * sent, and again on a retry), bytes, or its text. */
+export type RawBody = Blob | Uint8Array | ArrayBuffer | string;
+
 /** One request of the API: what to send, and whether it writes (then it carries an Idempotency-Key). */
 export interface Call {
   method: "GET" | "POST" | "PUT" | "DELETE";
   path: string;
   query?: Query;
   body?: unknown;
+  /** A file sent as the body itself, instead of JSON `body`. */
+  raw?: { data: RawBody; contentType: string };
   idempotencyKey?: string | null;
 }
 
@@ -168,10 +174,11 @@ export function urlOf(transport: Transport, call: Call): string {
 
 /** Send a Call with the retry policy; the successful response, or the typed error. */
 export async function send(transport: Transport, call: Call): Promise<Response> {
-  const body = call.body === undefined ? undefined : encodeJson(call.body);
+  const body = call.raw ? call.raw.data as BodyInit : call.body === undefined ? undefined : encodeJson(call.body);
   const headers: Record<string, string> = { ...transport.headers };
   if (call.idempotencyKey) headers[IDEMPOTENCY_HEADER] = call.idempotencyKey;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (call.raw) headers["Content-Type"] = call.raw.contentType;
+  else if (body !== undefined) headers["Content-Type"] = "application/json";
   const url = urlOf(transport, call);
   let attempt = 0;
   let waited = 0;
