@@ -85,7 +85,8 @@ def main(argv=None):
         for method in meaning_eval.METHODS:
             r1, r3, _ = meaning_eval.evaluate(facts, method, which)
             fused = method in ("rrf", "weighted")
-            targets = {"paraphrase": (0.65, 0.85), "exact": (0.95, None), "keyword": (None, None)}[which]
+            targets = {"paraphrase": (0.65, 0.85), "exact": (0.95, None), "keyword": (None, None),
+                       "named": (None, None)}[which]
             passed = None
             if fused and targets[0] is not None:
                 passed = r1 >= targets[0] and (targets[1] is None or r3 >= targets[1])
