@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.http import StreamingHttpResponse
 from ninja import Path, Query, Router, Status
 
-from . import hooks, keyset, params, reads, store
+from . import keyset, params, plugins, reads, store
 from .api_schemas import (
     APPEND_EXAMPLES,
     CONVERSATION_PAGE,
@@ -245,8 +245,8 @@ def delete_conversation(request, conversation_id: str = ConversationId):
     its forks keep their own copies. The same path as a deletion request: the text is made
     gone from the database files, checked, and a receipt is kept (`receipt_url`). 409
     `maintenance_running` while a prune or another deletion runs. Needs `admin`."""
-    receipt = hooks.delete_conversation(conversation_id=parse_conversation_id(conversation_id),
-                                        actor=actor_of(request))
+    receipt = plugins.delete_conversation(conversation_id=parse_conversation_id(conversation_id),
+                                          actor=actor_of(request))
     return {"deleted": receipt.conversation_ids[0], "messages": receipt.counts.get("messages", 0),
             "checkpoints": receipt.counts.get("checkpoints", 0), "receipt_id": str(receipt.pk),
             "verification": receipt.verification.get("status"),

@@ -2,9 +2,8 @@ from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_save
 
-from . import metrics
+from . import metrics, plugins
 from .files import restrict_sqlite_files
-from .owned import register
 
 
 class ConversationsConfig(AppConfig):
@@ -17,7 +16,7 @@ class ConversationsConfig(AppConfig):
         from .models import Conversation, IdempotencyKey, UsageTotal
 
         # A key's stored answer can hold a conversation's title or subject: it goes with the conversation.
-        register(IdempotencyKey)
+        plugins.owned_tables.register(IdempotencyKey, by=self.label)
         # Derived counts (no text), gone with their conversation.
-        register(UsageTotal)
+        plugins.owned_tables.register(UsageTotal, by=self.label)
         post_save.connect(metrics.on_conversation_saved, sender=Conversation, dispatch_uid="metrics_conversations")

@@ -1,15 +1,15 @@
 """Backups that restore: `manage.py backup PATH` and `manage.py restore PATH`.
 
 A backup is PATH (the database), PATH.manifest.json, and what the sub-apps keep beside it
-(`hooks.backup_extras`: retention's erasure journal, PATH.erasure-journal, copied after the
+(`plugins.backup_extras`: retention's erasure journal, PATH.erasure-journal, copied after the
 database, so it is at least as new). The manifest says what
 PATH holds as of its snapshot: every table's row count and a SHA-256 of its rows in
 key order (copying.py's digests), and the migrations applied. A restore refuses a
 database that is not empty, loads PATH, then checks the result against the manifest:
 integrity, the migrations, every count and every digest. A backup whose manifest
 does not match what came back is reported as failed, never as restored. Around the load,
-`hooks.restore_prepare` may refuse it first (no erasure journal to re-apply) and
-`hooks.restore_finish` re-applies every erasure newer than the backup
+`plugins.restore_prepare` may refuse it first (no erasure journal to re-apply) and
+`plugins.restore_finish` re-applies every erasure newer than the backup
 (retention/reapply.py) before the restored store is ready.
 
 - **SQLite**: SQLite's online backup API, through the store's own SQLite library
@@ -37,7 +37,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from sqlean import dbapi2 as Database  # the store's SQLite library (the backend's own), never Python's
 
-from . import hooks
+from . import plugins
 from .copying import _table_digest, models_in_order
 
 FORMAT = "memoryui-backup/1"
@@ -104,7 +104,7 @@ def backup(path: Path) -> dict:
     created_at = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         described = describe(partial)
-        described.update(hooks.backup_extras(path))
+        described.update(plugins.backup_extras(path))
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
@@ -244,12 +244,12 @@ def restore(path: Path, *, erasure_journal: Path | None = None, without_erasure_
     if existing:
         raise BackupError(f"the database is not empty ({len(existing)} tables, e.g. {existing[0]}); "
                           "restore into a new, empty database")
-    plan = hooks.restore_prepare(path=path, manifest=manifest, erasure_journal=erasure_journal,
-                                 without_erasure_journal=without_erasure_journal)
+    plan = plugins.restore_prepare(path=path, manifest=manifest, erasure_journal=erasure_journal,
+                                   without_erasure_journal=without_erasure_journal)
     load(path)
     result = verify(manifest)
     if result.verified:
-        finished = hooks.restore_finish(plan, path=path, manifest=manifest)
+        finished = plugins.restore_finish(plan, path=path, manifest=manifest)
         result.notes += finished["notes"]
         result.unfinished += finished["problems"]
     return result

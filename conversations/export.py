@@ -12,10 +12,11 @@ lines marked `record`, and as a closing Markdown section.
 
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import markdown as md
+from . import plugins
 from .conversation_json import conversation_fields, lineage
 from .errors import InvalidInput
 from .message_schema import TextBlock
@@ -40,51 +41,6 @@ AGENT_FORMATS = {
     "memoryui": ("application/x-ndjson; charset=utf-8", "memoryui.jsonl"),
 }
 FORMATS.update(AGENT_FORMATS)
-
-
-@dataclass
-class HeadSigner:
-    """How an export gets its signed head: registered by conversations.proofs when it is
-    installed (the core imports no sub-app). `sign(conversation)` returns the head as a dict;
-    `markdown(head)` the closing section of a Markdown export."""
-
-    sign: Callable[[Conversation], dict]
-    markdown: Callable[[dict], str]
-
-
-_signer: HeadSigner | None = None
-
-
-def register_head_signer(signer: HeadSigner) -> None:
-    global _signer
-    _signer = signer
-
-
-@dataclass(frozen=True)
-class ExportSection:
-    """What an app adds to every JSON, JSONL and Markdown export of a conversation, registered
-    from its AppConfig.ready() (conversations.ledger: task state, actions, snapshots):
-    `header(conversation_id)` keys of the JSON header, `jsonl(conversation_id)` lines after
-    the messages and checkpoints, `markdown(conversation_id)` a closing section."""
-
-    header: Callable[[object], dict]
-    jsonl: Callable[[object], Iterator[str]]
-    markdown: Callable[[object], Iterator[str]]
-
-
-_sections: list[ExportSection] = []
-# chunks(conversation, fmt) for AGENT_FORMATS, registered by conversations.imports (imports/exports.py).
-_agent_exporter: Callable[[Conversation, str], Iterator[str]] | None = None
-
-
-def register_section(section: ExportSection) -> None:
-    if section not in _sections:
-        _sections.append(section)
-
-
-def register_agent_exporter(chunks: Callable[[Conversation, str], Iterator[str]]) -> None:
-    global _agent_exporter
-    _agent_exporter = chunks
 
 
 def _proof_fields(salt, commitment, chain_hash) -> dict:
@@ -112,16 +68,18 @@ def export_stream(conversation_id, fmt: str) -> ExportStream:
     conversation = Conversation.objects.get_live(conversation_id)
     content_type, ext = FORMATS[fmt]
     if fmt in AGENT_FORMATS:
-        if _agent_exporter is None:
+        agent_exporter = plugins.agent_exporter.one()
+        if agent_exporter is None:
             raise InvalidInput(f"the {fmt} export is not installed on this server", field="format")
-        chunks = _agent_exporter(conversation, fmt)
+        chunks = agent_exporter(conversation, fmt)
         # The first chunk now: a view with nothing to send is a clean 409 before anything streams.
         first = next(chunks, "")
         return ExportStream(chunks=buffered(itertools.chain([first], chunks)), content_type=content_type,
                             filename=f"conversation-{conversation.pk}.{ext}")
     writer = {"json": _json_chunks, "jsonl": jsonl_chunks, "markdown": markdown_chunks}[fmt]
     # Signed before anything streams, over the same snapshot the rows are read from.
-    head = _signer.sign(conversation) if _signer else None
+    signer = plugins.export_head_signer.one()
+    head = signer.sign(conversation) if signer else None
     return ExportStream(
         chunks=buffered(writer(conversation, head)),
         content_type=content_type,
@@ -202,7 +160,8 @@ def _json_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]
         "conversation": conversation_dict(conversation),
         "checkpoints": [checkpoint_dict(cp) for cp in checkpoints_of(conversation)],
     }
-    for section in _sections:  # the ledger: task_state, task_state_events, actions, workspace_snapshots
+    # the ledger's: task_state, task_state_events, actions, workspace_snapshots
+    for section in plugins.export_sections.registered():
         header.update(section.header(conversation.pk))
     if head is not None:
         header["signed_head"] = head
@@ -221,7 +180,7 @@ def jsonl_chunks(conversation: Conversation, head: dict | None) -> Iterator[str]
         yield _dumps(_message_dict(item, proof)) + "\n"
     for cp in checkpoints_of(conversation):
         yield _dumps({"record": "checkpoint", **checkpoint_dict(cp)}) + "\n"
-    for section in _sections:
+    for section in plugins.export_sections.registered():
         yield from section.jsonl(conversation.pk)
     if head is not None:
         yield _dumps({"record": "signed_head", **head}) + "\n"
@@ -315,7 +274,8 @@ def markdown_chunks(conversation: Conversation, head: dict | None) -> Iterator[s
             else:
                 yield (f"*Earlier checkpoint at position {cp.message_position} (superseded by a later fold):*\n\n"
                        + md.quote(cp.summary) + "\n")
-    for section in _sections:
+    for section in plugins.export_sections.registered():
         yield from section.markdown(conversation.pk)
-    if head is not None and _signer is not None:
-        yield _signer.markdown(head)
+    signer = plugins.export_head_signer.one()
+    if head is not None and signer is not None:
+        yield signer.markdown(head)

@@ -4,7 +4,7 @@ anything it shows changes (rows, the latest checkpoint, the ledger), and their E
 import hashlib
 import json
 
-from . import hooks
+from . import plugins
 from .models import Checkpoint, Conversation
 
 
@@ -20,7 +20,7 @@ def state_of(convo: Conversation, *, latest=..., checkpoints: int | None = None)
         "checkpoint": latest.pk if latest else None,
         "fold": latest.message_position if latest else -1,
         "checkpoints": checkpoints,
-        "ledger": hooks.ledger_mark(convo.pk),
+        "ledger": plugins.ledger_mark(convo.pk),
     }
 
 

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from prometheus_client import Counter, Histogram
 
-from conversations import projects
+from conversations import plugins, projects
 
 
 def enabled() -> bool:
@@ -167,19 +167,11 @@ def on_fact_saved(sender, instance, created, **kwargs):
 
 # -- gauges read at scrape time ----------------------------------------------------------
 
-# Gauges an app reads at scrape time (a callable yielding metric families), registered from its
-# AppConfig.ready(): the deletion requests waiting for their window, and those past their deadline.
-_SCRAPE_TIME: list = []
-
-
-def register_scrape_time(collect) -> None:
-    if collect not in _SCRAPE_TIME:
-        _SCRAPE_TIME.append(collect)
-
-
 def scrape_time_families():
-    """The registered gauges, read now; one whose database is away is left out of this scrape."""
-    for collect in _SCRAPE_TIME:
+    """The gauges apps registered at `plugins.scrape_time_gauges` (retention: the deletion requests
+    waiting for their window, and those past their deadline), read now; one whose database is
+    away is left out of this scrape."""
+    for collect in plugins.scrape_time_gauges.registered():
         try:
             yield from collect()
         except DatabaseError:

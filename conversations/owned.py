@@ -1,13 +1,12 @@
 """Tables whose rows belong to one conversation, besides its messages and checkpoints.
 
 An app that keeps rows per conversation (task state, an actions ledger, an access
-log, snapshot records, import sources …) registers the model here from its
-AppConfig.ready():
+log, snapshot records, import sources …) registers the model at the plug-in point
+`plugins.owned_tables` from its AppConfig.ready():
 
-    from conversations.owned import register
-    register(MyModel)
+    plugins.owned_tables.register(MyModel, by=self.label)
 
-The model needs a `conversation_id` column. Pruning, a conversation's deletion and
+The model needs a `conversation_id` column (registration checks it). Pruning, a conversation's deletion and
 deletion requests then delete its rows together with the conversation (while the
 conversation is marked `deleting`: an append-only guard on the table may allow
 deletes only then, as the message table's guard does), and the deletion request
@@ -18,7 +17,7 @@ data), for its raw-byte verification.
 
 from dataclasses import dataclass
 
-from conversations import personal
+from conversations import personal, plugins
 
 
 @dataclass(frozen=True)
@@ -38,12 +37,6 @@ class Owned:
         return personal.declared(self.model).vectors
 
 
-_REGISTRY: dict[str, Owned] = {}
-
-
-def register(model) -> None:
-    _REGISTRY[model._meta.label] = Owned(model=model)
-
-
 def owned_tables() -> list[Owned]:
-    return list(_REGISTRY.values())
+    """The tables registered at `plugins.owned_tables`, in the order registered."""
+    return [Owned(model=model) for model in plugins.owned_tables.registered()]

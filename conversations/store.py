@@ -18,10 +18,9 @@ import json
 from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
-from django.dispatch import Signal
 from django.utils import timezone
 
-from . import calls, chain, hooks, metrics, params, projects, rows
+from . import calls, chain, metrics, params, plugins, projects, rows
 from .db import advisory_lock, writer_queue
 from .errors import (
     CheckpointBeforeLatest,
@@ -402,12 +401,6 @@ def _check_fold_keeps_calls(conversation: Conversation, position: int, *, floor:
     )
 
 
-# Sent inside fork_conversation's transaction just before the rows are copied, with
-# child_id, parent_id and upto (the last copied position). The search app records
-# that the copies are found through the parent's rows, so they are not tokenised again.
-fork_copying = Signal()
-
-
 def fork_conversation(*, conversation_id, position: int, title: str | None = None,
                       actor: str | None = None, external_id: str | None = None,
                       relation: str = "fork") -> Conversation:
@@ -416,7 +409,7 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
     The rows are copied by the database (INSERT … SELECT) with the same bytes and
     timestamps; the latest checkpoint at or before `position` comes along, and the
     lineage is recorded. The parent is not touched. The task state, actions and
-    workspace snapshots as of `position` come along too (`hooks.fork_copied`).
+    workspace snapshots as of `position` come along too (`plugins.fork_copied`).
     With an `actor`, the audit event is written in the same transaction. The child
     is in the parent's namespace; it gets an `external_id` only when one is given
     (a framework's id for the branch), and `relation` says what it is to its parent
@@ -454,7 +447,7 @@ def fork_conversation(*, conversation_id, position: int, title: str | None = Non
             # The parent's chain hash at the fork position: the copied rows carry it too.
             forked_from_chain_hash=_prev_chain(connection, _db_uuid(parent.pk), position + 1),
         )
-        fork_copying.send(sender=Conversation, child_id=child.pk, parent_id=parent.pk, upto=position)
+        plugins.fork_copying.send(sender=Conversation, child_id=child.pk, parent_id=parent.pk, upto=position)
         copy_fork_rows(child_id=child.pk, parent_id=parent.pk, start=0, count=position + 1, upto=position)
         child.next_position = position + 1
         if actor:
@@ -492,7 +485,7 @@ def copy_fork_rows(*, child_id, parent_id, start: int, count: int, upto: int, st
     """Copy the parent's rows start..start+count-1 into the fork `child_id`, at the positions
     its counter hands out, with the same bytes, times, salts, commitments and chain hashes.
     The step that reaches `upto` (the fork position) also brings the latest checkpoint at or
-    before it, and the rows other apps keep per conversation as of it (`hooks.fork_copied`:
+    before it, and the rows other apps keep per conversation as of it (`plugins.fork_copied`:
     the ledger's task state, actions and snapshots). A copy in several steps (a staged import's chunks) calls this
     once per step."""
     if reserve_positions(conversation_id=child_id, count=count, staged=staged) != start:
@@ -508,7 +501,7 @@ def copy_fork_rows(*, child_id, parent_id, start: int, count: int, upto: int, st
                        summary=checkpoint.summary, created_at=checkpoint.created_at,
                        created_by=checkpoint.created_by)
     # The apps that keep rows per conversation copy theirs as of the fork position (the ledger).
-    hooks.fork_copied.send(sender=Conversation, child_id=child_id, parent_id=parent_id, upto=upto)
+    plugins.fork_copied.send(sender=Conversation, child_id=child_id, parent_id=parent_id, upto=upto)
 
 
 def set_pinned(*, conversation_id, pinned: bool, actor: str | None = None) -> Conversation:

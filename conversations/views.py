@@ -21,7 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from . import calls, hooks, params, store, usage_totals
+from . import calls, params, plugins, store, usage_totals
 from .errors import NotFound, StoreError
 from .export import FORMATS, export_stream
 from .http import conversation_or_404, position_or_404
@@ -50,8 +50,8 @@ CALL_ID_MAX = 300
 
 def _opened(request, convo, via: str, detail: str = "") -> None:
     """A person read this conversation: the access log says who, which and when."""
-    hooks.conversation_opened.send(sender=Conversation, conversation_id=convo.pk, actor=actor_of(request), via=via,
-                                   detail=detail)
+    plugins.conversation_opened.send(sender=Conversation, conversation_id=convo.pk, actor=actor_of(request), via=via,
+                                     detail=detail)
 
 
 def _render(request, template, context, *, fragments=(), status=200):
@@ -353,7 +353,7 @@ def _record_part(request, convo, context, *, target, after, until, last, latest,
     # a harness records an action or a state change after that row was already shown.
     # The page keeps those it has (by id) and puts the others after their row.
     follows = target == "record-more" and request.GET.get("follow") == "1"
-    context["record"] = hooks.ledger_timeline(
+    context["record"] = plugins.ledger_timeline(
         _interleave(page.items, list(marks), latest, upto=upto), convo.pk,
         after=after - 1 if follows else after, upto=upto
     )
@@ -406,7 +406,7 @@ def _whole_page_part(request, convo, context) -> None:
     children = [c["conversation"] for c in context["tree"]["children"]]
     context["fork_count"] = sum(1 for c in children if c.parent_relation != "subagent")
     context["subagent_count"] = len(children) - context["fork_count"]
-    context["ledger"] = hooks.ledger_panel(convo)
+    context["ledger"] = plugins.ledger_panel(convo)
     context["live_state"] = state_of(convo, latest=context["latest"], checkpoints=context["checkpoint_count"])
     context["live_etag"] = etag_of(context["live_state"])
     _opened(request, convo, "page")

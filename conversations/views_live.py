@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from . import hooks
+from . import plugins
 from . import usage as numbers
 from .http import conversation_or_404, position_or_404
 from .live import etag_of, state_of
@@ -70,7 +70,7 @@ def panel(request, conversation_id, part):
     convo = conversation_or_404(conversation_id)
     context = {"conversation": convo, "latest": Checkpoint.objects.latest_for(convo.pk)}
     if part == "ledger":
-        context["ledger"] = hooks.ledger_panel(convo)
+        context["ledger"] = plugins.ledger_panel(convo)
         return render(request, "ledger/panel.html", context)
     context["checkpoint_count"] = Checkpoint.objects.of(convo.pk).count()
     return render(request, "conversations/facts.html", context)

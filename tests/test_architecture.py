@@ -1,101 +1,92 @@
-"""docs/ARCHITECTURE.md names every plug-in point a sub-app registers at.
+"""docs/ARCHITECTURE.md's plug-in table is what the registry holds once Django has started.
 
-Every `AppConfig.ready()` under conversations/ is read (its syntax, not run): each call that
-registers or connects something (`X.register(…)`, `X.register_*(…)`, `X.connect(…)`, the owned
-tables' `register(…)`) is a plug-in point, named as the module it comes from has it
-(`hooks.ledger_panel`, `owned.register`, `export.register_section`, `post_save`). A point
-that ARCHITECTURE.md does not name in backticks fails the test: a contributor reading the
-page would not know it exists.
+Every plug-in point is declared in conversations/plugins.py and every app registers there from
+its AppConfig.ready(), so after start-up the registry knows each point and which apps
+registered at it. The page's table must name exactly those points, each with exactly those
+apps: a contributor reading it learns every way into the core and who uses each.
 """
 
-import ast
+import re
 from pathlib import Path
 
 import pytest
 
-from tests.ast_support import attribute_chain
+from conversations import plugins
+from conversations.models import Project
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.database_independent
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+# How the page's "registered by" column names the core's own app.
+CORE = "the core"
 
 
-def _aliases(tree: ast.AST) -> dict[str, str]:
-    """Local name → what it names: a module or signal by its own name (`core_export` →
-    `export`, `post_save`), a registering function with its module (`owned.register`)."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            module = (node.module or "").rsplit(".", 1)[-1]
-            for alias in node.names:
-                named = f"{module}.{alias.name}" if alias.name.startswith("register") else alias.name
-                names[alias.asname or alias.name] = named
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name] = alias.name.rsplit(".", 1)[-1]
-    return names
-
-
-def plug_in_points(source: str) -> set[str]:
-    """The points the ready() methods of one module's source register at."""
-    tree = ast.parse(source)
-    aliases = _aliases(tree)
-    found = set()
-    for cls in ast.walk(tree):
-        if not isinstance(cls, ast.ClassDef):
+def documented_points(page: str) -> dict[str, set[str]]:
+    """The plug-in section's table: point name → the app labels in its "registered by" column."""
+    section = page.split("\n## Plug-in points\n", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for line in section.splitlines():
+        named = re.match(r"\| `plugins\.(\w+)` \|", line)
+        if not named:
             continue
-        for fn in cls.body:
-            if not (isinstance(fn, ast.FunctionDef) and fn.name == "ready"):
-                continue
-            for call in ast.walk(fn):
-                if not isinstance(call, ast.Call):
-                    continue
-                chain = attribute_chain(call.func)
-                if not chain:
-                    continue
-                last = chain[-1]
-                if len(chain) == 1:
-                    if last == "register" or last.startswith("register_"):
-                        found.add(aliases.get(last, last))
-                    continue
-                if last not in ("register", "connect") and not last.startswith("register_"):
-                    continue
-                head = aliases.get(chain[0], chain[0]).split(".")
-                full = [*head, *chain[1:]]
-                if last == "connect" or (last == "register" and len(full) > 2):
-                    full = full[:-1]  # the signal or hook itself
-                found.add(".".join(full))
+        registered_by = line.rstrip().rstrip("|").rsplit("|", 1)[1]
+        found[named.group(1)] = {"conversations" if app.strip() == CORE else app.strip()
+                                 for app in registered_by.split(",") if app.strip()}
     return found
 
 
-def test_every_plug_in_point_a_sub_app_registers_at_is_named_in_architecture_md():
-    page = ARCHITECTURE.read_text()
-    points = {}
-    for path in sorted((ROOT / "conversations").rglob("apps.py")):
-        for point in plug_in_points(path.read_text()):
-            points.setdefault(point, []).append(str(path.relative_to(ROOT)))
-    assert {"owned.register", "hooks.delete_conversation", "export.register_section"} <= set(points)  # not vacuous
-    missing = {p: where for p, where in points.items() if f"`{p}`" not in page}
-    assert not missing, f"plug-in points docs/ARCHITECTURE.md does not name: {missing}"
+def registered_points() -> dict[str, set[str]]:
+    """Every declared point → the labels of the apps that registered at it."""
+    return {point.name: {r.by for r in point.registrations()} for point in plugins.points()}
 
 
-def test_it_names_each_kind_of_registration():
-    source = '''
-from django.db.models.signals import post_save
-from conversations import hooks
-from conversations.owned import register
-from conversations import export as core_export
+def test_architecture_md_names_every_declared_point_and_no_other():
+    page, declared = documented_points(ARCHITECTURE.read_text()), registered_points()
+    assert {"owned_tables", "delete_conversation", "export_sections"} <= set(declared)  # not vacuous
+    assert not set(declared) - set(page), f"points docs/ARCHITECTURE.md does not name: {set(declared) - set(page)}"
+    assert not set(page) - set(declared), f"points the page names that plugins.py does not declare: " \
+                                          f"{set(page) - set(declared)}"
 
 
-class C:
-    def ready(self):
-        from . import things
-        register(things.Model)
-        hooks.new_point.register(things.f)
-        hooks.opened.connect(things.g)
-        core_export.register_section(things.S)
-        post_save.connect(things.h)
-        things.not_a_registration()
-'''
-    assert plug_in_points(source) == {"owned.register", "hooks.new_point", "hooks.opened",
-                                      "export.register_section", "post_save"}
+def test_architecture_md_says_which_apps_register_at_each_point():
+    page, declared = documented_points(ARCHITECTURE.read_text()), registered_points()
+    differ = {name: {"registered": sorted(apps), "page": sorted(page.get(name, ()))}
+              for name, apps in declared.items() if apps != page.get(name, set())}
+    assert not differ, f"docs/ARCHITECTURE.md's 'registered by' differs from what registered: {differ}"
+
+
+def test_each_point_is_reached_by_its_name():
+    for point in plugins.points():
+        assert getattr(plugins, point.name) is point
+
+
+def test_it_reads_the_tables_points_and_apps():
+    page = "\n## Plug-in points\n\n| point | takes | for | registered by |\n|---|---|---|---|\n" \
+           "| `plugins.owned_tables` | a model | rows | the core, ledger |\n" \
+           "| `plugins.nothing_declares_this` | a thing | nothing | search |\n\n## Next\n" \
+           "| `plugins.after_the_section` | x | y | z |\n"
+    assert documented_points(page) == {"owned_tables": {"conversations", "ledger"},
+                                       "nothing_declares_this": {"search"}}
+
+
+@pytest.mark.parametrize(("point", "wrong", "says"), [
+    (plugins.export_sections, lambda conversation_id: {}, "takes a conversations.plugins.ExportSection"),
+    (plugins.owned_tables, plugins.ExportSection, "not a model class"),
+    (plugins.owned_tables, plugins.Registration, "not a model class"),
+    (plugins.ledger_panel, lambda: None, "called as ledger_panel(conversation)"),
+    (plugins.delete_conversation, lambda conversation_id: None, "actor"),
+    (plugins.conversation_opened, lambda sender: None, "calling it so fails"),
+    (plugins.leftover_files, "uploads", "not a Leftovers"),
+])
+def test_registering_the_wrong_thing_raises_an_error_naming_the_point(point, wrong, says):
+    before = point.registrations()
+    with pytest.raises(plugins.PluginTypeError, match=f"plug-in point '{point.name}' takes") as raised:
+        point.register(wrong, by="tests")
+    assert says in str(raised.value)
+    assert "tests registered" in str(raised.value)
+    assert point.registrations() == before
+
+
+def test_a_model_without_a_conversation_column_is_refused_as_an_owned_table():
+    with pytest.raises(plugins.PluginTypeError, match="it has no conversation_id"):
+        plugins.owned_tables.register(Project, by="tests")

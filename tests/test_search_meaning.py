@@ -2,7 +2,7 @@
 
 import pytest
 
-from conversations import hooks, project_store, projects, store
+from conversations import plugins, project_store, projects, store
 from conversations.embeddings import worker
 from conversations.search import meaning
 from conversations.search.models import MessageVector
@@ -59,7 +59,7 @@ def test_a_fork_borrows_its_parents_vectors_and_adopts_them_when_the_parent_goes
 
 
 def _delete(conversation):
-    hooks.delete_conversation(conversation_id=conversation.pk, actor="test")
+    plugins.delete_conversation(conversation_id=conversation.pk, actor="test")
 
 
 def test_filters_and_pages_apply(reader, chat):

@@ -1,7 +1,6 @@
 from django.apps import AppConfig
 
-from conversations import hooks
-from conversations.owned import register
+from conversations import plugins
 
 
 class AccessConfig(AppConfig):
@@ -15,6 +14,6 @@ class AccessConfig(AppConfig):
         from . import store
         from .models import ConversationAccess
 
-        register(ConversationAccess)
+        plugins.owned_tables.register(ConversationAccess, by=self.label)
         # The core's pages say when a person opens a conversation; the access log records it.
-        hooks.conversation_opened.connect(store.on_conversation_opened, dispatch_uid="access.opened")
+        plugins.conversation_opened.register(store.on_conversation_opened, by=self.label)

@@ -15,5 +15,5 @@ def record_access(*, conversation_id, actor: str, via: str, detail: str = "") ->
 
 
 def on_conversation_opened(sender, *, conversation_id, actor: str, via: str, detail: str = "", **kwargs) -> None:
-    """`conversations.hooks.conversation_opened`'s receiver (connected in AccessConfig.ready)."""
+    """`plugins.conversation_opened`'s receiver (registered in AccessConfig.ready)."""
     record_access(conversation_id=conversation_id, actor=actor, via=via, detail=detail)

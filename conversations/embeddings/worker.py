@@ -3,7 +3,7 @@
 A change of model (another `MEMORYUI_EMBEDDINGS_URL`/`…_MODEL`, another wordllama
 configuration) leaves every stored vector stale: its model id is not the active
 embedder's. Nothing is embedded again in a request; instead one loop takes the registered
-jobs (jobs.py) a batch at a time, each batch its own transaction, until nothing waits and
+jobs (`plugins.embedding_jobs`) a batch at a time, each batch its own transaction, until nothing waits and
 nothing is stale, then looks again every few seconds (or when woken). Under gunicorn it
 runs in one process of its own beside the web workers (`manage.py embed --follow`,
 started and restarted by memoryui/gunicorn_conf.py), so the model's tables, its batches
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from django.db import close_old_connections
 
-from conversations import projects
+from conversations import plugins, projects
 
-from . import embedders, jobs
+from . import embedders
 from .models import model_id
 
 log = logging.getLogger("memoryui.embeddings")
@@ -61,7 +61,7 @@ def run_once(limit: int = BATCH) -> int:
     with projects.scoped(projects.EVERY):
         current = current_model_id(embedder)
         total = 0
-        for job in jobs.registered():
+        for job in plugins.embedding_jobs.registered():
             done = job.run(embedder, current, limit)
             state.by_job[job.name] = state.by_job.get(job.name, 0) + done
             total += done
@@ -86,7 +86,7 @@ def progress() -> list[dict]:
     with projects.scoped(projects.EVERY):
         current = current_model_id()
         rows = []
-        for job in jobs.registered():
+        for job in plugins.embedding_jobs.registered():
             counts = job.counts(current)
             total = counts["current"] + counts["stale"] + counts["waiting"]
             rows.append({"name": job.name, "label": job.label, **counts, "total": total,

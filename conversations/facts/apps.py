@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_save
 
-from conversations import metrics
+from conversations import metrics, plugins
 
 
 class FactsConfig(AppConfig):
@@ -9,10 +9,8 @@ class FactsConfig(AppConfig):
     label = "facts"
 
     def ready(self):
-        from conversations.embeddings import jobs
-
         from . import meaning
         from .models import Fact
 
         post_save.connect(metrics.on_fact_saved, sender=Fact, dispatch_uid="metrics_facts")
-        jobs.register(meaning.JOB)
+        plugins.embedding_jobs.register(meaning.JOB, by=self.label)

@@ -20,8 +20,8 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import Q
 
-from conversations import projects
-from conversations.embeddings import embedders, jobs, worker
+from conversations import plugins, projects
+from conversations.embeddings import embedders, worker
 from conversations.embeddings import vectors as vec
 from conversations.embeddings.models import model_id
 
@@ -144,4 +144,4 @@ def erase_vectors(subject_norm: str) -> int:
         return cursor.rowcount
 
 
-JOB = jobs.Job(name="facts", label="Facts", counts=_counts, run=_run)
+JOB = plugins.EmbeddingJob(name="facts", label="Facts", counts=_counts, run=_run)

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from conversations.owned import register
+from conversations import plugins
 
 
 class FrameworksConfig(AppConfig):
@@ -13,4 +13,4 @@ class FrameworksConfig(AppConfig):
         # deletion requests remove it with it. Its data holds the first prompt's text.
         from .models import SessionSummary
 
-        register(SessionSummary)
+        plugins.owned_tables.register(SessionSummary, by=self.label)

@@ -11,7 +11,7 @@ person confirms. It is a whole transcript, personal data included, so:
   refuses it, and the next preview or prune removes it;
 - a deletion request removes every upload whose record ties it to the subject or
   to a conversation being deleted, and every upload whose bytes hold a text being
-  deleted (registered with retention/leftovers.py);
+  deleted (registered at `plugins.leftover_files`);
 - it belongs to the project it was uploaded in, and every listing here (`files`, `about`,
   `remove_expired`) sees only the current scope's: a deletion request filed in project A
   must never remove, search or name project B's upload, even one holding the same text
@@ -34,9 +34,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from conversations import projects
+from conversations import plugins, projects
 from conversations.files import FILE_MODE, prepare_data_dir
-from conversations.retention.leftovers import Leftovers
 from conversations.subjects import normalize_subject
 
 FOLDER = "uploads"
@@ -183,4 +182,4 @@ def about(*, subject: str = "", conversation_ids=()) -> list[Path]:
     return found
 
 
-LEFTOVERS = Leftovers(name=FOLDER, files=files, about=about, remove=remove, remove_expired=remove_expired)
+LEFTOVERS = plugins.Leftovers(name=FOLDER, files=files, about=about, remove=remove, remove_expired=remove_expired)

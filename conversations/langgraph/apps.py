@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from conversations.owned import register
+from conversations import plugins
 
 
 class LangGraphConfig(AppConfig):
@@ -14,6 +14,5 @@ class LangGraphConfig(AppConfig):
         # hold the graph state (the messages among it) in an encoding no needle is cut from.
         from .models import LangChainHistory, LangGraphCheckpoint, LangGraphWrite
 
-        register(LangGraphCheckpoint)
-        register(LangGraphWrite)
-        register(LangChainHistory)
+        for model in (LangGraphCheckpoint, LangGraphWrite, LangChainHistory):
+            plugins.owned_tables.register(model, by=self.label)

@@ -303,7 +303,7 @@ def copy_into_fork(*, parent_id, child_id, position: int) -> dict:
 
 
 def on_fork_copied(sender, *, child_id, parent_id, upto, **kwargs) -> None:
-    """`conversations.hooks.fork_copied`'s receiver (connected in LedgerConfig.ready)."""
+    """`plugins.fork_copied`'s receiver (registered in LedgerConfig.ready)."""
     copy_into_fork(parent_id=parent_id, child_id=child_id, position=upto)
 
 

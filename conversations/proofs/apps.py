@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations import plugins
+
 
 class ProofsConfig(AppConfig):
     name = "conversations.proofs"
@@ -9,10 +11,9 @@ class ProofsConfig(AppConfig):
     def ready(self):
         # The signing key is made on first start, before any request needs it,
         # so the public key can be noted down before the first head is signed.
-        from conversations import export
-
         from . import heads, keys
 
         keys.ensure_default_key()
         # Every JSON, JSONL and Markdown export carries a signed head (the core imports no sub-app).
-        export.register_head_signer(export.HeadSigner(sign=heads.export_head_or_none, markdown=heads.markdown_section))
+        plugins.export_head_signer.register(
+            plugins.HeadSigner(sign=heads.export_head_or_none, markdown=heads.markdown_section), by=self.label)

@@ -41,7 +41,7 @@ rawfiles.py for why that would lose other workers' writes):
    verification — never the subject or a text.
 
 Files outside the database that may hold the subject (an import preview waiting
-for its confirmation: leftovers.py) are no rows: after the deletion every such file
+for its confirmation: `plugins.leftover_files`) are no rows: after the deletion every such file
 that its own record ties to the subject or a deleted conversation, or whose bytes
 hold the subject, a sampled text or a deleted conversation's id, is removed; the
 rest are searched again, and the receipt lists the removed files and counts that

@@ -5,7 +5,7 @@
   exists without its entry; `record_check`, a maintenance window's verdict on it, likewise.
   The receipt's audit event records the journal's head after it (the anchor): a journal cut
   back past that line, or another journal, is noticed.
-- `for_backup` (`hooks.backup_extras`): every receipt the database holds that the journal
+- `for_backup` (`plugins.backup_extras`): every receipt the database holds that the journal
   lacks (a receipt from before the journal existed, or a journal started again) is
   appended, then the journal is copied beside the backup and named in its manifest.
 - `readiness` (/readyz): "ok" unless the database may serve what an erasure removed: the
@@ -127,7 +127,7 @@ def copy_verified(source: Path, target: Path) -> journal.Journal:
 
 
 def for_backup(path: Path) -> dict:
-    """hooks.backup_extras: called once the database copy is made, so the journal copied is at
+    """plugins.backup_extras: called once the database copy is made, so the journal copied is at
     least as new as the backup's snapshot (an erasure between the two is re-applied on restore)."""
     target = copy_path(Path(path))
     if target.exists():

@@ -33,7 +33,7 @@ def wal_account(search: FileSearch, wal: pgfiles.WalState) -> dict:
 
 
 def scope() -> str:
-    # Files outside the database that may hold personal data (leftovers.py), searched after removal.
+    # Files outside the database that may hold personal data (`plugins.leftover_files`), searched after removal.
     outside = "; and the upload folder of the data directory (import previews waiting for confirmation)"
     # Backups made before still hold it: the erasure journal makes every restore erase it again (reapply.py).
     backups = ("; backups taken before still hold it, and a restore of one re-applies this erasure from the "

@@ -1,7 +1,7 @@
 """Erasure, steps 5 and 7 (erasure.py): search the raw bytes of every database file for
 what was deleted, from another process (rawfiles.py), set aside what data which stays
 still holds, clean stale copies and search again. Files outside the database
-(leftovers.py) are removed and searched the same way.
+(`plugins.leftover_files`) are removed and searched the same way.
 """
 
 import json
@@ -16,10 +16,10 @@ from django.conf import settings
 from django.db import connection, models
 from django.db.models.functions import Cast
 
-from conversations import partitions, personal, projects
+from conversations import partitions, personal, plugins, projects
 from conversations.models import Conversation, Message
 
-from . import disk, leftovers, pgfiles
+from . import disk, pgfiles
 from . import erasure_scrub as scrub
 from .lease import Lease
 
@@ -247,7 +247,7 @@ def search_files(specs: list[dict], needles: list[str | bytes], *, page_size: in
 
 
 def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles: list[str]) -> dict:
-    """Remove the files outside the database (leftovers.py) that are about the subject or the
+    """Remove the files outside the database (`plugins.leftover_files`) that are about the subject or the
     conversations, by their records or by their bytes, then search what is left for the same needles.
 
     Returns the receipt's account: which files were removed and why, what was searched after.
@@ -257,7 +257,7 @@ def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles:
     needles = [n for n in dict.fromkeys([*needles, *ids]) if len(n.encode("utf-8")) >= LEFTOVER_NEEDLE_MIN]
     removed: list[dict] = []
     problems: list[str] = []
-    for kind in leftovers.registered():
+    for kind in plugins.leftover_files.registered():
         why: dict[Path, list[str]] = {}
         for path in kind.about(subject=subject, conversation_ids=ids):
             why.setdefault(Path(path), []).append("record")
@@ -273,18 +273,19 @@ def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles:
             removed.append({"file": f"{kind.name}/{path.name}", "bytes": kind.remove(path), "why": reasons,
                             "removed": not path.exists()})
     # What is left, searched again: the verdict covers these files too.
-    left = {f"{kind.name}/{Path(p).name}": Path(p) for kind in leftovers.registered() for p in kind.files()}
+    left = {f"{kind.name}/{Path(p).name}": Path(p)
+            for kind in plugins.leftover_files.registered() for p in kind.files()}
     after = FileSearch(status="searched", files=[], found=False, found_in=[], found_count=0)
     if left and needles:
         after = search_files([{"path": str(p), "name": name, "kind": "other"} for name, p in left.items()], needles)
-    still_about = [f"{kind.name}/{Path(p).name}" for kind in leftovers.registered()
+    still_about = [f"{kind.name}/{Path(p).name}" for kind in plugins.leftover_files.registered()
                    for p in kind.about(subject=subject, conversation_ids=ids)]
     not_removed = [r["file"] for r in removed if not r["removed"]]
     found_in = list(dict.fromkeys(after.found_in + still_about + not_removed))
     problems += [after.problem] if after.problem else []
     return {
         "status": "not_possible" if problems else "found" if found_in else "verified",
-        "folders": [kind.name for kind in leftovers.registered()],
+        "folders": [kind.name for kind in plugins.leftover_files.registered()],
         "strings_checked": len(needles),
         "files_searched": len(left),
         "bytes_searched": sum(f["bytes"] for f in after.files),

@@ -4,7 +4,7 @@ A receipt lives in the database, so restoring a backup taken before a deletion r
 brings back both the erased rows and a database with no memory of the request. The
 journal is the memory that survives: one JSON object a line, appended and fsync'd
 before the receipt commits (erasure.py), copied beside every backup (backups.py through
-`hooks.backup_extras`), and read by `manage.py restore` and `manage.py reapply_erasures`,
+`plugins.backup_extras`), and read by `manage.py restore` and `manage.py reapply_erasures`,
 which re-apply every erasure the database shows no sign of (reapply.py).
 
 It holds no personal data: request ids, the receipt documents (ids, counts, SHA-256s),

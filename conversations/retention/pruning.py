@@ -14,7 +14,7 @@ transaction here holds the write lock for long:
 3. the freed space goes back to the file system: on SQLite an incremental
    vacuum in steps and `wal_checkpoint(TRUNCATE)`; on PostgreSQL `VACUUM`;
 4. files outside the database past their lifetime (an import preview nobody
-   confirmed: leftovers.py) are removed, and the run says how many.
+   confirmed: `plugins.leftover_files`) are removed, and the run says how many.
 
 A prune killed halfway leaves conversations that are marked `deleting`: hidden
 and consistent. The next prune picks them up whatever their age and finishes
@@ -31,13 +31,13 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations import deletion, idempotency, projects, store
+from conversations import deletion, idempotency, plugins, projects, store
 from conversations.errors import InvalidInput
 from conversations.models import Checkpoint, Conversation, Message, Project
 from conversations.owned import owned_tables
 from conversations.search import lineage as search_lineage
 
-from . import disk, erased, leftovers
+from . import disk, erased
 from .lease import Lease, in_turn, maintenance
 from .models import PruneRun
 from .reclaim import BATCH_SECONDS, compact_fts_index, reclaim_space, truncate_wal, yield_to_writers
@@ -424,7 +424,7 @@ def _prune(run: PruneRun, *, cutoff, batch_size: int, progress: Progress | None,
     disk.set_fts_secure_delete(disk.MESSAGE_FTS, True)
     notes += reclaim_space()
     bytes_after = disk.database_bytes()
-    uploads_removed = sum(kind.remove_expired() for kind in leftovers.registered())
+    uploads_removed = sum(kind.remove_expired() for kind in plugins.leftover_files.registered())
     if uploads_removed:
         notes.append(f"removed {uploads_removed} expired upload{'s' if uploads_removed != 1 else ''} "
                      "that nobody confirmed")

@@ -1,6 +1,6 @@
 """Re-applying the erasures a database shows no sign of (journal.py says why they can be missing).
 
-`manage.py restore` (through `hooks.restore_prepare` and `hooks.restore_finish`) and
+`manage.py restore` (through `plugins.restore_prepare` and `plugins.restore_finish`) and
 `manage.py reapply_erasures` (after any other restore: a provider's snapshot, a point-in-time
 recovery) both end here:
 
@@ -304,7 +304,7 @@ class Plan:
 
 def restore_prepare(*, path: Path, manifest: dict, erasure_journal: Path | None = None,
                     without_erasure_journal: bool = False) -> Plan:
-    """hooks.restore_prepare: refuse, before anything is loaded, a restore that could not re-apply
+    """plugins.restore_prepare: refuse, before anything is loaded, a restore that could not re-apply
     every erasure newer than the backup, unless the operator says so."""
     gathered = gather(backup_path=path, manifest=manifest, given=erasure_journal)
     if gathered.problems and not without_erasure_journal:
@@ -328,7 +328,7 @@ def restore_prepare(*, path: Path, manifest: dict, erasure_journal: Path | None 
 
 
 def restore_finish(plan: Plan | None, *, path: Path, manifest: dict) -> dict:
-    """hooks.restore_finish: the restored database verified; re-apply the erasures newer than it.
+    """plugins.restore_finish: the restored database verified; re-apply the erasures newer than it.
     Returns {"notes": [...], "problems": [...]} for the command to print."""
     if plan is None:
         return {"notes": [], "problems": []}

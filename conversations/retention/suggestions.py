@@ -36,11 +36,10 @@ from dataclasses import asdict, dataclass
 from django.apps import apps
 from django.db import connection
 
+from conversations import plugins
 from conversations.errors import NotFound
 from conversations.models import Conversation, IdempotencyKey
 from conversations.subjects import normalize_subject
-
-from .leftovers import registered
 
 SCAN = 1000
 NEAR = 50
@@ -208,7 +207,7 @@ def held_elsewhere(subject: str) -> int:
     if not subject:
         return 0
     held = IdempotencyKey.objects.filter(subject_norm=normalize_subject(subject)).count()
-    for leftovers in registered():
+    for leftovers in plugins.leftover_files.registered():
         held += len(leftovers.about(subject=subject, conversation_ids=()))
     return held
 

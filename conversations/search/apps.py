@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from conversations import plugins
+
 
 class SearchConfig(AppConfig):
     name = "conversations.search"
@@ -7,14 +9,10 @@ class SearchConfig(AppConfig):
     verbose_name = "Full-text search over messages"
 
     def ready(self):
-        from conversations import store
-        from conversations.embeddings import jobs
-        from conversations.owned import register
-
         from . import lineage, meaning_queue
         from .models import MessageVector
 
-        store.fork_copying.connect(lineage.on_fork_copying, dispatch_uid="search.borrow")
-        jobs.register(meaning_queue.JOB)
+        plugins.fork_copying.register(lineage.on_fork_copying, by=self.label)
+        plugins.embedding_jobs.register(meaning_queue.JOB, by=self.label)
         # A vector is derived personal data: it goes with its conversation (prune, deletion).
-        register(MessageVector)
+        plugins.owned_tables.register(MessageVector, by=self.label)

@@ -39,7 +39,7 @@ def borrow(*, conversation_id, source_id, upto: int) -> None:
 
 
 def on_fork_copying(sender, *, child_id, parent_id, upto, **kwargs):
-    """`conversations.store.fork_copying`'s receiver (connected in SearchConfig.ready)."""
+    """`plugins.fork_copying`'s receiver (registered in SearchConfig.ready)."""
     borrow(conversation_id=child_id, source_id=parent_id, upto=upto)
 
 

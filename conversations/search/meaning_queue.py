@@ -11,7 +11,7 @@ made: as a new row (a new `id`), so every server's in-memory codes take it in.
 
 from django.db import connection, transaction
 
-from conversations.embeddings import jobs
+from conversations import plugins
 from conversations.embeddings import vectors as vec
 from conversations.embeddings.models import EmbeddingModel
 from conversations.models import Conversation, Message
@@ -155,4 +155,4 @@ def _counts(current: int) -> dict:
     return {"current": now, "stale": total - now, "waiting": waiting()}
 
 
-JOB = jobs.Job(name="messages", label="Messages", counts=_counts, run=_run)
+JOB = plugins.EmbeddingJob(name="messages", label="Messages", counts=_counts, run=_run)

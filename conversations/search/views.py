@@ -6,7 +6,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
-from conversations import hooks
+from conversations import plugins
 from conversations.errors import StoreError
 from conversations.http import conversation_or_404
 from conversations.message_schema import KINDS
@@ -35,7 +35,7 @@ def search(request):
             and not request.GET.get("page"):
         # A framework's id typed in the box (a thread, session, conversation or trace id):
         # the conversations it names, above the rows that mention it.
-        context["known_by_id"] = hooks.find_by_framework_id(form["q"])
+        context["known_by_id"] = plugins.find_by_framework_id(form["q"])
     if form["q"].strip() and form["mode"] in ("meaning", "both"):
         return _by_meaning(request, context, kinds)
     if form["q"].strip():
