@@ -18,6 +18,8 @@ from .formats.base import storable
 from .models import Checkpoint, Conversation
 from .rows import add_checkpoint, insert_reserved, reserve_positions
 from .store import (
+    EXTERNAL_ID_MAX,
+    NAMESPACE_MAX,
     PARENT_RELATIONS,
     SUBJECT_MAX,
     TITLE_MAX,
@@ -43,9 +45,9 @@ def create_recorded_conversation(*, id=None, title: str = "", subject: str = "",
     title = clean_text(" ".join(storable(str(title or "")).split())[:TITLE_MAX], field="title",
                        max_length=TITLE_MAX)
     subject = clean_text(storable(subject), field="subject", max_length=SUBJECT_MAX)
-    namespace = clean_text(namespace, field="namespace", max_length=200)
+    namespace = clean_text(namespace, field="namespace", max_length=NAMESPACE_MAX)
     if external_id is not None:
-        external_id = clean_text(storable(external_id), field="external_id", max_length=200, required=True)
+        external_id = clean_text(storable(external_id), field="external_id", max_length=EXTERNAL_ID_MAX, required=True)
     meta = check_meta(storable(meta))
     if parent_relation not in ("", *PARENT_RELATIONS):
         raise InvalidInput("parent_relation must be fork or subagent", field="parent_relation")

@@ -102,7 +102,7 @@ def index(request):
     field, kind, _ = LIST_SORTS[sort]
     after = params.cursor_param(request.GET, "cursor", f"{LIST_CURSOR}:{sort}", kind, uuid.UUID)
     q = params.text_param(request.GET, "q", max_length=300, cut=True, collapse=True)
-    namespace = params.text_param(request.GET, "namespace", max_length=200)
+    namespace = params.text_param(request.GET, "namespace", max_length=store.NAMESPACE_MAX)
     about_id = params.text_param(request.GET, "about", max_length=100)
     flags = {name for name in LIST_FLAGS if request.GET.get(name) == "1"}
     # ?about=<conversation id>: the conversations about the same subject as that one. A

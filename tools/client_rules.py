@@ -36,7 +36,6 @@ def server_rules() -> dict:
     django.setup()
     from conversations import message_schema, store
     from conversations.imports import sessions
-    from conversations.models import Conversation
 
     fields = {}
     for model in typing.get_args(typing.get_args(message_schema.Message)[0]):
@@ -51,7 +50,7 @@ def server_rules() -> dict:
         "kind_fields": fields,
         "batch_max": store.BATCH_MAX,
         "session_items_max": sessions.ITEMS_MAX,
-        "namespace_max": Conversation._meta.get_field("namespace").max_length,
+        "namespace_max": store.NAMESPACE_MAX,
     }
 
 

@@ -18,6 +18,7 @@ from conversations.formats.claude_code_placer import working_folder
 from conversations.frameworks import store as frameworks_store
 from conversations.frameworks.models import SessionSummary
 from conversations.models import Conversation
+from conversations.store import EXTERNAL_ID_MAX, NAMESPACE_MAX
 
 from . import store, subagents
 from .apply import apply_plan
@@ -52,8 +53,9 @@ def append_entries(*, format: str, namespace: str, external_id: str, entries: li
     external_id = (external_id or "").strip()
     if not external_id:
         raise InvalidInput("external_id must not be blank", field="external_id")
-    if len(external_id) > 200 or len(namespace) > 200:
-        raise InvalidInput("namespace and external_id are at most 200 characters", field="external_id")
+    if len(external_id) > EXTERNAL_ID_MAX or len(namespace) > NAMESPACE_MAX:
+        raise InvalidInput(f"namespace is at most {NAMESPACE_MAX} characters and external_id at most "
+                           f"{EXTERNAL_ID_MAX}", field="external_id")
     try:
         with transaction.atomic():
             result = _append_entries(format=format, namespace=namespace, external_id=external_id, entries=entries,

@@ -41,6 +41,7 @@ from conversations.formats.base import (
     storable,
 )
 from conversations.models import Conversation
+from conversations.store import EXTERNAL_ID_MAX, NAMESPACE_MAX
 
 from . import new_session, session_files, store, subagents, textfile
 from .apply import apply_new_plan, apply_plan
@@ -74,13 +75,15 @@ def default_namespace(format: str, path: str | None) -> str:
 
 
 def namespace_for_project(project_key: str) -> str:
-    """A project key as a namespace: itself, or when over 200 characters (Claude Code
-    directory names of long paths are) its first 183 and a hash of the whole. The
-    client's SessionStore (memoryui_client.integrations.claude.namespace_for) uses the
-    same rule."""
-    if len(project_key) <= 200:
+    """A project key as a namespace: itself, or when longer than a namespace may be (Claude
+    Code directory names of long paths are) its first NAMESPACE_MAX - 17 characters, a hyphen
+    and 16 hex digits of a hash of the whole: NAMESPACE_MAX again. The client's SessionStore
+    (memoryui_client.integrations.claude.namespace_for) uses the same rule, with the
+    NAMESPACE_MAX tools/client_rules.py copies from the server's."""
+    if len(project_key) <= NAMESPACE_MAX:
         return project_key
-    return project_key[:183] + "-" + hashlib.sha256(project_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    digest = hashlib.sha256(project_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return project_key[:NAMESPACE_MAX - 1 - len(digest)] + "-" + digest
 
 
 # ---- whole files -------------------------------------------------------------------------
@@ -134,8 +137,8 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
     text = data if isinstance(data, Text) else Text(data)
     format = _detected(text) if format == "auto" else format
     # A namespace the caller gives is an identifier (NFC, nothing invisible: 422 otherwise).
-    namespace = (params.identifier(namespace, "namespace", max_length=200) if namespace is not None
-                 else default_namespace(format, path).strip()[:200])
+    namespace = (params.identifier(namespace, "namespace", max_length=NAMESPACE_MAX) if namespace is not None
+                 else default_namespace(format, path).strip()[:NAMESPACE_MAX])
     subject = (subject or "").strip()
     kw = dict(format=format, namespace=namespace, subject=subject, actor=actor, path=path, dry_run=dry_run,
               finish=finish, allow_empty=allow_empty)
@@ -177,7 +180,7 @@ def import_text(data, *, format: str = "auto", namespace: str | None = None, sub
             distinct = {"session_id": session, "conversation_id": str(source.conversation_id),
                         "external_id": None}
             key = f"{key.split('~', 1)[0]}~{_hash(diverges_at)[:12]}"
-            distinct["external_id"] = key[:200]
+            distinct["external_id"] = key[:EXTERNAL_ID_MAX]
         else:
             raise InvalidInput("this file reuses a session id that several other files already use; give it a "
                                "namespace of its own", field="namespace")

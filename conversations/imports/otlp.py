@@ -60,6 +60,7 @@ from conversations.errors import ImportInProgress, InvalidInput
 from conversations.formats.base import ConvPlan, Entry, dumps, first_text, make_row, storable
 from conversations.models import Conversation
 from conversations.params import check_tree, identifier
+from conversations.store import EXTERNAL_ID_MAX
 
 from . import store
 from .models import ImportSource, SourceEntry
@@ -76,8 +77,6 @@ USED = set(MESSAGE_ATTRIBUTES) | {"gen_ai.conversation.id", "gen_ai.request.mode
 CALL_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 TOOL_OPERATION = "execute_tool"
 TOOL_CONTENT = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "tool_arguments", "tool_response")
-# An external id is at most this long; a longer conversation id is keyed by its digest.
-KEY_MAX = 200
 CONVERSATION_ID_MAX = 4096
 NOT_CAPTURED = "not captured"
 CAPTURE_HINT = ("capture them with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
@@ -350,10 +349,10 @@ _DIGEST_KEY = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def conversation_key(conversation_id: str) -> str:
-    """The external id of an OTel conversation id (or trace id): itself up to 200 characters,
+    """The external id of an OTel conversation id (or trace id): itself up to EXTERNAL_ID_MAX characters,
     else `sha256:` and its digest, so a long id is kept whole (in the conversation's meta)
     and never cut into another's. An id spelled like a digest key is keyed by its digest too."""
-    if len(conversation_id) <= KEY_MAX and not _DIGEST_KEY.fullmatch(conversation_id):
+    if len(conversation_id) <= EXTERNAL_ID_MAX and not _DIGEST_KEY.fullmatch(conversation_id):
         return conversation_id
     return "sha256:" + hashlib.sha256(conversation_id.encode()).hexdigest()
 

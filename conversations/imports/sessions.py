@@ -42,7 +42,7 @@ from conversations.errors import Conflict, ImportInProgress, InvalidInput
 from conversations.formats import openai_responses
 from conversations.formats.base import ConvPlan, Entry, dumps, first_text, make_row, parse_time, storable
 from conversations.models import Checkpoint, Conversation
-from conversations.store import TITLE_MAX
+from conversations.store import EXTERNAL_ID_MAX, NAMESPACE_MAX, TITLE_MAX
 
 from . import store
 from .models import ImportSource, SourceEntry
@@ -50,7 +50,6 @@ from .models import ImportSource, SourceEntry
 FORMAT = "openai-responses"
 SOURCE = "openai_responses"
 ITEMS_MAX = 1000
-KEY_MAX = 200
 # The type of a stream's retraction record; an item of the SDK may not carry it.
 RETRACTION = "memoryui.retraction"
 
@@ -77,10 +76,10 @@ def _check_session(namespace: str, session_id: str) -> tuple[str, str]:
     session_id = (session_id or "").strip()
     if not session_id:
         raise InvalidInput("session_id must not be blank", field="session_id")
-    if "#" in session_id or len(session_id) > KEY_MAX - 12:
-        raise InvalidInput(f"session_id is at most {KEY_MAX - 12} characters, without '#'", field="session_id")
-    if len(namespace) > 200:
-        raise InvalidInput("namespace is at most 200 characters", field="namespace")
+    if "#" in session_id or len(session_id) > EXTERNAL_ID_MAX - 12:
+        raise InvalidInput(f"session_id is at most {EXTERNAL_ID_MAX - 12} characters, without '#'", field="session_id")
+    if len(namespace) > NAMESPACE_MAX:
+        raise InvalidInput(f"namespace is at most {NAMESPACE_MAX} characters", field="namespace")
     return namespace, session_id
 
 
@@ -161,7 +160,7 @@ def _open_generation(*, namespace, session_id, generation, items, subject) -> St
     title = next((first_text(openai_responses.content_parts(i.get("content"))) for i in items
                   if i.get("role") == "user"), "") or f"OpenAI Agents session {session_id[:40]}"
     conversation, created = conversation_store.get_or_create_conversation(
-        namespace=namespace, external_id=_key(session_id, generation)[:KEY_MAX],
+        namespace=namespace, external_id=_key(session_id, generation)[:EXTERNAL_ID_MAX],
         title=" ".join(storable(title).split())[:TITLE_MAX], subject=storable(subject),
         meta={"openai_agents": {"session_id": session_id, "generation": generation}})
     if not created:
@@ -326,7 +325,7 @@ def clear_session(*, namespace: str, session_id: str, actor: str = "system") -> 
         generation = stream.generation + 1
         child, created = conversation_store.get_or_create_conversation(
             title=f"{_base_title(parent.title)[:TITLE_MAX - 10]} (cleared)", subject=parent.subject,
-            namespace=parent.namespace, external_id=_key(session_id, generation)[:KEY_MAX], parent_id=parent.pk,
+            namespace=parent.namespace, external_id=_key(session_id, generation)[:EXTERNAL_ID_MAX], parent_id=parent.pk,
             parent_relation="fork", meta={"openai_agents": {"session_id": session_id, "generation": generation,
                                                            "cleared": str(parent.pk)}})
         if not created:  # a clear of the same head came first (PostgreSQL): the session is cleared already
