@@ -164,8 +164,12 @@ def _count_rows(ids: list) -> tuple[int, int]:
     return messages, checkpoints
 
 
+def _octets() -> str:
+    return "LENGTH(CAST({} AS BLOB))" if connection.vendor == "sqlite" else "octet_length({})"
+
+
 def _estimate_bytes(ids: list) -> int:
-    octets = "LENGTH(CAST({} AS BLOB))" if connection.vendor == "sqlite" else "octet_length({})"
+    octets = _octets()
     total = 0
     with connection.cursor() as cursor:
         for chunk in _chunks(ids):
@@ -182,6 +186,35 @@ def _estimate_bytes(ids: list) -> int:
             n, text = cursor.fetchone()
             total += int(text) + n * ROW_OVERHEAD_BYTES["checkpoint"]
     return total + len(ids) * ROW_OVERHEAD_BYTES["conversation"]
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What the current scope's project holds, estimated as a dry run estimates what it would free."""
+
+    conversations: int
+    messages: int
+    checkpoints: int
+    estimated_bytes: int
+
+
+def holdings() -> Holdings:
+    """The current scope's conversations, messages and checkpoints, and roughly the bytes they take.
+    A project's admin is shown this instead of the database's size, which is every project's."""
+    # Rows carry no project of their own: their conversation's says.
+    fence, params = projects.sql_fence("c.project_id", "c.namespace")
+    counts = {}
+    with connection.cursor() as cursor:
+        for model, column in ((Message, "content"), (Checkpoint, "summary")):
+            cursor.execute(f"SELECT COUNT(*), COALESCE(SUM({_octets().format('r.' + column)}), 0) "
+                           f"FROM {model._meta.db_table} r JOIN {Conversation._meta.db_table} c "
+                           f"ON c.id = r.conversation_id WHERE 1 = 1{fence}", params)
+            n, text = cursor.fetchone()
+            counts[model] = (int(n), int(text) + int(n) * ROW_OVERHEAD_BYTES[model._meta.model_name])
+    conversations = Conversation.objects.count()
+    return Holdings(conversations=conversations, messages=counts[Message][0], checkpoints=counts[Checkpoint][0],
+                    estimated_bytes=counts[Message][1] + counts[Checkpoint][1]
+                    + conversations * ROW_OVERHEAD_BYTES["conversation"])
 
 
 def _mark_victims(ids: list, cutoff: datetime) -> None:

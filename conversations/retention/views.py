@@ -24,7 +24,7 @@ from conversations.models import Conversation, Message, Project, parse_conversat
 from conversations.project_http import acts_for_every_project, every_project
 from conversations.roles import admin_required
 
-from . import erasure, suggestions, window
+from . import disk, erasure, pruning, suggestions, window
 from .models import DeletionReceipt, PruneRun
 from .pruning import MAX_DAYS, check_days, default_retention_days, prune_by_retention
 
@@ -78,11 +78,19 @@ def erasure_window(request):
 
 # --- prune ---------------------------------------------------------------------------
 
+def _server_files(request) -> dict:
+    """The database files hold every project: their size is shown to whoever acts for every
+    project (a superuser), never to one project's admin."""
+    every = acts_for_every_project(request)
+    return {"server_files": every, "server_bytes": disk.database_bytes() if every else None}
+
+
 def _prune_context(request, **extra) -> dict:
     project = _project(request)
     extra.setdefault("older_than_days", project.kept_days)
     return {"project": project, "retention_days": project.kept_days, "server_days": default_retention_days(),
             "max_days": MAX_DAYS, "for_every_project": acts_for_every_project(request),
+            "holdings": pruning.holdings(), **_server_files(request),
             "running": PruneRun.objects.filter(status=PruneRun.RUNNING).first(),
             "recent_runs": PruneRun.objects.all()[:5], **extra}
 
@@ -213,7 +221,8 @@ def prune_runs(request):
     if before is not None:
         qs = qs.filter(id__lt=before)
     rows, more = keyset.take(qs, RUN_PAGE)
-    return render(request, "retention/prune_runs.html", {"runs": rows, "next_before": rows[-1].pk if more else None})
+    return render(request, "retention/prune_runs.html", {"runs": rows, "next_before": rows[-1].pk if more else None,
+                                                         **_server_files(request)})
 
 
 @require_safe
@@ -222,7 +231,7 @@ def prune_run_detail(request, run_id: int):
     run = PruneRun.objects.filter(pk=run_id).first()
     if run is None:
         raise Http404("no such prune run")
-    return render(request, "retention/prune_run.html", {"run": run})
+    return render(request, "retention/prune_run.html", {"run": run, **_server_files(request)})
 
 
 # --- deletion requests --------------------------------------------------------------
