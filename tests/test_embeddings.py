@@ -190,6 +190,25 @@ def test_the_admin_page_shows_progress_and_only_to_superusers(client):
     client.force_login(root)
     html = client.get("/admin/embeddings/").content.decode()
     assert embedders.WordLlamaEmbedder.name in html and "Facts" in html and "Messages" in html
+    assert "Embed now" in html and "embedder-process" not in html
+
+
+@pytest.mark.django_db
+def test_under_gunicorn_the_page_names_the_embedding_process_and_starts_no_thread(client, monkeypatch):
+    """memoryui/gunicorn_conf.py runs the loop in a process of its own and says so to the
+    workers; the page then offers no button that would load the model into a worker."""
+    from tests.helpers import make_user
+
+    monkeypatch.setenv("MEMORYUI_EMBEDDER_PROCESS", "1")
+    started = []
+    monkeypatch.setattr(worker, "start", lambda: started.append(True))
+    root = make_user(None, "root")
+    root.is_superuser = True
+    root.save()
+    client.force_login(root)
+    html = client.get("/admin/embeddings/").content.decode()
+    assert 'id="embedder-process"' in html and "Embed now" not in html
+    assert client.post("/admin/embeddings/start/").status_code == 302 and not started
 
 
 def test_the_background_thread_outlives_a_connection_that_fails_to_close(monkeypatch):

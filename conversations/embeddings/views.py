@@ -19,14 +19,19 @@ def progress(request):
     return render(request, "embeddings/progress.html", {
         "model": embedder.name, "rows": worker.progress(), "state": worker.state,
         "endpoint": getattr(embedder, "url", ""),
-        # Under gunicorn the loop runs in a process of its own (memoryui/gunicorn_conf.py):
-        # this process's thread is then idle by design, not stopped.
-        "own_process": bool(os.environ.get("MEMORYUI_EMBEDDER_PROCESS")),
+        "own_process": _own_process(),
     })
+
+
+def _own_process() -> bool:
+    """Under gunicorn the loop runs in a process of its own (memoryui/gunicorn_conf.py): a
+    web worker's thread is then not started at all, not stopped."""
+    return bool(os.environ.get("MEMORYUI_EMBEDDER_PROCESS"))
 
 
 @require_POST
 @superuser_required
 def start(request):
-    worker.start()
+    if not _own_process():  # that process already runs; a second loop here would load the model again
+        worker.start()
     return redirect("embeddings:progress")
