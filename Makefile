@@ -66,6 +66,12 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_commits.py
 	$(BIN)/python tools/client_rules.py --check
+	@# The house rules a machine can check without a database: plug-in points against
+	@# docs/ARCHITECTURE.md, private names across apps, dead code, issue numbers in comments,
+	@# unit sizes, the core's writes, personal-data declarations.
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not django_db" tests/test_architecture.py \
+		tests/test_house_rules.py tests/test_dead_code.py tests/test_core_writes.py tests/test_unit_sizes.py \
+		tests/test_import_contracts.py tests/test_personal_data.py
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
