@@ -45,6 +45,12 @@ class ProjectPruneOut(Schema):
     run_id: int | None
 
 
+# The database file holds every project: its size before and after is a total of all of them,
+# which a project's key may not learn (the prune page shows it to superusers only).
+_SERVER_BYTES = ("The database file's size (every project's rows together): for an all-projects key only, "
+                 "null for a project's key.")
+
+
 class PruneOut(Schema):
     dry_run: bool
     project: str | None = Field(..., description="The project pruned; null when several were (see `projects`).")
@@ -57,9 +63,9 @@ class PruneOut(Schema):
     messages: int
     checkpoints: int
     resumed: int
-    bytes_before: int
-    bytes_after: int
-    bytes_freed: int
+    bytes_before: int | None = Field(..., description=_SERVER_BYTES)
+    bytes_after: int | None = Field(..., description=_SERVER_BYTES)
+    bytes_freed: int | None = Field(..., description=_SERVER_BYTES)
     estimated_bytes: int
     conversation_ids: list[str]
     run_id: int | None
@@ -143,7 +149,10 @@ def prune(request):
     result = prune_by_retention(days=payload.older_than_days, dry_run=payload.dry_run, batch_size=payload.batch_size,
                                 actor=actor_of(request), all_projects=projects.current().every)
     # The moments as every answer writes them (params.iso), where as_dict keeps isoformat.
-    return result.as_dict() | {"cutoff": result.cutoff, "projects": result.projects}
+    out = result.as_dict() | {"cutoff": result.cutoff, "projects": result.projects}
+    if not projects.current().every:
+        out |= {"bytes_before": None, "bytes_after": None, "bytes_freed": None}
+    return out
 
 
 def _preview_out(preview: erasure.DeletionPreview) -> dict:

@@ -2083,12 +2083,21 @@ export interface components {
             checkpoints: number;
             /** Resumed */
             resumed: number;
-            /** Bytes Before */
-            bytes_before: number;
-            /** Bytes After */
-            bytes_after: number;
-            /** Bytes Freed */
-            bytes_freed: number;
+            /**
+             * Bytes Before
+             * @description The database file's size (every project's rows together): for an all-projects key only, null for a project's key.
+             */
+            bytes_before: number | null;
+            /**
+             * Bytes After
+             * @description The database file's size (every project's rows together): for an all-projects key only, null for a project's key.
+             */
+            bytes_after: number | null;
+            /**
+             * Bytes Freed
+             * @description The database file's size (every project's rows together): for an all-projects key only, null for a project's key.
+             */
+            bytes_freed: number | null;
             /** Estimated Bytes */
             estimated_bytes: number;
             /** Conversation Ids */
