@@ -79,12 +79,13 @@ def test_one_embedding_process_runs_beside_the_workers_and_is_restarted(tmp_path
                    message=lambda: "the appended message got no vector from the embedding process")
 
         os.kill(first, signal.SIGKILL)
-        wait_until(lambda: _embedders(proc.pid) and _embedders(proc.pid)[0] != first, timeout=30,
+        # Read once per try: the list may change between two reads while the process restarts.
+        wait_until(lambda: any(pid != first for pid in _embedders(proc.pid)), timeout=30,
                    message=lambda: "the embedding process was not started again")
         assert _append(port, key, conversation.id, "a refund was asked for") == 201
         wait_until(lambda: MessageVector.objects.filter(conversation_id=conversation.id).count() == 2, timeout=60,
                    message=lambda: "the restarted embedding process gave the new message no vector")
-        second = _embedders(proc.pid)[0]
+        second = next(pid for pid in _embedders(proc.pid) if pid != first)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)

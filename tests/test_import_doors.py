@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from conversations import store
 from conversations.errors import CheckpointSplitsToolCall, NothingToSend
 from conversations.export import export_stream
-from conversations.formats.requests import text_of
+from conversations.formats.requests import openai_text
 from conversations.imports import importer
 from conversations.message_schema import JOURNAL_KINDS
 from conversations.models import AuditEvent, Checkpoint, Conversation, Message
@@ -264,7 +264,7 @@ _any_message = st.one_of(
 
 
 def _says_nothing_to_claude(m: dict) -> bool:
-    return m["kind"] in JOURNAL_KINDS or (m["kind"] == "system" and not text_of(m["content"]).strip())
+    return m["kind"] in JOURNAL_KINDS or (m["kind"] == "system" and not openai_text(m["content"]).strip())
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -285,8 +285,9 @@ def test_any_conversation_exports_in_every_format_and_the_transcripts_import_bac
             text = "".join(export_stream(c.pk, fmt).chunks)
         except NothingToSend:
             # Journal rows only (left out of a request) and no fold: no request body is valid.
-            # Anthropic and Gemini take a system row's text alone (an image has no place in
-            # their system prompt), so system rows without text say nothing to them either.
+            # Anthropic and Gemini take a system row as text (its other blocks named, as
+            # OpenAI's system message names them), so a system row with no block and no
+            # text says nothing to them either.
             silent = (lambda m: m["kind"] in JOURNAL_KINDS) if fmt == "openai-chat" else _says_nothing_to_claude
             assert fmt in ("openai-chat", "anthropic", "gemini") and all(silent(m) for m in rows), (fmt, rows)
             continue
@@ -305,13 +306,15 @@ def test_any_conversation_exports_in_every_format_and_the_transcripts_import_bac
             assert back.unchanged and back.present
 
 
-def test_a_system_image_alone_is_nothing_to_send_to_claude_or_gemini():
-    """The case the property test above once drew: a system row holding only an image."""
+def test_a_system_image_alone_is_named_to_every_provider():
+    """The case the property test above once drew: a system row holding only an image. No
+    provider's system prompt takes an image, so each is told one was there, never nothing."""
     c = store.create_conversation(title="image only")
     store.append_message(conversation_id=c.pk, message={"kind": "system", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]})
-    for fmt in ("anthropic", "gemini"):
-        with pytest.raises(NothingToSend):
-            "".join(export_stream(c.pk, fmt).chunks)
+    anthropic = json.loads("".join(export_stream(c.pk, "anthropic").chunks))
+    gemini = json.loads("".join(export_stream(c.pk, "gemini").chunks))
+    assert anthropic["system"] == "[image block]" and anthropic["messages"]
+    assert gemini["systemInstruction"] == {"parts": [{"text": "[image block]"}]} and gemini["contents"]
     assert json.loads("".join(export_stream(c.pk, "openai-chat").chunks)) == [
         {"role": "system", "content": "[image block]"}]
