@@ -71,26 +71,26 @@ def similarities(query: Meaning, rows) -> dict[int, float]:
     if query.vector is None:
         return {}
     dimension = query.vector.shape[0]
-    ids, vectors, waiting = [], [], []
+    ids, blobs, waiting = [], [], []
     for pk, text, blob, model in rows:
         if blob is not None and model == query.model_id and len(blob) == dimension * 4:
             ids.append(pk)
-            vectors.append(vec.from_bytes(blob))
+            blobs.append(blob)
         elif len(waiting) < FILL_LIMIT:
             waiting.append((pk, text))
+    matrix = vec.matrix(blobs, dimension)
     if waiting:
         try:
             found = embedders.active().embed([text for _, text in waiting])
         except embedders.EmbeddingFailed as exc:
             log.warning("%d facts waiting for their vectors are left out of meaning: %s", len(waiting), exc)
         else:
-            for (pk, _), vector in zip(waiting, found, strict=True):
-                if vector.shape[0] == dimension:
-                    ids.append(pk)
-                    vectors.append(vector)
+            if found.shape[1] == dimension:
+                ids += [pk for pk, _ in waiting]
+                matrix = np.vstack([matrix, found])
     if not ids:
         return {}
-    scores = np.vstack(vectors) @ query.vector
+    scores = matrix @ query.vector
     return dict(zip(ids, scores.tolist(), strict=True))
 
 
