@@ -123,6 +123,9 @@ class _Embedder:
 
 
 _embedder: _Embedder | None = None
+# conversations.embeddings.worker.OWN_PROCESS_ENV, written out: the master reads no app module
+# before Django is set up (only the workers set it up).
+_OWN_PROCESS_ENV = "MEMORYUI_EMBEDDER_PROCESS"
 
 
 def on_starting(server):
@@ -131,12 +134,12 @@ def on_starting(server):
 
     if MEMORYUI_EMBED_WORKER:
         # Before any worker is forked: they then leave embedding to the process (memoryui/wsgi.py).
-        os.environ["MEMORYUI_EMBEDDER_PROCESS"] = "1"
+        os.environ[_OWN_PROCESS_ENV] = "1"
 
 
 def when_ready(server):
     global _embedder
-    if os.environ.get("MEMORYUI_EMBEDDER_PROCESS") and _embedder is None:
+    if os.environ.get(_OWN_PROCESS_ENV) and _embedder is None:
         _embedder = _Embedder(server.log)
         _embedder.thread.start()
 

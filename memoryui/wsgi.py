@@ -11,7 +11,8 @@ application = get_wsgi_application()
 # process. MEMORYUI_EMBED_WORKER=0 leaves that to `manage.py embed`.
 from django.conf import settings  # noqa: E402 — only once Django is set up
 
-if settings.MEMORYUI_EMBED_WORKER and not os.environ.get("MEMORYUI_EMBEDDER_PROCESS"):
+if settings.MEMORYUI_EMBED_WORKER:
     from conversations.embeddings import worker  # noqa: E402
 
-    worker.start()
+    if not worker.runs_in_own_process():
+        worker.start()

@@ -199,7 +199,7 @@ def test_under_gunicorn_the_page_names_the_embedding_process_and_starts_no_threa
     workers; the page then offers no button that would load the model into a worker."""
     from tests.helpers import make_user
 
-    monkeypatch.setenv("MEMORYUI_EMBEDDER_PROCESS", "1")
+    monkeypatch.setenv(worker.OWN_PROCESS_ENV, "1")
     started = []
     monkeypatch.setattr(worker, "start", lambda: started.append(True))
     root = make_user(None, "root")

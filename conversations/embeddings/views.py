@@ -2,8 +2,6 @@
 
 The worker embeds every project's rows and its counts are the whole server's: superusers only."""
 
-import os
-
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
@@ -19,19 +17,13 @@ def progress(request):
     return render(request, "embeddings/progress.html", {
         "model": embedder.name, "rows": worker.progress(), "state": worker.state,
         "endpoint": getattr(embedder, "url", ""),
-        "own_process": _own_process(),
+        "own_process": worker.runs_in_own_process(),
     })
-
-
-def _own_process() -> bool:
-    """Under gunicorn the loop runs in a process of its own (memoryui/gunicorn_conf.py): a
-    web worker's thread is then not started at all, not stopped."""
-    return bool(os.environ.get("MEMORYUI_EMBEDDER_PROCESS"))
 
 
 @require_POST
 @superuser_required
 def start(request):
-    if not _own_process():  # that process already runs; a second loop here would load the model again
+    if not worker.runs_in_own_process():  # it already runs; a loop here would load the model again
         worker.start()
     return redirect("embeddings:progress")

@@ -15,6 +15,7 @@ page (views.py) shows the counts as progress.
 """
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -119,6 +120,16 @@ def _loop():
             _wake.wait(IDLE_SECONDS)
             _wake.clear()
     state.running = False
+
+
+# Set by memoryui/gunicorn_conf.py before it forks its web workers, when it runs the loop
+# in a process of its own (`manage.py embed --follow`) beside them.
+OWN_PROCESS_ENV = "MEMORYUI_EMBEDDER_PROCESS"
+
+
+def runs_in_own_process() -> bool:
+    """Whether this server embeds in a process of its own: its web workers then run no loop."""
+    return bool(os.environ.get(OWN_PROCESS_ENV))
 
 
 def follow() -> None:
