@@ -22,9 +22,9 @@ costs on top of keeping and indexing every row).
 
 Memory. A gunicorn server (memoryui/gunicorn_conf.py, one worker) takes a Claude Code
 session through POST /api/v1/imports, the file streamed as the body; the worker's peak
-resident memory (VmHWM) is read after the import and after its background embedder has
-given every imported row its vector (the model loaded and its batches run in that worker
-too, for both sizes), a fresh server for each size: a session
+resident memory (VmHWM) is read after the import and after the server's embedding process
+(beside the worker) has given every imported row its vector, so the worker has answered
+whatever that work asked of it, for both sizes; a fresh server for each size: a session
 of about 2 MB, and one of about 200 MB (quick: 0.2 MB and 2 MB). Target: the large
 import's peak within 1.2× the small one's (the body is spooled, the content decoded to a
 file, the session's tree kept in a few bytes per entry: conversations/bodies.py,
@@ -209,9 +209,9 @@ def api_import_peak(path: Path, workdir: Path, name: str, secret: str) -> dict:
 
 
 def _embedded_all(db: Path, timeout: float = 1800.0) -> float:
-    """Seconds until the server's background embedder has given every imported row its
-    vector (its queue is empty): the worker's peak then includes the model and its batches,
-    for the small import as for the large one."""
+    """Seconds until the server's embedding process has given every imported row its vector
+    (its queue is empty): the worker's peak is read at the same point of the work for the
+    small import as for the large one."""
     import sqlite3
 
     started = time.perf_counter()
