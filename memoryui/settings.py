@@ -290,9 +290,10 @@ MEMORYUI_RECALL_WEIGHTS = {
     "importance": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_IMPORTANCE", 1)),
     "relevance": float(os.environ.get("MEMORYUI_RECALL_WEIGHT_RELEVANCE", 1)),
 }
-# How recall fuses the full-text and vector signals: "weighted" (a weighted sum) or "rrf"
-# (reciprocal rank fusion); bench/meaning_eval.py measures both.
-MEMORYUI_RECALL_FUSION = os.environ.get("MEMORYUI_RECALL_FUSION", "weighted").strip()
+# How recall fuses the full-text and vector signals: "lift" (meaning, lifted by the rare words
+# a fact shares with the query), "weighted" (a weighted sum) or "rrf" (reciprocal rank
+# fusion); bench/meaning_eval.py measures all three (conversations/facts/recall.py).
+MEMORYUI_RECALL_FUSION = os.environ.get("MEMORYUI_RECALL_FUSION", "lift").strip()
 # A proposed fact expires this many days after it is recorded unless the agent says otherwise.
 MEMORYUI_FACT_RETENTION_DAYS = int(os.environ.get("MEMORYUI_FACT_RETENTION_DAYS", 365))
 # "Expiring soon" lists facts that expire within this many days.

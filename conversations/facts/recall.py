@@ -143,6 +143,48 @@ def _relevance(subject: str, terms: list[str]) -> dict[int, float]:
         return {pk: float(rank) for pk, rank in cursor.fetchall()}
 
 
+def _holders(subject: str, terms: list[str]) -> list[set[int]]:
+    """For each distinct term (case folded), the ids of the subject's facts that hold it, as
+    the full-text index matches it (stemmed). One statement for all the terms."""
+    distinct = list(dict.fromkeys(t.casefold() for t in terms))
+    if not distinct:
+        return []
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                " UNION ALL ".join(f"SELECT {i}, rowid FROM facts_fact_fts WHERE facts_fact_fts MATCH %s"
+                                   for i in range(len(distinct))),
+                [_fts_match(subject, [t]) for t in distinct],
+            )
+        else:
+            fence, fenced = projects.sql_fence("f.project_id")
+            cursor.execute(
+                "SELECT t.i - 1, f.id FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, i) "
+                "JOIN facts_fact f ON f.text_tsv @@ plainto_tsquery('english', t.term) "
+                f"WHERE f.subject = %s AND f.status = 'approved'{fence}",
+                [distinct, subject, *fenced],
+            )
+        holders = [set() for _ in distinct]
+        for i, pk in cursor.fetchall():
+            holders[i].add(pk)
+    return holders
+
+
+def _rarity_of_shared_words(subject: str, terms: list[str], ids: list[int]) -> dict[int, float]:
+    """candidate id → the summed rarity of the query's words it holds, a word's rarity being
+    ln((N + 1) / (holders + 0.5)) over the N candidates: a word one fact of twelve holds
+    weighs 2.2, one that all hold 0.04. Candidates holding none are absent."""
+    candidates = set(ids)
+    out: dict[int, float] = {}
+    for holders in _holders(subject, terms):
+        holders &= candidates
+        if holders:
+            rarity = math.log((len(candidates) + 1) / (len(holders) + 0.5))
+            for pk in holders:
+                out[pk] = out.get(pk, 0.0) + rarity
+    return out
+
+
 def rank_by_words(subject: str, text: str) -> dict[int, float]:
     """fact id → full-text rank for the subject's facts sharing words with `text`
     (the review queue's duplicate check). Reads only; may include facts that are
@@ -160,12 +202,19 @@ def _hours_since_last_reference(now: datetime) -> RawSQL:
                   [param])
 
 
-# How the two relevance signals are fused (MEMORYUI_RECALL_FUSION): a weighted sum of
-# their min–max normalised scores (the default), or reciprocal rank fusion.
-# bench/meaning_eval.py measures both on the paraphrase set: the weighted sum kept vectors'
-# recall@1 on paraphrases (0.83) where RRF lost 1–18 points of it to full-text ranks of
-# words that merely occur in both (docs/BENCHMARKS.md, workload 19).
-FUSIONS = ("rrf", "weighted")
+# How the two relevance signals are fused (MEMORYUI_RECALL_FUSION):
+# - "lift" (the default): the meaning's rank, lifted by the query's words each fact holds,
+#   each word weighing by how rare it is among the subject's current facts:
+#       (meaning + FLOOR) × (1 + LIFT × Σ ln((N + 1) / (holders + 0.5)))
+#   A product, not a sum: facts that hold the same words (four facts naming "Marco") keep the
+#   order their meaning gives them, where a sum compressed their gaps until recency flipped
+#   them; a word only one fact holds (ticket 48217 among its neighbours 48216 and 48218, which
+#   a static model's vectors barely tell apart) lifts that fact past them.
+# - "weighted": 0.4 · full-text rank + 0.6 · meaning, each min–max normalised.
+# - "rrf": reciprocal rank fusion of the two rankings.
+# bench/meaning_eval.py measures each against full text and vectors alone; the lift is the one
+# that loses no query class to vectors and gains the identifiers (docs/BENCHMARKS.md, workload 22).
+FUSIONS = ("lift", "rrf", "weighted")
 # One signal alone, for measuring the fusion against each (bench/meaning_eval.py).
 SINGLE = ("words", "meaning")
 # Reciprocal rank fusion's constant (Cormack et al. use 60; a subject has few facts, and a
@@ -173,6 +222,9 @@ SINGLE = ("words", "meaning")
 RRF_K = 5
 # The weighted fusion: meaning's share (words get the rest).
 MEANING_WEIGHT = 0.6
+# The lift per unit of a shared word's rarity. Workload 22 gives the same recall for every
+# value from 0.3 to 1.2; this is the middle of that range, not a value tuned to one query.
+LIFT = 0.5
 # A fact with a query but no relevance at all still ranks, below every relevant one:
 # score = (relevance + FLOOR) × recency factor × importance factor.
 FLOOR = 0.01
@@ -191,15 +243,18 @@ def _ranks(scores: dict[int, float]) -> dict[int, int]:
 
 
 def fuse(ids: list[int], words: dict[int, float], meaning: dict[int, float], method: str) -> list[float]:
-    """One relevance per candidate from the full-text ranks (`words`: matching facts only)
-    and the cosines (`meaning`: facts with a vector), before normalisation."""
+    """One relevance per candidate from the full-text scores (`words`: matching facts only;
+    for "lift" the rarity of the words each holds, else the database's rank) and the cosines
+    (`meaning`: facts with a vector), before normalisation."""
     if method == "words":
         return [words.get(pk, 0.0) for pk in ids]
     if method == "meaning":
         return [meaning.get(pk, -1.0) for pk in ids]
-    if method == "weighted":
-        w = normalise([words.get(pk, 0.0) for pk in ids])
+    if method in ("lift", "weighted"):
         m = normalise([meaning.get(pk, 0.0) if pk in meaning else min(meaning.values(), default=0.0) for pk in ids])
+        if method == "lift":
+            return [(b + FLOOR) * (1.0 + LIFT * words.get(pk, 0.0)) for pk, b in zip(ids, m, strict=True)]
+        w = normalise([words.get(pk, 0.0) for pk in ids])
         return [(1 - MEANING_WEIGHT) * a + MEANING_WEIGHT * b for a, b in zip(w, m, strict=True)]
     word_ranks, meaning_ranks = _ranks(words), _ranks(meaning)
     return [(1.0 / (RRF_K + word_ranks[pk]) if pk in word_ranks else 0.0)
@@ -208,7 +263,7 @@ def fuse(ids: list[int], words: dict[int, float], meaning: dict[int, float], met
 
 def _fusion() -> str:
     method = settings.MEMORYUI_RECALL_FUSION
-    return method if method in FUSIONS else "weighted"
+    return method if method in FUSIONS else "lift"
 
 
 def _best(subject, query, terms, now, limit, weights, fusion=None):
@@ -224,13 +279,17 @@ def _best(subject, query, terms, now, limit, weights, fusion=None):
     ids = [r[0] for r in rows]
     recency = normalise([0.995 ** max(0.0, float(r[2])) for r in rows])
     importance = normalise([r[1] / 10.0 for r in rows])
-    words = {pk: rank for pk, rank in _relevance(subject, terms).items() if rank > 0}
-    words = {pk: words[pk] for pk in ids if pk in words}
+    fusion = fusion or _fusion()
+    if fusion == "lift":
+        words = _rarity_of_shared_words(subject, terms, ids)
+    else:
+        words = {pk: rank for pk, rank in _relevance(subject, terms).items() if rank > 0}
+        words = {pk: words[pk] for pk in ids if pk in words}
     meaning = {}
     if query.strip():
         meaning = facts_meaning.similarities(facts_meaning.of_text(query), [(r[0], *r[3:]) for r in rows])
     if words or meaning:
-        relevance = normalise(fuse(ids, words, meaning, fusion or _fusion()))
+        relevance = normalise(fuse(ids, words, meaning, fusion))
         w_words, w_meaning = normalise([words.get(pk, 0.0) for pk in ids]), normalise(
             [meaning.get(pk, 0.0) for pk in ids])
         low = 1.0 - SWAY
@@ -258,11 +317,13 @@ def recall(*, subject, query: str = "", limit: int = 10, now: datetime | None = 
 
     Candidates: approved, valid now (valid_from <= now < invalid_at), not expired,
     not superseded, in the current project. Two signals say how well each answers
-    `query`: its words (the database's full-text rank: SQLite FTS5 bm25, negated;
+    `query`: its words (which of the query's words it holds, as the full-text index matches
+    them, or for the weighted and rrf fusions the index's rank: SQLite FTS5 bm25, negated;
     PostgreSQL ts_rank) and its meaning (the cosine between the query's vector and the
-    fact's, conversations/facts/meaning.py). They are fused into one relevance
-    (0.4·words + 0.6·meaning, each min–max normalised, by default; MEMORYUI_RECALL_FUSION
-    = rrf for reciprocal rank fusion), min–max normalised over the candidates, and
+    fact's, conversations/facts/meaning.py). They are fused into one relevance (by default
+    the normalised cosine lifted by the rarity of the query's words the fact holds, see LIFT;
+    MEMORYUI_RECALL_FUSION = weighted or rrf for the others), min–max normalised over the
+    candidates, and
 
         score = w_v · (relevance + 0.01) · (0.9 + 0.1·recency)^w_r · (0.9 + 0.1·importance)^w_i
 
