@@ -11,6 +11,14 @@ in other words ("order 7 came broken" of "Order 7 arrived damaged", beside "Orde
 with a crushed box"), as an agent asks about one order or one person. Its words shared with
 its fact are only that name (and "order"), and each of them is in at least two of the
 subject's facts, so the name alone does not pick the fact and neither do the other words.
+
+`IDENTIFIERS` is a third: 2 subjects of 12 facts, each naming one opaque identifier (a
+ticket, a server) that no other fact holds, issued in sequence as a ticketing system or an
+inventory issues them (48213, 48214, …; srv4471, srv4472, …), two facts of each kind. Each
+query names the identifier and says the rest in other words ("money back wanted in 48213" of
+"Ticket 48213 asks for a refund on a blender"): the identifier is its only shared word. A
+static model's vectors barely tell neighbouring numbers apart; this is the class where the
+words are expected to earn their place in the fusion.
 """
 
 import re
@@ -166,6 +174,37 @@ NAMED = {
         ("Lena works from Berlin", "where is Lena based"),
         ("Lena is on leave in December", "Lena holiday dates"),
         ("Lena speaks German and French", "Lena languages"),
+    ],
+}
+
+IDENTIFIERS = {
+    "account:kim-tickets": [
+        ("Ticket 48213 asks for a refund on a blender", "money back wanted in 48213"),
+        ("Ticket 48214 asks for a refund on a toaster", "48214 wants money returned"),
+        ("Ticket 48215 reports a parcel that never arrived", "48215 lost shipment"),
+        ("Ticket 48216 reports a parcel that never arrived", "missing package in 48216"),
+        ("Ticket 48217 was escalated to a manager", "48217 passed up to a supervisor"),
+        ("Ticket 48218 was escalated to a manager", "supervisor took over 48218"),
+        ("Ticket 48219 is waiting for the customer's reply", "48219 pending an answer from the client"),
+        ("Ticket 48220 is waiting for the customer's reply", "48220 needs the buyer to respond"),
+        ("Ticket 48221 was closed as a duplicate", "48221 same as another case"),
+        ("Ticket 48222 was closed as a duplicate", "48222 repeated case shut"),
+        ("Ticket 48223 mentions a damaged screen", "48223 cracked display"),
+        ("Ticket 48224 mentions a damaged screen", "broken display in 48224"),
+    ],
+    "hosts:ops": [
+        ("Server srv4471 runs out of disk every Friday", "srv4471 storage fills up weekly"),
+        ("Server srv4472 runs out of disk every Friday", "weekly full storage on srv4472"),
+        ("Server srv4473 reboots after each kernel update", "srv4473 restarts following system upgrades"),
+        ("Server srv4474 reboots after each kernel update", "system upgrades restart srv4474"),
+        ("Server srv4475 holds the billing database", "srv4475 stores invoice records"),
+        ("Server srv4476 holds the billing database", "invoice records live on srv4476"),
+        ("Server srv4477 is owned by the payments team", "who maintains srv4477"),
+        ("Server srv4478 is owned by the payments team", "srv4478 belongs to checkout engineers"),
+        ("Server srv4479 must be patched before March", "srv4479 upgrade deadline in spring"),
+        ("Server srv4480 must be patched before March", "srv4480 upgrade due in spring"),
+        ("Server srv4481 sends alerts to the night rota", "srv4481 pages the overnight on-call"),
+        ("Server srv4482 sends alerts to the night rota", "overnight on-call gets srv4482 warnings"),
     ],
 }
 

@@ -1,7 +1,8 @@
 """Workload 22: recall and search by meaning — the paraphrase evaluation, and what embedding costs.
 
 1. The evaluation (bench/meaning_eval.py on bench/meaning_set.py): recall@1 and recall@3
-   for full text alone, vectors alone and the two fusions, with the embedded model.
+   for full text alone, vectors alone and the three fusions, with the embedded model, per
+   class of query and pooled.
 2. A fact proposal with its vector queued (its commit wakes the background embedder) ÷ the
    same proposal with nothing queued, alternating, one run; and what the background
    embedder then spends on each proposed fact.
@@ -81,19 +82,7 @@ def main(argv=None):
 
     res = common.Results("22 meaning")
     facts = meaning_eval.seed()
-    for which in meaning_eval.QUERIES:
-        for method in meaning_eval.METHODS:
-            r1, r3, _ = meaning_eval.evaluate(facts, method, which)
-            fused = method in ("rrf", "weighted")
-            targets = {"paraphrase": (0.65, 0.85), "exact": (0.95, None), "keyword": (None, None),
-                       "named": (None, None)}[which]
-            passed = None
-            if fused and targets[0] is not None:
-                passed = r1 >= targets[0] and (targets[1] is None or r3 >= targets[1])
-            res.add(metric=f"{which} queries, {meaning_eval.LABELS[method]}: recall@1 (recall@3 in note)",
-                    memoryui=round(r1, 3), unit="share", passed=passed, note=f"recall@3 {r3:.3f}",
-                    target=(f"recall@1 ≥ {targets[0]}" + (f", recall@3 ≥ {targets[1]}" if targets[1] else ""))
-                    if fused and targets[0] else "")
+    meaning_eval.measure(res, facts)
 
     measure_proposals(res, reps)
 
