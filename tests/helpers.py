@@ -65,6 +65,14 @@ def make_person(username: str, roles: dict, *, superuser: bool = False):
     return person
 
 
+def approved_fact(text="a fact", *, subject="cust:1", importance=5, **kw):
+    """A fact proposed by a key and approved by a reviewer, in the current project."""
+    from conversations.facts import store as facts
+
+    f = facts.propose_fact(subject=subject, text=text, importance=importance, created_by="key:t", **kw)
+    return facts.approve_fact(fact_id=f.pk, actor="user:rev")
+
+
 @pytest.fixture
 def two_projects(db):
     """Two projects besides `default`: alpha ("Alpha") and beta ("Beta")."""

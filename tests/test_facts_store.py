@@ -14,15 +14,11 @@ from conversations.facts import recall as facts_recall
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactEvent
 from conversations.models import AuditEvent
+from tests.helpers import approved_fact as approved
 
 pytestmark = pytest.mark.django_db
 
 T0 = timezone.now().replace(microsecond=0)
-
-
-def approved(text="a fact", *, subject="cust:1", importance=5, **kw):
-    f = facts.propose_fact(subject=subject, text=text, importance=importance, created_by="key:t", **kw)
-    return facts.approve_fact(fact_id=f.pk, actor="user:rev")
 
 
 def set_times(fact, *, recorded_at=None, last_accessed_at=None, valid_from=None):

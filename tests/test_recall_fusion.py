@@ -13,13 +13,9 @@ from conversations import projects
 from conversations.facts import recall as facts_recall
 from conversations.facts import store as facts
 from conversations.project_store import create_project
+from tests.helpers import approved_fact as approved
 
 pytestmark = pytest.mark.django_db
-
-
-def approved(text, *, subject="cust:1", importance=5):
-    f = facts.propose_fact(subject=subject, text=text, importance=importance, created_by="key:t")
-    return facts.approve_fact(fact_id=f.pk, actor="user:rev")
 
 
 def test_a_paraphrase_is_found_by_meaning_and_says_so():
