@@ -68,6 +68,7 @@ from conversations.facts import erasure as facts_erasure
 from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.owned import owned_tables
+from conversations.search import unindex
 
 from . import disk, erasure_journal, erasure_receipt, erasure_scrub, erasure_verify, pgfiles, window
 from . import erased as erased_rows
@@ -313,13 +314,15 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     disk.ensure_fts_secure_delete()
     clock = time.monotonic()
     seconds = {}
-    counts, xid = _delete(request_id, subject, preview, victim_ids, erasure, actor=actor, kind=kind, lease=lease)
+    later = window.mode() == window.WINDOW
+    counts, xid = _delete(request_id, subject, preview, victim_ids, erasure, actor=actor, kind=kind, lease=lease,
+                          unindex_later=later)
     seconds["delete"] = round(time.monotonic() - clock, 3)
     # Files outside the database (an import preview's upload): see the module docstring.
     files_left = erasure_verify.erase_leftovers(subject=subject, conversation_ids=victim_ids, needles=candidates)
     counts["uploads"] = sum(1 for r in files_left["removed"] if r["removed"])
     id_needles = _id_needles(victim_ids)
-    if window.mode() == window.WINDOW:
+    if later:
         # Phase one ends here: the files are cleaned and searched in the next window.
         filed_at = timezone.now()
         pending = window.Pending(
@@ -347,10 +350,16 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
 
 
 def _delete(request_id, subject: str, preview: DeletionPreview, victim_ids: list[uuid.UUID], erasure, *,
-            actor: str, kind: str, lease: Lease) -> tuple[dict, int | None]:
-    """Step 4: mark, delete in batches, then the last transaction; the counts and its xid."""
+            actor: str, kind: str, lease: Lease, unindex_later: bool = False) -> tuple[dict, int | None]:
+    """Step 4: mark, delete in batches, then the last transaction; the counts and its xid.
+    With `unindex_later` (a request in two phases) the rows' full-text entries are left for
+    the window to remove (conversations/search/unindex.py): on SQLite that is most of a
+    deletion's cost, and the window's cleaning of the files, not the rows' going."""
     counts = {"conversations": 0, "messages": 0, "checkpoints": 0}
-    mark_deleting(victim_ids)
+    with transaction.atomic():
+        if unindex_later:
+            unindex.defer(victim_ids)
+        mark_deleting(victim_ids)
     # Their chains: final heads into the audit chain, every row's commitment kept (erased.py).
     erased_rows.record_heads(ids=victim_ids, actor=actor, reason="deletion", target_type="deletion_request",
                              target_id=str(request_id))

@@ -1,6 +1,7 @@
 """Erasure, step 6 (erasure.py): leave no copy of the deleted text in the database files,
-in steps writers can pass between. On SQLite the WAL is checkpointed and truncated and
-freed pages go back by incremental vacuum; PostgreSQL rewrites the tables online with
+in steps writers can pass between. On SQLite the entries a request filed in two phases left
+in the full-text index are removed (conversations/search/unindex.py), the WAL is
+checkpointed and truncated and freed pages go back by incremental vacuum; PostgreSQL rewrites the tables online with
 pg_repack, or with VACUUM FULL where it is missing (pgfiles.py), and drops planner
 statistics that sampled erased text.
 """
@@ -13,10 +14,11 @@ from django.db import DatabaseError, OperationalError, connection
 from conversations import partitions
 from conversations.models import Checkpoint, Conversation, Message
 from conversations.owned import owned_tables
+from conversations.search import unindex
 
-from . import pgfiles
-from .lease import Lease
-from .reclaim import incremental_vacuum, truncate_wal
+from . import disk, pgfiles
+from .lease import Lease, in_turn
+from .reclaim import FIRST_BATCH, incremental_vacuum, next_batch_size, truncate_wal, yield_to_writers
 
 # How long erasure waits for transactions older than the deletion to end (see _wait_for_older_snapshots).
 SNAPSHOT_WAIT_SECONDS = 30
@@ -36,7 +38,35 @@ def truncate_wal_or_note(notes: list[str], lease: Lease | None) -> bool:
     return True
 
 
+# Queued index entries removed per write transaction at most (each batch is timed: reclaim.py).
+UNINDEX_BATCH = 2000
+
+
+def remove_deferred_index_entries(lease: Lease | None) -> int:
+    """SQLite: remove from the full-text index the entries of rows that requests filed in two
+    phases deleted (conversations/search/unindex.py), secure-delete on, in batches timed like
+    a deletion's, with a pause for writers after each; returns how many rows' entries."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return 0
+    disk.ensure_fts_secure_delete()
+    removed, size = 0, FIRST_BATCH
+    while True:
+        limit, timing = size, []
+        n = in_turn(lambda n=limit, t=timing: unindex.remove_batch(n, t))
+        removed += n
+        if lease:
+            lease.beat()
+        if n < limit:
+            break
+        took = timing[-1] if timing else 0.0
+        size = next_batch_size(limit, n, took, UNINDEX_BATCH)
+        yield_to_writers(took)
+    in_turn(unindex.forget_done)
+    return removed
+
+
 def _scrub_sqlite(notes: list[str], lease: Lease | None) -> None:
+    remove_deferred_index_entries(lease)
     truncate_wal_or_note(notes, lease)
     if not incremental_vacuum(busy_ms=STEP_BUSY_MS, beat=lease.beat if lease else None):
         notes.append("freed pages were not all given back: writers kept the database busy (they are zeroed)")

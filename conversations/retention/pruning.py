@@ -40,7 +40,14 @@ from conversations.search import lineage as search_lineage
 from . import disk, erased
 from .lease import Lease, in_turn, maintenance
 from .models import PruneRun
-from .reclaim import BATCH_SECONDS, compact_fts_index, reclaim_space, truncate_wal, yield_to_writers
+from .reclaim import (
+    FIRST_BATCH,
+    compact_fts_index,
+    next_batch_size,
+    reclaim_space,
+    truncate_wal,
+    yield_to_writers,
+)
 
 MAX_DAYS = 36500
 MAX_BATCH = 100_000
@@ -48,12 +55,6 @@ MAX_BATCH = 100_000
 ID_CHUNK = 500
 # Conversation ids kept on the run's row; the count is always exact.
 RUN_IDS_KEPT = 10_000
-# Row deletes per transaction start here and adapt so that one takes about BATCH_SECONDS (reclaim.py).
-# Small, because nothing is measured yet: with FTS5's secure-delete one 100-row batch held
-# the write lock 1.0-1.5 s on a 335 MB file; a handful of rows is never slow,
-# and the size grows at most GROW_AT_MOST times a batch towards the measured target.
-FIRST_BATCH = 8
-GROW_AT_MOST = 4
 # Rough on-disk cost of a row besides its text (row header, ids, index entries).
 ROW_OVERHEAD_BYTES = {"message": 120, "checkpoint": 120, "conversation": 300}
 
@@ -265,12 +266,7 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
                 limit, timing = size, []
                 n = in_turn(lambda m=model, c=chunk, n=limit, t=timing: deletion.delete_rows(m, c, limit=n, timing=t))
                 took = timing[-1] if timing else 0.0
-                if n == limit:
-                    if took > BATCH_SECONDS:
-                        size = max(1, int(size * BATCH_SECONDS / took))
-                    elif took < BATCH_SECONDS / 2:
-                        grow = min(GROW_AT_MOST, BATCH_SECONDS / max(took, 0.001) / 2)
-                        size = min(batch_size, max(size + 1, int(size * grow)))
+                size = next_batch_size(limit, n, took, batch_size)
                 if name == "messages":
                     result.messages += n
                 elif name == "checkpoints":

@@ -127,7 +127,8 @@ def erased_verification(*, pending: Pending, seconds: dict) -> dict:
         "bytes_searched": 0, "files": [], "found_in": [], "found_count": 0, "scope": erasure_receipt.scope(),
         "searched": {}, "wal": {"status": "not_searched"}, "rewrite": {}, "uploads": pending.files_left,
         "verify_passes": 0, "seconds": seconds, "verify_by": pending.verify_by,
-        "notes": ["the rows are deleted; the database files are searched in the next maintenance window, "
+        "notes": ["the rows are deleted; the next maintenance window cleans what is left of them in the "
+                  "database files (on SQLite, their words in the full-text index too) and searches the files, "
                   f"by {pending.verify_by}"],
     }
 

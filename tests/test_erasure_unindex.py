@@ -1,0 +1,129 @@
+"""A request filed in two phases leaves its rows' full-text entries for the window to remove
+(conversations/search/unindex.py, search migration 0010): the rows go, and no search finds
+them, from the moment the request is filed; the window removes their words from the index
+with secure-delete, and the index stays whole. On PostgreSQL the words are a column of the
+row, so nothing is queued and the same searches must still find nothing."""
+
+import pytest
+from django.db import connection
+
+from conversations import store
+from conversations.retention import erasure, window
+from conversations.retention.models import DeletionReceipt
+from conversations.retention.pruning import prune_older_than
+from conversations.search import unindex
+from conversations.search.reads import search_messages
+from tests.retention_support import age, conversation, require_repack
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# More rows than wait outside the index at once (search migration 0002 flushes at 64).
+INDEXED = 70
+
+
+@pytest.fixture(autouse=True)
+def two_phases(settings, tmp_path):
+    settings.MEMORYUI_ERASURE_VERIFY = "window"
+    settings.MEMORYUI_ERASURE_PENDING_DIR = tmp_path / "pending"
+    if connection.vendor == "postgresql":
+        require_repack()
+
+
+def _index_holds(word: str) -> int:
+    """How many rows the index itself answers for `word`, before any join (SQLite), or how many
+    message rows hold it in their stored words (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT count(*) FROM search_message_fts WHERE search_message_fts MATCH %s", [word])
+        else:
+            cursor.execute("SELECT count(*) FROM conversations_message "
+                           "WHERE search_tsv @@ plainto_tsquery('english', %s)", [word])
+        return cursor.fetchone()[0]
+
+
+def _named_for_later() -> int:
+    if connection.vendor != "sqlite":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {unindex.LATER}")
+        return cursor.fetchone()[0]
+
+
+def _index_is_whole() -> None:
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            # Raises "database disk image is malformed" when entries and deletions disagree.
+            cursor.execute("INSERT INTO search_message_fts(search_message_fts, rank) VALUES ('integrity-check', 0)")
+
+
+def test_phase_one_finds_nothing_and_the_window_takes_the_words_out_of_the_index():
+    c = conversation(title="wren", subject="cust:wren", messages=INDEXED, text="zanzibarite kettle line {i}")
+    other = conversation(title="keep", messages=3, text="zanzibarite teapot kept {i}")
+    assert len(search_messages("zanzibarite", limit=100).hits) == INDEXED + 3
+    kept = _index_holds("teapot")
+
+    receipt = erasure.execute_deletion(subject="cust:wren", actor="user:boss")
+    assert receipt.verification["status"] == "erased"
+    assert "full-text index" in receipt.verification["notes"][0]
+    hits = search_messages("zanzibarite", limit=100).hits
+    assert {h.conversation_id for h in hits} == {other.pk} and len(hits) == 3
+    assert search_messages("kettle", limit=100).hits == []
+    if connection.vendor == "sqlite":
+        # The words wait in the index for the window, with the text to remove them by.
+        assert unindex.waiting() == 64 and _named_for_later() == 1
+        assert _index_holds("kettle") == 64
+    else:
+        assert unindex.waiting() == 0 and _index_holds("kettle") == 0
+
+    window.run_window(actor="system:test")
+    assert DeletionReceipt.objects.get(pk=receipt.pk).verification["status"] == "verified"
+    assert unindex.waiting() == 0 and _named_for_later() == 0
+    assert _index_holds("kettle") == 0 and _index_holds("zanzibarite") == kept
+    assert len(search_messages("zanzibarite", limit=100).hits) == 3
+    _index_is_whole()
+    assert not c.__class__.objects.filter(pk=c.pk).exists()
+
+
+def test_a_request_verified_at_once_removes_the_entries_as_it_deletes(settings):
+    settings.MEMORYUI_ERASURE_VERIFY = "at-once"
+    conversation(title="ivo", subject="cust:ivo", messages=INDEXED, text="quokkafire receipt {i}")
+    receipt = erasure.execute_deletion(subject="cust:ivo", actor="user:boss")
+    assert receipt.verification["status"] == "verified", receipt.verification
+    assert unindex.waiting() == 0 and _named_for_later() == 0
+    assert _index_holds("quokkafire") == 0
+    _index_is_whole()
+
+
+def test_rows_still_waiting_to_enter_the_index_are_not_queued():
+    conversation(title="few", subject="cust:few", messages=5, text="brindlemoss note {i}")
+    erasure.execute_deletion(subject="cust:few", actor="user:boss")
+    assert unindex.waiting() == 0
+    assert search_messages("brindlemoss").hits == []
+    window.run_window(actor="system:test")
+    assert _index_holds("brindlemoss") == 0 and _named_for_later() == 0
+    _index_is_whole()
+
+
+def test_a_prune_meanwhile_removes_its_own_rows_entries_at_once():
+    conversation(title="wait", subject="cust:wait", messages=INDEXED, text="glimmerfen order {i}")
+    erasure.execute_deletion(subject="cust:wait", actor="user:boss")
+    old = conversation(title="old", messages=INDEXED, text="oldpantry stock {i}")
+    age(old, 400)
+    assert prune_older_than(days=30, actor="system:test").conversations == 1
+    assert _index_holds("oldpantry") == 0
+    assert unindex.waiting() == (64 if connection.vendor == "sqlite" else 0)
+    window.run_window(actor="system:test")
+    assert _index_holds("glimmerfen") == 0 and unindex.waiting() == 0
+    _index_is_whole()
+
+
+def test_a_fork_keeps_the_rows_it_copied_when_its_source_is_erased():
+    source = conversation(title="src", messages=INDEXED, text="velvetquarry clause {i}")
+    fork = store.fork_conversation(conversation_id=source.pk, position=INDEXED - 1, title="kept fork")
+    erasure.execute_deletion(conversation_ids=[str(source.pk)], actor="user:boss")
+    found = search_messages("velvetquarry", limit=100).hits
+    assert {h.conversation_id for h in found} == {fork.pk} and len(found) == INDEXED
+    window.run_window(actor="system:test")
+    found = search_messages("velvetquarry", limit=100).hits
+    assert {h.conversation_id for h in found} == {fork.pk} and len(found) == INDEXED
+    _index_is_whole()
