@@ -217,6 +217,38 @@ def test_postgresql_text_found_only_in_planner_statistics_is_sampled_again(monke
     assert set_aside == set()
 
 
+def _wal_finding() -> erasure_verify.FileSearch:
+    return _finding("pg_wal/000000010000000000000042")
+
+
+@pytest.mark.parametrize("after_clearing, asked", [(False, []), (True, [["the erased words"]])])
+def test_postgresql_text_found_only_in_the_wal_is_cleared_before_rows_that_stay_are_read(
+        monkeypatch, after_clearing, asked):
+    """The deletion's own WAL records hold the erased text after every request. Asking whether
+    rows that stay hold it reads every text column of the database (a cost that grows with it),
+    so the WAL is cleared and searched again first; only a needle still found is asked about."""
+    found_again = _wal_finding() if after_clearing else erasure_verify.FileSearch(
+        status="searched", files=[], found=False, found_in=[], found_count=0)
+    searches = iter([_wal_finding(), found_again])
+    cleared, questions = [], []
+
+    def live(values):
+        questions.append(list(values))
+        return set(values)  # rows that stay hold it: the finding proves nothing
+
+    monkeypatch.setattr(erasure_verify, "search_database_files", lambda needles, touched=None: next(searches))
+    monkeypatch.setattr(erasure_verify, "checkpoint_to_disk", lambda: None)
+    monkeypatch.setattr(erasure_verify, "_clear_wal", lambda found_in, wal, lease: cleared.append(found_in) or True)
+    monkeypatch.setattr(erasure_verify, "_strings_in_live_data", live)
+    monkeypatch.setattr(type(connections["default"]), "vendor", "postgresql")
+    search, set_aside = erasure_verify.verify(["the erased words"], [], None)
+    monkeypatch.undo()
+    assert len(cleared) == 1 and search.passes == 2
+    assert questions == asked
+    assert search.found is False
+    assert set_aside == ({"the erased words"} if after_clearing else set())
+
+
 def test_a_deletion_that_empties_a_table_leaves_no_erased_text_in_its_planner_statistics():
     """PostgreSQL's ANALYZE of a table with no rows keeps the table's old statistics,
     sampled common values included. When a deletion leaves a table empty, statistics

@@ -375,6 +375,25 @@ def _clear_wal(found_in: list[str], wal: pgfiles.WalState, lease: Lease | None) 
     return bool(reachable) or behind
 
 
+def _in_log_or_statistics_only(search: FileSearch) -> bool:
+    return all(scrub.is_statistics_file(name) or is_wal_file(name) for name in search.found_in)
+
+
+def _clear_log_and_statistics(search: FileSearch, notes: list[str], lease: Lease | None, touched: set[str] | None,
+                              wal: pgfiles.WalState, wal_rounds: int) -> int | None:
+    """PostgreSQL: sample the statistics again and clear the WAL segments where `search` found a
+    needle; returns the WAL rounds used (0 or 1), or None when nothing could be done."""
+    acted, rounds = False, 0
+    if any(scrub.is_statistics_file(name) for name in search.found_in):
+        scrub.resample_statistics(notes, lease, touched)
+        acted = True
+    if any(is_wal_file(name) for name in search.found_in) and wal_rounds < pgfiles.WAL_ROUNDS:
+        # Each WAL round earns one more pass, so the WAL never eats the passes the statistics need.
+        if _clear_wal(search.found_in, wal, lease):
+            rounds, acted = 1, True
+    return rounds if acted else None
+
+
 def verify(needles: list[str], notes: list[str], lease: Lease | None,
            wal: pgfiles.WalState | None = None, touched: set[str] | None = None) -> tuple[FileSearch, set[str]]:
     """Search the files for the needles; returns the last search and the needles set aside.
@@ -394,6 +413,9 @@ def verify(needles: list[str], notes: list[str], lease: Lease | None,
     # was written afterwards and a match in a row of such a frame is data that stays (a key of
     # an index's interior page, say, rewritten by a writer's page split).
     wal_cut = False
+    # PostgreSQL: whether a finding in the WAL or statistics alone was cleared before asking
+    # rows that stay about it (see below); once is enough.
+    cleared_first = False
     while passes < VERIFY_PASSES + wal_rounds:
         passes += 1
         checkpoint_to_disk()  # without pg_checkpoint, the scrub before said so (pgfiles.checkpoint)
@@ -402,22 +424,24 @@ def verify(needles: list[str], notes: list[str], lease: Lease | None,
         if search.status != "searched" or not search.found:
             break
         if connection.vendor != "sqlite":
+            # Found in the WAL or the statistics only (the deletion's own WAL records, every time):
+            # those are cleared and searched again before asking whether rows that stay hold the
+            # needles, a read of every text column of the database, which grows with it. Only what
+            # is still found afterwards is asked about.
+            if not cleared_first and passes < VERIFY_PASSES + wal_rounds and _in_log_or_statistics_only(search):
+                cleared_first = True
+                cleared = _clear_log_and_statistics(search, notes, lease, touched, wal, wal_rounds)
+                if cleared is not None:
+                    wal_rounds += cleared
+                    continue
+            cleared_first = True
             shared = _strings_in_live_data([needles[i] for i in search.found_needles])
             set_aside |= shared
             search = search.without({i for i in search.found_needles if needles[i] in shared})
-            if search.found and passes < VERIFY_PASSES + wal_rounds and all(
-                    scrub.is_statistics_file(name) or is_wal_file(name) for name in search.found_in):
-                acted = False
-                if any(scrub.is_statistics_file(name) for name in search.found_in):
-                    scrub.resample_statistics(notes, lease, touched)
-                    acted = True
-                if any(is_wal_file(name) for name in search.found_in) and wal_rounds < pgfiles.WAL_ROUNDS:
-                    # Each WAL round earns one more pass, so the WAL never eats the passes
-                    # the statistics need.
-                    if _clear_wal(search.found_in, wal, lease):
-                        wal_rounds += 1
-                        acted = True
-                if acted:
+            if search.found and passes < VERIFY_PASSES + wal_rounds and _in_log_or_statistics_only(search):
+                cleared = _clear_log_and_statistics(search, notes, lease, touched, wal, wal_rounds)
+                if cleared is not None:
+                    wal_rounds += cleared
                     continue
             break
         main = Path(str(connection.settings_dict["NAME"])).name
