@@ -249,6 +249,38 @@ def test_postgresql_text_found_only_in_the_wal_is_cleared_before_rows_that_stay_
     assert set_aside == ({"the erased words"} if after_clearing else set())
 
 
+def test_postgresql_a_partitioned_tables_own_statistics_keep_no_text_of_a_deletion():
+    """A partitioned table's own statistics sample every partition: its text columns' are
+    dropped after a deletion rather than analysed again (which would analyse every partition),
+    and its other columns' stay."""
+    if connection.vendor != "postgresql":
+        return  # SQLite keeps no sampled values
+    text = "Philippa Quenneville-Ashdown returned order 5521-ZR twice"
+    kept = conversation(title="k", messages=40, text="an unrelated line {i} that stays")
+    gone = conversation(title="g", messages=0)
+    for _ in range(40):
+        store.append_message(conversation_id=gone.pk, message={"kind": "user", "content": text})
+    table = Message._meta.db_table
+
+    def parent_statistics():
+        cursor.execute("SELECT a.attname, strpos(s.stavalues1::text || coalesce(s.stavalues2::text, '') || "
+                       "coalesce(s.stavalues3::text, ''), %s) > 0 FROM pg_statistic s JOIN pg_attribute a "
+                       "ON a.attrelid = s.starelid AND a.attnum = s.staattnum WHERE s.starelid = %s::regclass",
+                       ["Quenneville", table])
+        return dict(cursor.fetchall())
+
+    with connection.cursor() as cursor:
+        cursor.execute(f'ANALYZE "{table}"')
+        before = parent_statistics()
+        assert before["content"] is True and "conversation_id" in before
+    receipt = erasure.delete_one_conversation(conversation_id=gone.pk, actor="user:boss")
+    assert receipt.verification["status"] == "verified", receipt.verification
+    with connection.cursor() as cursor:
+        after = parent_statistics()
+    assert "content" not in after and "search_tsv" not in after and not any(after.values())
+    assert "conversation_id" in after and Message.objects.of(kept.pk).count() == 40
+
+
 def test_a_deletion_that_empties_a_table_leaves_no_erased_text_in_its_planner_statistics():
     """PostgreSQL's ANALYZE of a table with no rows keeps the table's old statistics,
     sampled common values included. When a deletion leaves a table empty, statistics

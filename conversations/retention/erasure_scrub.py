@@ -128,9 +128,12 @@ def resample_statistics(notes: list[str], lease: Lease | None, touched: set[str]
     transaction older than its replacement is open. Both are gone after the tables are
     analysed again, older snapshots have ended, and the catalog is rewritten."""
     with connection.cursor() as cursor:
-        for table in _tables_holding_subject_data(touched) + _partitioned_parents():
+        for table in _tables_holding_subject_data(touched):
             cursor.execute(f'ANALYZE "{table}"')
             _clear_statistics_if_empty(cursor, table, notes)
+        for parent in _partitioned_parents():
+            _drop_sampled_text_of_partitioned(cursor, parent, notes)
+            _clear_statistics_if_empty(cursor, parent, notes)
     _wait_for_older_snapshots(current_xid(), notes)
     with connection.cursor() as cursor:
         try:
@@ -139,6 +142,27 @@ def resample_statistics(notes: list[str], lease: Lease | None, touched: set[str]
             notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
     if lease is not None:
         lease.beat()
+
+
+# Column types whose sampled values can hold a row's text or words.
+_TEXT_TYPES = ("text", "json", "jsonb", "tsvector", "bytea")
+
+
+def _drop_sampled_text_of_partitioned(cursor, parent: str, notes: list[str]) -> None:
+    """A partitioned table's own statistics, sampled across its partitions, can hold text and
+    words of deleted rows. ANALYZE of it would analyse every partition again as well (PostgreSQL
+    recurses), a cost that grows with the database; so its statistics of the columns that can
+    hold text are dropped instead. The planner plans each partition's scan with that
+    partition's statistics, which pg_repack took again; a manual ANALYZE brings the dropped ones
+    back (autovacuum never analyses a partitioned table). A role that may not write the catalog
+    (no superuser) analyses the table as before."""
+    try:
+        cursor.execute(
+            "DELETE FROM pg_statistic s USING pg_attribute a WHERE s.starelid = %s::regclass "
+            "AND a.attrelid = s.starelid AND a.attnum = s.staattnum AND a.atttypid::regtype::text = ANY(%s)",
+            [f'"{parent}"', list(_TEXT_TYPES)])
+    except DatabaseError:
+        cursor.execute(f'ANALYZE "{parent}"')
 
 
 def _clear_statistics_if_empty(cursor, table: str, notes: list[str]) -> None:
@@ -162,9 +186,19 @@ def is_statistics_file(name: str) -> bool:
 
 def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewrite: dict,
                     touched: set[str] | None) -> None:
+    steps: dict[str, float] = {}
+    clock = time.monotonic()
+
+    def step(name: str) -> None:
+        nonlocal clock
+        steps[name] = round(time.monotonic() - clock, 3)
+        clock = time.monotonic()
+
     _wait_for_older_snapshots(xid, notes)
+    step("older_transactions")
     problem = pgfiles.repack_problem()
-    rewrite.update(method="pg_repack" if problem is None else "vacuum_full", tables={})
+    # How long each step took, on the receipt: what a request's rewrite costs, and where.
+    rewrite.update(method="pg_repack" if problem is None else "vacuum_full", tables={}, seconds=steps)
     if problem is not None:
         rewrite["writers_waited"] = True
         notes.append(f"{problem}: the tables were rewritten with VACUUM FULL, and appends waited for each rewrite")
@@ -180,11 +214,10 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
                 _vacuum_full(cursor, table, notes, lease)
             rewrite["tables"][table] = "vacuum_full" if failed else "pg_repack"
             _clear_statistics_if_empty(cursor, table, notes)
+    step("rewrite")
     with connection.cursor() as cursor:
         for parent in _partitioned_parents():
-            # A partitioned table's own statistics sample all its partitions (taken again from
-            # what they hold now; dropped when they hold nothing).
-            cursor.execute(f'ANALYZE "{parent}"')
+            _drop_sampled_text_of_partitioned(cursor, parent, notes)
             _clear_statistics_if_empty(cursor, parent, notes)
         try:
             # Planner statistics keep sample column values; ANALYZE (pg_repack's, or
@@ -192,7 +225,9 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
             cursor.execute("VACUUM FULL pg_statistic")
         except Exception as exc:
             notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
+    step("statistics")
     pgfiles.checkpoint(notes)
+    step("checkpoint")
 
 
 def scrub_disk(xid: int | None = None, lease: Lease | None = None, rewrite: dict | None = None,
