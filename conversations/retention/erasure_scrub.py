@@ -1,9 +1,9 @@
 """Erasure, step 6 (erasure.py): leave no copy of the deleted text in the database files,
 in steps writers can pass between. On SQLite the entries a request filed in two phases left
 in the full-text index are removed (conversations/search/unindex.py), the WAL is
-checkpointed and truncated and freed pages go back by incremental vacuum; PostgreSQL rewrites the tables online with
-pg_repack, or with VACUUM FULL where it is missing (pgfiles.py), and drops planner
-statistics that sampled erased text.
+checkpointed and truncated and freed pages go back by incremental vacuum; PostgreSQL
+rewrites the tables online with pg_repack, or with VACUUM FULL where it is missing
+(pgfiles.py), and drops planner statistics that sampled erased text.
 """
 
 import time
@@ -132,7 +132,7 @@ def resample_statistics(notes: list[str], lease: Lease | None, touched: set[str]
             cursor.execute(f'ANALYZE "{table}"')
             _clear_statistics_if_empty(cursor, table, notes)
         for parent in _partitioned_parents():
-            _drop_sampled_text_of_partitioned(cursor, parent, notes)
+            _drop_sampled_text_of_partitioned(cursor, parent)
             _clear_statistics_if_empty(cursor, parent, notes)
     _wait_for_older_snapshots(current_xid(), notes)
     with connection.cursor() as cursor:
@@ -148,7 +148,7 @@ def resample_statistics(notes: list[str], lease: Lease | None, touched: set[str]
 _TEXT_TYPES = ("text", "json", "jsonb", "tsvector", "bytea")
 
 
-def _drop_sampled_text_of_partitioned(cursor, parent: str, notes: list[str]) -> None:
+def _drop_sampled_text_of_partitioned(cursor, parent: str) -> None:
     """A partitioned table's own statistics, sampled across its partitions, can hold text and
     words of deleted rows. ANALYZE of it would analyse every partition again as well (PostgreSQL
     recurses), a cost that grows with the database; so its statistics of the columns that can
@@ -217,7 +217,7 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
     step("rewrite")
     with connection.cursor() as cursor:
         for parent in _partitioned_parents():
-            _drop_sampled_text_of_partitioned(cursor, parent, notes)
+            _drop_sampled_text_of_partitioned(cursor, parent)
             _clear_statistics_if_empty(cursor, parent, notes)
         try:
             # Planner statistics keep sample column values; ANALYZE (pg_repack's, or
