@@ -126,3 +126,12 @@ def require_repack():
         problem = pgfiles.repack_problem()
         if problem:
             skip_or_fail(problem)
+
+
+def in_two_phases(settings, tmp_path) -> None:
+    """Deletion requests filed in two phases (the default, said explicitly), their needles
+    waiting in this test's own folder; PostgreSQL's windows need pg_repack."""
+    settings.MEMORYUI_ERASURE_VERIFY = "window"
+    settings.MEMORYUI_ERASURE_PENDING_DIR = tmp_path / "pending"
+    if connection.vendor == "postgresql":
+        require_repack()

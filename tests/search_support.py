@@ -82,3 +82,15 @@ def fresh_word() -> str:
     PostgreSQL's WAL is the cluster's, and a word another test wrote may still be in a segment
     an erasure cannot reach, which its receipt would rightly report."""
     return "zzyzx" + "".join(random.choice(string.ascii_lowercase) for _ in range(6)) + "quorblet"
+
+
+def index_holds(word: str) -> int:
+    """Rows the index itself says hold `word` (raw SQL, not the code under test): the FTS5
+    index's own answer on SQLite, before any join; the rows' stored words on PostgreSQL."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT count(*) FROM search_message_fts WHERE search_message_fts MATCH %s", [word])
+        else:
+            cursor.execute("SELECT count(*) FROM conversations_message "
+                           "WHERE search_tsv @@ plainto_tsquery('english', %s)", [word])
+        return cursor.fetchone()[0]

@@ -13,7 +13,8 @@ from conversations.retention.models import DeletionReceipt
 from conversations.retention.pruning import prune_older_than
 from conversations.search import unindex
 from conversations.search.reads import search_messages
-from tests.retention_support import age, conversation, require_repack
+from tests.retention_support import age, conversation, in_two_phases
+from tests.search_support import index_holds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,22 +24,7 @@ INDEXED = 70
 
 @pytest.fixture(autouse=True)
 def two_phases(settings, tmp_path):
-    settings.MEMORYUI_ERASURE_VERIFY = "window"
-    settings.MEMORYUI_ERASURE_PENDING_DIR = tmp_path / "pending"
-    if connection.vendor == "postgresql":
-        require_repack()
-
-
-def _index_holds(word: str) -> int:
-    """How many rows the index itself answers for `word`, before any join (SQLite), or how many
-    message rows hold it in their stored words (PostgreSQL)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT count(*) FROM search_message_fts WHERE search_message_fts MATCH %s", [word])
-        else:
-            cursor.execute("SELECT count(*) FROM conversations_message "
-                           "WHERE search_tsv @@ plainto_tsquery('english', %s)", [word])
-        return cursor.fetchone()[0]
+    in_two_phases(settings, tmp_path)
 
 
 def _named_for_later() -> int:
@@ -60,7 +46,7 @@ def test_phase_one_finds_nothing_and_the_window_takes_the_words_out_of_the_index
     c = conversation(title="wren", subject="cust:wren", messages=INDEXED, text="zanzibarite kettle line {i}")
     other = conversation(title="keep", messages=3, text="zanzibarite teapot kept {i}")
     assert len(search_messages("zanzibarite", limit=100).hits) == INDEXED + 3
-    kept = _index_holds("teapot")
+    kept = index_holds("teapot")
 
     receipt = erasure.execute_deletion(subject="cust:wren", actor="user:boss")
     assert receipt.verification["status"] == "erased"
@@ -71,14 +57,14 @@ def test_phase_one_finds_nothing_and_the_window_takes_the_words_out_of_the_index
     if connection.vendor == "sqlite":
         # The words wait in the index for the window, with the text to remove them by.
         assert unindex.waiting() == 64 and _named_for_later() == 1
-        assert _index_holds("kettle") == 64
+        assert index_holds("kettle") == 64
     else:
-        assert unindex.waiting() == 0 and _index_holds("kettle") == 0
+        assert unindex.waiting() == 0 and index_holds("kettle") == 0
 
     window.run_window(actor="system:test")
     assert DeletionReceipt.objects.get(pk=receipt.pk).verification["status"] == "verified"
     assert unindex.waiting() == 0 and _named_for_later() == 0
-    assert _index_holds("kettle") == 0 and _index_holds("zanzibarite") == kept
+    assert index_holds("kettle") == 0 and index_holds("zanzibarite") == kept
     assert len(search_messages("zanzibarite", limit=100).hits) == 3
     _index_is_whole()
     assert not c.__class__.objects.filter(pk=c.pk).exists()
@@ -90,7 +76,7 @@ def test_a_request_verified_at_once_removes_the_entries_as_it_deletes(settings):
     receipt = erasure.execute_deletion(subject="cust:ivo", actor="user:boss")
     assert receipt.verification["status"] == "verified", receipt.verification
     assert unindex.waiting() == 0 and _named_for_later() == 0
-    assert _index_holds("quokkafire") == 0
+    assert index_holds("quokkafire") == 0
     _index_is_whole()
 
 
@@ -100,7 +86,7 @@ def test_rows_still_waiting_to_enter_the_index_are_not_queued():
     assert unindex.waiting() == 0
     assert search_messages("brindlemoss").hits == []
     window.run_window(actor="system:test")
-    assert _index_holds("brindlemoss") == 0 and _named_for_later() == 0
+    assert index_holds("brindlemoss") == 0 and _named_for_later() == 0
     _index_is_whole()
 
 
@@ -110,10 +96,10 @@ def test_a_prune_meanwhile_removes_its_own_rows_entries_at_once():
     old = conversation(title="old", messages=INDEXED, text="oldpantry stock {i}")
     age(old, 400)
     assert prune_older_than(days=30, actor="system:test").conversations == 1
-    assert _index_holds("oldpantry") == 0
+    assert index_holds("oldpantry") == 0
     assert unindex.waiting() == (64 if connection.vendor == "sqlite" else 0)
     window.run_window(actor="system:test")
-    assert _index_holds("glimmerfen") == 0 and unindex.waiting() == 0
+    assert index_holds("glimmerfen") == 0 and unindex.waiting() == 0
     _index_is_whole()
 
 

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -17,17 +16,14 @@ from conversations.models import Conversation, Message
 from conversations.retention import disk, erasure, pgfiles, window
 from conversations.retention.models import DeletionReceipt, ReceiptCheck
 from tests.api_support import Api, login_as, make_key
-from tests.retention_support import require_repack
+from tests.retention_support import in_two_phases
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
 def two_phases(settings, tmp_path):
-    settings.MEMORYUI_ERASURE_VERIFY = "window"
-    settings.MEMORYUI_ERASURE_PENDING_DIR = tmp_path / "pending"
-    if connection.vendor == "postgresql":
-        require_repack()
+    in_two_phases(settings, tmp_path)
 
 
 def about(subject: str, *, n: int = 3, words: str = "") -> Conversation:

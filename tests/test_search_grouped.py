@@ -5,13 +5,12 @@ option, titles and subjects searched, pages of conversations, bad parameters a 4
 import re
 
 import pytest
-from django.db import connection
 
 from conversations import store
 from conversations.search import ranked
 from conversations.search.params import parse_search
 from tests.api_support import Api, error_of, login_as, make_key
-from tests.search_support import into_the_index
+from tests.search_support import index_holds, into_the_index
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
 
@@ -39,17 +38,6 @@ def corpus():
     return {"focused": focused, "noisy": noisy, "titled": titled}
 
 
-def raw_count(word: str) -> int:
-    """Rows the index itself says hold `word` (raw SQL, not the code under test)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT count(*) FROM search_message_fts WHERE search_message_fts MATCH %s", [word])
-        else:
-            cursor.execute("SELECT count(*) FROM conversations_message "
-                           "WHERE search_tsv @@ plainto_tsquery('english', %s)", [word])
-        return cursor.fetchone()[0]
-
-
 def groups_on(body: str) -> list[str]:
     return re.findall(r'<li class="group" data-conversation="([0-9a-f-]+)">', body)
 
@@ -60,7 +48,7 @@ def test_it_puts_the_best_match_first_and_counts_every_row(client, corpus):
     # A title with the words first, then the conversation whose row is most about them,
     # then the long session (newer, with many more rows that mention it once).
     assert groups_on(body) == [str(corpus["titled"].pk), str(corpus["focused"].pk), str(corpus["noisy"].pk)]
-    assert raw_count("refund") == 31
+    assert index_holds("refund") == 31
     assert "<strong>31</strong> matching rows in <strong>3</strong> conversations, best match first." in body
     assert "1 matching row<" in body and "30 matching rows" in body and "0 matching rows" in body
     assert "words in its title or subject" in body
