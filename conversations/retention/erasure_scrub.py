@@ -28,7 +28,7 @@ STEP_BUSY_MS = 250
 STEP_ATTEMPTS = 40
 PG_LOCK_TIMEOUT = "500ms"
 # pg_statistic's fixed object id: its TOAST table is pg_toast.pg_toast_2619.
-_PG_STATISTIC_OID = 2619
+PG_STATISTIC_OID = 2619
 
 
 def truncate_wal_or_note(notes: list[str], lease: Lease | None) -> bool:
@@ -181,7 +181,7 @@ def _clear_statistics_if_empty(cursor, table: str, notes: list[str]) -> None:
 
 def is_statistics_file(name: str) -> bool:
     """A finding in pg_statistic or in its TOAST table (long sampled values are stored there)."""
-    return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{_PG_STATISTIC_OID})")
+    return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{PG_STATISTIC_OID})")
 
 
 def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewrite: dict,
