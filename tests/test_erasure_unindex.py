@@ -4,7 +4,12 @@ them, from the moment the request is filed; the window removes their words from 
 with secure-delete, and the index stays whole. On PostgreSQL the words are a column of the
 row, so nothing is queued and the same searches must still find nothing."""
 
+import uuid
+from dataclasses import asdict
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from conversations import store
@@ -113,3 +118,33 @@ def test_a_fork_keeps_the_rows_it_copied_when_its_source_is_erased():
     found = search_messages("velvetquarry", limit=100).hits
     assert {h.conversation_id for h in found} == {fork.pk} and len(found) == INDEXED
     _index_is_whole()
+
+
+def test_words_left_by_a_request_that_failed_go_in_the_next_window():
+    # A crash between a request's pending file and its receipt leaves rows deleted, their words
+    # queued, and a file the window drops: the words must not wait for a request that never comes.
+    conversation(title="lost", subject="cust:lost", messages=INDEXED, text="ossiferant ledger {i}")
+    receipt = erasure.execute_deletion(subject="cust:lost", actor="user:boss")
+    (mine,) = window._load_all()
+    orphan = window.Pending(**{**asdict(mine), "receipt_id": str(uuid.uuid4())})
+    window.save(orphan)
+    window._forget(mine)
+    queued = 64 if connection.vendor == "sqlite" else 0
+    assert unindex.waiting() == queued and index_holds("ossiferant") == queued
+
+    out = StringIO()
+    call_command("erasure_window", stdout=out)
+    assert "No deletion request is waiting" in out.getvalue()
+    if connection.vendor == "sqlite":
+        assert f"index entries of {queued} deleted rows" in out.getvalue()
+    assert window._load_all() == []
+    assert unindex.waiting() == 0 and _named_for_later() == 0 and index_holds("ossiferant") == 0
+    assert search_messages("ossiferant").hits == []
+    _index_is_whole()
+    # Its receipt never got a verdict: it stays waiting, and turns into an alert at its deadline.
+    assert list(window.waiting_receipts().values_list("pk", flat=True)) == [receipt.pk]
+
+
+def test_a_window_with_nothing_queued_and_nothing_waiting_does_nothing():
+    result = window.run_window(actor="system:test")
+    assert (result.receipts, result.dropped, result.unindexed) == ([], 0, 0)

@@ -138,6 +138,7 @@ class WindowResult:
     receipts: list[str] = field(default_factory=list)
     statuses: dict = field(default_factory=dict)
     dropped: int = 0
+    unindexed: int = 0  # SQLite: queued index entries removed with no request waiting for them
     seconds: float = 0.0
     touched: list[str] = field(default_factory=list)
     scrub_wal_bytes: int | None = None
@@ -166,6 +167,12 @@ def run_window(*, actor: str) -> WindowResult:
             result.dropped += 1
         waiting = [p for p in waiting if p.receipt_id in known]
         if not waiting:
+            # Index words a request queued may have no request left to wait for them (it failed
+            # after deleting its rows, or its pending file is gone): they go all the same.
+            result.unindexed = erasure_scrub.remove_deferred_index_entries(lease)
+            if result.unindexed:
+                log.warning("erasure window: %d deleted rows' index entries removed with no request "
+                            "waiting for them", result.unindexed)
             result.seconds = time.monotonic() - started
             return result
         _verify_all(waiting, lease, result)

@@ -16,6 +16,10 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         if not result.receipts:
             self.stdout.write("No deletion request is waiting for the window.")
+            if result.unindexed:
+                self.stdout.write(f"Removed the full-text index entries of {result.unindexed} deleted rows "
+                                  "that no waiting request named (a request that failed, or whose pending "
+                                  "file is gone).")
             return
         counts: dict[str, int] = {}
         for status in result.statuses.values():
