@@ -9,13 +9,18 @@ from django.db import connection, transaction
 PENDING_MIGRATION = importlib.import_module("conversations.search.migrations.0002_pending_rows")
 
 
-def waiting_rows() -> int:
-    """Rows appended but not yet in the FTS5 index (always 0 on PostgreSQL)."""
+def sqlite_rows(table: str) -> int:
+    """Rows in one of the SQLite index's own tables (PostgreSQL has none of them: 0)."""
     if connection.vendor != "sqlite":
         return 0
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {PENDING_MIGRATION.PENDING}")
+        cursor.execute(f"SELECT count(*) FROM {table}")
         return cursor.fetchone()[0]
+
+
+def waiting_rows() -> int:
+    """Rows appended but not yet in the FTS5 index (always 0 on PostgreSQL)."""
+    return sqlite_rows(PENDING_MIGRATION.PENDING)
 
 
 def into_the_index():

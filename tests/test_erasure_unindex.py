@@ -19,7 +19,7 @@ from conversations.retention.pruning import prune_older_than
 from conversations.search import unindex
 from conversations.search.reads import search_messages
 from tests.retention_support import age, conversation, in_two_phases
-from tests.search_support import index_holds
+from tests.search_support import index_holds, sqlite_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,11 +33,7 @@ def two_phases(settings, tmp_path):
 
 
 def _named_for_later() -> int:
-    if connection.vendor != "sqlite":
-        return 0
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {unindex.LATER}")
-        return cursor.fetchone()[0]
+    return sqlite_rows(unindex.LATER)
 
 
 def _index_is_whole() -> None:
