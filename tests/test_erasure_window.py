@@ -4,7 +4,7 @@ request waiting; each receipt gets its verdict, and a missed deadline is an aler
 
 import os
 import stat
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.core.management import call_command
@@ -45,6 +45,12 @@ def test_a_request_deletes_at_once_and_files_an_erased_receipt_with_its_deadline
     assert client.get(f"/conversations/{c.pk}/").status_code == 404
     page = client.get(f"/admin/receipts/{receipt.pk}/").content.decode()
     assert 'id="verdict"' in page and "Erased" in page and 'id="run-window"' in page
+    # Nothing of the files is searched yet, and the receipt says so rather than "0 files".
+    searched = page.split('id="searched">', 1)[1].split("</dd>", 1)[0]
+    assert searched.startswith("not yet: the database files are searched in the next maintenance window")
+    assert "not searched yet" in page.split('id="wal">', 1)[1].split("</dd>", 1)[0]
+    deadline = receipt.verify_by.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    assert receipt.verification["notes"][0].endswith(f"searches the files, by {deadline}")
     # What the window will look for waits outside the database, for the owner alone.
     waiting = list(window.pending_dir().glob("*.json"))
     assert [p.stem for p in waiting] == [str(receipt.pk)]

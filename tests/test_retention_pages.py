@@ -185,6 +185,25 @@ def test_deleting_one_conversation_from_its_page(client, admin):
     assert client.get("/admin/conversations/not-a-uuid/delete/").status_code == 404
 
 
+@pytest.mark.parametrize("mode", ["window", "at-once"])
+def test_the_confirmations_say_when_the_files_are_cleaned(client, admin, settings, mode):
+    # In two phases the files wait for the window: a confirmation that promised a search at once
+    # would tell the admin something the receipt then contradicts ("erased", not "verified").
+    settings.MEMORYUI_ERASURE_VERIFY = mode
+    settings.MEMORYUI_ERASURE_DEADLINE_HOURS = 36
+    c = conversation(title="Case of Ines", subject="cust:ines", messages=2)
+    pages = [client.post("/admin/deletion-requests/preview/", {"subject": "cust:ines"}),
+             client.get(f"/admin/conversations/{c.pk}/delete/")]
+    for page in pages:
+        html = page.content.decode()
+        assert page.status_code == 200 and "Nothing undoes this" in html
+        if mode == "window":
+            assert "next maintenance window, within 36 hours" in html and "“erased”" in html
+            assert "then searched to prove it" not in html
+        else:
+            assert "then searched to prove it" in html and "maintenance window" not in html
+
+
 def test_unknown_receipts_and_runs_are_404(client, admin):
     for url in ("/admin/receipts/nope/", "/admin/receipts/00000000-0000-0000-0000-000000000000/",
                 "/admin/receipts/nope.json", "/admin/prune/runs/999/", "/admin/receipts/?before=zzz"):

@@ -292,8 +292,7 @@ def _deletion_page(request, preview, *, error: str = "", status: int = 200, all_
         confirmation = Confirmation(
             title="Carry out this deletion request?", action=reverse("retention:deletion_execute"),
             button="Delete and verify", cancel=reverse("retention:deletion_form"),
-            consequences=["All of the above is deleted, pinned conversations included, and removed from the "
-                          "database files, which are then searched to prove it; you get a receipt.",
+            consequences=[_files_cleaned("All of the above is deleted{now}, pinned conversations included"),
                           "Agents writing to these conversations get 404, and facts about the subject are no "
                           "longer recalled."],
             undo="Nothing undoes this.",
@@ -348,9 +347,22 @@ def deletion_execute(request):
     return _redirect(request, reverse("retention:receipt", args=[receipt.pk]))
 
 
+def _files_cleaned(deleted: str) -> str:
+    """What a confirmation promises of the database files, as this server's requests do it: at
+    once, or in two phases (window.py), the rows going now and the files in the next window.
+    `deleted` says what goes, with `{now}` where the word "now" belongs."""
+    if window.mode() == window.AT_ONCE:
+        return (f"{deleted.format(now='')} and removed from the database files, which are then searched to "
+                "prove it; you get a receipt.")
+    return (f"{deleted.format(now=' now')}, and no page, search or export shows them again; you get a receipt. "
+            "What is left of them in the database files is cleaned and searched for in the next maintenance "
+            f"window, within {window.deadline_hours():g} hours: until then the receipt says “erased”, then what "
+            "the search found.")
+
+
 def _delete_confirmation(conversation, forks: int) -> Confirmation:
-    consequences = ["The conversation, its messages, checkpoints and the records that belong to it are deleted and "
-                    "removed from the database files, which are then searched to prove it; you get a receipt.",
+    consequences = [_files_cleaned("The conversation, its messages, checkpoints and the records that belong to it "
+                                   "are deleted{now}"),
                     "An agent writing to it gets 404 from now on."]
     if forks:
         consequences.append(
@@ -360,7 +372,7 @@ def _delete_confirmation(conversation, forks: int) -> Confirmation:
         title="Delete this conversation for good?",
         action=reverse("retention:delete_conversation", args=[conversation.pk]),
         button="Delete this conversation", cancel=reverse("conversation", args=[conversation.pk]),
-        consequences=consequences, undo="Nothing undoes this: the text is gone from the database files.",
+        consequences=consequences, undo="Nothing undoes this.",
         box="I understand that this conversation is deleted for good, pinned or not.",
     )
 

@@ -31,7 +31,7 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -119,6 +119,11 @@ def deadline_for(filed_at: datetime) -> datetime:
     return filed_at + timedelta(hours=deadline_hours())
 
 
+def _readable(moment: str) -> str:
+    """An ISO moment as a note on a receipt says it (the receipt's verify_by keeps it exact)."""
+    return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def erased_verification(*, pending: Pending, seconds: dict) -> dict:
     """The receipt's verification as phase one files it: nothing searched yet, and when it will be."""
     return {
@@ -129,7 +134,7 @@ def erased_verification(*, pending: Pending, seconds: dict) -> dict:
         "verify_passes": 0, "seconds": seconds, "verify_by": pending.verify_by,
         "notes": ["the rows are deleted; the next maintenance window cleans what is left of them in the "
                   "database files (on SQLite, their words in the full-text index too) and searches the files, "
-                  f"by {pending.verify_by}"],
+                  f"by {_readable(pending.verify_by)}"],
     }
 
 
