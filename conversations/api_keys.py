@@ -129,9 +129,12 @@ def hash_api_key(secret: str) -> str:
 _KEY_COLUMNS = ("id", "name", "project_id", "namespaces", "key_hash", "scopes", "last_used_at")
 
 
-# Public: bench/w8_http.py runs it alone, as every API request's first statement.
-ACTIVE_KEY = (f"SELECT {', '.join(_KEY_COLUMNS)} FROM {ApiKey._meta.db_table} "
-               "WHERE prefix = %s AND revoked_at IS NULL LIMIT 1")
+# Public: bench/w8_http.py runs it alone, as every API request's first statement. The key's
+# project's slug comes with it: an answer's links to pages name the project (project_http.page_url),
+# which would otherwise cost a statement of its own (the project table has no row-level security).
+ACTIVE_KEY = (f"SELECT {', '.join('k.' + c for c in _KEY_COLUMNS)}, p.slug FROM {ApiKey._meta.db_table} k "
+              f"LEFT JOIN {Project._meta.db_table} p ON p.id = k.project_id "
+              "WHERE k.prefix = %s AND k.revoked_at IS NULL LIMIT 1")
 rows.sqlite_form(ACTIVE_KEY)
 
 
@@ -141,7 +144,7 @@ def _active_key(prefix: str) -> ApiKey | None:
     row = rows.fetch_first(ACTIVE_KEY, [prefix], outside_projects=True)
     if row is None:
         return None
-    pk, name, project_id, namespaces, key_hash, scopes, last_used = row
+    pk, name, project_id, namespaces, key_hash, scopes, last_used, project_slug = row
     if isinstance(scopes, str):  # SQLite keeps JSON as text
         scopes = json.loads(scopes)
     if isinstance(namespaces, str):
@@ -150,8 +153,10 @@ def _active_key(prefix: str) -> ApiKey | None:
         last_used = datetime.fromisoformat(last_used)
     if last_used is not None and timezone.is_naive(last_used):  # SQLite: UTC without its zone
         last_used = last_used.replace(tzinfo=UTC)
-    return ApiKey.from_db(connection.alias, _KEY_COLUMNS,
-                          (pk, name, project_id, namespaces or [], key_hash, scopes, last_used))
+    key = ApiKey.from_db(connection.alias, _KEY_COLUMNS,
+                         (pk, name, project_id, namespaces or [], key_hash, scopes, last_used))
+    key.project_slug = project_slug  # not a field: None for an all-projects key
+    return key
 
 
 def authenticate_api_key(secret: str) -> ApiKey | None:

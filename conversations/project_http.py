@@ -138,9 +138,20 @@ def page_url(request, path: str) -> str:
     if project is None and scope.one:
         project = getattr(request, "_page_project", None)
         if project is None or project.pk != scope.project_id:
-            project = request._page_project = Project.objects.filter(pk=scope.project_id).first()
+            project = request._page_project = (_keys_project(request, scope.project_id)
+                                               or Project.objects.filter(pk=scope.project_id).first())
     base = getattr(request, "project_base", "/")
     return request.build_absolute_uri(page_address(project, path, base) if project is not None else path)
+
+
+def _keys_project(request, project_id: int) -> Project | None:
+    """The project of the request's key, as far as an address needs it (its id and slug, read
+    with the key: api_keys.ACTIVE_KEY), when the scope is that project; else None."""
+    key = getattr(request, "api_key", None)
+    slug = getattr(key, "project_slug", None)
+    if key is None or not slug or key.project_id != project_id:
+        return None
+    return Project(pk=project_id, slug=slug)
 
 
 def _bearer(request) -> ApiKey | None | bool:

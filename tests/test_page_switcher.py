@@ -4,6 +4,8 @@ forms, redirects and scripts' data that keep a page in its project."""
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from conversations import api_keys, projects, store
 from conversations.demo import load_demo
@@ -146,9 +148,16 @@ def test_a_search_hit_links_the_page_in_the_key_project(client, two_projects):
     ours = in_project(alpha, store.create_conversation, title="ours")
     in_project(alpha, store.append_message, conversation_id=ours.pk, message={"kind": "note", "text": "kumquat"})
     _, secret = api_keys.create_api_key(name="searcher", scopes=["read"], project=alpha)
-    hits = Api(client, secret).get("/search", {"q": "kumquat"}).json()["items"]
+    with CaptureQueriesContext(connection) as asked:
+        hits = Api(client, secret).get("/search", {"q": "kumquat"}).json()["items"]
     assert [h["page_url"] for h in hits] == [f"http://testserver/p/alpha/conversations/{ours.pk}/?at=0#p0"]
     assert hits[0]["conversations"][0]["page_url"].startswith("http://testserver/p/alpha/")
+    # The project's slug came with the key: its links cost no statement of their own.
+    assert not [q["sql"] for q in asked.captured_queries if 'FROM "conversations_project"' in q["sql"]]
+    # An operator's key naming the project links the same pages (its project is looked up).
+    _, every = api_keys.create_api_key(name="operator", scopes=["read"], all_projects=True)
+    named = Api(client, every).get("/search", {"q": "kumquat"}, headers={"X-Memoryui-Project": "alpha"})
+    assert [h["page_url"] for h in named.json()["items"]] == [h["page_url"] for h in hits]
 
 
 # Where a page of a project may send the browser outside the project's own addresses.
