@@ -52,6 +52,12 @@ UNION SELECT pg_relation_filenode(indexrelid) FROM pg_index WHERE indrelid IN (S
 """
 
 
+def relation_file_stem(name: str) -> str:
+    """The filenode a PostgreSQL relation file belongs to, from its path or name: its fork and
+    segment go ('base/16384/2619_fsm.1' → '2619')."""
+    return name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
+
+
 def postgres_relation_files(skip_relations=()) -> tuple[list[Path], str | None]:
     """Every file of the current database (all relations, forks and 1 GB segments), but those
     of `skip_relations` (tables, by name, with their TOAST and indexes): partitions a deletion
@@ -92,8 +98,8 @@ def postgres_relation_files(skip_relations=()) -> tuple[list[Path], str | None]:
             files += [folder / n for n in names if (folder / n).is_file()]
         else:
             stems = {(data_directory / rel).name for rel in relpaths if (data_directory / rel).parent == folder}
-            files += [folder / n for n in names if n.split(".")[0].split("_")[0] in stems]
-    files = [f for f in files if f.name.split(".")[0].split("_")[0] not in skipped]
+            files += [folder / n for n in names if relation_file_stem(n) in stems]
+    files = [f for f in files if relation_file_stem(f.name) not in skipped]
     unreadable = [f for f in files if not os.access(f, os.R_OK)]
     if unreadable:
         return [], f"{len(unreadable)} relation files are not readable by this process"

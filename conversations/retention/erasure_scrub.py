@@ -18,7 +18,7 @@ from conversations.search import unindex
 
 from . import disk, pgfiles
 from .lease import Lease, in_turn
-from .reclaim import FIRST_BATCH, incremental_vacuum, next_batch_size, truncate_wal, yield_to_writers
+from .reclaim import in_timed_batches, incremental_vacuum, truncate_wal
 
 # How long erasure waits for transactions older than the deletion to end (see _wait_for_older_snapshots).
 SNAPSHOT_WAIT_SECONDS = 30
@@ -28,7 +28,7 @@ STEP_BUSY_MS = 250
 STEP_ATTEMPTS = 40
 PG_LOCK_TIMEOUT = "500ms"
 # pg_statistic's fixed object id: its TOAST table is pg_toast.pg_toast_2619.
-PG_STATISTIC_OID = 2619
+_PG_STATISTIC_OID = 2619
 
 
 def truncate_wal_or_note(notes: list[str], lease: Lease | None) -> bool:
@@ -49,18 +49,8 @@ def remove_deferred_index_entries(lease: Lease | None) -> int:
     if connection.vendor != "sqlite" or connection.in_atomic_block:
         return 0
     disk.ensure_fts_secure_delete()
-    removed, size = 0, FIRST_BATCH
-    while True:
-        limit, timing = size, []
-        n = in_turn(lambda n=limit, t=timing: unindex.remove_batch(n, t))
-        removed += n
-        if lease:
-            lease.beat()
-        if n < limit:
-            break
-        took = timing[-1] if timing else 0.0
-        size = next_batch_size(limit, n, took, UNINDEX_BATCH)
-        yield_to_writers(took)
+    removed, _ = in_timed_batches(unindex.remove_batch, cap=UNINDEX_BATCH,
+                                  after_each=(lambda n: lease.beat()) if lease else None)
     in_turn(unindex.forget_done)
     return removed
 
@@ -131,15 +121,10 @@ def resample_statistics(notes: list[str], lease: Lease | None, touched: set[str]
         for table in _tables_holding_subject_data(touched):
             cursor.execute(f'ANALYZE "{table}"')
             _clear_statistics_if_empty(cursor, table, notes)
-        for parent in _partitioned_parents():
-            _drop_sampled_text_of_partitioned(cursor, parent)
-            _clear_statistics_if_empty(cursor, parent, notes)
+        _partitioned_statistics(cursor, notes)
     _wait_for_older_snapshots(current_xid(), notes)
     with connection.cursor() as cursor:
-        try:
-            cursor.execute("VACUUM FULL pg_statistic")
-        except Exception as exc:
-            notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
+        _vacuum_statistics(cursor, notes)
     if lease is not None:
         lease.beat()
 
@@ -165,6 +150,23 @@ def _drop_sampled_text_of_partitioned(cursor, parent: str) -> None:
         cursor.execute(f'ANALYZE "{parent}"')
 
 
+def _partitioned_statistics(cursor, notes: list[str]) -> None:
+    """Every partitioned table's own statistics: their sampled text dropped, or, when the table
+    holds nothing, all of them."""
+    for parent in _partitioned_parents():
+        _drop_sampled_text_of_partitioned(cursor, parent)
+        _clear_statistics_if_empty(cursor, parent, notes)
+
+
+def _vacuum_statistics(cursor, notes: list[str]) -> None:
+    """Planner statistics keep sample column values; ANALYZE (pg_repack's, VACUUM's, or ours)
+    replaced them, and this drops the dead copies."""
+    try:
+        cursor.execute("VACUUM FULL pg_statistic")
+    except Exception as exc:
+        notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
+
+
 def _clear_statistics_if_empty(cursor, table: str, notes: list[str]) -> None:
     """ANALYZE of a table with no rows leaves its old statistics as they were, sampled
     values included: a deletion that emptied the table would leave them holding erased
@@ -181,7 +183,7 @@ def _clear_statistics_if_empty(cursor, table: str, notes: list[str]) -> None:
 
 def is_statistics_file(name: str) -> bool:
     """A finding in pg_statistic or in its TOAST table (long sampled values are stored there)."""
-    return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{PG_STATISTIC_OID})")
+    return name.endswith("(pg_statistic)") or name.endswith(f"(pg_toast.pg_toast_{_PG_STATISTIC_OID})")
 
 
 def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewrite: dict,
@@ -216,15 +218,8 @@ def _scrub_postgres(xid: int | None, notes: list[str], lease: Lease | None, rewr
             _clear_statistics_if_empty(cursor, table, notes)
     step("rewrite")
     with connection.cursor() as cursor:
-        for parent in _partitioned_parents():
-            _drop_sampled_text_of_partitioned(cursor, parent)
-            _clear_statistics_if_empty(cursor, parent, notes)
-        try:
-            # Planner statistics keep sample column values; ANALYZE (pg_repack's, or
-            # VACUUM's) replaced them, this drops the dead copies.
-            cursor.execute("VACUUM FULL pg_statistic")
-        except Exception as exc:
-            notes.append(f"pg_statistic was not vacuumed ({type(exc).__name__})")
+        _partitioned_statistics(cursor, notes)
+        _vacuum_statistics(cursor, notes)
     step("statistics")
     pgfiles.checkpoint(notes)
     step("checkpoint")

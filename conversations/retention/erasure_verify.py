@@ -220,6 +220,11 @@ def search_database_files(needles: list[str | bytes], touched: set[str] | None =
     return search
 
 
+# A relation `c` of pg_class that holds planner statistics: pg_statistic or its TOAST table.
+_STATISTICS_RELATION = ("(c.oid = 'pg_statistic'::regclass OR c.oid = (SELECT reltoastrelid FROM pg_class "
+                        "WHERE oid = 'pg_statistic'::regclass))")
+
+
 def _clean_and_unchanged(search: FileSearch) -> dict[str, dict]:
     """PostgreSQL: the files of `search` (a pass made after a CHECKPOINT) that held no needle and
     that clearing the WAL and sampling the statistics again cannot change: every file but the
@@ -229,12 +234,11 @@ def _clean_and_unchanged(search: FileSearch) -> dict[str, dict]:
     half of a window's search)."""
     holding = {name.split(" (", 1)[0] for name in search.found_in}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT pg_relation_filenode(oid) FROM pg_class WHERE oid = {scrub.PG_STATISTIC_OID} "
-                       f"OR oid = (SELECT reltoastrelid FROM pg_class WHERE oid = {scrub.PG_STATISTIC_OID})")
+        cursor.execute(f"SELECT pg_relation_filenode(c.oid) FROM pg_class c WHERE {_STATISTICS_RELATION}")
         statistics = {str(node) for (node,) in cursor.fetchall() if node}
     return {f["file"]: f for f in search.files
             if f["file"] not in holding and not is_wal_file(f["file"])
-            and f["file"].rsplit("/", 1)[-1].split(".")[0].split("_")[0] not in statistics}
+            and disk.relation_file_stem(f["file"]) not in statistics}
 
 
 def _untouched_partitions(touched: set[str] | None) -> list[str]:
@@ -323,7 +327,7 @@ def erase_leftovers(*, subject: str, conversation_ids: list[uuid.UUID], needles:
 
 def _with_relation_name(name: str) -> str:
     """'base/16384/2619' → 'base/16384/2619 (pg_statistic)', so a finding says where."""
-    stem = name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
+    stem = disk.relation_file_stem(name)
     if name.startswith("pg_wal/") or not stem.isascii() or not stem.isdigit():
         return name
     with connection.cursor() as cursor:
@@ -344,9 +348,8 @@ def searched_by_kind(files: list[dict]) -> dict:
         return kinds
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_relation_filenode(c.oid), c.relkind, "
-            "c.oid = 'pg_statistic'::regclass OR c.oid = (SELECT reltoastrelid FROM pg_class "
-            "WHERE oid = 'pg_statistic'::regclass) FROM pg_class c WHERE pg_relation_filenode(c.oid) IS NOT NULL")
+            f"SELECT pg_relation_filenode(c.oid), c.relkind, {_STATISTICS_RELATION} "
+            "FROM pg_class c WHERE pg_relation_filenode(c.oid) IS NOT NULL")
         relations = {int(node): (kind, stats) for node, kind, stats in cursor.fetchall()}
     kinds = {"table files": 0, "toast": 0, "indexes": 0, "statistics": 0, "other relation files": 0,
              "wal segments": 0}
@@ -355,7 +358,7 @@ def searched_by_kind(files: list[dict]) -> dict:
         if name.startswith("pg_wal/"):
             kinds["wal segments"] += 1
             continue
-        stem = name.rsplit("/", 1)[-1].split(".")[0].split("_")[0]
+        stem = disk.relation_file_stem(name)
         kind, stats = relations.get(int(stem), ("", False)) if stem.isdigit() else ("", False)
         key = ("statistics" if stats else "toast" if kind == "t" else "indexes" if kind == "i"
                else "table files" if kind in ("r", "m") else "other relation files")

@@ -40,14 +40,7 @@ from conversations.search import lineage as search_lineage
 from . import disk, erased
 from .lease import Lease, in_turn, maintenance
 from .models import PruneRun
-from .reclaim import (
-    FIRST_BATCH,
-    compact_fts_index,
-    next_batch_size,
-    reclaim_space,
-    truncate_wal,
-    yield_to_writers,
-)
+from .reclaim import FIRST_BATCH, compact_fts_index, in_timed_batches, reclaim_space, truncate_wal
 
 MAX_DAYS = 36500
 MAX_BATCH = 100_000
@@ -262,24 +255,22 @@ def delete_conversations_in_batches(ids: list, *, batch_size: int, beat: Callabl
     size = min(batch_size, FIRST_BATCH)
     for chunk in _chunks(result.ids):
         for name, model in models:
-            while True:
-                limit, timing = size, []
-                n = in_turn(lambda m=model, c=chunk, n=limit, t=timing: deletion.delete_rows(m, c, limit=n, timing=t))
-                took = timing[-1] if timing else 0.0
-                size = next_batch_size(limit, n, took, batch_size)
-                if name == "messages":
-                    result.messages += n
-                elif name == "checkpoints":
-                    result.checkpoints += n
-                elif n:
-                    result.owned[name] = result.owned.get(name, 0) + n
+
+            def after_each(n: int, name=name) -> None:
                 if n and on_batch:
                     on_batch(name, n)
                 if beat:
                     beat()
-                if n < limit:
-                    break
-                yield_to_writers(took)
+
+            n, size = in_timed_batches(
+                lambda limit, timing, m=model, c=chunk: deletion.delete_rows(m, c, limit=limit, timing=timing),
+                cap=batch_size, size=size, after_each=after_each)
+            if name == "messages":
+                result.messages += n
+            elif name == "checkpoints":
+                result.checkpoints += n
+            elif n:
+                result.owned[name] = result.owned.get(name, 0) + n
     return result
 
 

@@ -39,6 +39,27 @@ def next_batch_size(size: int, done: int, took: float, cap: int) -> int:
     return size
 
 
+def in_timed_batches(write: Callable[[int, list], int], *, cap: int, size: int = FIRST_BATCH,
+                     after_each: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """Call `write(limit, timing)` (a write transaction of at most `limit` rows that appends to
+    `timing` how long it held the write lock) in its turn, batch after batch, each sized by the
+    last (`next_batch_size`, never above `cap`) with a pause for writers between, until a batch
+    writes fewer rows than it asked for; `after_each(rows)` after every batch. Returns the rows
+    written and the size the next batch would have had."""
+    written = 0
+    while True:
+        limit, timing = size, []
+        n = in_turn(lambda limit=limit, timing=timing: write(limit, timing))
+        took = timing[-1] if timing else 0.0
+        size = next_batch_size(limit, n, took, cap)
+        written += n
+        if after_each:
+            after_each(n)
+        if n < limit:
+            return written, size
+        yield_to_writers(took)
+
+
 YIELD_SECONDS = 0.1
 
 

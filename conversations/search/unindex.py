@@ -12,7 +12,7 @@ import time
 
 from django.db import connection, transaction
 
-from .models import ConversationKey
+from .models import POSITION_SPAN, ConversationKey
 
 LATER = "search_unindex_later"
 QUEUE = "search_unindex_queue"
@@ -75,5 +75,6 @@ def forget_done() -> int:
         cursor.execute(
             f"DELETE FROM {LATER} WHERE NOT EXISTS (SELECT 1 FROM {ConversationKey._meta.db_table} k "
             f"WHERE k.seq = {LATER}.seq) AND NOT EXISTS (SELECT 1 FROM {QUEUE} q "
-            f"WHERE q.id BETWEEN {LATER}.seq * 4294967296 AND {LATER}.seq * 4294967296 + 4294967295)")
+            f"WHERE q.id BETWEEN {LATER}.seq * {POSITION_SPAN} "
+            f"AND {LATER}.seq * {POSITION_SPAN} + {POSITION_SPAN - 1})")
         return cursor.rowcount
