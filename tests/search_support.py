@@ -50,6 +50,23 @@ def rows_the_index_knows() -> tuple[int, int]:
         return cursor.fetchone()[0], own
 
 
+def assert_index_sound():
+    """Every row that is not a fork's copy indexed once, nothing else; SQLite's FTS5
+    index structure intact (a 'delete' of a row it never had would break it)."""
+    indexed, own = rows_the_index_knows()
+    assert indexed == own
+    if connection.vendor == "sqlite":
+        assert dated_rows() == own  # the dates date filters start from (search migration 0005)
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO search_message_fts(search_message_fts) VALUES ('integrity-check')")
+
+
+def dated_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_message_dates")
+        return cursor.fetchone()[0]
+
+
 def index_bytes() -> bytes:
     """The bytes of the search index's own storage (not the message table)."""
     with connection.cursor() as cursor:

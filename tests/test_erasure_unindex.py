@@ -19,7 +19,7 @@ from conversations.retention.pruning import prune_older_than
 from conversations.search import unindex
 from conversations.search.reads import search_messages
 from tests.retention_support import age, conversation, in_two_phases
-from tests.search_support import index_holds, sqlite_rows
+from tests.search_support import assert_index_sound, index_holds, sqlite_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,13 +34,6 @@ def two_phases(settings, tmp_path):
 
 def _named_for_later() -> int:
     return sqlite_rows(unindex.LATER)
-
-
-def _index_is_whole() -> None:
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            # Raises "database disk image is malformed" when entries and deletions disagree.
-            cursor.execute("INSERT INTO search_message_fts(search_message_fts, rank) VALUES ('integrity-check', 0)")
 
 
 def test_phase_one_finds_nothing_and_the_window_takes_the_words_out_of_the_index():
@@ -67,7 +60,7 @@ def test_phase_one_finds_nothing_and_the_window_takes_the_words_out_of_the_index
     assert unindex.waiting() == 0 and _named_for_later() == 0
     assert index_holds("kettle") == 0 and index_holds("zanzibarite") == kept
     assert len(search_messages("zanzibarite", limit=100).hits) == 3
-    _index_is_whole()
+    assert_index_sound()
     assert not c.__class__.objects.filter(pk=c.pk).exists()
 
 
@@ -78,7 +71,7 @@ def test_a_request_verified_at_once_removes_the_entries_as_it_deletes(settings):
     assert receipt.verification["status"] == "verified", receipt.verification
     assert unindex.waiting() == 0 and _named_for_later() == 0
     assert index_holds("quokkafire") == 0
-    _index_is_whole()
+    assert_index_sound()
 
 
 def test_rows_still_waiting_to_enter_the_index_are_not_queued():
@@ -88,7 +81,7 @@ def test_rows_still_waiting_to_enter_the_index_are_not_queued():
     assert search_messages("brindlemoss").hits == []
     window.run_window(actor="system:test")
     assert index_holds("brindlemoss") == 0 and _named_for_later() == 0
-    _index_is_whole()
+    assert_index_sound()
 
 
 def test_a_prune_meanwhile_removes_its_own_rows_entries_at_once():
@@ -101,7 +94,7 @@ def test_a_prune_meanwhile_removes_its_own_rows_entries_at_once():
     assert unindex.waiting() == (64 if connection.vendor == "sqlite" else 0)
     window.run_window(actor="system:test")
     assert index_holds("glimmerfen") == 0 and unindex.waiting() == 0
-    _index_is_whole()
+    assert_index_sound()
 
 
 def test_a_fork_keeps_the_rows_it_copied_when_its_source_is_erased():
@@ -113,7 +106,7 @@ def test_a_fork_keeps_the_rows_it_copied_when_its_source_is_erased():
     window.run_window(actor="system:test")
     found = search_messages("velvetquarry", limit=100).hits
     assert {h.conversation_id for h in found} == {fork.pk} and len(found) == INDEXED
-    _index_is_whole()
+    assert_index_sound()
 
 
 def test_words_left_by_a_request_that_failed_go_in_the_next_window():
@@ -136,7 +129,7 @@ def test_words_left_by_a_request_that_failed_go_in_the_next_window():
     assert window._load_all() == []
     assert unindex.waiting() == 0 and _named_for_later() == 0 and index_holds("ossiferant") == 0
     assert search_messages("ossiferant").hits == []
-    _index_is_whole()
+    assert_index_sound()
     # Its receipt never got a verdict: it stays waiting, and turns into an alert at its deadline.
     assert list(window.waiting_receipts().values_list("pk", flat=True)) == [receipt.pk]
 

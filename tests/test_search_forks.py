@@ -20,11 +20,12 @@ from tests.api_support import Api, login_as, make_key
 from tests.conftest import purge_sqlite_guarded_tables
 from tests.retention_support import age, delete_conversation, raw_bytes_of_database
 from tests.search_support import (
+    assert_index_sound,
+    dated_rows,
     fresh_word,
     index_bytes,
     into_the_index,
     migrate_everything_forward,
-    rows_the_index_knows,
 )
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("answer_shapes")]
@@ -79,23 +80,6 @@ def index_size() -> int:
             cursor.execute("SELECT coalesce(sum(length(block)), 0) FROM search_message_fts_data")
         else:
             return relation_bytes("search_message_tsv_idx", "pg_relation_size")
-        return cursor.fetchone()[0]
-
-
-def assert_index_sound():
-    """Every row that is not a fork's copy indexed once, nothing else; SQLite's FTS5
-    index structure intact (a 'delete' of a row it never had would break it)."""
-    indexed, own = rows_the_index_knows()
-    assert indexed == own
-    if connection.vendor == "sqlite":
-        assert dated_rows() == own  # the dates date filters start from (search migration 0005)
-        with connection.cursor() as cursor:
-            cursor.execute("INSERT INTO search_message_fts(search_message_fts) VALUES ('integrity-check')")
-
-
-def dated_rows() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM search_message_dates")
         return cursor.fetchone()[0]
 
 
