@@ -94,9 +94,10 @@ def _system_sqlite_refusing_the_live_database(system_connect):
 def pytest_collection_modifyitems(config, items):
     """A test marked `postgresql_only` tests a mechanism SQLite does not have (row locks,
     pg_wal): on SQLite it is left out of the run, not skipped, so that a skip always means
-    something is missing. A test marked `database_independent` judges something no
-    database takes part in (a build, a rendering): it runs in the SQLite pass and is left
-    out of the PostgreSQL one, which would only repeat it. So does a test marked
+    something is missing; `sqlite_only` likewise on PostgreSQL (FTS5's own tables). A test
+    marked `database_independent` judges something no database takes part in (a build, a
+    rendering): it runs in the SQLite pass and is left out of the PostgreSQL one, which
+    would only repeat it. So does a test marked
     `same_on_every_database`: the database serves its pages, but what it judges (the
     browser's layout, accessibility, the content security policy; what the page's scripts
     do with rows the server sent: unloading and reloading far rows, filters, keyboard,
@@ -109,7 +110,8 @@ def pytest_collection_modifyitems(config, items):
     from django.conf import settings
 
     postgresql = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-    markers = ("database_independent", "same_on_every_database") if postgresql else ("postgresql_only",)
+    markers = (("database_independent", "same_on_every_database", "sqlite_only") if postgresql
+               else ("postgresql_only",))
     left_out = [item for item in items if any(item.get_closest_marker(m) for m in markers)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)

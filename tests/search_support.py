@@ -6,7 +6,11 @@ import string
 
 from django.db import connection, transaction
 
+from conversations.search.models import POSITION_SPAN, project_token
+
 PENDING_MIGRATION = importlib.import_module("conversations.search.migrations.0002_pending_rows")
+# The flush as the index's latest columns need it (the project's token, migration 0011).
+INDEX_MIGRATION = importlib.import_module("conversations.search.migrations.0011_project_in_index")
 
 
 def sqlite_rows(table: str) -> int:
@@ -27,7 +31,7 @@ def into_the_index():
     """What the 64th waiting row's trigger does: the waiting rows go into the index."""
     if connection.vendor == "sqlite":
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(PENDING_MIGRATION.FLUSH)
+            cursor.execute(INDEX_MIGRATION.FLUSH)
             cursor.execute(f"DELETE FROM {PENDING_MIGRATION.PENDING}")
         assert waiting_rows() == 0
 
@@ -59,6 +63,32 @@ def assert_index_sound():
         assert dated_rows() == own  # the dates date filters start from (search migration 0005)
         with connection.cursor() as cursor:
             cursor.execute("INSERT INTO search_message_fts(search_message_fts) VALUES ('integrity-check')")
+        assert rows_by_project_token() == rows_by_project()
+
+
+def rows_by_project_token() -> dict[int, int]:
+    """SQLite: project id → index entries holding its token (search migration 0011)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT project_id FROM search_conversationkey")
+        ids = [i for (i,) in cursor.fetchall()]
+        counts = {}
+        for project_id in ids:
+            cursor.execute("SELECT count(*) FROM search_message_fts WHERE search_message_fts MATCH %s",
+                           [f'project : "{project_token(project_id)}"'])
+            counts[project_id] = cursor.fetchone()[0]
+    return {i: n for i, n in counts.items() if n}
+
+
+def rows_by_project() -> dict[int, int]:
+    """SQLite: project id → its rows in the index (not waiting, not a fork's copies)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT k.project_id, count(*) FROM conversations_message m "
+            f"JOIN search_conversationkey k ON k.conversation_id = m.conversation_id "
+            f"WHERE NOT EXISTS (SELECT 1 FROM search_borrowed b WHERE b.conversation_id = m.conversation_id "
+            f"AND m.position <= b.upto) AND NOT EXISTS (SELECT 1 FROM {PENDING_MIGRATION.PENDING} p "
+            f"WHERE p.id = k.seq * {POSITION_SPAN} + m.position) GROUP BY k.project_id")
+        return dict(cursor.fetchall())
 
 
 def dated_rows() -> int:

@@ -172,8 +172,8 @@ def _index_rows(conversation_id, first: int, last: int) -> None:
         rows = (f"FROM {_MSG} m JOIN {_KEY} k ON k.conversation_id = m.conversation_id "
                 f"WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s AND m.position < {span}")
         with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {_FTS}(rowid, body) SELECT k.seq * {span} + m.position, "
-                           f"{_initial.sqlite_text('m.content')} {rows}", [cid, first, last])
+            cursor.execute(f"INSERT INTO {_FTS}(rowid, body, project) SELECT k.seq * {span} + m.position, "
+                           f"{_initial.sqlite_text('m.content')}, 'p' || k.project_id {rows}", [cid, first, last])
             cursor.execute(f"INSERT INTO {_DATES}(created_at, id) SELECT m.created_at, k.seq * {span} + m.position "
                            f"{rows}", [cid, first, last])
     else:  # the words go in the core's message table, through the core's one statement for them

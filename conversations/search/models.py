@@ -19,6 +19,12 @@ from conversations.personal import PersonalData
 POSITION_SPAN = 2**32
 
 
+def project_token(project_id: int) -> str:
+    """SQLite: the token a project's rows carry in the index's `project` column (search
+    migration 0011 writes it as `'p' || project_id`)."""
+    return f"p{int(project_id)}"
+
+
 class ConversationKey(models.Model):
     seq = models.BigAutoField(primary_key=True)
     conversation_id = models.UUIDField(unique=True)

@@ -1,10 +1,11 @@
 """SQLite: rows whose full-text entries leave the index later, in a deletion request's window.
 
 A request filed in two phases names its conversations here (`defer`) before it deletes their
-rows; the message table's delete trigger then queues each indexed row's id and index text
-(migration 0010) instead of removing its entries with FTS5's secure-delete, the costly part
-of a deletion. The window removes what is queued (`remove_batch`, secure-delete on, a batch
-per write transaction, paced by the caller) and then forgets the conversations (`forget_done`).
+rows; the message table's delete trigger then queues each indexed row's id, index text and
+project token (migrations 0010, 0011) instead of removing its entries with FTS5's
+secure-delete, the costly part of a deletion. The window removes what is queued
+(`remove_batch`, secure-delete on, a batch per write transaction, paced by the caller) and
+then forgets the conversations (`forget_done`).
 On PostgreSQL every function does nothing: the words are a column of the message row.
 """
 
@@ -58,7 +59,8 @@ def remove_batch(limit: int, timing: list | None = None) -> int:
             ids = [i for (i,) in cursor.fetchall()]
             if ids:
                 marks = ", ".join(["%s"] * len(ids))
-                cursor.execute(f"INSERT INTO {FTS}({FTS}, rowid, body) SELECT 'delete', id, body FROM {QUEUE} "
+                cursor.execute(f"INSERT INTO {FTS}({FTS}, rowid, body, project) SELECT 'delete', id, body, project "
+                               f"FROM {QUEUE} "
                                f"WHERE id IN ({marks})", ids)
                 cursor.execute(f"DELETE FROM {QUEUE} WHERE id IN ({marks})", ids)
     if timing is not None:
