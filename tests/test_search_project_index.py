@@ -10,7 +10,7 @@ from conversations.models import Message
 from conversations.project_store import create_project
 from conversations.search import reads
 from conversations.search.models import project_token
-from conversations.search.reads import search_messages
+from conversations.search.reads import Filters, search_messages
 from tests.search_support import (
     assert_index_sound,
     into_the_index,
@@ -65,12 +65,15 @@ def found(q, limit, cursor=None):
     return [(h.conversation_id, h.position) for h in page.hits], page.next_cursor
 
 
-@pytest.mark.parametrize("common", [True, False], ids=["token", "key"])
+@pytest.mark.parametrize("common", [True, False], ids=["common", "rare"])
 def test_both_ways_through_the_index_find_the_projects_own_rows_newest_first(two, monkeypatch, common):
     made = interleaved(two)
-    # Whichever way the index is read (the project's token, or every hit checked at its key),
-    # the answer is the same: the project's rows only, newest first, paged without a gap.
+    # Whichever way the words are read (SQLite: the index with the project's token, or every
+    # hit checked at its key; PostgreSQL: the project's conversations walked newest first, or
+    # the GIN index), the answer is the same: the project's rows only, newest first, paged
+    # without a gap, filtered alike.
     monkeypatch.setattr(reads, "_many_hits", lambda match: common)
+    monkeypatch.setattr(reads, "_postgres_common", lambda tsquery, params: common)
     for project in two:
         with inside(project):
             want = expected(made[project.pk], 200)
@@ -78,6 +81,11 @@ def test_both_ways_through_the_index_find_the_projects_own_rows_newest_first(two
             second, _ = found("parcel", 50, cursor)
         assert first + second == want[:100]
         assert {cid for cid, _ in first + second} <= {c.pk for c in made[project.pk]}
+        with inside(project):
+            newest = made[project.pk][-1]
+            assert [h.position for h in search_messages("parcel", filters=Filters(subject="none")).hits] == []
+            assert [(h.conversation_id, h.position) for h in search_messages(
+                '"row 3"', limit=10, filters=Filters(namespace="", kinds=("user",))).hits][:1] == [(newest.pk, 3)]
 
 
 def test_a_word_that_spells_a_projects_token_finds_only_rows_that_hold_it(two):
@@ -139,3 +147,19 @@ def test_the_migration_undone_and_done_again_builds_the_index_with_every_token(t
         hits, _ = found("parcel", 100)
     assert hits[0] == (waiting.pk, 0)
     assert sorted(hits[1:]) == sorted(expected(made[two[1].pk], 100))
+
+
+@pytest.mark.postgresql_only
+def test_postgresql_asks_the_planner_whether_words_are_common_once(two):
+    interleaved(two)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE conversations_message")
+    reads._postgres_common_known.clear()
+    with inside(two[0]), CaptureQueriesContext(connection) as statements:
+        for q in ("parcel", "parcel", "quorblet", "parcel"):
+            found(q, 20)
+    asked = [s["sql"] for s in statements.captured_queries if s["sql"].startswith("EXPLAIN")]
+    assert len(asked) == 2
+    assert sorted(common for common, _ in reads._postgres_common_known.values()) == [False, True]
+    walks = [s["sql"] for s in statements.captured_queries if "CROSS JOIN LATERAL" in s["sql"]]
+    assert len(walks) == 3

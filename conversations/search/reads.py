@@ -441,6 +441,11 @@ def _matching(query, rows):
 
 def _postgres_rows(query, filters, kinds, seq, after, limit):
     tsquery, params = query.tsquery_sql()
+    dates_first = _few_rows_in_dates(filters)
+    scope = projects.current()
+    if (seq is None and not dates_first and not scope.every and scope.project_id is not None
+            and _postgres_common(tsquery, params)):
+        return _postgres_walk(tsquery, params, filters, kinds, after, limit, scope.project_id)
     # The row's words as stored when it was written (migration 0003): GIN finds the
     # candidates, and a phrase's recheck reads them instead of computing them again.
     where = [f"m.search_tsv @@ ({tsquery})"]
@@ -452,7 +457,7 @@ def _postgres_rows(query, filters, kinds, seq, after, limit):
         params += [after[0], after[1]]
     where += _common_filters(filters, kinds, params)
     source = f"{_MSG} m"
-    if _few_rows_in_dates(filters):
+    if dates_first:
         # The range's rows first, fenced off: left free, the planner walks conversations
         # newest first and, for each, intersects the range with the conversation's rows
         # (60 ms at 1,000,000 messages for a day's tool rows, 3 ms fenced).
@@ -467,4 +472,68 @@ def _postgres_rows(query, filters, kinds, seq, after, limit):
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+# PostgreSQL: a project's search for words the planner expects in at least this share of the
+# message rows walks the project's conversations newest first and checks their rows.
+# Under the row-level security policies the planner reads each conversation's rows through
+# a BitmapAnd of its key and the GIN index, which for a common word matches some 35,000
+# rows of the partition: 4 ms a conversation at 1,000,000 messages, where checking the
+# conversation's own rows takes 0.3 ms (bench/NOTES.md, workload 20). Rarer words keep the
+# GIN index, which finds their few rows at once (a walk would check every row of the
+# project: 95 ms for one ticket number). The planner's estimate is asked once a minute per
+# process; it counts at least a row for each partition, so below COMMON_ROWS nothing is common.
+COMMON_SHARE = 0.01
+COMMON_ROWS = 100
+_postgres_common_known: dict[tuple, tuple[bool, float]] = {}
+
+
+def _postgres_common(tsquery: str, params: list) -> bool:
+    """Whether the planner expects `tsquery` in COMMON_SHARE of the message rows or more, and
+    in COMMON_ROWS (in every project: the answer chooses how to read, never what is found)."""
+    key = (tsquery, *params)
+    now = time.monotonic()
+    known = _postgres_common_known.get(key)
+    if known is not None and known[1] > now:
+        return known[0]
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {_MSG} m WHERE m.search_tsv @@ ({tsquery})", params)
+        plan = cursor.fetchone()[0]
+        expected = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"]
+        cursor.execute("SELECT coalesce(sum(greatest(c.reltuples, 0)), 0) FROM pg_class c "
+                       "WHERE c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass) "
+                       "OR (c.oid = %s::regclass AND c.relkind = 'r')", [_MSG, _MSG])
+        rows = float(cursor.fetchone()[0])
+    common = expected >= max(COMMON_SHARE * rows, COMMON_ROWS)
+    if len(_postgres_common_known) >= _HITS_KEPT:
+        _postgres_common_known.clear()
+    _postgres_common_known[key] = (common, now + _HITS_KNOWN_FOR)
+    return common
+
+
+def _postgres_walk(tsquery, params, filters, kinds, after, limit, project_id):
+    """`_postgres_rows` for common words in one project: its conversations newest first (the
+    key's index on the project), each one's rows newest first checked against the words with
+    `ts_match_vq`, the function behind @@, which no index serves, so the planner cannot turn
+    the check into the GIN index's BitmapAnd."""
+    keys, key_params = ["project_id = %s"], [project_id]
+    where, outer = [], []
+    if after is not None:
+        keys.append("seq <= %s")
+        key_params.append(after[0])
+        where.append("(k.seq, m.position) < (%s, %s)")
+        outer += [after[0], after[1]]
+    where += _common_filters(filters, kinds, outer)
+    sql = (
+        f"SELECT k.seq, m.position, {_COLUMNS} FROM "
+        f"(SELECT seq, conversation_id, project_id FROM {_KEY} WHERE {' AND '.join(keys)} ORDER BY seq DESC) k "
+        f"CROSS JOIN LATERAL (SELECT position, kind, created_at, content FROM {_MSG} "
+        f"WHERE conversation_id = k.conversation_id AND ts_match_vq(search_tsv, ({tsquery})) "
+        f"ORDER BY position DESC) m "
+        f"JOIN {_CONV} c ON c.id = k.conversation_id "
+        f"WHERE {' AND '.join(where)} ORDER BY k.seq DESC, m.position DESC LIMIT {int(limit)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, key_params + params + outer)
         return cursor.fetchall()
