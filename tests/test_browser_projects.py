@@ -197,6 +197,31 @@ def test_a_person_switches_projects_and_stays_in_each_across_navigation(live_ser
     assert page.url == f"{live_server.url}/p/alpha/"
 
 
+def test_a_word_in_every_row_pages_through_the_project_rows_only(live_server, logged_in_page, rooms):
+    """"row" is in every row of both projects, more hits together than the index's FEW_HITS: on
+    SQLite the search asks the full-text index for alpha's token (search migration 0011). Typed
+    and sent from the keyboard, newest first, the page loads more as it is scrolled, down to
+    alpha's first row, and shows nothing of beta's."""
+    alpha, beta, a, b = rooms
+    make_person("ann", {alpha: "auditor", beta: "auditor"})
+    page = logged_in_page(None, "/p/alpha/search/?order=newest", username="ann")
+    page.locator("input[name=q]").focus()
+    page.keyboard.type("row")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/p/alpha/search/?q=row*")
+    hits = page.locator("ol.hits li.hit")
+
+    def all_loaded():
+        # Scrolled to the end, "More results" comes into view and htmx swaps the next page in.
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        return not page.locator("#search-more").count() and hits.count()
+
+    assert wait_until(all_loaded, message=lambda: f"{hits.count()} hits loaded") == ROWS
+    text = page.locator("#search-results").inner_text()
+    assert "Beta ticket" not in text and "alpha row 89" in text and "alpha row 0" in text
+    no_secret(page)
+
+
 def test_the_switcher_fits_a_phone_and_a_finger(live_server, logged_in_page, two_projects):
     alpha, beta = two_projects
     make_person("ann", {alpha: "auditor", beta: "auditor"})
