@@ -23,6 +23,11 @@ window covers them all: that window's time ÷ one request's whole cost.
 Targets: time, extra disk and WAL at 1,000,000 and 4,000,000 ÷ at 250,000 ≤ 1.3;
 phase one ≤ 2 s at every size; the window of 100 ≤ 2 × one request; longest append ≤ 1 s and
 no append fails. A quick run (--quick) measures two tiny sizes.
+
+The cluster runs with `wal_recycle = off` from the first request of a size on (set with ALTER
+SYSTEM after the build and reset afterwards; `MEMORYUI_BENCH_W19_WAL_RECYCLE=on` keeps PostgreSQL's default), as
+`check --deploy` asks: a checkpoint then removes old WAL segments instead of keeping them with
+what they held for the window to switch past.
 """
 
 import json
@@ -44,6 +49,10 @@ MESSAGES_PER_PARTITION = 62_500
 # Requests in the busy window at the largest size. A measurement run of one size may leave that
 # window out (it takes half an hour at 4,000,000 messages): MEMORYUI_BENCH_W19_WINDOW_REQUESTS=0.
 WINDOW_REQUESTS = int(os.environ.get("MEMORYUI_BENCH_W19_WINDOW_REQUESTS", "100"))
+# The cluster's wal_recycle while a size is measured: off, as `check --deploy` asks
+# (memoryui.W003: a checkpoint removes old segments instead of keeping them with what they
+# held); "on" measures PostgreSQL's default. The cluster's own setting comes back afterwards.
+WAL_RECYCLE = os.environ.get("MEMORYUI_BENCH_W19_WAL_RECYCLE", "off")
 QUICK_WINDOW_REQUESTS = 5
 
 APPENDER = r"""
@@ -104,8 +113,16 @@ def _measure_size(args, name: str, messages: int, *, last: bool) -> int:
     finally:
         common.close_django()
         subprocess.run(["dropdb", "--if-exists", db], capture_output=True)
+        _set_wal_recycle(None)
     (args.workdir / f"w19-{name}.json").write_text(json.dumps(result))
     return 0
+
+
+def _set_wal_recycle(value: str | None) -> None:
+    """The cluster's wal_recycle (None: back to its configuration file's), for every process."""
+    sql = "ALTER SYSTEM RESET wal_recycle" if value is None else f"ALTER SYSTEM SET wal_recycle = {value}"
+    for statement in (sql, "SELECT pg_reload_conf()"):
+        subprocess.run(["psql", "-d", "postgres", "-Atc", statement], check=True, capture_output=True)
 
 
 def _build(count: int) -> None:
@@ -172,6 +189,14 @@ def _wal_lsn() -> int:
         return int(cursor.fetchone()[0])
 
 
+def _wal_recycle() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW wal_recycle")
+        return cursor.fetchone()[0]
+
+
 def _run(args, url: str, name: str, messages: int, build_s: float, *, last: bool) -> dict:
     from django.db import connection
 
@@ -202,6 +227,7 @@ def _run(args, url: str, name: str, messages: int, build_s: float, *, last: bool
         list(Conversation.objects.filter(subject=s).values_list("pk", flat=True)))) == 2), everyone[0])
     subjects = iter([s for s in everyone if s != one_subject])
 
+    _set_wal_recycle(WAL_RECYCLE)  # for the request, after the build, as an operator would change it
     t0 = time.perf_counter()
     receipt = execute_deletion(subject=one_subject, actor="bench")
     phase_one = time.perf_counter() - t0
@@ -225,7 +251,8 @@ def _run(args, url: str, name: str, messages: int, build_s: float, *, last: bool
     # Where the window's time went: the rewrite's steps, then the search (its passes and bytes).
     steps = {**checked.get("rewrite", {}).get("seconds", {}), "search": checked["seconds"].get("verify"),
              "search_passes": checked.get("verify_passes"), "searched_mb": round(checked["bytes_searched"] / 1e6),
-             "wal": checked.get("wal", {}).get("status"), "searched": checked.get("searched")}
+             "wal": checked.get("wal", {}).get("status"), "searched": checked.get("searched"),
+             "segment_switches": checked.get("wal", {}).get("segment_switches"), "wal_recycle": _wal_recycle()}
     print(f"  {name}: window steps {steps}", flush=True)
     print(f"  {name}: phase one {phase_one:.2f} s ({rows} rows), window {window_s:.1f} s, "
           f"WAL {wal_bytes / 1e6:.1f} MB ({wal_total / 1e6:.1f} MB with segment switches), "

@@ -8,6 +8,12 @@ application's; such a role reads every project's rows whatever the policies say.
 memoryui.W002: `tsvector @@ tsquery` is not declared LEAKPROOF in this database, so a search
 under the policies cannot use its index (search migration 0009 declares it when a superuser
 runs the migrations).
+
+memoryui.W003: PostgreSQL recycles old WAL segments (`wal_recycle = on`, its default): it
+renames them for reuse with what they held, so a deletion request's erased text outlives the
+checkpoint in them, and each request's window writes WAL until the log has overwritten every
+such segment (up to max_wal_size, over 1 GB per request in bench/NOTES.md, workload 19).
+With `wal_recycle = off` a checkpoint removes them instead.
 """
 
 from django.core.checks import Tags, Warning, register
@@ -15,6 +21,7 @@ from django.db import DatabaseError, connection
 
 W001 = "memoryui.W001"
 W002 = "memoryui.W002"
+W003 = "memoryui.W003"
 
 
 def role_bypassing_row_security() -> str | None:
@@ -68,4 +75,33 @@ def check_fulltext_search_uses_its_index(app_configs=None, **kwargs):
         hint="As a superuser, once per database: ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) "
              "LEAKPROOF (search migration 0009 does it when a superuser runs the migrations).",
         id=W002,
+    )]
+
+
+def wal_recycled() -> bool:
+    """Whether the server renames old WAL segments for reuse instead of removing them."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'wal_recycle'")
+        found = cursor.fetchone()
+    return bool(found and found[0] == "on")
+
+
+@register(Tags.database, deploy=True)
+def check_old_wal_is_removed(app_configs=None, **kwargs):
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        recycled = wal_recycled()
+    except DatabaseError:
+        return []
+    if not recycled:
+        return []
+    return [Warning(
+        "wal_recycle is on: PostgreSQL keeps old WAL segments, with what they held, to write over later, so "
+        "each deletion request's maintenance window writes WAL (up to max_wal_size) until the log has "
+        "overwritten every segment that still holds erased text, and every standby and archive receives it.",
+        hint="Set wal_recycle = off (postgresql.conf, or ALTER SYSTEM SET wal_recycle = off; SELECT "
+             "pg_reload_conf()): a checkpoint then removes old segments (docs/operators.md, \"Erasure and "
+             "the WAL\").",
+        id=W003,
     )]

@@ -90,3 +90,20 @@ def test_under_the_policies_a_search_for_a_word_reads_the_fulltext_index():
     with connection.cursor() as cursor:
         cursor.execute("ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) NOT LEAKPROOF")
     assert [w.id for w in deploy_checks.check_fulltext_search_uses_its_index()] == [deploy_checks.W002]
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.django_db
+def test_it_asks_for_old_wal_segments_to_be_removed_not_recycled(monkeypatch):
+    """PostgreSQL's default keeps old WAL segments with their contents (this cluster's too):
+    --deploy says so (W003), and says nothing once they are removed at each checkpoint."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW wal_recycle")
+        recycled = cursor.fetchone()[0] == "on"
+    assert deploy_checks.wal_recycled() is recycled
+    assert [w.id for w in deploy_checks.check_old_wal_is_removed()] == ([deploy_checks.W003] if recycled else [])
+    monkeypatch.setattr(deploy_checks, "wal_recycled", lambda: False)
+    assert deploy_checks.check_old_wal_is_removed() == []
+    monkeypatch.setattr(deploy_checks, "wal_recycled", lambda: True)
+    warning, = deploy_checks.check_old_wal_is_removed()
+    assert "wal_recycle = off" in warning.hint and "docs/operators.md" in warning.hint
