@@ -36,15 +36,18 @@ def into_the_index():
         assert waiting_rows() == 0
 
 
+# A message row `m` that is not a fork's copy of its source's row (search migration 0004).
+_NOT_A_COPY = ("NOT EXISTS (SELECT 1 FROM search_borrowed b WHERE b.conversation_id = m.conversation_id "
+               "AND m.position <= b.upto)")
+
+
 def rows_the_index_knows() -> tuple[int, int]:
     """(rows in the index plus rows waiting to enter it, message rows that are not a fork's
     copies). The two are equal exactly when every row is indexed once, no deleted row
     lingers, and no copy is indexed again (search migration 0004: a fork's copied rows
     are found through the rows they were copied from)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM conversations_message m WHERE NOT EXISTS ("
-                       "SELECT 1 FROM search_borrowed b WHERE b.conversation_id = m.conversation_id "
-                       "AND m.position <= b.upto)")
+        cursor.execute(f"SELECT count(*) FROM conversations_message m WHERE {_NOT_A_COPY}")
         own = cursor.fetchone()[0]
         if connection.vendor != "sqlite":
             cursor.execute("SELECT count(*) FROM conversations_message WHERE search_tsv IS NOT NULL")
@@ -85,8 +88,7 @@ def rows_by_project() -> dict[int, int]:
         cursor.execute(
             f"SELECT k.project_id, count(*) FROM conversations_message m "
             f"JOIN search_conversationkey k ON k.conversation_id = m.conversation_id "
-            f"WHERE NOT EXISTS (SELECT 1 FROM search_borrowed b WHERE b.conversation_id = m.conversation_id "
-            f"AND m.position <= b.upto) AND NOT EXISTS (SELECT 1 FROM {PENDING_MIGRATION.PENDING} p "
+            f"WHERE {_NOT_A_COPY} AND NOT EXISTS (SELECT 1 FROM {PENDING_MIGRATION.PENDING} p "
             f"WHERE p.id = k.seq * {POSITION_SPAN} + m.position) GROUP BY k.project_id")
         return dict(cursor.fetchall())
 

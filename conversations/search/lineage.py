@@ -21,7 +21,7 @@ from conversations.models import Conversation, Message
 from conversations.rows import set_search_vectors
 
 from . import meaning_queue
-from .models import POSITION_SPAN, BorrowedRows, ConversationKey
+from .models import POSITION_SPAN, BorrowedRows, ConversationKey, project_token_sql
 
 _initial = importlib.import_module("conversations.search.migrations.0001_initial")
 _DATES = importlib.import_module("conversations.search.migrations.0005_dates_of_indexed_rows").DATES
@@ -173,7 +173,7 @@ def _index_rows(conversation_id, first: int, last: int) -> None:
                 f"WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s AND m.position < {span}")
         with connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {_FTS}(rowid, body, project) SELECT k.seq * {span} + m.position, "
-                           f"{_initial.sqlite_text('m.content')}, 'p' || k.project_id {rows}", [cid, first, last])
+                           f"{_initial.sqlite_text('m.content')}, {project_token_sql('k')} {rows}", [cid, first, last])
             cursor.execute(f"INSERT INTO {_DATES}(created_at, id) SELECT m.created_at, k.seq * {span} + m.position "
                            f"{rows}", [cid, first, last])
     else:  # the words go in the core's message table, through the core's one statement for them

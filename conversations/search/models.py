@@ -21,8 +21,13 @@ POSITION_SPAN = 2**32
 
 def project_token(project_id: int) -> str:
     """SQLite: the token a project's rows carry in the index's `project` column (search
-    migration 0011 writes it as `'p' || project_id`)."""
+    migration 0011 writes it as `project_token_sql`)."""
     return f"p{int(project_id)}"
+
+
+def project_token_sql(key: str) -> str:
+    """`project_token` in SQL, of the conversation key row aliased `key`."""
+    return f"'p' || {key}.project_id"
 
 
 class ConversationKey(models.Model):

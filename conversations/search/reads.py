@@ -267,22 +267,32 @@ _HITS_KEPT = 4096
 _many_hits_known: dict[str, tuple[bool, float]] = {}
 
 
+def _remembered(known: dict, key, ask) -> bool:
+    """`ask()`'s answer for `key`, asked again once _HITS_KNOWN_FOR seconds have passed; at most
+    _HITS_KEPT keys are kept (the whole dict is dropped when full)."""
+    now = time.monotonic()
+    found = known.get(key)
+    if found is not None and found[1] > now:
+        return found[0]
+    answer = ask()
+    if len(known) >= _HITS_KEPT:
+        known.clear()
+    known[key] = (answer, now + _HITS_KNOWN_FOR)
+    return answer
+
+
 def _many_hits(match: str) -> bool:
     """Whether the index holds at least FEW_HITS rows for `match` (in every project: the
     answer chooses how to read, never what is found), remembered for a minute."""
-    now = time.monotonic()
-    known = _many_hits_known.get(match)
-    if known is not None and known[1] > now:
-        return known[0]
-    with connection.cursor() as cursor:
-        # Oldest first, the order FTS5 reads a doclist from its start in: the cheap one.
-        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {_FTS} WHERE {_FTS} MATCH %s LIMIT {FEW_HITS})",
-                       [match])
-        many = cursor.fetchone()[0] >= FEW_HITS
-    if len(_many_hits_known) >= _HITS_KEPT:
-        _many_hits_known.clear()
-    _many_hits_known[match] = (many, now + _HITS_KNOWN_FOR)
-    return many
+
+    def count() -> bool:
+        with connection.cursor() as cursor:
+            # Oldest first, the order FTS5 reads a doclist from its start in: the cheap one.
+            cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {_FTS} WHERE {_FTS} MATCH %s "
+                           f"LIMIT {FEW_HITS})", [match])
+            return cursor.fetchone()[0] >= FEW_HITS
+
+    return _remembered(_many_hits_known, match, count)
 
 
 def _index_match(query, *, fenced: bool) -> str:
@@ -492,24 +502,19 @@ _postgres_common_known: dict[tuple, tuple[bool, float]] = {}
 def _postgres_common(tsquery: str, params: list) -> bool:
     """Whether the planner expects `tsquery` in COMMON_SHARE of the message rows or more, and
     in COMMON_ROWS (in every project: the answer chooses how to read, never what is found)."""
-    key = (tsquery, *params)
-    now = time.monotonic()
-    known = _postgres_common_known.get(key)
-    if known is not None and known[1] > now:
-        return known[0]
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {_MSG} m WHERE m.search_tsv @@ ({tsquery})", params)
-        plan = cursor.fetchone()[0]
-        expected = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"]
-        cursor.execute("SELECT coalesce(sum(greatest(c.reltuples, 0)), 0) FROM pg_class c "
-                       "WHERE c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass) "
-                       "OR (c.oid = %s::regclass AND c.relkind = 'r')", [_MSG, _MSG])
-        rows = float(cursor.fetchone()[0])
-    common = expected >= max(COMMON_SHARE * rows, COMMON_ROWS)
-    if len(_postgres_common_known) >= _HITS_KEPT:
-        _postgres_common_known.clear()
-    _postgres_common_known[key] = (common, now + _HITS_KNOWN_FOR)
-    return common
+
+    def estimate() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {_MSG} m WHERE m.search_tsv @@ ({tsquery})", params)
+            plan = cursor.fetchone()[0]
+            expected = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"]
+            cursor.execute("SELECT coalesce(sum(greatest(c.reltuples, 0)), 0) FROM pg_class c "
+                           "WHERE c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass) "
+                           "OR (c.oid = %s::regclass AND c.relkind = 'r')", [_MSG, _MSG])
+            rows = float(cursor.fetchone()[0])
+        return expected >= max(COMMON_SHARE * rows, COMMON_ROWS)
+
+    return _remembered(_postgres_common_known, (tsquery, *params), estimate)
 
 
 def _postgres_walk(tsquery, params, filters, kinds, after, limit, project_id):
