@@ -115,8 +115,8 @@ def test_the_entries_door_takes_nul_characters_and_a_retry_adds_nothing(writer):
     loaded = writer.get("/imports/entries", {"namespace": "proj", "external_id": SESSION})
     assert loaded.json()["items"] == entries
     conversation = Conversation.objects.get(pk=first.json()["conversation_id"])
-    assert [json.loads(m.content)["kind"] for m in Message.objects.filter(conversation=conversation)] == [
-        "user", "assistant"]
+    rows = Message.objects.filter(conversation=conversation).order_by("position")
+    assert [json.loads(m.content)["kind"] for m in rows] == ["user", "assistant"]
 
 
 @pytest.mark.parametrize("body,field", [
