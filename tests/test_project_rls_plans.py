@@ -9,28 +9,37 @@ import pytest
 from django.db import connection
 
 from conversations import projects, store
+from conversations.facts import store as facts
 from conversations.project_store import create_project
 from tests.project_rows import fill
 from tests.rls_support import django_connection_as_app_role
 
 pytestmark = pytest.mark.postgresql_only
 
-MISMATCHED = ("SELECT count(*) FILTER (WHERE m.project_id IS DISTINCT FROM c.project_id), count(*), "
-              "count(DISTINCT m.project_id) FROM conversations_message m "
-              "JOIN conversations_conversation c ON c.id = m.conversation_id")
+# (child table, parent table, the column that names the parent)
+CARRIERS = [("conversations_message", "conversations_conversation", "conversation_id"),
+            ("facts_factevent", "facts_fact", "fact_id"), ("facts_factvector", "facts_fact", "fact_id")]
+
+
+def mismatched(cursor, child: str, parent: str, column: str) -> tuple[int, int, int]:
+    """Rows of `child` whose project is not their parent's; all its rows; its projects."""
+    cursor.execute(f"SELECT count(*) FILTER (WHERE c.project_id IS DISTINCT FROM p.project_id), count(*), "
+                   f"count(DISTINCT c.project_id) FROM {child} c JOIN {parent} p ON p.id = c.{column}")
+    return cursor.fetchone()
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_every_message_row_holds_its_conversations_project(client):
-    # Appends, forks, checkpoints, imports, OTLP, LangGraph: every way fill() writes rows.
+def test_every_row_holds_its_parents_project(client):
+    # Appends, forks, checkpoints, imports, OTLP, LangGraph, facts and their recall: every way
+    # fill() writes rows.
     fill(client, create_project(slug="plan-a"), "alpha-mark", subject="customer:plans")
     fill(client, create_project(slug="plan-b"), "beta-mark", subject="customer:plans")
     with connection.cursor() as cursor:
-        cursor.execute(MISMATCHED)
-        wrong, rows, kinds = cursor.fetchone()
-    assert rows > 10 and kinds >= 2
-    assert wrong == 0
+        for child, parent, column in CARRIERS:
+            wrong, rows, kinds = mismatched(cursor, child, parent, column)
+            assert rows >= 2 and kinds == 2, (child, rows, kinds)
+            assert wrong == 0, child
 
 
 @pytest.mark.django_db
@@ -48,6 +57,20 @@ def test_a_writer_cannot_give_a_message_another_project():
                        "ORDER BY position", [conversation.id])
         assert cursor.fetchall() == [(0, a.pk), (1, a.pk)]
 
+
+
+@pytest.mark.django_db
+def test_a_writer_cannot_give_a_fact_event_another_project():
+    a, b = create_project(slug="plan-a"), create_project(slug="plan-b")
+    with projects.scoped(projects.one(a.pk)):
+        fact = facts.propose_fact(subject="customer:plans", text="likes tea", importance=3, created_by="key:agent")
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO facts_factevent (fact_id, kind, at, actor, reason, detail, project_id) "
+                       "VALUES (%s, 'recalled', now(), 'key:agent', '', '{}', %s) RETURNING project_id",
+                       [fact.pk, b.pk])
+        assert cursor.fetchone() == (a.pk,)
+        cursor.execute("SELECT DISTINCT project_id FROM facts_factevent WHERE fact_id = %s", [fact.pk])
+        assert cursor.fetchall() == [(a.pk,)]
 
 def _estimate(cursor, sql: str, params) -> float:
     cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
