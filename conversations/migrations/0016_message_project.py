@@ -13,7 +13,8 @@ fence otherwise leaves at 1.02–1.03×):
   written by the guard that already reads the conversation for every inserted message (its
   next position), so an append reads nothing more; whatever the writer sends is replaced, so a
   row cannot claim a project its conversation is not in. Existing rows take theirs here, with
-  the no-update guard off for this one statement (ledger migration 0005 did the same).
+  the no-update guard off for this one statement (ledger migration 0005 did the same): one
+  write of the whole table, at most about 40 s per 1,000,000 messages, writers waiting.
 - **The policy repeated the application's own filter, and the planner multiplied the two.**
   A project's list read `project_id = 9` and the policy's `project_id = <the project set>`:
   1/20 of the rows each, so the planner expected 11 of a project's 200 conversations, sorted
