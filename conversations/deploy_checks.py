@@ -24,6 +24,17 @@ W002 = "memoryui.W002"
 W003 = "memoryui.W003"
 
 
+def _ask_postgres(question):
+    """`question()`'s answer on PostgreSQL; None on SQLite, or with no database to ask (a build
+    step: /readyz says so when it matters)."""
+    if connection.vendor != "postgresql":
+        return None
+    try:
+        return question()
+    except DatabaseError:
+        return None
+
+
 def role_bypassing_row_security() -> str | None:
     """The name of the role the application connects as when it bypasses row-level security, else None."""
     with connection.cursor() as cursor:
@@ -34,12 +45,7 @@ def role_bypassing_row_security() -> str | None:
 
 @register(Tags.security, deploy=True)
 def check_row_level_security_applies(app_configs=None, **kwargs):
-    if connection.vendor != "postgresql":
-        return []
-    try:
-        role = role_bypassing_row_security()
-    except DatabaseError:
-        return []  # no database to ask (a build step): /readyz says so when it matters
+    role = _ask_postgres(role_bypassing_row_security)
     if role is None:
         return []
     return [Warning(
@@ -61,13 +67,7 @@ def fulltext_match_is_leakproof() -> bool:
 
 @register(Tags.database, deploy=True)
 def check_fulltext_search_uses_its_index(app_configs=None, **kwargs):
-    if connection.vendor != "postgresql":
-        return []
-    try:
-        leakproof = fulltext_match_is_leakproof()
-    except DatabaseError:
-        return []
-    if leakproof:
+    if _ask_postgres(fulltext_match_is_leakproof) is not False:
         return []
     return [Warning(
         "tsvector @@ tsquery is not declared LEAKPROOF in this database: under row-level security a search "
@@ -88,13 +88,7 @@ def wal_recycled() -> bool:
 
 @register(Tags.database, deploy=True)
 def check_old_wal_is_removed(app_configs=None, **kwargs):
-    if connection.vendor != "postgresql":
-        return []
-    try:
-        recycled = wal_recycled()
-    except DatabaseError:
-        return []
-    if not recycled:
+    if not _ask_postgres(wal_recycled):
         return []
     return [Warning(
         "wal_recycle is on: PostgreSQL keeps old WAL segments, with what they held, to write over later, so "
