@@ -204,6 +204,19 @@ def via_parent(table: str, column: str, parent: str, parent_column: str = "id", 
                           f"AND p.project_id = memoryui_project_id())")
 
 
+def parents_project(table: str, column: str, parent: str, *, guard: str | None = None) -> list[str]:
+    """PostgreSQL: `table` gets a `project_id` the models never name, each existing row its
+    parent's (`parent`.id = `column`), with the no-update trigger `guard` off for that one
+    statement; a trigger on insert writes it from then on (conversations migration 0016)."""
+    fill = f"UPDATE {table} t SET project_id = p.project_id FROM {parent} p WHERE p.id = t.{column}"
+    return [
+        f"ALTER TABLE {table} ADD COLUMN project_id bigint",
+        *([f"ALTER TABLE {table} DISABLE TRIGGER {guard}", fill, f"ALTER TABLE {table} ENABLE TRIGGER {guard}"]
+          if guard else [fill]),
+        f"ALTER TABLE {table} ALTER COLUMN project_id SET NOT NULL",
+    ]
+
+
 def without_row_level_security(table: str) -> list[str]:
     return [f"DROP POLICY IF EXISTS memoryui_project ON {table}",
             f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",

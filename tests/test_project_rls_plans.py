@@ -58,7 +58,6 @@ def test_a_writer_cannot_give_a_message_another_project():
         assert cursor.fetchall() == [(0, a.pk), (1, a.pk)]
 
 
-
 @pytest.mark.django_db
 def test_a_writer_cannot_give_a_fact_event_another_project():
     a, b = create_project(slug="plan-a"), create_project(slug="plan-b")
@@ -71,6 +70,7 @@ def test_a_writer_cannot_give_a_fact_event_another_project():
         assert cursor.fetchone() == (a.pk,)
         cursor.execute("SELECT DISTINCT project_id FROM facts_factevent WHERE fact_id = %s", [fact.pk])
         assert cursor.fetchall() == [(a.pk,)]
+
 
 def _estimate(cursor, sql: str, params) -> float:
     cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)

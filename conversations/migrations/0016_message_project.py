@@ -29,7 +29,7 @@ fence otherwise leaves at 1.02–1.03×):
 from django.db import migrations
 
 from conversations import partitions
-from conversations.migration_sql import own_project, via_parent
+from conversations.migration_sql import own_project, parents_project, via_parent
 
 CONV, MSG = "conversations_conversation", "conversations_message"
 GUARD = "message_no_update"
@@ -71,11 +71,7 @@ def _forward(apps, schema_editor):
         f"CREATE OPERATOR {schema}.=== (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = int8eq, RESTRICT = neqsel)"]
     statements += [
         SEES.format(equals=f"OPERATOR({schema}.===)"),
-        f"ALTER TABLE {MSG} ADD COLUMN project_id bigint",
-        f"ALTER TABLE {MSG} DISABLE TRIGGER {GUARD}",
-        f"UPDATE {MSG} m SET project_id = c.project_id FROM {CONV} c WHERE c.id = m.conversation_id",
-        f"ALTER TABLE {MSG} ENABLE TRIGGER {GUARD}",
-        f"ALTER TABLE {MSG} ALTER COLUMN project_id SET NOT NULL",
+        *parents_project(MSG, "conversation_id", CONV, guard=GUARD),
         GUARD_AFTER,
         *own_project(MSG),
     ]

@@ -14,7 +14,7 @@ one statement.
 
 from django.db import migrations
 
-from conversations.migration_sql import own_project, via_parent
+from conversations.migration_sql import own_project, parents_project, via_parent
 
 FACT = "facts_fact"
 CHILDREN = {"facts_factevent": "factevent_no_update", "facts_factvector": None}
@@ -33,12 +33,8 @@ def _forward(apps, schema_editor):
         return
     statements = [TRIGGER_FUNCTION]
     for table, guard in CHILDREN.items():
-        fill = f"UPDATE {table} t SET project_id = f.project_id FROM {FACT} f WHERE f.id = t.fact_id"
         statements += [
-            f"ALTER TABLE {table} ADD COLUMN project_id bigint",
-            *([f"ALTER TABLE {table} DISABLE TRIGGER {guard}", fill, f"ALTER TABLE {table} ENABLE TRIGGER {guard}"]
-              if guard else [fill]),
-            f"ALTER TABLE {table} ALTER COLUMN project_id SET NOT NULL",
+            *parents_project(table, "fact_id", FACT, guard=guard),
             f"CREATE TRIGGER {table}_project BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {FUNCTION}()",
             *own_project(table),
         ]
