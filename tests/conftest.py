@@ -106,7 +106,10 @@ def pytest_collection_modifyitems(config, items):
     database (the keyset pages, the fragments, the follow polls) is judged on both by the
     tests of the pages without a browser (test_page_*), and the browser tests that walk a
     whole flow of writes (test_browser_ui, the ledger, keys, facts, imports, retention,
-    admin) still run on both."""
+    admin) still run on both. The README's snippets and the packed TypeScript package,
+    run in fresh environments against a live server, are marked so too: they judge the
+    text and the install; the API they call is judged on both (the API tests, the plugs'
+    conformance suites, the client's node tests)."""
     from django.conf import settings
 
     postgresql = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")

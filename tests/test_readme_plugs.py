@@ -128,6 +128,10 @@ def git_checkout(folder: Path) -> Path:
 # ---- Python ------------------------------------------------------------------------------------------
 
 
+# The snippets and the packed package judge the README's text and what an install from the
+# checkout brings; the API they call is judged on both databases by the API tests, by the
+# conformance suites below and by the client's node tests (test_typescript_client).
+@pytest.mark.same_on_every_database
 def test_the_python_snippets_run_as_written_in_a_fresh_virtualenv(end, live_server, key, tmp_path,
                                                                    openai_stand_in):
     env_dir = plug_envs.python_env(end)
@@ -231,6 +235,7 @@ def node_env(live_server, key, config: Path) -> dict:
             "CLAUDE_CONFIG_DIR": str(config), "NO_COLOR": "1"}
 
 
+@pytest.mark.same_on_every_database
 def test_the_typescript_snippets_run_as_written_in_a_fresh_npm_project(end, live_server, key, tmp_path):
     project = plug_envs.node_project(end)
     node, _ = tools()
@@ -257,6 +262,7 @@ IMPORTS = {"../dist/index.js": "@memoryui/client", "../dist/ai.js": "@memoryui/c
            "../dist/openai-agents.js": "@memoryui/client/openai-agents"}
 
 
+@pytest.mark.same_on_every_database
 def test_the_typescript_node_suite_passes_on_the_packed_package(end, live_server, key, tmp_path):
     project = plug_envs.node_project(end)
     node, _ = tools()
