@@ -99,6 +99,20 @@ def dated_rows() -> int:
         return cursor.fetchone()[0]
 
 
+# PostgreSQL: the search index's files: the index itself, or, on the partitioned message table,
+# each partition's index (the partitioned index has no file of its own).
+_PG_INDEX_FILES = ("(i.oid = 'search_message_tsv_idx'::regclass OR i.oid IN (SELECT inhrelid FROM pg_inherits "
+                   "WHERE inhparent = 'search_message_tsv_idx'::regclass)) AND i.relkind = 'i'")
+
+
+def fold_pending_index_entries() -> None:
+    """PostgreSQL: fold the GIN index's pending list into its tree. New entries wait in that
+    list until a VACUUM (or autovacuum's analyze) folds them, at any moment, which can take new
+    pages; folded first, a measurement of the index's size sees the tree alone."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT gin_clean_pending_list(i.oid) FROM pg_class i WHERE {_PG_INDEX_FILES}")
+
+
 def index_bytes() -> bytes:
     """The bytes of the search index's own storage (not the message table)."""
     with connection.cursor() as cursor:
@@ -106,11 +120,8 @@ def index_bytes() -> bytes:
             cursor.execute("SELECT block FROM search_message_fts_data")
             return b"".join(bytes(row[0]) for row in cursor.fetchall() if row[0] is not None)
         cursor.execute("CHECKPOINT")
-        # The index itself, or, on the partitioned message table, each partition's index.
         cursor.execute("SELECT current_setting('data_directory') || '/' || pg_relation_filepath(i.oid) "
-                       "FROM pg_class i WHERE (i.oid = 'search_message_tsv_idx'::regclass OR i.oid IN "
-                       "(SELECT inhrelid FROM pg_inherits WHERE inhparent = 'search_message_tsv_idx'::regclass)) "
-                       "AND pg_relation_filepath(i.oid) IS NOT NULL")
+                       f"FROM pg_class i WHERE {_PG_INDEX_FILES}")
         paths = [row[0] for row in cursor.fetchall()]
     out = b""
     for path in paths:

@@ -22,6 +22,7 @@ from tests.retention_support import age, delete_conversation, raw_bytes_of_datab
 from tests.search_support import (
     assert_index_sound,
     dated_rows,
+    fold_pending_index_entries,
     fresh_word,
     index_bytes,
     into_the_index,
@@ -79,11 +80,7 @@ def index_size() -> int:
         if connection.vendor == "sqlite":
             cursor.execute("SELECT coalesce(sum(length(block)), 0) FROM search_message_fts_data")
         else:
-            # The GIN index first gathers new entries in a pending list that any
-            # (auto)vacuum or analyze may fold into its tree at any moment, which can
-            # take new pages; folded here, both measurements see the tree alone.
-            cursor.execute("SELECT gin_clean_pending_list(inhrelid) FROM pg_inherits "
-                           "WHERE inhparent = 'search_message_tsv_idx'::regclass")
+            fold_pending_index_entries()
             return relation_bytes("search_message_tsv_idx", "pg_relation_size")
         return cursor.fetchone()[0]
 
