@@ -133,15 +133,19 @@ def page_url(request, path: str) -> str:
     """`path` (a page, as in `page_address`) as an absolute address in the project the request
     acts in: an API answer's link to a page (a search hit's) keeps the key's project. Where the
     request sees every project (an all-projects key naming none), the root's."""
-    project = getattr(request, "project", None)
     scope = projects.current()
-    if project is None and scope.one:
-        project = getattr(request, "_page_project", None)
-        if project is None or project.pk != scope.project_id:
-            project = request._page_project = (_keys_project(request, scope.project_id)
-                                               or Project.objects.filter(pk=scope.project_id).first())
-    base = getattr(request, "project_base", "/")
-    return request.build_absolute_uri(page_address(project, path, base) if project is not None else path)
+    # A page of hits asks once per hit: the project's part of the address is worked out once.
+    known = getattr(request, "_page_roots", None)
+    if known is None:
+        known = request._page_roots = {}
+    root = known.get(scope.project_id)
+    if root is None:
+        project = getattr(request, "project", None)
+        if project is None and scope.one:
+            project = _keys_project(request, scope.project_id) or Project.objects.filter(pk=scope.project_id).first()
+        base = getattr(request, "project_base", "/")
+        root = known[scope.project_id] = page_address(project, "", base) if project is not None else ""
+    return request.build_absolute_uri(root + path)
 
 
 def _keys_project(request, project_id: int) -> Project | None:
