@@ -128,6 +128,28 @@ def test_every_index_entry_carries_its_projects_token(two):
     assert_index_sound()
 
 
+def index_setting(name: str):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT v FROM search_message_fts_config WHERE k = %s", [name])
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+@pytest.mark.sqlite_only
+def test_the_index_merges_its_segments_when_two_lie_at_one_level():
+    """A fenced search reads backwards through every segment (migration 0013): FTS5 merges
+    at four a level unless told, which left six segments a day's writes after a prune."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    assert index_setting("automerge") == 2
+    try:
+        MigrationExecutor(connection).migrate([("search", "0012_key_project_index")])
+        assert index_setting("automerge") == 4
+    finally:
+        migrate_everything_forward()
+    assert index_setting("automerge") == 2
+
+
 @pytest.mark.sqlite_only
 def test_the_migration_undone_and_done_again_builds_the_index_with_every_token(two):
     from django.db.migrations.executor import MigrationExecutor
@@ -143,6 +165,7 @@ def test_the_migration_undone_and_done_again_builds_the_index_with_every_token(t
         migrate_everything_forward()
     assert rows_by_project_token() == rows_by_project()
     assert_index_sound()
+    assert index_setting("automerge") == 2  # migration 0013 again, on the index 0011 built anew
     with inside(two[1]):
         hits, _ = found("parcel", 100)
     assert hits[0] == (waiting.pk, 0)
