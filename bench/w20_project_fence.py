@@ -7,7 +7,10 @@ The corpus: 20 projects of 200 conversations of 250 messages each (the generator
 every message with its own ticket number), the conversations of all projects created in
 turn (project = conversation number mod 20), so every project's rows are spread over the
 whole message table and the full-text index, as they are when several agents write at
-once. Each conversation has a checkpoint half-way (the active view starts there). Facts:
+once. The index is in the state the nightly prune leaves (operators.md): on SQLite its
+segments merged into one (`compact_fts_index`, the prune's last step) before the newest 1/90
+of the conversations (a day's writes at the default 90 days' retention) are written. Each
+conversation has a checkpoint half-way (the active view starts there). Facts:
 10 subjects per project, 25 approved facts each (5,000). Built with bulk SQL through the
 schema and its triggers, never through the API.
 
@@ -52,6 +55,8 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 PG_NAME = "memoryui_bench_w20"
 APP_ROLE = "memoryui_bench_app"
 QUERY = "refund store credit"
+# A store that keeps 90 days (the default retention) takes about 1/90 of its rows a day.
+RETENTION_DAYS = 90
 # Keep the built PostgreSQL database and use it again while tuning (the build takes minutes).
 KEEP = os.environ.get("MEMORYUI_BENCH_W20_KEEP") == "1"
 # The indexes the unfiltered reads had before projects (conversations 0001, facts 0001 and
@@ -92,6 +97,8 @@ def build(quick: bool) -> dict:
     from conversations import project_store, projects, store
     from conversations.facts.models import APPROVED, Fact
     from conversations.models import Conversation, Message
+    from conversations.retention import disk
+    from conversations.retention.reclaim import compact_fts_index
 
     per_project, per, subjects, facts = sizes(quick)
     made = [project_store.create_project(slug=f"bench-{p:02d}", name=f"Bench {p:02d}") for p in range(PROJECTS)]
@@ -105,7 +112,13 @@ def build(quick: bool) -> dict:
     with transaction.atomic():
         Conversation.everywhere.bulk_create(rows, batch_size=2000)
     ids = [r.pk for r in rows]
-    _messages(connection, ids, per, Message._meta.db_table)
+    # The index as the nightly prune leaves it (operators.md schedules one): merged into one
+    # segment at its end (on SQLite), then a day's writes on top, in segments of their own.
+    day = total - max(1, total // RETENTION_DAYS)
+    _messages(connection, ids[:day], per, Message._meta.db_table)
+    if connection.vendor == "sqlite":
+        compact_fts_index(disk.MESSAGE_FTS)
+    _messages(connection, ids[day:], per, Message._meta.db_table, first=day)
     for c, cid in enumerate(ids):
         with projects.scoped(projects.one(made[c % PROJECTS].pk)):
             store.checkpoint_at(conversation_id=cid, position=per // 2 - 1, summary=f"the first half of {c}",
@@ -128,7 +141,7 @@ def build(quick: bool) -> dict:
             "messages": total * per, "facts": PROJECTS * subjects * facts}
 
 
-def _messages(connection, ids, per: int, table: str) -> None:
+def _messages(connection, ids, per: int, table: str, first: int = 0) -> None:
     from django.db import transaction
 
     from conversations.models import Conversation
@@ -141,7 +154,7 @@ def _messages(connection, ids, per: int, table: str) -> None:
             cursor.execute("CREATE TEMP TABLE bench_template (i int PRIMARY KEY, kind text, head text, tail text)")
             cursor.executemany("INSERT INTO bench_template VALUES (%s, %s, %s, %s)",
                                [(i, k, h, t) for i, (k, h, t) in enumerate(parts)])
-            for c, cid in enumerate(db_ids):
+            for c, cid in enumerate(db_ids, start=first):
                 cursor.execute(
                     f"INSERT INTO {table} (conversation_id, position, kind, content, created_at) "
                     f"SELECT %s, g, t.kind, t.head || (%s * {per} + g) || t.tail, "
@@ -152,7 +165,7 @@ def _messages(connection, ids, per: int, table: str) -> None:
             cursor.execute("DROP TABLE bench_template")
             return
         sql = f"INSERT INTO {table} (conversation_id, position, kind, content, created_at) VALUES (%s, %s, %s, %s, %s)"
-        for c, cid in enumerate(db_ids):
+        for c, cid in enumerate(db_ids, start=first):
             batch = []
             for g in range(per):
                 kind, head, tail = parts[(c * per + g) % len(parts)]
