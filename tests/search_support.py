@@ -93,6 +93,15 @@ def rows_by_project() -> dict[int, int]:
         return dict(cursor.fetchall())
 
 
+def index_setting(name: str):
+    """SQLite: one of the message index's FTS5 settings ('automerge', 'secure-delete'), or None
+    where FTS5 keeps its default."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT v FROM search_message_fts_config WHERE k = %s", [name])
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
 def dated_rows() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM search_message_dates")

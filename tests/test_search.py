@@ -15,7 +15,7 @@ from conversations.search import highlight
 from conversations.search.query import InvalidQuery, parse_query
 from conversations.search.reads import BadSearch, Filters, search_messages
 from tests.retention_support import delete_conversation
-from tests.search_support import index_bytes, into_the_index, rows_the_index_knows, waiting_rows
+from tests.search_support import index_bytes, index_setting, into_the_index, rows_the_index_knows, waiting_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -347,6 +347,4 @@ def test_pruning_leaves_no_entry_of_a_pruned_row_in_the_index_storage(where):
     assert fts_rows() == 70
     if connection.vendor == "sqlite":
         assert b"zzyprunedword" not in index_bytes()  # merged away, not just marked deleted
-        with connection.cursor() as cursor:  # deletion requests delete securely again
-            cursor.execute("SELECT v FROM search_message_fts_config WHERE k = 'secure-delete'")
-            assert cursor.fetchone()[0] == 1
+        assert index_setting("secure-delete") == 1  # deletion requests delete securely again

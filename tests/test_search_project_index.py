@@ -13,6 +13,7 @@ from conversations.search.models import project_token
 from conversations.search.reads import Filters, search_messages
 from tests.search_support import (
     assert_index_sound,
+    index_setting,
     into_the_index,
     migrate_everything_forward,
     rows_by_project,
@@ -126,13 +127,6 @@ def test_every_index_entry_carries_its_projects_token(two):
     interleaved(two, rows=30, conversations=4)
     assert rows_by_project_token() == rows_by_project() == {two[0].pk: 60, two[1].pk: 60}
     assert_index_sound()
-
-
-def index_setting(name: str):
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT v FROM search_message_fts_config WHERE k = %s", [name])
-        found = cursor.fetchone()
-    return found[0] if found else None
 
 
 @pytest.mark.sqlite_only
