@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from conversations import project_store, projects, store
+from conversations import api_keys, project_store, projects, store
 from conversations.facts import store as facts
 from conversations.facts.models import Fact, FactAccess
 from conversations.models import AuditEvent, Conversation, Message
@@ -80,14 +80,33 @@ def test_a_deletion_request_journals_its_receipt_and_names_no_subject(journal_fi
     assert erasure_journal.readiness() == "ok"
 
 
-def test_a_receipt_is_never_stored_when_its_journal_entry_cannot_be_written(journal_file, tmp_path):
-    c = conversation(title="doomed", messages=1)
+def test_a_request_the_journal_cannot_hold_is_refused_with_nothing_deleted(journal_file, tmp_path, client):
+    c = conversation(title="kept", messages=1)
+    _, key = api_keys.create_api_key(name="ops", scopes=["read", "write", "admin"])
     (tmp_path / "not-a-folder").write_text("")
     with override_settings(MEMORYUI_ERASURE_JOURNAL=tmp_path / "not-a-folder" / "journal.jsonl"):
-        with pytest.raises(journal.JournalError):
+        with pytest.raises(erasure.JournalUnwritable, match="Nothing was deleted"):
             delete_conversation(c.pk)
+        response = client.delete(f"/api/v1/conversations/{c.pk}", headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 503 and response.json()["error"]["code"] == "erasure_journal_unwritable"
+    assert not DeletionReceipt.everywhere.exists()
+    assert Conversation.everywhere.filter(pk=c.pk, deleting=False).exists() and Message.objects.count() == 1
+
+
+def test_a_receipt_is_never_stored_when_its_journal_entry_cannot_be_written(journal_file, monkeypatch):
+    c = conversation(title="doomed", messages=1)
+
+    def unwritable(*args, **kwargs):
+        raise journal.JournalError("the disk filled up")
+
+    monkeypatch.setattr(erasure_journal, "record_erasure", unwritable)
+    with pytest.raises(erasure.JournalUnwritable, match="rows are deleted"):
+        delete_conversation(c.pk)
     assert not DeletionReceipt.everywhere.exists()
     assert not Conversation.everywhere.filter(pk=c.pk).exists()  # the deletion itself had committed
+    # Its intent is in the journal: a restore of an older backup carries it out again.
+    [unfinished] = journal.read(journal_file).intents.values()
+    assert unfinished.receipt["conversation_ids"] == [str(c.pk)]
 
 
 # -- what a damaged file looks like ------------------------------------------------------------------
@@ -201,6 +220,95 @@ def test_a_crash_between_the_journal_and_the_receipt_leaves_the_erasure_shown_an
     outcome = reapply.reapply(current, why=WHY)
     assert outcome.reapplied == [] and outcome.receipts_back == 1
     assert DeletionReceipt.everywhere.get(pk=request_id).as_document() == current.erasures[request_id].receipt
+
+
+def _stopping_in(monkeypatch, name):
+    """The request's process stops (an error, a crash) when it reaches `name` in erasure.py."""
+    def stop(*args, **kwargs):
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(erasure, name, stop)
+
+
+def test_a_request_is_journalled_before_anything_is_deleted(journal_file, monkeypatch):
+    c = about()
+    seen = {}
+    deleting = erasure.delete_conversations_in_batches
+
+    def first_batch(ids, **kwargs):
+        current = journal.read(journal_file)
+        seen.update(intents=dict(current.intents), erasures=list(current.erasures), ready=erasure_journal.readiness())
+        return deleting(ids, **kwargs)
+
+    monkeypatch.setattr(erasure, "delete_conversations_in_batches", first_batch)
+    receipt = erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+
+    [intent] = seen["intents"].values()
+    assert intent.request_id == str(receipt.pk) and seen["erasures"] == []
+    assert intent.receipt["conversation_ids"] == [str(c.pk)] and intent.receipt["project"] == "default"
+    assert intent.subject_key == journal.subject_key(SUBJECT) and intent.project_id == projects.DEFAULT_PROJECT_ID
+    # Under way, it is no sign of a restore: the server stays ready.
+    assert seen["ready"] == "ok"
+    after = journal.read(journal_file)
+    assert after.intents == {} and list(after.erasures) == [str(receipt.pk)]
+    for personal in (SUBJECT, "cust:journal-42", "private text 0 of about"):
+        assert personal.encode() not in journal_file.read_bytes()
+
+
+def test_a_request_that_stopped_before_its_deletion_committed_is_carried_out_again(journal_file, monkeypatch):
+    c = about()
+    kept = about("cust:someone-else", title="kept")
+    _stopping_in(monkeypatch, "delete_conversations_in_batches")
+    with pytest.raises(RuntimeError):
+        erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+    monkeypatch.undo()
+    # Its conversations are hidden, but its subject's facts are still served: not ready.
+    assert Fact.everywhere.filter(subject_norm="cust:journal-42").exists()
+    assert erasure_journal.readiness() == "not_reapplied"
+    [request_id] = journal.read(journal_file).intents
+
+    outcome = reapply.reapply(journal.read(journal_file), why=WHY)
+
+    assert [r["request_id"] for r in outcome.reapplied] == [request_id] and outcome.receipts_back == 0
+    assert not Conversation.everywhere.filter(pk=c.pk).exists()
+    assert not Fact.everywhere.filter(subject_norm="cust:journal-42").exists()
+    assert Conversation.everywhere.filter(pk=kept.pk).exists()
+    new = DeletionReceipt.everywhere.get(pk=outcome.reapplied[0]["receipt_id"])
+    assert new.as_document()["reapplied"]["unfinished"] is True
+    assert new.as_document()["reapplied"]["request_id"] == request_id and new.counts["facts"] == 1
+    assert not DeletionReceipt.everywhere.filter(pk=request_id).exists()  # it never had one
+    event = AuditEvent.everywhere.get(action="deletion.reapplied", target_id=request_id)
+    assert event.detail["unfinished"] is True and event.detail["receipt_id"] == str(new.pk)
+    assert erasure_journal.readiness() == "ok"
+    again = reapply.reapply(journal.read(journal_file), why=WHY)
+    assert again.reapplied == [] and again.held_nothing == 0
+
+
+def test_a_request_that_stopped_after_its_deletion_committed_is_redone_by_a_restore(journal_file, monkeypatch):
+    c = about()
+    _stopping_in(monkeypatch, "_store_receipt")
+    with pytest.raises(RuntimeError):
+        erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
+    monkeypatch.undo()
+    current = journal.read(journal_file)
+    [request_id] = current.intents
+    assert current.erasures == {} and not Conversation.everywhere.filter(pk=c.pk).exists()
+    # The deletion's own audit event shows it happened here: nothing of it is served.
+    assert erasure_journal.readiness() == "ok"
+    assert reapply.reapply(current, why=WHY).reapplied == []
+
+    # As after a restore of a backup from before such a request: its rows, and no sign of it.
+    back = about()
+    restored_id = uuid.uuid4()
+    erasure_journal.record_intent(request_id=restored_id, subject=SUBJECT, subject_sha256=erasure.subject_sha256(
+        SUBJECT), conversation_ids=[back.pk], project_id=projects.DEFAULT_PROJECT_ID, actor="user:boss",
+        kind="subject", created_at=timezone.now())
+    assert erasure_journal.readiness() == "not_reapplied"
+    outcome = reapply.reapply(journal.read(journal_file), why=WHY)
+    assert [r["request_id"] for r in outcome.reapplied] == [str(restored_id)]
+    assert not Conversation.everywhere.filter(pk=back.pk).exists()
+    assert not Fact.everywhere.filter(subject_norm="cust:journal-42").exists()
+    assert erasure_journal.readiness() == "ok"
 
 
 # -- re-applying ------------------------------------------------------------------------------------------

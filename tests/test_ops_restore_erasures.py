@@ -204,3 +204,48 @@ def test_a_restore_without_a_journal_that_verifies_needs_the_flag_and_is_audited
     assert audited.strip().endswith("1")
     # The backup's copy (what it knew at the backup) was used; a server over it is ready on the new journal.
     assert readyz(target, tmp_path, MEMORYUI_ERASURE_JOURNAL=str(damaged))["code"] == 200
+
+
+def test_a_request_that_stopped_before_its_receipt_is_carried_out_again_by_a_restore(
+        tmp_path, fresh_database, journal_file, monkeypatch):
+    need_pg_tools()
+    _, key = api_keys.create_api_key(name="ops", scopes=["read", "facts:read", "admin"], all_projects=True)
+    doomed = written(MARKERS["one"], ONE)
+    fact(ONE, MARKERS["fact_one"])
+    kept = written(KEPT, "customer:kept@example.com")
+    backup = tmp_path / "before.db"
+    done = manage("backup", str(backup), url=database_url(), data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    # Its deletion commits, then its process dies before the receipt: the journal holds only its intent.
+    def died(*args, **kwargs):
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(erasure, "_store_receipt", died)
+    with pytest.raises(RuntimeError):
+        erasure.execute_deletion(subject=ONE, actor="user:dpo")
+    monkeypatch.undo()
+
+    target, fresh_folder = fresh_database(), tmp_path / "fresh-data"
+    done = manage("restore", str(backup), "--erasure-journal", str(journal_file), url=target, data_dir=fresh_folder,
+                  MEMORYUI_ERASURE_JOURNAL="", SECRET_KEY=settings.SECRET_KEY)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "re-applied 1 erasure " in done.stdout and "0 receipts back" in done.stdout, done.stdout
+
+    port = free_port()
+    server = start_gunicorn(port, tmp_path / "restored.log", workers=1, DATABASE_URL=target,
+                            MEMORYUI_DATA_DIR=str(fresh_folder), MEMORYUI_ERASURE_JOURNAL="",
+                            SECRET_KEY=settings.SECRET_KEY)
+    try:
+        status, ready = get(port, "/readyz", key)
+        assert status == 200 and ready["checks"]["erasures"] == "ok", ready
+        assert get(port, f"/api/v1/conversations/{doomed.pk}", key)[0] == 404
+        assert get(port, f"/api/v1/conversations/{kept.pk}", key)[0] == 200
+        for marker in (MARKERS["one"], MARKERS["fact_one"]):
+            assert get(port, f"/api/v1/search?q={marker}", key)[1]["items"] == []
+        assert get(port, f"/api/v1/facts/recall?subject={ONE}", key)[1]["items"] == []
+        [again] = [r for r in receipts_listed(port, key) if r["kind"] == "reapplied"]
+        assert again["reapplied"]["unfinished"] is True and again["reapplied"]["after_restore_of"] == "before.db"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)

@@ -38,7 +38,10 @@ rawfiles.py for why that would lose other workers' writes):
 8. journal the request outside the database (erasure_journal.py: what a restore of
    an older backup re-applies), then store the receipt (append-only) with its
    audit event in one transaction: ids, counts, SHA-256 of the subject and the
-   verification — never the subject or a text.
+   verification — never the subject or a text. The request was journalled once
+   already, as it was filed and before step 4 (its intent): one that stops between
+   is carried out again by a restore or `reapply_erasures`, and until then /readyz
+   is not ready; one that cannot be journalled is refused with nothing deleted.
 
 Files outside the database that may hold the subject (an import preview waiting
 for its confirmation: `plugins.leftover_files`) are no rows: after the deletion every such file
@@ -63,14 +66,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations import idempotency, params, partitions, projects, store
-from conversations.errors import InvalidInput, NotFound
+from conversations.errors import InvalidInput, NotFound, StoreError
 from conversations.facts import erasure as facts_erasure
 from conversations.message_schema import decode_message, message_text
 from conversations.models import Checkpoint, Conversation, Message, parse_conversation_id
 from conversations.owned import owned_tables
 from conversations.search import unindex
 
-from . import disk, erasure_journal, erasure_receipt, erasure_scrub, erasure_verify, pgfiles, window
+from . import disk, erasure_journal, erasure_receipt, erasure_scrub, erasure_verify, journal, pgfiles, window
 from . import erased as erased_rows
 from .lease import Lease, maintenance
 from .models import DeletionReceipt
@@ -90,6 +93,13 @@ MAX_STRINGS = 40
 # raw bytes, so only rows stored plainly are sampled there.
 PG_PLAIN_LIMIT = 1800
 DELETE_BATCH = 2000
+
+
+class JournalUnwritable(StoreError):
+    """The request cannot be journalled, so nothing of it is deleted: a restore could not redo it."""
+
+    code = "erasure_journal_unwritable"
+    status = 503
 
 
 @dataclass
@@ -311,6 +321,14 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     # What to look for afterwards, chosen before anything is deleted.
     candidates = ([subject] if subject else []) + _sample_strings(preview, fact_texts)
 
+    # Journalled before anything is deleted: a request that stops half-way is redone by a restore.
+    try:
+        erasure_journal.record_intent(
+            request_id=request_id, subject=subject, subject_sha256=subject_sha256(subject),
+            conversation_ids=victim_ids, project_id=project_id, actor=actor, kind=kind, created_at=timezone.now())
+    except journal.JournalError as exc:
+        raise JournalUnwritable(f"{exc}. Nothing was deleted: a request the erasure journal does not hold could "
+                                "be undone by a restore. Make the journal writable and file it again") from None
     disk.ensure_fts_secure_delete()
     clock = time.monotonic()
     seconds = {}
@@ -321,7 +339,7 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
     # Files outside the database (an import preview's upload): see the module docstring.
     files_left = erasure_verify.erase_leftovers(subject=subject, conversation_ids=victim_ids, needles=candidates)
     counts["uploads"] = sum(1 for r in files_left["removed"] if r["removed"])
-    id_needles = _id_needles(victim_ids)
+    id_needles = erasure_verify.id_needles(victim_ids)
     if later:
         # Phase one ends here: the files are cleaned and searched in the next window.
         filed_at = timezone.now()
@@ -388,16 +406,6 @@ def _delete(request_id, subject: str, preview: DeletionPreview, victim_ids: list
     return in_turn(last_transaction)
 
 
-def _id_needles(victim_ids: list[uuid.UUID]) -> list[str]:
-    """SQLite: the deleted conversations' ids as stored. A conversation id that some row
-    still holds (a fork's parent_id, a fact's source) proves nothing when found."""
-    if connection.vendor != "sqlite":
-        return []
-    still_stored = erasure_verify.ids_in_live_data(victim_ids)
-    return [erasure_verify.id_needle(cid) for cid in victim_ids
-            if cid not in still_stored][:erasure_verify.MAX_ID_NEEDLES]
-
-
 def _scrub_and_verify(needles: list[str | bytes], xid: int | None, lease: Lease, seconds: dict,
                       touched: set[str] | None = None) -> erasure_receipt.Checked:
     """Steps 6 and 7: scrub the files, then search them (timed into `seconds`)."""
@@ -432,7 +440,13 @@ def _store_receipt(request_id, subject: str, victim_ids: list[uuid.UUID], counts
         conversation_ids=[str(i) for i in victim_ids], counts=counts, filed_verification=verification,
         verify_by=verify_by,
     )
-    anchor = erasure_journal.record_erasure(receipt, subject=subject)
+    try:
+        anchor = erasure_journal.record_erasure(receipt, subject=subject)
+    except journal.JournalError as exc:
+        # The request's intent is journalled: a restore carries it out again all the same.
+        raise JournalUnwritable(f"{exc}. The request's rows are deleted, but its receipt could not be journalled "
+                                "and was not stored. Make the journal writable and file the request again for "
+                                "its receipt") from None
 
     def insert():
         with transaction.atomic():

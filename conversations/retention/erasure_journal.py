@@ -1,5 +1,9 @@
 """Erasures into the journal (journal.py), and what the database says of the journal.
 
+- `record_intent`: a request's first entry (its id, project, conversations and subject's
+  key), appended and fsync'd before anything is deleted, so a request that stops half-way (a
+  crash, an error) is known to the journal all the same: a restore or `reapply_erasures`
+  carries it out again, and /readyz is not ready until then;
 - `record_erasure`: a receipt's entry (its document, its subject's key, its rows'
   commitments), appended and fsync'd before the receipt commits (erasure.py), so no receipt
   exists without its entry; `record_check`, a maintenance window's verdict on it, likewise.
@@ -10,8 +14,8 @@
   appended, then the journal is copied beside the backup and named in its manifest.
 - `readiness` (/readyz): "ok" unless the database may serve what an erasure removed: the
   journal holds an erasure the database shows no sign of (a restored backup, a point-in-time
-  recovery), the journal the database last wrote to is missing or another one, or it is
-  damaged.
+  recovery, a request that stopped before its deletion committed), the journal the database
+  last wrote to is missing or another one, or it is damaged.
 - `replace`: start a new journal where the old one is lost or damaged (moved aside, never
   deleted), holding every receipt the database has, and say so in the audit log.
 """
@@ -26,9 +30,9 @@ from django.db import transaction
 
 from conversations import store
 from conversations.backups import BackupError
-from conversations.models import AuditEvent
+from conversations.models import AuditEvent, Project
 
-from . import journal
+from . import journal, lease
 from .models import DeletionReceipt, ErasedRow
 
 ROWS_PER_ENTRY = 2000
@@ -69,6 +73,23 @@ def erasure_entries(receipt: DeletionReceipt, *, subject: str, backfilled: bool 
 def record_erasure(receipt: DeletionReceipt, *, subject: str) -> dict:
     """Journal a receipt about to be stored; returns the anchor its audit event records."""
     journal_id, seq, head = journal.append(erasure_entries(receipt, subject=subject))
+    return {"journal": journal_id, "seq": seq, "hash": head}
+
+
+def record_intent(*, request_id, subject: str, subject_sha256: str, conversation_ids, project_id: int | None,
+                  actor: str, kind: str, created_at: datetime) -> dict:
+    """Journal a request as it is filed, before anything of it is deleted: what a restore needs
+    to carry it out again should it never reach its receipt (its erasure entry). Returns the anchor."""
+    document = {"request_id": str(request_id), "created_at": created_at.isoformat(), "actor": str(actor)[:200],
+                "kind": kind,
+                "project": Project.objects.filter(pk=project_id).values_list("slug", flat=True).first()
+                if project_id is not None else None,
+                "all_projects": project_id is None, "subject_sha256": subject_sha256 or None,
+                "conversation_ids": [str(i) for i in conversation_ids]}
+    entry = {"type": "intent", "request_id": str(request_id), "receipt": document, "project_id": project_id,
+             "subject_key": journal.subject_key(subject) if subject else None,
+             "key_id": journal.current_key_id() if subject else None}
+    journal_id, seq, head = journal.append([entry])
     return {"journal": journal_id, "seq": seq, "hash": head}
 
 
@@ -222,7 +243,15 @@ class _Readiness:
         ids = list(current.erasures)
         if ids:
             self.confirmed.discard(ids[-1])
+        if current.intents and not deletion_running():
+            ids += list(current.intents)
         return "not_reapplied" if not_shown(ids, self.confirmed) else "ok"
+
+
+def deletion_running() -> bool:
+    """A request being carried out now: its intent is journalled and its deletion not yet done."""
+    held = lease.current()
+    return held is not None and held.kind == "deletion" and not lease.is_stuck(held)
 
 
 readiness = _Readiness()

@@ -129,6 +129,15 @@ def id_needle(cid: uuid.UUID) -> str:
     return cid.hex
 
 
+def id_needles(victim_ids: list[uuid.UUID]) -> list[str]:
+    """SQLite: the deleted conversations' ids as stored. A conversation id that some row
+    still holds (a fork's parent_id, a fact's source) proves nothing when found."""
+    if connection.vendor != "sqlite":
+        return []
+    still_stored = ids_in_live_data(victim_ids)
+    return [id_needle(cid) for cid in victim_ids if cid not in still_stored][:MAX_ID_NEEDLES]
+
+
 # --- searching the files, from another process -----------------------------------
 
 @dataclass

@@ -3,7 +3,8 @@
 A receipt lives in the database, so restoring a backup taken before a deletion request
 brings back both the erased rows and a database with no memory of the request. The
 journal is the memory that survives: one JSON object a line, appended and fsync'd
-before the receipt commits (erasure.py), copied beside every backup (backups.py through
+when a request is filed, before anything is deleted (its `intent`), and again before its
+receipt commits (its `erasure`: erasure.py), copied beside every backup (backups.py through
 `plugins.backup_extras`), and read by `manage.py restore` and `manage.py reapply_erasures`,
 which re-apply every erasure the database shows no sign of (reapply.py).
 
@@ -102,6 +103,8 @@ class Erasure:
     seq: int
     backfilled: bool = False
     rows: list = field(default_factory=list)  # [conversation_ref, record_type, position, commitment, chain_hash]
+    # Journalled when it was filed, before anything was deleted, with no receipt after it (yet).
+    unfinished: bool = False
 
     @property
     def all_projects(self) -> bool:
@@ -118,6 +121,9 @@ class Journal:
     size: int = 0  # bytes up to the end of the last complete line
     hashes: list[str] = field(default_factory=list)  # by seq
     erasures: dict[str, Erasure] = field(default_factory=dict)  # by request id, in journal order
+    # Requests journalled when filed whose receipt's entry never followed: still running, or
+    # stopped (a crash, an error) after deleting some or all of what they were to delete.
+    intents: dict[str, Erasure] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     torn: int = 0
     # A long-running reader (/readyz) keeps only which requests are in it, not their documents and rows.
@@ -172,9 +178,22 @@ class Journal:
             self._rows.setdefault(body["request_id"], []).extend(body.get("rows") or [])
         elif kind == "erasure":
             self._erasure(body)
+        elif kind == "intent":
+            self._intent(body)
+
+    def _intent(self, body: dict) -> None:
+        request_id = str(body["request_id"])
+        if request_id in self.erasures:
+            return
+        light = self.light
+        self.intents[request_id] = Erasure(
+            request_id=request_id, receipt={} if light else (body.get("receipt") or {}),
+            project_id=body.get("project_id"), subject_key=None if light else body.get("subject_key"),
+            key_id=None if light else body.get("key_id"), seq=body["seq"], unfinished=True)
 
     def _erasure(self, body: dict) -> None:
         request_id = str(body["request_id"])
+        self.intents.pop(request_id, None)
         if self.light:
             self.erasures.pop(request_id, None)
             self.erasures[request_id] = Erasure(request_id=request_id, receipt={}, project_id=body.get("project_id"),

@@ -14,8 +14,9 @@ recovery) both end here:
    says what was lost);
 2. the configured journal is brought up to the longest copy (`adopt`), and compared with the
    head the restored database last recorded (erasure_journal.anchor);
-3. every erasure whose receipt the database lacks is carried out again (`reapply`), in
-   journal order: if the database shows no sign of it (no receipt, no audit event of its
+3. every erasure whose receipt the database lacks, and every request journalled when filed
+   that never reached its receipt (a crash, an error: its intent), is carried out again
+   (`reapply`), in journal order: if the database shows no sign of it (no receipt, no audit event of its
    deletion), what it still holds of it goes through the deletion request's own path
    (erasure.execute_deletion): its conversations by id, and its subject, found by hashing
    every stored subject with the journal's key (the backup has the subject's rows; the
@@ -23,7 +24,8 @@ recovery) both end here:
    earlier one after a restore of which backup when. Then the earlier receipt is inserted
    again as it was, with the commitments of the rows it erased, and a `deletion.reapplied`
    audit event, in one transaction: a crash before it leaves the erasure pending, and the
-   next run finds nothing left to delete and stores the receipt.
+   next run finds nothing left to delete and stores the receipt. A request that never reached
+   its receipt has none to bring back: the audit event alone says it was carried out.
 
 /readyz answers not ready (erasure_journal.readiness) until no erasure is pending.
 """
@@ -43,7 +45,16 @@ from conversations.facts import erasure as facts_erasure
 from conversations.models import Conversation, Project
 
 from . import erasure, journal
-from .erasure_journal import ID_BATCH, ROWS_PER_ENTRY, anchor_problem, copy_path, copy_verified, not_shown, set_aside
+from .erasure_journal import (
+    ID_BATCH,
+    ROWS_PER_ENTRY,
+    anchor_problem,
+    copy_path,
+    copy_verified,
+    deletion_running,
+    not_shown,
+    set_aside,
+)
 from .erasure_journal import replace as replace_journal
 from .lease import in_turn
 from .models import DeletionReceipt, ErasedRow, MaintenanceLease, ReceiptCheck
@@ -204,14 +215,17 @@ class Outcome:
 
 
 def pending(current: journal.Journal) -> tuple[list[journal.Erasure], set[str]]:
-    """The erasures whose receipt this database lacks (journal order), and which of them it shows
-    no sign of at all (those still to delete)."""
+    """The erasures whose receipt this database lacks (journal order), then the requests that
+    never reached their receipt (their intent only), and which of all of them it shows no sign
+    of at all (those still to delete)."""
     ids = list(current.erasures)
     have = set()
     for i in range(0, len(ids), ID_BATCH):
         chunk = ids[i:i + ID_BATCH]
         have |= {str(x) for x in DeletionReceipt.everywhere.filter(id__in=chunk).values_list("id", flat=True)}
     lacking = [current.erasures[r] for r in ids if r not in have]
+    if not deletion_running():  # else one of them is that deletion, under way
+        lacking += list(current.intents.values())
     unseen = set(not_shown([r.request_id for r in lacking]))
     return lacking, unseen
 
@@ -239,6 +253,8 @@ def reapply(current: journal.Journal, *, why: dict, actor: str = ACTOR) -> Outco
                    .values_list("pk", flat=True)]
             if subject or ids:
                 note = {**why, "request_id": record.request_id, "request_created_at": record.receipt.get("created_at")}
+                if record.unfinished:
+                    note["unfinished"] = True  # it stopped before its receipt: there is none to bring back
                 scope = projects.EVERY if record.all_projects else projects.one(record.project_id)
                 try:
                     with projects.scoped(scope):
@@ -254,9 +270,24 @@ def reapply(current: journal.Journal, *, why: dict, actor: str = ACTOR) -> Outco
                 outcome.held_nothing += 1
         elif record.request_id in unseen:
             outcome.held_nothing += 1  # its project is not in this database: nothing of it is
+        if record.unfinished:
+            if record.request_id in unseen:
+                in_turn(lambda record=record, new_receipt=new_receipt: _unfinished_done(record, new_receipt, why,
+                                                                                        actor))
+            continue
         if in_turn(lambda record=record, new_receipt=new_receipt: _receipt_back(record, new_receipt, why, actor)):
             outcome.receipts_back += 1
     return outcome
+
+
+def _unfinished_done(record: journal.Erasure, new_receipt, why: dict, actor: str) -> None:
+    """A request that stopped before its receipt, now carried out: the audit event that shows it
+    happened here (erasure_journal.HAPPENED), so it is not carried out again."""
+    with transaction.atomic():
+        store.record_audit(actor=actor, action="deletion.reapplied", target_type="deletion_request",
+                           target_id=record.request_id, project_id=record.project_id if _project_here(record) else None,
+                           detail={**why, "receipt_restored": False, "unfinished": True,
+                                   "receipt_id": str(new_receipt.pk) if new_receipt else None})
 
 
 def _receipt_back(record: journal.Erasure, new_receipt, why: dict, actor: str) -> bool:

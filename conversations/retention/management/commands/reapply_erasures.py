@@ -59,15 +59,17 @@ class Command(BaseCommand):
         else:
             verdict = "verifies" if current.ok else "does NOT verify: " + "; ".join(current.problems)
             self.stdout.write(f"erasure journal {current.journal_id} at {path}: {current.entries} entries, "
-                              f"{len(current.erasures)} erasures, {current.torn} torn writes closed; {verdict}")
+                              f"{len(current.erasures)} erasures, {len(current.intents)} unfinished, "
+                              f"{current.torn} torn writes closed; {verdict}")
         problems = [] if current is None or current.ok else ["the journal does not verify"]
         mismatch = erasure_journal.anchor_problem(current)
         if mismatch:
             problems.append(mismatch)
         if current is not None and current.ok:
             lacking, unseen = reapply.pending(current)
-            self.stdout.write(f"{len(lacking)} receipts to bring back, {len(unseen)} erasures this database shows "
-                              "no sign of")
+            unfinished = sum(1 for r in lacking if r.unfinished)
+            self.stdout.write(f"{len(lacking) - unfinished} receipts to bring back, {unfinished} requests that "
+                              f"stopped before their receipt, {len(unseen)} erasures this database shows no sign of")
             if unseen:
                 problems.append(f"{len(unseen)} erasures to re-apply")
         self.stdout.write(f"/readyz: {erasure_journal.readiness()}")
