@@ -59,6 +59,26 @@ def partitions_holding(ids: list, table: str = MESSAGE_TABLE, key: str = MESSAGE
         return sorted(name.strip('"') for (name,) in cursor.fetchall())
 
 
+def partitions_for(ids: list, table: str = MESSAGE_TABLE) -> list[str]:
+    """The partitions of `table` that rows of these key values go to by their hash, whether or
+    not any are there now (a deleted conversation's, say), by name; the table itself when it is
+    not partitioned."""
+    if connection.vendor != "postgresql" or not ids:
+        return []
+    with connection.cursor() as cursor:
+        if not count(table, cursor=cursor):
+            return [table]
+        cursor.execute(
+            "SELECT DISTINCT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent "
+            "CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid), "
+            "'modulus (\\d+), remainder (\\d+)') AS b(m) "
+            "CROSS JOIN unnest(%s::uuid[]) AS k(id) "
+            "WHERE p.relname = %s AND satisfies_hash_partition(p.oid, b.m[1]::int, b.m[2]::int, k.id)",
+            [[str(i) for i in ids], table])
+        return sorted(name for (name,) in cursor.fetchall())
+
+
 def leaves(table: str = MESSAGE_TABLE) -> list[str]:
     if connection.vendor != "postgresql":
         return []

@@ -109,20 +109,22 @@ def test_a_fork_keeps_the_rows_it_copied_when_its_source_is_erased():
     assert_index_sound()
 
 
-def test_words_left_by_a_request_that_failed_go_in_the_next_window():
+def test_words_left_by_a_request_that_failed_go_in_the_next_window(settings, tmp_path):
     # A crash between a request's pending file and its receipt leaves rows deleted, their words
     # queued, and a file the window drops: the words must not wait for a request that never comes.
     conversation(title="lost", subject="cust:lost", messages=INDEXED, text="ossiferant ledger {i}")
     receipt = erasure.execute_deletion(subject="cust:lost", actor="user:boss")
     (mine,) = window._load_all()
+    own_folder = settings.MEMORYUI_ERASURE_PENDING_DIR
+    # The window runs where another folder is (its receipt's file would be there): nothing of it waits here.
+    settings.MEMORYUI_ERASURE_PENDING_DIR = tmp_path / "another-folder"
     orphan = window.Pending(**{**asdict(mine), "receipt_id": str(uuid.uuid4())})
     window.save(orphan)
-    window._forget(mine)
     queued = 64 if connection.vendor == "sqlite" else 0
     assert unindex.waiting() == queued and index_holds("ossiferant") == queued
 
     out = StringIO()
-    call_command("erasure_window", stdout=out)
+    call_command("erasure_window", stdout=out, stderr=StringIO())
     assert "No deletion request is waiting" in out.getvalue()
     if connection.vendor == "sqlite":
         assert f"index entries of {queued} deleted rows" in out.getvalue()
@@ -132,6 +134,11 @@ def test_words_left_by_a_request_that_failed_go_in_the_next_window():
     assert_index_sound()
     # Its receipt never got a verdict: it stays waiting, and turns into an alert at its deadline.
     assert list(window.waiting_receipts().values_list("pk", flat=True)) == [receipt.pk]
+    # Its own folder's window finds its file gone, and checks it as far as it can without it.
+    settings.MEMORYUI_ERASURE_PENDING_DIR = own_folder
+    window._forget(mine)
+    assert window.run_window(actor="system:test").lost == 1
+    assert DeletionReceipt.objects.get(pk=receipt.pk).verification["status"] == "not_possible"
 
 
 def test_a_window_with_nothing_queued_and_nothing_waiting_does_nothing():

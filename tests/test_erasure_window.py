@@ -8,6 +8,7 @@ from datetime import UTC, timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -127,6 +128,49 @@ def test_needles_whose_request_never_filed_its_receipt_are_dropped():
     result = window.run_window(actor="system:test")
     assert result.dropped == 1 and result.receipts == []
     assert not stray.path.exists()
+
+
+def test_a_request_whose_pending_file_is_lost_is_checked_without_it_and_says_so(capsys):
+    c = about("cust:sal", words="Sal Moreno keeps bees")
+    held = partitions.partitions_holding([c.pk])
+    for i in range(6):
+        about(f"cust:stay-{i}")
+    receipt = erasure.execute_deletion(subject="cust:sal", actor="user:boss")
+    assert receipt.filed_verification["pending_folder"] == window.pending_dir_id()
+    for path in window.pending_dir().glob("*.json"):
+        path.unlink()  # a data folder replaced, say
+
+    call_command("erasure_window")
+    assert "1 of them had lost their pending file" in capsys.readouterr().out
+    v = DeletionReceipt.objects.get(pk=receipt.pk).verification
+    assert v["status"] == "not_possible" and v["pending_lost"] is True
+    assert "not searched for its texts" in v["notes"][-1] and v["strings_checked"] == 0
+    assert window.overdue_count() == 0 and window.waiting_count() == 0
+    if connection.vendor == "postgresql":
+        # The partition its rows were in is found by the hash of its id, the rows being gone.
+        rewritten = [name for name in v["rewrite"]["tables"] if name.startswith(f"{partitions.MESSAGE_TABLE}_p")]
+        assert rewritten == held and len(held) == 1
+    else:
+        assert v["conversation_ids_checked"] == 1 and "searched for its conversations' ids" in v["notes"][-1]
+
+
+def test_a_pending_file_in_another_servers_folder_is_left_for_its_window(settings, tmp_path, capsys):
+    about("cust:tam")
+    receipt = erasure.execute_deletion(subject="cust:tam", actor="user:boss")
+    settings.MEMORYUI_ERASURE_PENDING_DIR = tmp_path / "another-servers-folder"
+
+    call_command("erasure_window")
+    out = capsys.readouterr()
+    assert "1 deletion requests wait for pending files in another folder" in out.err
+    assert "No deletion request is waiting" in out.out
+    assert DeletionReceipt.objects.get(pk=receipt.pk).verification["status"] == "erased"
+
+    # Restored since it was filed: the file it names is of a folder the database no longer goes with.
+    store.record_audit(actor="system:manage.py restore", action="restore.erasures_reapplied", target_type="backup",
+                       target_id="nightly.db", project_id=None, detail={})
+    result = window.run_window(actor="system:test")
+    assert result.receipts == [str(receipt.pk)] and result.lost == 1 and result.elsewhere == 0
+    assert DeletionReceipt.objects.get(pk=receipt.pk).verification["status"] == "not_possible"
 
 
 @pytest.mark.postgresql_only

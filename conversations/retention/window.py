@@ -16,6 +16,15 @@ waits in a file of its own under MEMORYUI_ERASURE_PENDING_DIR (0600, the data fo
 default), removed when the window has searched for it. With several app servers, point it
 at storage they share, like the erasure journal.
 
+A pending file can be lost (a data folder replaced, a restore into a fresh one). What it
+held cannot be had again, and must not be: the window then cleans the partitions that held
+the request's conversations, searches for their ids where the files hold them as text
+(SQLite), and gives the receipt `not_possible`, saying its texts were not searched for,
+rather than leave it waiting past its deadline for ever. A receipt names the pending folder it
+was filed with (a random id in the folder): one filed with another folder (a server that does
+not share it) is left waiting for that folder's window, unless the database was restored
+since it was filed.
+
 Each request must be verified by its deadline (`verify_by`: MEMORYUI_ERASURE_DEADLINE_HOURS
 after it was filed, 24 by default, at most 720). `manage.py erasure_window` runs a window
 (from cron, hourly or daily); the receipts page and the API can run one at once. A request
@@ -39,7 +48,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
-from conversations import projects, store
+from conversations import partitions, projects, store
+from conversations.models import AuditEvent
 
 from . import erasure_journal, erasure_receipt, erasure_scrub, erasure_verify, pgfiles
 from .lease import Lease, in_turn, maintenance
@@ -65,6 +75,26 @@ def pending_dir() -> Path:
     return path
 
 
+DIR_ID = ".pending-folder-id"
+# What shows that the database was restored since a receipt was filed (reapply.py's audit events).
+RESTORED = ("restore.erasures_reapplied", "restore.without_erasure_journal")
+
+
+def pending_dir_id() -> str:
+    """The pending folder's own random id, made once: a receipt records it, so a window knows
+    whether a pending file it cannot find would have been in its folder."""
+    path = pending_dir() / DIR_ID
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="ascii").strip()
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(uuid.uuid4().hex)
+        f.flush()
+        os.fsync(f.fileno())
+    return path.read_text(encoding="ascii").strip()
+
+
 @dataclass
 class Pending:
     """What a filed request's window needs: what to look for and where."""
@@ -79,6 +109,8 @@ class Pending:
     files_left: dict
     seconds: dict = field(default_factory=dict)
     xid: int | None = None
+    # Made from its receipt, its file being lost: nothing of its texts to search for.
+    lost: bool = False
 
     @property
     def path(self) -> Path:
@@ -131,7 +163,7 @@ def erased_verification(*, pending: Pending, seconds: dict) -> dict:
         "strings_set_aside": 0, "conversation_ids_checked": 0, "subject_checked": False, "files_searched": 0,
         "bytes_searched": 0, "files": [], "found_in": [], "found_count": 0, "scope": erasure_receipt.scope(),
         "searched": {}, "wal": {"status": "not_searched"}, "rewrite": {}, "uploads": pending.files_left,
-        "verify_passes": 0, "seconds": seconds, "verify_by": pending.verify_by,
+        "verify_passes": 0, "seconds": seconds, "verify_by": pending.verify_by, "pending_folder": pending_dir_id(),
         "notes": ["the rows are deleted; the next maintenance window cleans what is left of them in the "
                   "database files (on SQLite, their words in the full-text index too) and searches the files, "
                   f"by {_readable(pending.verify_by)}"],
@@ -147,6 +179,8 @@ class WindowResult:
     seconds: float = 0.0
     touched: list[str] = field(default_factory=list)
     scrub_wal_bytes: int | None = None
+    lost: int = 0  # receipts whose pending file was gone: verified as far as possible without it
+    elsewhere: int = 0  # receipts whose pending file is in another server's folder: left for it
 
     def visible(self) -> list[str]:
         """The receipts checked that the current scope sees: a window runs for every project's
@@ -171,6 +205,7 @@ def run_window(*, actor: str) -> WindowResult:
             _forget(pending)
             result.dropped += 1
         waiting = [p for p in waiting if p.receipt_id in known]
+        waiting += _lost({p.receipt_id for p in waiting}, result)
         if not waiting:
             # Index words a request queued may have no request left to wait for them (it failed
             # after deleting its rows, or its pending file is gone): they go all the same.
@@ -183,6 +218,38 @@ def run_window(*, actor: str) -> WindowResult:
         _verify_all(waiting, lease, result)
     result.seconds = time.monotonic() - started
     return result
+
+
+NOTHING_LEFT = {"status": "verified", "removed": [], "found_in": [], "problems": [], "files_searched": 0}
+
+
+def _lost(have: set[str], result: WindowResult) -> list[Pending]:
+    """The receipts waiting for a window whose pending file is gone from this folder, as
+    Pendings made from what the receipt holds (no texts: those were only in the file). One
+    filed with another pending folder is left to that folder's window (counted in
+    `result.elsewhere`), unless the database was restored since."""
+    here = pending_dir_id()
+    out = []
+    for receipt in DeletionReceipt.everywhere.filter(verify_by__isnull=False, checks__isnull=True).order_by(
+            "created_at", "id"):
+        if str(receipt.pk) in have:
+            continue
+        folder = receipt.filed_verification.get("pending_folder")
+        if folder not in (None, here) and not AuditEvent.everywhere.filter(
+                action__in=RESTORED, at__gt=receipt.created_at).exists():
+            result.elsewhere += 1
+            continue
+        ids = [uuid.UUID(c) for c in receipt.conversation_ids]
+        out.append(Pending(
+            receipt_id=str(receipt.pk), filed_at=receipt.created_at.isoformat(),
+            verify_by=receipt.verify_by.isoformat(), subject_given=False, candidates=[],
+            id_needles=erasure_verify.id_needles(ids), touched=partitions.partitions_for(ids),
+            files_left=dict(NOTHING_LEFT), lost=True))
+    if result.elsewhere:
+        log.warning("erasure window: %d requests wait for pending files in another folder than %s "
+                    "(MEMORYUI_ERASURE_PENDING_DIR must be one folder every server shares)",
+                    result.elsewhere, pending_dir())
+    return out
 
 
 def _verify_all(waiting: list[Pending], lease: Lease, result: WindowResult) -> dict:
@@ -214,10 +281,19 @@ def _verify_all(waiting: list[Pending], lease: Lease, result: WindowResult) -> d
             seconds={**pending.seconds, **seconds, "window_requests": len(waiting)})
         verification["window"] = {"requests": len(waiting), "filed_at": pending.filed_at,
                                   "verify_by": pending.verify_by, "checked_at": timezone.now().isoformat()}
+        if pending.lost:
+            verification["status"] = "not_possible"
+            verification["pending_lost"] = True
+            verification["notes"].append(
+                "what this request was to search for (its subject, samples of its texts) waited in a pending file "
+                "that is gone (a data folder replaced or restored): the database files that held its rows were "
+                "cleaned" + (", and searched for its conversations' ids" if pending.id_needles else "")
+                + ", but not searched for its texts")
         verdicts[pending.receipt_id] = verification
         in_turn(lambda p=pending, v=verification: _store_check(p, v))
         _forget(pending)
         result.receipts.append(pending.receipt_id)
+        result.lost += pending.lost
         result.statuses[pending.receipt_id] = verification["status"]
         if verification["status"] != "verified":
             log.warning("deletion %s: verification %s", pending.receipt_id, verification["status"])

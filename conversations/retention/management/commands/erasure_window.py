@@ -14,6 +14,10 @@ class Command(BaseCommand):
             result = window.run_window(actor="system:manage.py erasure_window")
         except StoreError as exc:
             raise CommandError(exc.message) from None
+        if result.elsewhere:
+            self.stderr.write(f"{result.elsewhere} deletion requests wait for pending files in another folder than "
+                              "this server's MEMORYUI_ERASURE_PENDING_DIR: every server must share one folder, "
+                              "or run the window where they were filed.")
         if not result.receipts:
             self.stdout.write("No deletion request is waiting for the window.")
             if result.unindexed:
@@ -27,3 +31,6 @@ class Command(BaseCommand):
         said = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         self.stdout.write(f"Window: {len(result.receipts)} deletion requests checked in {result.seconds:.1f} s "
                           f"({said}); {len(result.touched)} partitions rewritten.")
+        if result.lost:
+            self.stdout.write(f"{result.lost} of them had lost their pending file (what to search for): cleaned, "
+                              "but their texts not searched for (not_possible).")
