@@ -145,6 +145,7 @@ def test_a_request_whose_pending_file_is_lost_is_checked_without_it_and_says_so(
     v = DeletionReceipt.objects.get(pk=receipt.pk).verification
     assert v["status"] == "not_possible" and v["pending_lost"] is True
     assert "not searched for its texts" in v["notes"][-1] and v["strings_checked"] == 0
+    assert v["uploads"] == receipt.filed_verification["uploads"]  # what phase one did outside the database
     assert window.overdue_count() == 0 and window.waiting_count() == 0
     if connection.vendor == "postgresql":
         # The partition its rows were in is found by the hash of its id, the rows being gone.

@@ -220,6 +220,7 @@ def run_window(*, actor: str) -> WindowResult:
     return result
 
 
+# What phase one did with files outside the database, where its receipt does not say (filed before it did).
 NOTHING_LEFT = {"status": "verified", "removed": [], "found_in": [], "problems": [], "files_searched": 0}
 
 
@@ -244,7 +245,7 @@ def _lost(have: set[str], result: WindowResult) -> list[Pending]:
             receipt_id=str(receipt.pk), filed_at=receipt.created_at.isoformat(),
             verify_by=receipt.verify_by.isoformat(), subject_given=False, candidates=[],
             id_needles=erasure_verify.id_needles(ids), touched=partitions.partitions_for(ids),
-            files_left=dict(NOTHING_LEFT), lost=True))
+            files_left=receipt.filed_verification.get("uploads") or dict(NOTHING_LEFT), lost=True))
     if result.elsewhere:
         log.warning("erasure window: %d requests wait for pending files in another folder than %s "
                     "(MEMORYUI_ERASURE_PENDING_DIR must be one folder every server shares)",
@@ -282,7 +283,8 @@ def _verify_all(waiting: list[Pending], lease: Lease, result: WindowResult) -> d
         verification["window"] = {"requests": len(waiting), "filed_at": pending.filed_at,
                                   "verify_by": pending.verify_by, "checked_at": timezone.now().isoformat()}
         if pending.lost:
-            verification["status"] = "not_possible"
+            # Its ids found would still be found: only a clean search is not enough to say verified.
+            verification["status"] = "found" if verification["status"] == "found" else "not_possible"
             verification["pending_lost"] = True
             verification["notes"].append(
                 "what this request was to search for (its subject, samples of its texts) waited in a pending file "
