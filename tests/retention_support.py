@@ -7,6 +7,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from django.db import connection
 from django.utils import timezone
 
@@ -110,6 +111,18 @@ def delete_conversation(conversation_id, *, actor: str = "user:admin"):
     DELETE /api/v1/conversations/{id}: retention/erasure.py, with its receipt (returned)
     and its search of the database files. The one deletion path; the store has no other."""
     return erasure.delete_one_conversation(conversation_id=conversation_id, actor=actor)
+
+
+def request_that_stops(monkeypatch, where, name: str, **request) -> None:
+    """File a deletion request (erasure.execute_deletion(**request)) whose process stops, as a
+    crash or an error would stop it, when it reaches `where.name`."""
+    def stop(*args, **kwargs):
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(where, name, stop)
+    with pytest.raises(RuntimeError):
+        erasure.execute_deletion(**request)
+    monkeypatch.undo()
 
 
 def delete_conversations(*conversation_ids, actor: str = "user:admin"):

@@ -18,7 +18,7 @@ from conversations.facts.models import Fact, FactAccess
 from conversations.models import AuditEvent, Conversation, Message
 from conversations.retention import erasure, erasure_journal, journal, reapply
 from conversations.retention.models import DeletionReceipt, ErasedRow
-from tests.retention_support import conversation, delete_conversation
+from tests.retention_support import conversation, delete_conversation, request_that_stops
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,13 +204,7 @@ def test_a_crash_between_the_journal_and_the_receipt_leaves_the_erasure_shown_an
         journal_file, monkeypatch):
     c = about()
 
-    def crash(*args, **kwargs):
-        raise RuntimeError("the process died here")
-
-    monkeypatch.setattr(DeletionReceipt, "save", crash)
-    with pytest.raises(RuntimeError):
-        erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
-    monkeypatch.undo()
+    request_that_stops(monkeypatch, DeletionReceipt, "save", subject=SUBJECT, actor="user:boss")
     current = journal.read(journal_file)
     [request_id] = current.erasures
     assert not DeletionReceipt.everywhere.exists() and not Conversation.everywhere.filter(pk=c.pk).exists()
@@ -220,14 +214,6 @@ def test_a_crash_between_the_journal_and_the_receipt_leaves_the_erasure_shown_an
     outcome = reapply.reapply(current, why=WHY)
     assert outcome.reapplied == [] and outcome.receipts_back == 1
     assert DeletionReceipt.everywhere.get(pk=request_id).as_document() == current.erasures[request_id].receipt
-
-
-def _stopping_in(monkeypatch, name):
-    """The request's process stops (an error, a crash) when it reaches `name` in erasure.py."""
-    def stop(*args, **kwargs):
-        raise RuntimeError("the process died here")
-
-    monkeypatch.setattr(erasure, name, stop)
 
 
 def test_a_request_is_journalled_before_anything_is_deleted(journal_file, monkeypatch):
@@ -258,10 +244,7 @@ def test_a_request_is_journalled_before_anything_is_deleted(journal_file, monkey
 def test_a_request_that_stopped_before_its_deletion_committed_is_carried_out_again(journal_file, monkeypatch):
     c = about()
     kept = about("cust:someone-else", title="kept")
-    _stopping_in(monkeypatch, "delete_conversations_in_batches")
-    with pytest.raises(RuntimeError):
-        erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
-    monkeypatch.undo()
+    request_that_stops(monkeypatch, erasure, "delete_conversations_in_batches", subject=SUBJECT, actor="user:boss")
     # Its conversations are hidden, but its subject's facts are still served: not ready.
     assert Fact.everywhere.filter(subject_norm="cust:journal-42").exists()
     assert erasure_journal.readiness() == "not_reapplied"
@@ -286,10 +269,7 @@ def test_a_request_that_stopped_before_its_deletion_committed_is_carried_out_aga
 
 def test_a_request_that_stopped_after_its_deletion_committed_is_redone_by_a_restore(journal_file, monkeypatch):
     c = about()
-    _stopping_in(monkeypatch, "_store_receipt")
-    with pytest.raises(RuntimeError):
-        erasure.execute_deletion(subject=SUBJECT, actor="user:boss")
-    monkeypatch.undo()
+    request_that_stops(monkeypatch, erasure, "_store_receipt", subject=SUBJECT, actor="user:boss")
     current = journal.read(journal_file)
     [request_id] = current.intents
     assert current.erasures == {} and not Conversation.everywhere.filter(pk=c.pk).exists()

@@ -18,7 +18,14 @@ from conversations import api_keys, project_store, projects, store
 from conversations.facts import store as facts
 from conversations.retention import erasure
 from tests.backup_support import manage, need_pg_tools
-from tests.retention_support import conversation, database_url, delete_conversation, run_python, subprocess_env
+from tests.retention_support import (
+    conversation,
+    database_url,
+    delete_conversation,
+    request_that_stops,
+    run_python,
+    subprocess_env,
+)
 from tests.server_support import free_port, start_gunicorn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -218,13 +225,7 @@ def test_a_request_that_stopped_before_its_receipt_is_carried_out_again_by_a_res
     assert done.returncode == 0, done.stderr
 
     # Its deletion commits, then its process dies before the receipt: the journal holds only its intent.
-    def died(*args, **kwargs):
-        raise RuntimeError("the process died here")
-
-    monkeypatch.setattr(erasure, "_store_receipt", died)
-    with pytest.raises(RuntimeError):
-        erasure.execute_deletion(subject=ONE, actor="user:dpo")
-    monkeypatch.undo()
+    request_that_stops(monkeypatch, erasure, "_store_receipt", subject=ONE, actor="user:dpo")
 
     target, fresh_folder = fresh_database(), tmp_path / "fresh-data"
     done = manage("restore", str(backup), "--erasure-journal", str(journal_file), url=target, data_dir=fresh_folder,
