@@ -280,9 +280,9 @@ def test_a_request_that_stopped_after_its_deletion_committed_is_redone_by_a_rest
     # As after a restore of a backup from before such a request: its rows, and no sign of it.
     back = about()
     restored_id = uuid.uuid4()
-    erasure_journal.record_intent(request_id=restored_id, subject=SUBJECT, subject_sha256=erasure.subject_sha256(
-        SUBJECT), conversation_ids=[back.pk], project_id=projects.DEFAULT_PROJECT_ID, actor="user:boss",
-        kind="subject", created_at=timezone.now())
+    erasure_journal.record_intent(erasure._receipt_of(restored_id, SUBJECT, [back.pk], actor="user:boss",
+                                                      kind="subject", project_id=projects.DEFAULT_PROJECT_ID,
+                                                      counts={}, verification={}), subject=SUBJECT)
     assert erasure_journal.readiness() == "not_reapplied"
     outcome = reapply.reapply(journal.read(journal_file), why=WHY)
     assert [r["request_id"] for r in outcome.reapplied] == [str(restored_id)]

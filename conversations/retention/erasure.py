@@ -323,9 +323,9 @@ def _execute(subject: str, ids: list[uuid.UUID], *, actor: str, kind: str, lease
 
     # Journalled before anything is deleted: a request that stops half-way is redone by a restore.
     try:
-        erasure_journal.record_intent(
-            request_id=request_id, subject=subject, subject_sha256=subject_sha256(subject),
-            conversation_ids=victim_ids, project_id=project_id, actor=actor, kind=kind, created_at=timezone.now())
+        erasure_journal.record_intent(_receipt_of(request_id, subject, victim_ids, actor=actor, kind=kind,
+                                                  project_id=project_id, counts={}, verification={}),
+                                      subject=subject)
     except journal.JournalError as exc:
         raise JournalUnwritable(f"{exc}. Nothing was deleted: a request the erasure journal does not hold could "
                                 "be undone by a restore. Make the journal writable and file it again") from None
@@ -428,18 +428,24 @@ def _scrub_and_verify(needles: list[str | bytes], xid: int | None, lease: Lease,
     return erasure_receipt.Checked(search, set_aside, notes, rewrite, wal)
 
 
+def _receipt_of(request_id, subject: str, victim_ids: list[uuid.UUID], *, actor: str, kind: str,
+                project_id: int | None, counts: dict, verification: dict, verify_by=None) -> DeletionReceipt:
+    """The request's receipt, not yet stored: as filed (its intent, counts and verdict still
+    empty), or as step 8 stores it."""
+    return DeletionReceipt(
+        id=request_id, project_id=project_id, actor=str(actor)[:200], kind=kind, created_at=timezone.now(),
+        subject_sha256=subject_sha256(subject), conversation_ids=[str(i) for i in victim_ids], counts=counts,
+        filed_verification=verification, verify_by=verify_by)
+
+
 def _store_receipt(request_id, subject: str, victim_ids: list[uuid.UUID], counts: dict, verification: dict, *,
                    actor: str, kind: str, project_id: int | None, verify_by=None) -> DeletionReceipt:
     """Step 8: the receipt's journal entry, then the receipt and its audit event in one transaction.
 
     The entry goes first (erasure_journal.py): a receipt never exists without it, and a crash
     between leaves an entry whose receipt is missing, which a restore re-applies all the same."""
-    receipt = DeletionReceipt(
-        id=request_id, project_id=project_id, actor=str(actor)[:200], kind=kind, created_at=timezone.now(),
-        subject_sha256=subject_sha256(subject),
-        conversation_ids=[str(i) for i in victim_ids], counts=counts, filed_verification=verification,
-        verify_by=verify_by,
-    )
+    receipt = _receipt_of(request_id, subject, victim_ids, actor=actor, kind=kind, project_id=project_id,
+                          counts=counts, verification=verification, verify_by=verify_by)
     try:
         anchor = erasure_journal.record_erasure(receipt, subject=subject)
     except journal.JournalError as exc:

@@ -30,7 +30,7 @@ from django.db import transaction
 
 from conversations import store
 from conversations.backups import BackupError
-from conversations.models import AuditEvent, Project
+from conversations.models import AuditEvent
 
 from . import journal, lease
 from .models import DeletionReceipt, ErasedRow
@@ -76,21 +76,13 @@ def record_erasure(receipt: DeletionReceipt, *, subject: str) -> dict:
     return {"journal": journal_id, "seq": seq, "hash": head}
 
 
-def record_intent(*, request_id, subject: str, subject_sha256: str, conversation_ids, project_id: int | None,
-                  actor: str, kind: str, created_at: datetime) -> dict:
-    """Journal a request as it is filed, before anything of it is deleted: what a restore needs
-    to carry it out again should it never reach its receipt (its erasure entry). Returns the anchor."""
-    document = {"request_id": str(request_id), "created_at": created_at.isoformat(), "actor": str(actor)[:200],
-                "kind": kind,
-                "project": Project.objects.filter(pk=project_id).values_list("slug", flat=True).first()
-                if project_id is not None else None,
-                "all_projects": project_id is None, "subject_sha256": subject_sha256 or None,
-                "conversation_ids": [str(i) for i in conversation_ids]}
-    entry = {"type": "intent", "request_id": str(request_id), "receipt": document, "project_id": project_id,
-             "subject_key": journal.subject_key(subject) if subject else None,
+def record_intent(receipt: DeletionReceipt, *, subject: str) -> None:
+    """Journal a request as it is filed, before anything of it is deleted (`receipt` as filed, not
+    stored): what a restore needs to carry it out again should it never reach its receipt."""
+    entry = {"type": "intent", "request_id": str(receipt.pk), "receipt": receipt.as_document(),
+             "project_id": receipt.project_id, "subject_key": journal.subject_key(subject) if subject else None,
              "key_id": journal.current_key_id() if subject else None}
-    journal_id, seq, head = journal.append([entry])
-    return {"journal": journal_id, "seq": seq, "hash": head}
+    journal.append([entry])
 
 
 def record_check(receipt: DeletionReceipt, verification: dict) -> dict:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
@@ -230,14 +231,14 @@ def _lost(have: set[str], result: WindowResult) -> list[Pending]:
     filed with another pending folder is left to that folder's window (counted in
     `result.elsewhere`), unless the database was restored since."""
     here = pending_dir_id()
+    restored_at = AuditEvent.everywhere.filter(action__in=RESTORED).aggregate(last=Max("at"))["last"]
     out = []
     for receipt in DeletionReceipt.everywhere.filter(verify_by__isnull=False, checks__isnull=True).order_by(
             "created_at", "id"):
         if str(receipt.pk) in have:
             continue
         folder = receipt.filed_verification.get("pending_folder")
-        if folder not in (None, here) and not AuditEvent.everywhere.filter(
-                action__in=RESTORED, at__gt=receipt.created_at).exists():
+        if folder not in (None, here) and (restored_at is None or restored_at <= receipt.created_at):
             result.elsewhere += 1
             continue
         ids = [uuid.UUID(c) for c in receipt.conversation_ids]
